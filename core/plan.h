@@ -1,0 +1,241 @@
+/*
+ * plan.h - the microkernel's data model: task, batch (four queues), plan,
+ * and the pure planner that builds one rank's plan for one AlltoAllV call.
+ *
+ * Protocol (docs/protocol.md has the long form):
+ *  - intra-node: i CE-puts its block into j's receive buffer and signals
+ *    DATA(i) at j;
+ *  - cross-node, relay on: i sends everything for node B as one byte stream
+ *    (its blocks for B's ranks in local-rank order, the relay's own block
+ *    excluded) through channel (i -> relay(i, B)); the stream is cut into
+ *    chunks of at most one relay slot; chunk g (g counts chunks of the
+ *    channel over the communicator's life) goes to slot g mod S and raises
+ *    ARRIVE(c, slot) at the relay; the relay CE-forwards each piece to its
+ *    receiver, signals DATA(i) there after the piece's last byte, and returns
+ *    a credit (CREDIT(node of relay) at i) once the slot is free. The block
+ *    for the relay itself goes straight into the relay's receive buffer.
+ *  - cross-node, relay off: i proxy-puts straight into j's receive buffer.
+ *  - every rank finally waits DATA(p) for each p it receives from.
+ *
+ * Rounds are global: rank i's direct put to peer j is in round
+ * sched.round(i, j); chunk q of i's stream to node B is in round
+ * sched.round(i, relay(i, B)) + stride * q, with stride = 1 when S >= 2,
+ * else 2; the relay waits its arrival in the same round, forwards it in the
+ * next and returns the credit in the one after. Every wait in round r is
+ * satisfied by puts of rounds <= r (or of earlier calls), which is why no
+ * schedule can deadlock. A rank's final data waits come after its last put.
+ *
+ * Signal words of rank r (index into its control window's signal array):
+ *   DATA(p)      = p                                  p < nranks
+ *   CREDIT(B)    = nranks + B                         B < nnodes
+ *   ARRIVE(c, s) = nranks + nnodes + c * S + s        c < nin(r), s < S
+ *   META(k)      = nranks + nnodes + nin(r) * S + k   (runtime's metadata)
+ * Every word rises by exactly one per signal, from a single writer.
+ */
+#ifndef RMACOLL_CORE_PLAN_H
+#define RMACOLL_CORE_PLAN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "rmacoll.h"
+#include "rmacoll_sched.h"
+
+typedef enum rmacoll__op { RMACOLL__OP_PUT = 0, RMACOLL__OP_WAIT = 1 } rmacoll__op_t;
+
+typedef enum rmacoll__path {
+    RMACOLL__PATH_PROXY = 0, /* network, proxy thread */
+    RMACOLL__PATH_CE = 1     /* node peers / self, copy engine */
+} rmacoll__path_t;
+
+/* Windows a task addresses. SEND/RECV are the call's user buffers. */
+typedef enum rmacoll__win {
+    RMACOLL__WIN_NONE = 0,
+    RMACOLL__WIN_SEND = 1,  /* the owner's send buffer */
+    RMACOLL__WIN_RECV = 2,  /* the owner's receive buffer */
+    RMACOLL__WIN_RELAY = 3  /* the owner's relay buffer */
+} rmacoll__win_t;
+
+/* The four queues of a batch. */
+typedef enum rmacoll__queue {
+    RMACOLL__Q_PROXY_PUT = 0,
+    RMACOLL__Q_CE_PUT = 1,
+    RMACOLL__Q_PROXY_WAIT = 2,
+    RMACOLL__Q_CE_WAIT = 3,
+    RMACOLL__NQUEUES = 4
+} rmacoll__queue_t;
+
+/* Task flags. */
+#define RMACOLL__TASK_SIGNAL (1u << 0)   /* PUT raises sig at the target */
+#define RMACOLL__TASK_SELF (1u << 1)     /* local copy, own SEND -> own RECV */
+#define RMACOLL__TASK_TO_RELAY (1u << 2) /* PUT of a stream chunk into a relay slot */
+#define RMACOLL__TASK_FORWARD (1u << 3)  /* relay forward, own RELAY -> peer RECV */
+#define RMACOLL__TASK_CREDIT (1u << 4)   /* signal-only PUT returning a slot */
+#define RMACOLL__TASK_ARRIVAL (1u << 5)  /* WAIT for a chunk in a relay slot */
+#define RMACOLL__TASK_DATA (1u << 6)     /* WAIT for a complete receive block */
+
+#define RMACOLL__NO_SIG UINT32_MAX
+
+/**
+ * One RMA operation. PUT: copy `bytes` from (own src_win, src_off) to
+ * (peer's dst_win, dst_off) and, with TASK_SIGNAL, then set the peer's
+ * signal word `sig` to `sig_value`. WAIT: wait until own word `sig` >=
+ * sig_value; `peer` is the rank that raises it. Offsets and sizes in bytes.
+ */
+typedef struct rmacoll__task {
+    uint8_t op;        /* rmacoll__op_t */
+    uint8_t path;      /* rmacoll__path_t */
+    uint8_t src_win;   /* rmacoll__win_t (PUT) */
+    uint8_t dst_win;   /* rmacoll__win_t (PUT) */
+    uint32_t flags;    /* RMACOLL__TASK_* */
+    int32_t peer;      /* PUT: target; WAIT: the writer of the signal */
+    int32_t origin;    /* rank whose send buffer the bytes came from */
+    int32_t round;
+    uint32_t sig;      /* signal word index, or RMACOLL__NO_SIG */
+    uint64_t src_off;
+    uint64_t dst_off;
+    uint64_t bytes;
+    uint64_t sig_value;
+    uint64_t seq;      /* chunk sequence number on its channel (relay tasks) */
+} rmacoll__task_t;
+
+/** The tasks of one round; queue q is tasks[first[q] .. first[q]+count[q]). */
+typedef struct rmacoll__batch {
+    int32_t round;
+    uint32_t first[RMACOLL__NQUEUES];
+    uint32_t count[RMACOLL__NQUEUES];
+} rmacoll__batch_t;
+
+/** One rank's plan for one call: non-empty batches in ascending round. */
+typedef struct rmacoll__plan {
+    int rank;
+    rmacoll__task_t *tasks;
+    size_t ntasks;
+    size_t tasks_cap;
+    rmacoll__batch_t *batches;
+    size_t nbatches;
+    size_t batches_cap;
+    char errmsg[256];   /* why the build failed, naming ranks */
+    int err_peer;       /* the other rank of a mismatch, or -1 */
+} rmacoll__plan_t;
+
+/** Planner settings (from the config; equal on every rank). */
+typedef struct rmacoll__plan_cfg {
+    int relay_enabled;
+    uint64_t relay_buffer_bytes;
+    uint32_t relay_slots;      /* S >= 1 */
+    uint64_t max_task_bytes;   /* >= 1 */
+} rmacoll__plan_cfg_t;
+
+/** A scheduler bound to a topology. */
+typedef struct rmacoll__sched {
+    const rmacoll_sched_ops_t *ops;
+    rmacoll_sched_state_t *state;
+} rmacoll__sched_t;
+
+/**
+ * Counters that make signal values monotonic across calls; one per rank,
+ * advanced by each successful call, never reset. Sizes from
+ * rmacoll__sigstate_create.
+ */
+typedef struct rmacoll__sigstate {
+    uint64_t *data_in;   /* [nranks] expected value of own DATA(p) */
+    uint64_t *data_out;  /* [nranks] last value written to DATA(me) at j */
+    uint64_t *fwd_out;   /* [nin * size(my node)] last value written to
+                            DATA(src(c)) at the member with local rank l */
+    uint64_t *chan_out;  /* [nnodes] chunks sent on my channel to node B */
+    uint64_t *chan_in;   /* [nin] chunks received on incoming channel c */
+    int nranks, nnodes, nin, local_size;
+} rmacoll__sigstate_t;
+
+/**
+ * Input of the planner for rank `rank`. Counts and displacements in
+ * elements. The metadata a rank learns from its peers:
+ *  - peer_rcount[j], peer_rdispl[j]: recvcounts_j[rank] and rdispls_j[rank]
+ *    of every rank j this rank writes directly (node peers; cross-node
+ *    ranks when the relay is off, or when j is this rank's relay for j's
+ *    node). Other entries are ignored.
+ *  - for each incoming channel c (sender rmacoll__plan_chan_src(c)) and
+ *    each member l of this rank's node, at [c * size(my node) + l]:
+ *    chan_sendcount = the sender's sendcounts for that member,
+ *    chan_rcount / chan_rdispl = that member's recvcounts / rdispls for
+ *    the sender. Entries for l == own local rank are ignored.
+ */
+typedef struct rmacoll__plan_input {
+    const rmacoll_topo_t *topo;
+    int rank;
+    size_t esize;                  /* element size, bytes */
+    const rmacoll__plan_cfg_t *cfg;
+    const rmacoll__sched_t *sched;
+    const int64_t *sendcounts, *sdispls, *recvcounts, *rdispls; /* [nranks] */
+    const int64_t *peer_rcount, *peer_rdispl;                   /* [nranks] */
+    const int64_t *chan_sendcount, *chan_rcount, *chan_rdispl;  /* [nin*ls] */
+} rmacoll__plan_input_t;
+
+/* ---- channel and layout helpers (pure; every rank computes the same) ---- */
+
+/** Number of incoming relay channels of rank r (0 with the relay off). */
+int rmacoll__plan_nin(const rmacoll_topo_t *topo,
+                      const rmacoll__plan_cfg_t *cfg, int r);
+/** Sender of incoming channel c of relay r (channels ordered by sender rank). */
+int rmacoll__plan_chan_src(const rmacoll_topo_t *topo, int r, int c);
+/** Channel index of sender i at its relay r, or -1. */
+int rmacoll__plan_chan_index(const rmacoll_topo_t *topo, int r, int i);
+/** Bytes of one relay slot at relay r (multiple of 8; 0 if nin(r) == 0). */
+uint64_t rmacoll__plan_slot_bytes(const rmacoll_topo_t *topo,
+                                  const rmacoll__plan_cfg_t *cfg, int r);
+/** Byte offset of slot s of channel c in relay r's relay buffer. */
+uint64_t rmacoll__plan_slot_off(const rmacoll_topo_t *topo,
+                                const rmacoll__plan_cfg_t *cfg, int r, int c,
+                                uint32_t s);
+/** Signal word indices of rank r (see the file comment). */
+uint32_t rmacoll__sig_data(int p);
+uint32_t rmacoll__sig_credit(const rmacoll_topo_t *topo, int node);
+uint32_t rmacoll__sig_arrive(const rmacoll_topo_t *topo,
+                             const rmacoll__plan_cfg_t *cfg, int c, uint32_t s);
+/** Number of signal words the planner uses at rank r (META excluded). */
+uint32_t rmacoll__sig_count(const rmacoll_topo_t *topo,
+                            const rmacoll__plan_cfg_t *cfg, int r);
+
+/* ---- signal state ---- */
+
+rmacoll_status_t rmacoll__sigstate_create(const rmacoll_topo_t *topo,
+                                          const rmacoll__plan_cfg_t *cfg,
+                                          int rank, rmacoll__sigstate_t **st);
+void rmacoll__sigstate_destroy(rmacoll__sigstate_t *st);
+void rmacoll__sigstate_copy(rmacoll__sigstate_t *dst,
+                            const rmacoll__sigstate_t *src);
+
+/* ---- plan ---- */
+
+void rmacoll__plan_init(rmacoll__plan_t *plan);
+void rmacoll__plan_fini(rmacoll__plan_t *plan);
+
+/**
+ * Builds in->rank's plan for one call. Pure and deterministic: the same
+ * input and state give the same plan. `st_in` is the state before the
+ * call, `st_out` receives the state after it (st_out may equal st_in).
+ * The plan's arrays are reused across calls (grown, never shrunk).
+ * Errors: RMACOLL_ERR_MISMATCH (a count this rank can check differs; the
+ * plan's errmsg names both ranks), RMACOLL_ERR_CONFIG (relay slot smaller
+ * than one element), RMACOLL_ERR_NO_MEMORY. On error st_out is unchanged.
+ */
+rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
+                                     const rmacoll__sigstate_t *st_in,
+                                     rmacoll__sigstate_t *st_out,
+                                     rmacoll__plan_t *plan);
+
+/** Printable names. */
+const char *rmacoll__queue_name(int q);
+const char *rmacoll__win_name(int w);
+
+/**
+ * Prints a plan: readable text, or one JSON object. Totals per round and
+ * per link (bytes put to each peer, split by path) are included.
+ */
+void rmacoll__plan_print_text(FILE *out, const rmacoll__plan_t *plan,
+                              const rmacoll_topo_t *topo);
+void rmacoll__plan_print_json(FILE *out, const rmacoll__plan_t *plan,
+                              const rmacoll_topo_t *topo);
+
+#endif /* RMACOLL_CORE_PLAN_H */

@@ -1,0 +1,306 @@
+/*
+ * rmacoll.h - public API of rmacoll: AlltoAllV over one-sided RMA
+ * (PutSignal / WaitSignal) with a rail-aligned two-hop relay for
+ * cross-node traffic.
+ *
+ * Semantics follow MPI_Alltoallv (MPI-4.0, section 6.8): rank i sends
+ * sendcounts[j] elements starting at element sdispls[j] of sendbuf to rank
+ * j, which receives them at element rdispls[i] of recvbuf and must expect
+ * exactly recvcounts[i] elements. Counts and displacements are 64-bit and
+ * in elements of the datatype, not bytes.
+ *
+ * Ownership (as in libuv's design notes):
+ *  1. Buffers and count arrays passed to a call are borrowed for the call
+ *     only; rmacoll keeps no pointer to them after it returns.
+ *  2. Whoever creates an object destroys it through the paired function.
+ *  3. After a failed create the caller owes nothing.
+ *
+ * Thread-safety: distinct communicators may be used from distinct threads
+ * at once. One communicator must not be used by two threads at the same
+ * time (as with NCCL communicators). Functions without a communicator are
+ * thread-safe.
+ */
+#ifndef RMACOLL_H
+#define RMACOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RMACOLL_VERSION_MAJOR 0
+#define RMACOLL_VERSION_MINOR 1
+#define RMACOLL_VERSION_PATCH 0
+
+/*
+ * Status codes. One table generates the enum and its strings
+ * (rmacoll_status_string). Codes are stable; new ones are appended.
+ */
+#define RMACOLL_STATUS_TABLE(X)                                                \
+    X(RMACOLL_SUCCESS, 0, "success")                                           \
+    X(RMACOLL_ERR_INVALID_ARG, 1, "invalid argument")                          \
+    X(RMACOLL_ERR_NULL_BUFFER, 2, "NULL buffer with a non-zero count")        \
+    X(RMACOLL_ERR_OVERFLOW, 3,                                                 \
+      "count or displacement negative or overflowing a 64-bit byte offset")   \
+    X(RMACOLL_ERR_OVERLAP, 4, "receive blocks overlap")                        \
+    X(RMACOLL_ERR_DATATYPE, 5, "unknown datatype")                             \
+    X(RMACOLL_ERR_MISMATCH, 6, "send count differs from the receiver's count") \
+    X(RMACOLL_ERR_TIMEOUT, 7, "timed out waiting for a peer")                  \
+    X(RMACOLL_ERR_NO_MEMORY, 8, "out of memory")                               \
+    X(RMACOLL_ERR_UNSUPPORTED, 9, "operation not supported")                   \
+    X(RMACOLL_ERR_CONFIG, 10, "invalid configuration")                         \
+    X(RMACOLL_ERR_TRANSPORT, 11, "transport error")                            \
+    X(RMACOLL_ERR_BOOTSTRAP, 12, "bootstrap error")                            \
+    X(RMACOLL_ERR_NO_DEVICE, 13, "required device not found")                  \
+    X(RMACOLL_ERR_CUDA, 14, "CUDA error")                                      \
+    X(RMACOLL_ERR_PLUGIN, 15, "plugin could not be loaded")                    \
+    X(RMACOLL_ERR_INTERNAL, 16, "internal error")                              \
+    X(RMACOLL_ERR_IN_PROGRESS, 17, "operation still in progress")              \
+    X(RMACOLL_ERR_PEER, 18, "a peer failed")
+
+typedef enum rmacoll_status {
+#define RMACOLL_STATUS_ENUM_(name, value, str) name = value,
+    RMACOLL_STATUS_TABLE(RMACOLL_STATUS_ENUM_)
+#undef RMACOLL_STATUS_ENUM_
+    RMACOLL_STATUS_LAST
+} rmacoll_status_t;
+
+/** Human-readable string of a status code; never NULL. Thread-safe. */
+const char *rmacoll_status_string(rmacoll_status_t status);
+
+/** Short name of a status code ("RMACOLL_ERR_TIMEOUT"); never NULL. */
+const char *rmacoll_status_name(rmacoll_status_t status);
+
+/* Element types. Values are stable. */
+typedef enum rmacoll_datatype {
+    RMACOLL_INT8 = 0,
+    RMACOLL_UINT8 = 1,
+    RMACOLL_INT32 = 2,
+    RMACOLL_UINT32 = 3,
+    RMACOLL_INT64 = 4,
+    RMACOLL_UINT64 = 5,
+    RMACOLL_FLOAT16 = 6,
+    RMACOLL_BFLOAT16 = 7,
+    RMACOLL_FLOAT32 = 8,
+    RMACOLL_FLOAT64 = 9,
+    RMACOLL_DATATYPE_COUNT
+} rmacoll_datatype_t;
+
+/** Size in bytes of one element of dtype, or 0 for an unknown type. */
+size_t rmacoll_datatype_size(rmacoll_datatype_t dtype);
+
+/** Name of dtype ("float32"), or NULL for an unknown type. */
+const char *rmacoll_datatype_name(rmacoll_datatype_t dtype);
+
+/** Parses a datatype name ("bfloat16"); RMACOLL_ERR_DATATYPE if unknown. */
+rmacoll_status_t rmacoll_datatype_from_name(const char *name,
+                                            rmacoll_datatype_t *dtype);
+
+/* Log levels, from least to most verbose. */
+typedef enum rmacoll_log_level {
+    RMACOLL_LOG_ERROR = 0,
+    RMACOLL_LOG_WARN = 1,
+    RMACOLL_LOG_INFO = 2,
+    RMACOLL_LOG_DEBUG = 3,
+    RMACOLL_LOG_TRACE = 4
+} rmacoll_log_level_t;
+
+/* Log subsystems, a bit mask. */
+#define RMACOLL_LOG_SUBSYS_CORE (1u << 0)
+#define RMACOLL_LOG_SUBSYS_PLAN (1u << 1)
+#define RMACOLL_LOG_SUBSYS_SCHED (1u << 2)
+#define RMACOLL_LOG_SUBSYS_BOOTSTRAP (1u << 3)
+#define RMACOLL_LOG_SUBSYS_TRANSPORT (1u << 4)
+#define RMACOLL_LOG_SUBSYS_PROXY (1u << 5)
+#define RMACOLL_LOG_SUBSYS_CONFIG (1u << 6)
+#define RMACOLL_LOG_SUBSYS_ALL 0xffffffffu
+
+/**
+ * Log callback an embedder may inject. msg is one line without a trailing
+ * newline. Called from the calling thread or the proxy thread; must be
+ * thread-safe.
+ */
+typedef void (*rmacoll_log_fn_t)(void *ctx, rmacoll_log_level_t level,
+                                 uint32_t subsys, const char *msg);
+
+/* Maximum length (with the terminating NUL) of string config values. */
+#define RMACOLL_CONFIG_STR_MAX 128
+
+/**
+ * Configuration. Defaults < YAML file (RMACOLL_CONFIG) < environment
+ * (RMACOLL_<KEY>, e.g. RMACOLL_RELAY_SLOTS) < this struct when given to
+ * rmacoll_comm_create. Fill it with rmacoll_config_init() first; every
+ * rank must use the same configuration (checked at create).
+ * See `rmacoll-info` for every key, its default and its meaning.
+ */
+typedef struct rmacoll_config {
+    size_t struct_size;            /* sizeof(rmacoll_config_t) */
+    char intra_node[RMACOLL_CONFIG_STR_MAX];  /* transports.intra_node: ce | nvlink_kernel | auto */
+    char inter_node[RMACOLL_CONFIG_STR_MAX];  /* transports.inter_node: ofi | verbs */
+    char scheduler[RMACOLL_CONFIG_STR_MAX];   /* shift | node_shift | xor | random */
+    char scheduler_plugin[RMACOLL_CONFIG_STR_MAX]; /* path of a .so, or "" */
+    uint64_t scheduler_seed;       /* seed of the random scheduler */
+    int relay_enabled;             /* relay.enabled: 1 = two-hop relay across nodes */
+    uint64_t relay_buffer_bytes;   /* relay.buffer_bytes: per-rank relay buffer */
+    uint32_t relay_slots;          /* relay.slots: slots per incoming channel */
+    uint64_t max_task_bytes;       /* split tasks above this; only the last chunk signals */
+    uint64_t timeout_ms;           /* every wait fails after this, naming the peer */
+    uint64_t nvlink_kernel_threshold; /* intra_node auto: bytes at or below use nvlink_kernel */
+    char ofi_provider[RMACOLL_CONFIG_STR_MAX];  /* ofi.provider, e.g. "tcp;ofi_rxm", "shm" */
+    char ofi_iface[RMACOLL_CONFIG_STR_MAX];     /* ofi.iface, e.g. "lo" ("" = provider default) */
+    char verbs_device[RMACOLL_CONFIG_STR_MAX];  /* verbs.device ("" = closest / by rail) */
+    uint32_t verbs_port;           /* verbs.port (1-based) */
+    int32_t verbs_gid_index;       /* verbs.gid_index (-1 = auto) */
+    uint32_t verbs_mtu;            /* verbs.mtu in bytes (256..4096; 0 = port's active) */
+    uint32_t verbs_traffic_class;  /* verbs.traffic_class */
+    uint32_t verbs_service_level;  /* verbs.service_level */
+    uint32_t verbs_max_inflight;   /* verbs.max_inflight work requests per QP */
+    int log_level;                 /* log.level (rmacoll_log_level_t) */
+    uint32_t log_subsystems;       /* log.subsystems (RMACOLL_LOG_SUBSYS_* mask) */
+} rmacoll_config_t;
+
+/** Fills cfg with the built-in defaults (no file, no environment). */
+void rmacoll_config_init(rmacoll_config_t *cfg);
+
+/**
+ * Loads cfg: defaults, then the YAML file at path (NULL: the file named by
+ * RMACOLL_CONFIG, if set), then RMACOLL_<KEY> environment overrides.
+ * Unknown keys, bad enum values and impossible sizes fail with
+ * RMACOLL_ERR_CONFIG; errbuf (may be NULL) receives a message naming the
+ * key and the line. Thread-safe (reads the environment).
+ */
+rmacoll_status_t rmacoll_config_load(const char *path, rmacoll_config_t *cfg,
+                                     char *errbuf, size_t errbuf_len);
+
+/* Opaque communicator. */
+typedef struct rmacoll_comm rmacoll_comm_t;
+
+/* Unique id for the built-in TCP bootstrap, as ncclUniqueId: rank 0 makes
+ * it, the application broadcasts it to every rank by its own means. */
+#define RMACOLL_UNIQUE_ID_BYTES 128
+typedef struct rmacoll_unique_id {
+    char internal[RMACOLL_UNIQUE_ID_BYTES];
+} rmacoll_unique_id_t;
+
+/**
+ * Makes a unique id; call on one rank, then share the bytes. Starts the
+ * rendezvous listener of that process, on the address in RMACOLL_BOOTSTRAP_ADDR
+ * ("host:port", default 127.0.0.1 on an ephemeral port).
+ * Errors: RMACOLL_ERR_BOOTSTRAP when no socket can be opened.
+ */
+rmacoll_status_t rmacoll_get_unique_id(rmacoll_unique_id_t *id);
+
+/**
+ * Out-of-band collectives an embedder (an MPI or NCCL-based framework) may
+ * supply instead of the built-in bootstrap. allgather: every rank gives
+ * `bytes` bytes in sendbuf; recvbuf receives nranks * bytes, rank r's part
+ * at r * bytes. Both must be collective over all ranks and blocking.
+ */
+typedef struct rmacoll_oob {
+    rmacoll_status_t (*allgather)(void *ctx, const void *sendbuf,
+                                  void *recvbuf, size_t bytes);
+    rmacoll_status_t (*barrier)(void *ctx);
+    void *ctx;
+} rmacoll_oob_t;
+
+/** Parameters of rmacoll_comm_create. Zero-initialise, then set. */
+typedef struct rmacoll_comm_params {
+    size_t struct_size;              /* sizeof(rmacoll_comm_params_t) */
+    int rank;                        /* 0..nranks-1 */
+    int nranks;                      /* >= 1 */
+    const rmacoll_unique_id_t *unique_id; /* built-in bootstrap, or */
+    const rmacoll_oob_t *oob;             /* embedder's collectives */
+    const rmacoll_config_t *config;  /* NULL: rmacoll_config_load(NULL) */
+    const char *node_key;            /* NULL: RMACOLL_NODE_ID, else hostname */
+    rmacoll_log_fn_t log_fn;         /* NULL: stderr */
+    void *log_ctx;
+} rmacoll_comm_params_t;
+
+/**
+ * Creates a communicator; collective over all nparams->nranks ranks.
+ * Exactly one of unique_id and oob must be set. Nodes are found from the
+ * node keys of all ranks; ranks of one node need not be contiguous.
+ * Errors: RMACOLL_ERR_INVALID_ARG (bad rank, nranks, or both/neither of
+ * unique_id and oob), RMACOLL_ERR_CONFIG (bad config or configs differing
+ * between ranks), RMACOLL_ERR_BOOTSTRAP, RMACOLL_ERR_TRANSPORT,
+ * RMACOLL_ERR_NO_DEVICE, RMACOLL_ERR_TIMEOUT, RMACOLL_ERR_NO_MEMORY.
+ */
+rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
+                                     rmacoll_comm_t **comm);
+
+/**
+ * Creates a communicator from launcher variables: OMPI_COMM_WORLD_RANK/SIZE
+ * (mpirun), SLURM_PROCID/NTASKS (srun), RANK/WORLD_SIZE (torchrun), with the
+ * rendezvous at MASTER_ADDR:MASTER_PORT or RMACOLL_BOOTSTRAP_ADDR.
+ * config may be NULL. Errors as rmacoll_comm_create, plus
+ * RMACOLL_ERR_INVALID_ARG when no launcher variables are found.
+ */
+rmacoll_status_t rmacoll_comm_create_from_env(const rmacoll_config_t *config,
+                                              rmacoll_comm_t **comm);
+
+/** Destroys comm; collective. NULL is accepted. */
+rmacoll_status_t rmacoll_comm_destroy(rmacoll_comm_t *comm);
+
+rmacoll_status_t rmacoll_comm_rank(const rmacoll_comm_t *comm, int *rank);
+rmacoll_status_t rmacoll_comm_size(const rmacoll_comm_t *comm, int *nranks);
+
+/**
+ * The message of the last failed call on comm ("rank 3: sendcounts[2] ...
+ * NULL sendbuf"), or "" when none. Valid until the next call on comm.
+ */
+const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm);
+
+/**
+ * AlltoAllV. Collective over all ranks of comm.
+ *
+ * Shapes: sendcounts, sdispls, recvcounts, rdispls each hold nranks int64
+ * values, in elements of dtype. Rank i's block for rank j is
+ * sendcounts[j] elements at element sdispls[j] of sendbuf; it lands at
+ * element rdispls[i] of rank j's recvbuf, where recvcounts[i] must equal it.
+ * Bytes outside the receive blocks are never written.
+ *
+ * Memory: host memory with stream == NULL (the call blocks until the
+ * receive buffer is complete and the send buffer may be reused), or CUDA
+ * device memory with a cudaStream_t (the call enqueues on the stream and
+ * returns without host synchronisation).
+ *
+ * Errors (the same code on every rank; rmacoll_comm_last_error names the
+ * rank and the argument; on error no receive buffer is written):
+ *  RMACOLL_ERR_NULL_BUFFER  NULL sendbuf/recvbuf with a non-zero count
+ *  RMACOLL_ERR_OVERFLOW     negative count/displacement, or
+ *                           (displacement + count) * element size > 2^63
+ *  RMACOLL_ERR_OVERLAP      two receive blocks overlap
+ *  RMACOLL_ERR_DATATYPE     unknown dtype
+ *  RMACOLL_ERR_MISMATCH     sendcounts of i for j != recvcounts of j for i
+ *  RMACOLL_ERR_TIMEOUT      a peer was silent longer than timeout_ms
+ *                           (the message names it)
+ *  RMACOLL_ERR_TRANSPORT, RMACOLL_ERR_CUDA, RMACOLL_ERR_NO_MEMORY
+ */
+rmacoll_status_t rmacoll_alltoallv(const void *sendbuf,
+                                   const int64_t *sendcounts,
+                                   const int64_t *sdispls, void *recvbuf,
+                                   const int64_t *recvcounts,
+                                   const int64_t *rdispls,
+                                   rmacoll_datatype_t dtype,
+                                   rmacoll_comm_t *comm, void *stream);
+
+/**
+ * Uniform AlltoAll: count elements to every rank; rank i's block for j is
+ * at element j * count of sendbuf, and lands at element i * count of j's
+ * recvbuf. Errors as rmacoll_alltoallv.
+ */
+rmacoll_status_t rmacoll_alltoall(const void *sendbuf, void *recvbuf,
+                                  int64_t count, rmacoll_datatype_t dtype,
+                                  rmacoll_comm_t *comm, void *stream);
+
+/** Build information: comma-separated transports and schedulers compiled in. */
+const char *rmacoll_build_transports(void);
+const char *rmacoll_build_schedulers(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RMACOLL_H */

@@ -1,0 +1,154 @@
+/*
+ * rmacoll_transport.h - the transport vtable, for transport authors.
+ *
+ * A transport moves bytes into a peer's memory and raises a 64-bit signal
+ * word there (PutSignal). Two kinds exist:
+ *  - CE path (capability RMACOLL_TCAP_CE): node peers; the copy engine
+ *    (cudaMemcpyAsync over IPC mappings) or, host-only, cross-memory attach
+ *    into the peer process plus stores into its shared control window.
+ *  - PROXY path (RMACOLL_TCAP_PROXY): network (libfabric, ibverbs), driven
+ *    by the communicator's proxy thread.
+ *
+ * Signal contract. Every rank owns an array of 64-bit signal words
+ * (env->signals) in its control window. A put may carry a signal
+ * (sig_index != RMACOLL_NO_SIGNAL): after the put's bytes, and the bytes of
+ * every earlier put this rank posted to the same peer through the same
+ * transport, are visible at the target, the target's word sig_index holds
+ * at least sig_value. Every word has one writer, and that writer raises it
+ * by exactly one per signal, so a transport may deliver a signal either as
+ * a store of sig_value or as an increment by one (e.g. remote CQ data
+ * carrying the index, applied by the target's progress()). Words are never
+ * reset. The target reads words with acquire semantics.
+ *
+ * One indirect call per queue: post_puts takes a whole queue.
+ * Ops tables only grow by appending; the core checks abi_version and
+ * reads struct_size. Optional ops left NULL are filled by the core with
+ * stubs returning RMACOLL_ERR_UNSUPPORTED.
+ */
+#ifndef RMACOLL_TRANSPORT_H
+#define RMACOLL_TRANSPORT_H
+
+#include "rmacoll.h"
+#include "rmacoll_sched.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RMACOLL_TRANSPORT_ABI_VERSION 1
+
+/* Capability bits. */
+#define RMACOLL_TCAP_CE (1ull << 0)        /* node peers, copy path */
+#define RMACOLL_TCAP_PROXY (1ull << 1)     /* network, proxy thread */
+#define RMACOLL_TCAP_MEM_HOST (1ull << 2)  /* host memory buffers */
+#define RMACOLL_TCAP_MEM_CUDA (1ull << 3)  /* CUDA device buffers */
+#define RMACOLL_TCAP_HMEM (1ull << 4)      /* registers device memory directly */
+
+#define RMACOLL_NO_SIGNAL UINT32_MAX
+
+/* Remote descriptor of a registered region, sent to peers as bytes. */
+#define RMACOLL_RKEY_BYTES 48
+typedef struct rmacoll_rkey {
+    uint64_t addr;                      /* remote virtual address of the region */
+    uint64_t bytes;                     /* region length */
+    uint32_t len;                       /* used bytes of key[] */
+    uint8_t key[RMACOLL_RKEY_BYTES];    /* transport-specific (fi_mr key, rkey, ...) */
+} rmacoll_rkey_t;
+
+typedef enum rmacoll_memtype {
+    RMACOLL_MEM_HOST = 0,
+    RMACOLL_MEM_CUDA = 1
+} rmacoll_memtype_t;
+
+typedef struct rmacoll_transport rmacoll_transport_t; /* a transport's instance */
+typedef struct rmacoll_mem rmacoll_mem_t;             /* a local registration */
+
+/**
+ * One put. src lies in a region registered with this transport (src_mem)
+ * for PROXY transports; CE transports ignore src_mem and dst_rkey, and
+ * write to dst_addr in the peer's address space.
+ */
+typedef struct rmacoll_put {
+    int peer;                     /* target rank */
+    const void *src;              /* local source */
+    rmacoll_mem_t *src_mem;       /* registration of src (PROXY), or NULL */
+    uint64_t dst_addr;            /* target virtual address */
+    const rmacoll_rkey_t *dst_rkey; /* region holding dst_addr (PROXY) */
+    uint64_t bytes;               /* may be 0 for a signal-only put */
+    uint32_t sig_index;           /* target signal word, or RMACOLL_NO_SIGNAL */
+    uint64_t sig_value;           /* value of that word after this put */
+} rmacoll_put_t;
+
+/** What the core gives a transport at init. Valid until finalize. */
+typedef struct rmacoll_transport_env {
+    size_t struct_size;
+    int rank;
+    int nranks;
+    const rmacoll_topo_t *topo;
+    const rmacoll_config_t *config;
+    const uint8_t *peers;          /* [nranks]: non-zero = must reach that peer */
+    volatile uint64_t *signals;    /* this rank's signal words */
+    uint32_t nsignals;
+    /* [nranks]: node peers' signal words mapped here (CE), NULL elsewhere */
+    volatile uint64_t *const *peer_signals;
+    /* collective over all ranks: rank r's `bytes` land at recv + r * bytes */
+    rmacoll_status_t (*allgather)(void *ctx, const void *send, void *recv,
+                                  size_t bytes);
+    void *oob_ctx;
+    /* logging: printf-style, lower-case message naming peer, size, cause */
+    void (*log)(void *ctx, rmacoll_log_level_t level, uint32_t subsys,
+                const char *fmt, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 4, 5)))
+#endif
+        ;
+    void *log_ctx;
+} rmacoll_transport_env_t;
+
+typedef struct rmacoll_transport_ops {
+    uint32_t abi_version;   /* RMACOLL_TRANSPORT_ABI_VERSION */
+    uint32_t struct_size;   /* sizeof(rmacoll_transport_ops_t) */
+    const char *name;       /* "ofi", "ce", "verbs", "nvlink_kernel" */
+    const char *desc;       /* one line for rmacoll-info */
+    uint64_t caps;          /* RMACOLL_TCAP_* */
+
+    /* Collective over all ranks (uses env->allgather): open resources,
+     * exchange addresses, connect the peers in env->peers. */
+    rmacoll_status_t (*init)(const rmacoll_transport_env_t *env,
+                             rmacoll_transport_t **tp);
+    /* Releases everything init made. Posted puts must have completed. */
+    void (*finalize)(rmacoll_transport_t *tp);
+
+    /* Registers [addr, addr + bytes) for use as put source or target;
+     * rkey (may be NULL) receives the descriptor peers need. Cached:
+     * registering the same range again is cheap. */
+    rmacoll_status_t (*mem_register)(rmacoll_transport_t *tp, void *addr,
+                                     size_t bytes, rmacoll_memtype_t type,
+                                     rmacoll_mem_t **mem,
+                                     rmacoll_rkey_t *rkey);
+    rmacoll_status_t (*mem_deregister)(rmacoll_transport_t *tp,
+                                       rmacoll_mem_t *mem);
+
+    /* Posts a queue of puts, in order; returns once all are posted (it
+     * may drive progress to make room). The signal contract above holds. */
+    rmacoll_status_t (*post_puts)(rmacoll_transport_t *tp,
+                                  const rmacoll_put_t *puts, size_t n);
+    /* Drives progress: retires local completions and applies incoming
+     * signals to env->signals. Non-blocking. Called by the proxy thread
+     * (PROXY) or the waiting thread (CE). */
+    rmacoll_status_t (*progress)(rmacoll_transport_t *tp);
+    /* Number of posted puts whose source may not yet be reused. */
+    size_t (*pending)(rmacoll_transport_t *tp);
+    /* Rank of the peer whose failure caused the last error, or -1. */
+    int (*error_peer)(rmacoll_transport_t *tp);
+} rmacoll_transport_ops_t;
+
+/* Transports compiled into this build, NULL-terminated; the file that
+ * defines it is generated by CMake from the enabled options. */
+extern const rmacoll_transport_ops_t *const rmacoll__builtin_transports[];
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RMACOLL_TRANSPORT_H */
