@@ -115,6 +115,7 @@ typedef struct rmacoll__plan {
     rmacoll__batch_t *batches;
     size_t nbatches;
     size_t batches_cap;
+    rmacoll__task_t *scratch;  /* sort buffer, tasks_cap entries */
     char errmsg[256];   /* why the build failed, naming ranks */
     int err_peer;       /* the other rank of a mismatch, or -1 */
 } rmacoll__plan_t;

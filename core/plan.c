@@ -1,0 +1,799 @@
+/*
+ * plan.c - the relay planner: one rank's batches of tasks for one
+ * AlltoAllV call, from the topology, its own counts and the metadata of
+ * its peers. Pure and deterministic; the protocol is described in plan.h
+ * and docs/protocol.md.
+ */
+#include "core/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/topo.h"
+
+/* ---------------------------------------------------------------- layout */
+
+int rmacoll__plan_nin(const rmacoll_topo_t *topo,
+                      const rmacoll__plan_cfg_t *cfg, int r)
+{
+    int node = topo->node_of[r];
+    int n = 0;
+
+    if (!cfg->relay_enabled) {
+        return 0;
+    }
+    for (int i = 0; i < topo->nranks; i++) {
+        if (topo->node_of[i] != node && rmacoll__topo_relay(topo, i, node) == r) {
+            n++;
+        }
+    }
+    return n;
+}
+
+int rmacoll__plan_chan_src(const rmacoll_topo_t *topo, int r, int c)
+{
+    int node = topo->node_of[r];
+
+    for (int i = 0; i < topo->nranks; i++) {
+        if (topo->node_of[i] != node && rmacoll__topo_relay(topo, i, node) == r) {
+            if (c-- == 0) {
+                return i;
+            }
+        }
+    }
+    return -1;
+}
+
+int rmacoll__plan_chan_index(const rmacoll_topo_t *topo, int r, int i)
+{
+    int node = topo->node_of[r];
+    int c = 0;
+
+    if (topo->node_of[i] == node || rmacoll__topo_relay(topo, i, node) != r) {
+        return -1;
+    }
+    for (int k = 0; k < i; k++) {
+        if (topo->node_of[k] != node && rmacoll__topo_relay(topo, k, node) == r) {
+            c++;
+        }
+    }
+    return c;
+}
+
+uint64_t rmacoll__plan_slot_bytes(const rmacoll_topo_t *topo,
+                                  const rmacoll__plan_cfg_t *cfg, int r)
+{
+    int nin = rmacoll__plan_nin(topo, cfg, r);
+
+    if (nin == 0 || cfg->relay_slots == 0) {
+        return 0;
+    }
+    return (cfg->relay_buffer_bytes / ((uint64_t)nin * cfg->relay_slots)) &
+           ~(uint64_t)7;
+}
+
+uint64_t rmacoll__plan_slot_off(const rmacoll_topo_t *topo,
+                                const rmacoll__plan_cfg_t *cfg, int r, int c,
+                                uint32_t s)
+{
+    return ((uint64_t)c * cfg->relay_slots + s) *
+           rmacoll__plan_slot_bytes(topo, cfg, r);
+}
+
+uint32_t rmacoll__sig_data(int p)
+{
+    return (uint32_t)p;
+}
+
+uint32_t rmacoll__sig_credit(const rmacoll_topo_t *topo, int node)
+{
+    return (uint32_t)(topo->nranks + node);
+}
+
+uint32_t rmacoll__sig_arrive(const rmacoll_topo_t *topo,
+                             const rmacoll__plan_cfg_t *cfg, int c, uint32_t s)
+{
+    return (uint32_t)(topo->nranks + topo->nnodes) +
+           (uint32_t)c * cfg->relay_slots + s;
+}
+
+uint32_t rmacoll__sig_count(const rmacoll_topo_t *topo,
+                            const rmacoll__plan_cfg_t *cfg, int r)
+{
+    return (uint32_t)(topo->nranks + topo->nnodes) +
+           (uint32_t)rmacoll__plan_nin(topo, cfg, r) * cfg->relay_slots;
+}
+
+/* ----------------------------------------------------------- signal state */
+
+rmacoll_status_t rmacoll__sigstate_create(const rmacoll_topo_t *topo,
+                                          const rmacoll__plan_cfg_t *cfg,
+                                          int rank, rmacoll__sigstate_t **out)
+{
+    rmacoll__sigstate_t *st = calloc(1, sizeof(*st));
+
+    if (st == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    st->nranks = topo->nranks;
+    st->nnodes = topo->nnodes;
+    st->nin = rmacoll__plan_nin(topo, cfg, rank);
+    st->local_size = topo->node_size[topo->node_of[rank]];
+    st->data_in = calloc((size_t)st->nranks, sizeof(uint64_t));
+    st->data_out = calloc((size_t)st->nranks, sizeof(uint64_t));
+    st->fwd_out = calloc((size_t)st->nin * st->local_size + 1, sizeof(uint64_t));
+    st->chan_out = calloc((size_t)st->nnodes, sizeof(uint64_t));
+    st->chan_in = calloc((size_t)st->nin + 1, sizeof(uint64_t));
+    if (!st->data_in || !st->data_out || !st->fwd_out || !st->chan_out ||
+        !st->chan_in) {
+        rmacoll__sigstate_destroy(st);
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    *out = st;
+    return RMACOLL_SUCCESS;
+}
+
+void rmacoll__sigstate_destroy(rmacoll__sigstate_t *st)
+{
+    if (st == NULL) {
+        return;
+    }
+    free(st->data_in);
+    free(st->data_out);
+    free(st->fwd_out);
+    free(st->chan_out);
+    free(st->chan_in);
+    free(st);
+}
+
+void rmacoll__sigstate_copy(rmacoll__sigstate_t *dst,
+                            const rmacoll__sigstate_t *src)
+{
+    if (dst == src) {
+        return;
+    }
+    memcpy(dst->data_in, src->data_in, (size_t)src->nranks * sizeof(uint64_t));
+    memcpy(dst->data_out, src->data_out, (size_t)src->nranks * sizeof(uint64_t));
+    memcpy(dst->fwd_out, src->fwd_out,
+           (size_t)src->nin * src->local_size * sizeof(uint64_t));
+    memcpy(dst->chan_out, src->chan_out, (size_t)src->nnodes * sizeof(uint64_t));
+    memcpy(dst->chan_in, src->chan_in, (size_t)src->nin * sizeof(uint64_t));
+}
+
+/* ------------------------------------------------------------------- plan */
+
+void rmacoll__plan_init(rmacoll__plan_t *plan)
+{
+    memset(plan, 0, sizeof(*plan));
+    plan->err_peer = -1;
+}
+
+void rmacoll__plan_fini(rmacoll__plan_t *plan)
+{
+    free(plan->tasks);
+    free(plan->scratch);
+    free(plan->batches);
+    rmacoll__plan_init(plan);
+}
+
+static rmacoll_status_t plan_reserve(rmacoll__plan_t *plan, size_t n)
+{
+    rmacoll__task_t *t, *s;
+    size_t cap;
+
+    if (plan->ntasks + n <= plan->tasks_cap) {
+        return RMACOLL_SUCCESS;
+    }
+    cap = plan->tasks_cap ? plan->tasks_cap : 64;
+    while (cap < plan->ntasks + n) {
+        cap *= 2;
+    }
+    t = realloc(plan->tasks, cap * sizeof(*t));
+    if (t == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    plan->tasks = t;
+    s = realloc(plan->scratch, cap * sizeof(*s));
+    if (s == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    plan->scratch = s;
+    plan->tasks_cap = cap;
+    return RMACOLL_SUCCESS;
+}
+
+static int task_queue(const rmacoll__task_t *t)
+{
+    if (t->op == RMACOLL__OP_PUT) {
+        return t->path == RMACOLL__PATH_PROXY ? RMACOLL__Q_PROXY_PUT
+                                              : RMACOLL__Q_CE_PUT;
+    }
+    return t->path == RMACOLL__PATH_PROXY ? RMACOLL__Q_PROXY_WAIT
+                                          : RMACOLL__Q_CE_WAIT;
+}
+
+/* Builder state shared by the helpers below. */
+typedef struct plan_ctx {
+    const rmacoll__plan_input_t *in;
+    rmacoll__plan_t *plan;
+    int max_round;
+    rmacoll_status_t status;
+} plan_ctx_t;
+
+static void add_task(plan_ctx_t *ctx, const rmacoll__task_t *t)
+{
+    if (ctx->status != RMACOLL_SUCCESS) {
+        return;
+    }
+    ctx->status = plan_reserve(ctx->plan, 1);
+    if (ctx->status != RMACOLL_SUCCESS) {
+        return;
+    }
+    ctx->plan->tasks[ctx->plan->ntasks++] = *t;
+    if (t->round > ctx->max_round) {
+        ctx->max_round = t->round;
+    }
+}
+
+/*
+ * Adds a PUT, split into pieces of at most max_task_bytes; only the last
+ * piece carries the signal (if the template has one).
+ */
+static void add_put(plan_ctx_t *ctx, const rmacoll__task_t *tmpl)
+{
+    uint64_t max = ctx->in->cfg->max_task_bytes;
+    uint64_t done = 0;
+    rmacoll__task_t t = *tmpl;
+
+    if (max == 0) {
+        max = UINT64_MAX;
+    }
+    /* keep pieces whole elements so a receiver never sees half of one */
+    if (max >= ctx->in->esize) {
+        max -= max % ctx->in->esize;
+    }
+    do {
+        uint64_t n = tmpl->bytes - done;
+        if (n > max) {
+            n = max;
+        }
+        t.src_off = tmpl->src_off + done;
+        t.dst_off = tmpl->dst_off + done;
+        t.bytes = n;
+        done += n;
+        if (done < tmpl->bytes) {
+            t.flags = tmpl->flags & ~RMACOLL__TASK_SIGNAL;
+            t.sig = RMACOLL__NO_SIG;
+            t.sig_value = 0;
+        } else {
+            t.flags = tmpl->flags;
+            t.sig = tmpl->sig;
+            t.sig_value = tmpl->sig_value;
+        }
+        add_task(ctx, &t);
+    } while (done < tmpl->bytes);
+}
+
+static int is_direct(const rmacoll__plan_input_t *in, int j)
+{
+    const rmacoll_topo_t *topo = in->topo;
+    int me = in->rank;
+
+    if (topo->node_of[j] == topo->node_of[me] || !in->cfg->relay_enabled) {
+        return 1;
+    }
+    return rmacoll__topo_relay(topo, me, topo->node_of[j]) == j;
+}
+
+static int sched_round(const rmacoll__plan_input_t *in, int rank, int peer)
+{
+    return in->sched->ops->round(in->sched->state, in->topo, rank, peer);
+}
+
+static rmacoll_status_t mismatch(rmacoll__plan_t *plan, int sender,
+                                 int receiver, int64_t sent, int64_t expected,
+                                 int other)
+{
+    snprintf(plan->errmsg, sizeof(plan->errmsg),
+             "count mismatch: rank %d sends %lld elements to rank %d, which "
+             "expects %lld (found by rank %d)",
+             sender, (long long)sent, receiver, (long long)expected, plan->rank);
+    plan->err_peer = other;
+    return RMACOLL_ERR_MISMATCH;
+}
+
+/* Checks every count this rank can see, and the relay slot size. */
+static rmacoll_status_t plan_check(const rmacoll__plan_input_t *in,
+                                   rmacoll__plan_t *plan)
+{
+    const rmacoll_topo_t *topo = in->topo;
+    int me = in->rank;
+    int node = topo->node_of[me];
+    int ls = topo->node_size[node];
+    int nin = rmacoll__plan_nin(topo, in->cfg, me);
+
+    if (in->sendcounts[me] != in->recvcounts[me]) {
+        return mismatch(plan, me, me, in->sendcounts[me], in->recvcounts[me], me);
+    }
+    for (int j = 0; j < topo->nranks; j++) {
+        if (j != me && is_direct(in, j) && in->sendcounts[j] != in->peer_rcount[j]) {
+            return mismatch(plan, me, j, in->sendcounts[j], in->peer_rcount[j], j);
+        }
+    }
+    for (int c = 0; c < nin; c++) {
+        int i = rmacoll__plan_chan_src(topo, me, c);
+        for (int l = 0; l < ls; l++) {
+            int j = rmacoll__topo_rank(topo, node, l);
+            size_t k = (size_t)c * ls + l;
+            if (j != me && in->chan_sendcount[k] != in->chan_rcount[k]) {
+                return mismatch(plan, i, j, in->chan_sendcount[k],
+                                in->chan_rcount[k], i);
+            }
+        }
+    }
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t slot_too_small(rmacoll__plan_t *plan, int relay,
+                                       uint64_t slot, size_t esize)
+{
+    snprintf(plan->errmsg, sizeof(plan->errmsg),
+             "relay.buffer_bytes: the relay slot of rank %d holds %llu bytes, "
+             "less than one element of %zu bytes",
+             relay, (unsigned long long)slot, esize);
+    plan->err_peer = relay;
+    return RMACOLL_ERR_CONFIG;
+}
+
+/* Direct puts: self copy, node peers (CE) and direct network puts. */
+static void plan_direct(plan_ctx_t *ctx, const rmacoll__sigstate_t *st)
+{
+    const rmacoll__plan_input_t *in = ctx->in;
+    const rmacoll_topo_t *topo = in->topo;
+    int me = in->rank;
+
+    for (int j = 0; j < topo->nranks; j++) {
+        rmacoll__task_t t;
+        if (in->sendcounts[j] == 0 || !is_direct(in, j)) {
+            continue;
+        }
+        memset(&t, 0, sizeof(t));
+        t.op = RMACOLL__OP_PUT;
+        t.src_win = RMACOLL__WIN_SEND;
+        t.dst_win = RMACOLL__WIN_RECV;
+        t.peer = j;
+        t.origin = me;
+        t.src_off = (uint64_t)in->sdispls[j] * in->esize;
+        t.bytes = (uint64_t)in->sendcounts[j] * in->esize;
+        if (j == me) {
+            t.path = RMACOLL__PATH_CE;
+            t.flags = RMACOLL__TASK_SELF;
+            t.round = 0;
+            t.sig = RMACOLL__NO_SIG;
+            t.dst_off = (uint64_t)in->rdispls[me] * in->esize;
+        } else {
+            t.path = topo->node_of[j] == topo->node_of[me] ? RMACOLL__PATH_CE
+                                                           : RMACOLL__PATH_PROXY;
+            t.flags = RMACOLL__TASK_SIGNAL;
+            t.round = sched_round(in, me, j);
+            t.sig = rmacoll__sig_data(me);
+            t.sig_value = st->data_out[j] + 1;
+            t.dst_off = (uint64_t)in->peer_rdispl[j] * in->esize;
+        }
+        add_put(ctx, &t);
+    }
+}
+
+/* Walks a stream of pieces cut into chunks; calls emit for each segment. */
+typedef struct stream {
+    const int64_t *counts;  /* element counts */
+    const int *members;     /* piece p's count is counts[members[p]], or
+                               counts[p] when NULL */
+    int npieces;
+    int skip;               /* piece index excluded (the relay itself) */
+    size_t esize;
+} stream_t;
+
+static uint64_t stream_bytes(const stream_t *s, int p)
+{
+    int64_t n = s->counts[s->members ? s->members[p] : p];
+
+    return p == s->skip ? 0 : (uint64_t)n * s->esize;
+}
+
+static uint64_t stream_total(const stream_t *s)
+{
+    uint64_t total = 0;
+
+    for (int p = 0; p < s->npieces; p++) {
+        total += stream_bytes(s, p);
+    }
+    return total;
+}
+
+/* Sender side of the stream from this rank to node B through its relay. */
+static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
+                                        const rmacoll__sigstate_t *st, int B,
+                                        uint64_t *nchunks)
+{
+    const rmacoll__plan_input_t *in = ctx->in;
+    const rmacoll_topo_t *topo = in->topo;
+    const rmacoll__plan_cfg_t *cfg = in->cfg;
+    int me = in->rank;
+    int r = rmacoll__topo_relay(topo, me, B);
+    int lsB = topo->node_size[B];
+    int c = rmacoll__plan_chan_index(topo, r, me);
+    uint32_t S = cfg->relay_slots;
+    int stride = S >= 2 ? 1 : 2;
+    int t0 = sched_round(in, me, r);
+    uint64_t cb = rmacoll__plan_slot_bytes(topo, cfg, r);
+    stream_t s = {in->sendcounts, topo->node_members + topo->node_first[B], lsB,
+                  topo->local_rank[r], in->esize};
+    uint64_t L = stream_total(&s);
+    uint64_t g0 = st->chan_out[B];
+    uint64_t Q, pos = 0;
+    int p = 0;
+    uint64_t pstart = 0; /* stream offset of piece p */
+
+    *nchunks = 0;
+    if (L == 0) {
+        return RMACOLL_SUCCESS;
+    }
+    if (cb < in->esize) {
+        return slot_too_small(ctx->plan, r, cb, in->esize);
+    }
+    Q = (L + cb - 1) / cb;
+    for (uint64_t q = 0; q < Q; q++) {
+        uint64_t g = g0 + q;
+        uint32_t slot = (uint32_t)(g % S);
+        int round = t0 + stride * (int)q;
+        uint64_t cend = (q + 1) * cb < L ? (q + 1) * cb : L;
+        rmacoll__task_t t;
+
+        if (g >= S) {
+            memset(&t, 0, sizeof(t));
+            t.op = RMACOLL__OP_WAIT;
+            t.path = RMACOLL__PATH_PROXY;
+            t.flags = RMACOLL__TASK_CREDIT;
+            t.peer = r;
+            t.origin = me;
+            t.round = round;
+            t.sig = rmacoll__sig_credit(topo, B);
+            t.sig_value = g - S + 1;
+            t.seq = g - S;
+            add_task(ctx, &t);
+        }
+        while (pos < cend) {
+            uint64_t pb = stream_bytes(&s, p);
+            uint64_t seg_end, n;
+            int j = rmacoll__topo_rank(topo, B, p);
+            if (pos >= pstart + pb) {
+                pstart += pb;
+                p++;
+                continue;
+            }
+            seg_end = pstart + pb < cend ? pstart + pb : cend;
+            n = seg_end - pos;
+            memset(&t, 0, sizeof(t));
+            t.op = RMACOLL__OP_PUT;
+            t.path = RMACOLL__PATH_PROXY;
+            t.src_win = RMACOLL__WIN_SEND;
+            t.dst_win = RMACOLL__WIN_RELAY;
+            t.flags = RMACOLL__TASK_TO_RELAY;
+            t.peer = r;
+            t.origin = me;
+            t.round = round;
+            t.sig = RMACOLL__NO_SIG;
+            t.src_off = (uint64_t)in->sdispls[j] * in->esize + (pos - pstart);
+            t.dst_off = rmacoll__plan_slot_off(topo, cfg, r, c, slot) + (pos - q * cb);
+            t.bytes = n;
+            t.seq = g;
+            if (seg_end == cend) {
+                t.flags |= RMACOLL__TASK_SIGNAL;
+                t.sig = rmacoll__sig_arrive(topo, cfg, c, slot);
+                t.sig_value = g / S + 1;
+            }
+            add_put(ctx, &t);
+            pos = seg_end;
+        }
+    }
+    *nchunks = Q;
+    return ctx->status;
+}
+
+/* Relay side of incoming channel c: arrival waits, forwards, credits. */
+static rmacoll_status_t plan_stream_in(plan_ctx_t *ctx,
+                                       const rmacoll__sigstate_t *st, int c,
+                                       uint64_t *nchunks)
+{
+    const rmacoll__plan_input_t *in = ctx->in;
+    const rmacoll_topo_t *topo = in->topo;
+    const rmacoll__plan_cfg_t *cfg = in->cfg;
+    int me = in->rank;
+    int A = topo->node_of[me];
+    int ls = topo->node_size[A];
+    int i = rmacoll__plan_chan_src(topo, me, c);
+    uint32_t S = cfg->relay_slots;
+    int stride = S >= 2 ? 1 : 2;
+    int t0 = sched_round(in, i, me);
+    uint64_t cb = rmacoll__plan_slot_bytes(topo, cfg, me);
+    stream_t s = {in->chan_sendcount + (size_t)c * ls, NULL, ls,
+                  topo->local_rank[me], in->esize};
+    uint64_t L = stream_total(&s);
+    uint64_t g0 = st->chan_in[c];
+    uint64_t Q, pos = 0, pstart = 0;
+    int p = 0;
+
+    *nchunks = 0;
+    if (L == 0) {
+        return RMACOLL_SUCCESS;
+    }
+    if (cb < in->esize) {
+        return slot_too_small(ctx->plan, me, cb, in->esize);
+    }
+    Q = (L + cb - 1) / cb;
+    for (uint64_t q = 0; q < Q; q++) {
+        uint64_t g = g0 + q;
+        uint32_t slot = (uint32_t)(g % S);
+        int round = t0 + stride * (int)q;
+        uint64_t cend = (q + 1) * cb < L ? (q + 1) * cb : L;
+        uint64_t slot_off = rmacoll__plan_slot_off(topo, cfg, me, c, slot);
+        rmacoll__task_t t;
+
+        memset(&t, 0, sizeof(t));
+        t.op = RMACOLL__OP_WAIT;
+        t.path = RMACOLL__PATH_PROXY;
+        t.flags = RMACOLL__TASK_ARRIVAL;
+        t.peer = i;
+        t.origin = i;
+        t.round = round;
+        t.sig = rmacoll__sig_arrive(topo, cfg, c, slot);
+        t.sig_value = g / S + 1;
+        t.seq = g;
+        add_task(ctx, &t);
+
+        while (pos < cend) {
+            uint64_t pb = stream_bytes(&s, p);
+            uint64_t seg_end;
+            int j = rmacoll__topo_rank(topo, A, p);
+            size_t k = (size_t)c * ls + p;
+            if (pos >= pstart + pb) {
+                pstart += pb;
+                p++;
+                continue;
+            }
+            seg_end = pstart + pb < cend ? pstart + pb : cend;
+            memset(&t, 0, sizeof(t));
+            t.op = RMACOLL__OP_PUT;
+            t.path = RMACOLL__PATH_CE;
+            t.src_win = RMACOLL__WIN_RELAY;
+            t.dst_win = RMACOLL__WIN_RECV;
+            t.flags = RMACOLL__TASK_FORWARD;
+            t.peer = j;
+            t.origin = i;
+            t.round = round + 1;
+            t.sig = RMACOLL__NO_SIG;
+            t.src_off = slot_off + (pos - q * cb);
+            t.dst_off = (uint64_t)in->chan_rdispl[k] * in->esize + (pos - pstart);
+            t.bytes = seg_end - pos;
+            t.seq = g;
+            if (seg_end == pstart + pb) { /* the piece's last byte */
+                t.flags |= RMACOLL__TASK_SIGNAL;
+                t.sig = rmacoll__sig_data(i);
+                t.sig_value = st->fwd_out[k] + 1;
+            }
+            add_put(ctx, &t);
+            pos = seg_end;
+        }
+
+        memset(&t, 0, sizeof(t));
+        t.op = RMACOLL__OP_PUT;
+        t.path = RMACOLL__PATH_PROXY;
+        t.flags = RMACOLL__TASK_CREDIT | RMACOLL__TASK_SIGNAL;
+        t.peer = i;
+        t.origin = me;
+        t.round = round + 2;
+        t.sig = rmacoll__sig_credit(topo, A);
+        t.sig_value = g + 1;
+        t.seq = g;
+        add_task(ctx, &t);
+    }
+    *nchunks = Q;
+    return ctx->status;
+}
+
+/* Final waits for every complete receive block. */
+static void plan_final_waits(plan_ctx_t *ctx, const rmacoll__sigstate_t *st)
+{
+    const rmacoll__plan_input_t *in = ctx->in;
+    const rmacoll_topo_t *topo = in->topo;
+    int me = in->rank;
+    int A = topo->node_of[me];
+    int round = ctx->plan->ntasks ? ctx->max_round + 1 : 0;
+
+    for (int p = 0; p < topo->nranks; p++) {
+        rmacoll__task_t t;
+        if (p == me || in->recvcounts[p] == 0) {
+            continue;
+        }
+        memset(&t, 0, sizeof(t));
+        t.op = RMACOLL__OP_WAIT;
+        t.flags = RMACOLL__TASK_DATA;
+        t.origin = p;
+        t.round = round;
+        t.sig = rmacoll__sig_data(p);
+        t.sig_value = st->data_in[p] + 1;
+        if (topo->node_of[p] == A) {
+            t.path = RMACOLL__PATH_CE;
+            t.peer = p;
+        } else if (in->cfg->relay_enabled &&
+                   rmacoll__topo_relay(topo, p, A) != me) {
+            t.path = RMACOLL__PATH_CE;
+            t.peer = rmacoll__topo_relay(topo, p, A);
+        } else {
+            t.path = RMACOLL__PATH_PROXY;
+            t.peer = p;
+        }
+        add_task(ctx, &t);
+    }
+}
+
+static int task_before(const rmacoll__task_t *a, const rmacoll__task_t *b)
+{
+    if (a->round != b->round) {
+        return a->round < b->round;
+    }
+    return task_queue(a) < task_queue(b);
+}
+
+/* Stable bottom-up merge sort by (round, queue): order inside a queue is
+ * the order the planner emitted, which the signal contract relies on. */
+static void sort_tasks(rmacoll__plan_t *plan)
+{
+    rmacoll__task_t *a = plan->tasks, *b = plan->scratch, *tmp;
+    size_t n = plan->ntasks;
+
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n;
+            size_t hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) {
+                b[k++] = task_before(&a[j], &a[i]) ? a[j++] : a[i++];
+            }
+            while (i < mid) {
+                b[k++] = a[i++];
+            }
+            while (j < hi) {
+                b[k++] = a[j++];
+            }
+        }
+        tmp = a;
+        a = b;
+        b = tmp;
+    }
+    plan->tasks = a;
+    plan->scratch = b;
+}
+
+static rmacoll_status_t make_batches(rmacoll__plan_t *plan)
+{
+    size_t nb = 0;
+
+    for (size_t k = 0; k < plan->ntasks; k++) {
+        if (k == 0 || plan->tasks[k].round != plan->tasks[k - 1].round) {
+            nb++;
+        }
+    }
+    if (nb > plan->batches_cap) {
+        rmacoll__batch_t *b = realloc(plan->batches, nb * sizeof(*b));
+        if (b == NULL) {
+            return RMACOLL_ERR_NO_MEMORY;
+        }
+        plan->batches = b;
+        plan->batches_cap = nb;
+    }
+    plan->nbatches = 0;
+    for (size_t k = 0; k < plan->ntasks; k++) {
+        rmacoll__batch_t *b;
+        int q = task_queue(&plan->tasks[k]);
+        if (k == 0 || plan->tasks[k].round != plan->tasks[k - 1].round) {
+            b = &plan->batches[plan->nbatches++];
+            memset(b, 0, sizeof(*b));
+            b->round = plan->tasks[k].round;
+            for (int i = 0; i < RMACOLL__NQUEUES; i++) {
+                b->first[i] = (uint32_t)k;
+            }
+        }
+        b = &plan->batches[plan->nbatches - 1];
+        if (b->count[q] == 0) {
+            b->first[q] = (uint32_t)k;
+        }
+        b->count[q]++;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
+                                     const rmacoll__sigstate_t *st_in,
+                                     rmacoll__sigstate_t *st_out,
+                                     rmacoll__plan_t *plan)
+{
+    const rmacoll_topo_t *topo = in->topo;
+    int me = in->rank;
+    int A = topo->node_of[me];
+    int ls = topo->node_size[A];
+    int nin = rmacoll__plan_nin(topo, in->cfg, me);
+    plan_ctx_t ctx = {in, plan, 0, RMACOLL_SUCCESS};
+    rmacoll_status_t st;
+
+    plan->rank = me;
+    plan->ntasks = 0;
+    plan->nbatches = 0;
+    plan->errmsg[0] = '\0';
+    plan->err_peer = -1;
+    if (in->cfg->relay_slots == 0 || in->esize == 0) {
+        snprintf(plan->errmsg, sizeof(plan->errmsg),
+                 "relay.slots and the element size must be positive");
+        return RMACOLL_ERR_CONFIG;
+    }
+    st = plan_check(in, plan);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+
+    plan_direct(&ctx, st_in);
+    if (in->cfg->relay_enabled) {
+        for (int B = 0; B < topo->nnodes && ctx.status == RMACOLL_SUCCESS; B++) {
+            uint64_t q;
+            if (B == A) {
+                continue;
+            }
+            st = plan_stream_out(&ctx, st_in, B, &q);
+            if (st != RMACOLL_SUCCESS) {
+                return st;
+            }
+        }
+        for (int c = 0; c < nin && ctx.status == RMACOLL_SUCCESS; c++) {
+            uint64_t q;
+            st = plan_stream_in(&ctx, st_in, c, &q);
+            if (st != RMACOLL_SUCCESS) {
+                return st;
+            }
+        }
+    }
+    plan_final_waits(&ctx, st_in);
+    if (ctx.status != RMACOLL_SUCCESS) {
+        return ctx.status;
+    }
+    sort_tasks(plan);
+    st = make_batches(plan);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+
+    /* Success: advance the state (reads of st_in are over; st_out may alias). */
+    rmacoll__sigstate_copy(st_out, st_in);
+    for (int j = 0; j < topo->nranks; j++) {
+        if (j != me && in->sendcounts[j] != 0 && is_direct(in, j)) {
+            st_out->data_out[j]++;
+        }
+        if (j != me && in->recvcounts[j] != 0) {
+            st_out->data_in[j]++;
+        }
+    }
+    for (size_t k = 0; k < plan->ntasks; k++) {
+        const rmacoll__task_t *t = &plan->tasks[k];
+        if (t->op == RMACOLL__OP_PUT && (t->flags & RMACOLL__TASK_TO_RELAY) &&
+            (t->flags & RMACOLL__TASK_SIGNAL)) {
+            st_out->chan_out[topo->node_of[t->peer]]++;
+        } else if (t->op == RMACOLL__OP_PUT && (t->flags & RMACOLL__TASK_CREDIT)) {
+            st_out->chan_in[rmacoll__plan_chan_index(topo, me, t->peer)]++;
+        } else if (t->op == RMACOLL__OP_PUT && (t->flags & RMACOLL__TASK_FORWARD) &&
+                   (t->flags & RMACOLL__TASK_SIGNAL)) {
+            int c = rmacoll__plan_chan_index(topo, me, t->origin);
+            st_out->fwd_out[(size_t)c * ls + topo->local_rank[t->peer]]++;
+        }
+    }
+    return RMACOLL_SUCCESS;
+}
