@@ -1,0 +1,716 @@
+/*
+ * comm.c - communicator creation and destruction: bootstrap, topology from
+ * node keys, config agreement, control windows, relay buffer, transports
+ * (CE inside a node, the network between nodes) and the proxy thread.
+ */
+#include "core/comm.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/config_internal.h"
+#include "core/sched_registry.h"
+#include "core/topo.h"
+
+#define CTRL_MAGIC 0x726d61636f6c6c31ull /* "rmacoll1" */
+#define NODE_KEY_BYTES 128
+
+static size_t align64(size_t x)
+{
+    return (x + 63) & ~(size_t)63;
+}
+
+static int max_node_size(const rmacoll_topo_t *topo)
+{
+    int m = 0;
+
+    for (int n = 0; n < topo->nnodes; n++) {
+        if (topo->node_size[n] > m) {
+            m = topo->node_size[n];
+        }
+    }
+    return m;
+}
+
+/* Network peers of rank: relays it sends through and senders it relays
+ * for (relay on), or every rank of another node (relay off). The set is
+ * symmetric. list may be NULL; returns the count; sorted by rank. */
+int rmacoll__net_peers(const rmacoll_topo_t *topo,
+                       const rmacoll__plan_cfg_t *pcfg, int rank, int *list)
+{
+    int A = topo->node_of[rank];
+    int n = 0;
+
+    for (int p = 0; p < topo->nranks; p++) {
+        int B = topo->node_of[p];
+        int in;
+        if (B == A) {
+            continue;
+        }
+        in = !pcfg->relay_enabled || rmacoll__topo_relay(topo, rank, B) == p ||
+             rmacoll__topo_relay(topo, p, A) == rank;
+        if (in) {
+            if (list != NULL) {
+                list[n] = p;
+            }
+            n++;
+        }
+    }
+    return n;
+}
+
+void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
+                          const rmacoll__plan_cfg_t *pcfg, int rank,
+                          rmacoll__ctrl_layout_t *lay)
+{
+    size_t off;
+
+    lay->nnet = rmacoll__net_peers(topo, pcfg, rank, NULL);
+    lay->nsig_plan = rmacoll__sig_count(topo, pcfg, rank);
+    lay->nsig = lay->nsig_plan + 2 * (uint32_t)lay->nnet;
+    lay->local_rec_bytes = align64(sizeof(rmacoll__local_rec_t) +
+                                   2 * (size_t)topo->nranks * sizeof(int64_t));
+    lay->net_rec_bytes = align64(sizeof(rmacoll__net_rec_t) +
+                                 (size_t)max_node_size(topo) * sizeof(int64_t));
+    lay->status_rec_bytes = align64(sizeof(rmacoll__status_rec_t) + 8);
+    lay->off_sig = 64;
+    off = align64(lay->off_sig + (size_t)lay->nsig * sizeof(uint64_t));
+    lay->off_local = off;
+    off += 2 * lay->local_rec_bytes;
+    lay->off_inbox = off;
+    off += 2 * (size_t)lay->nnet * lay->net_rec_bytes;
+    lay->off_inbox2 = off;
+    off += 2 * (size_t)lay->nnet * lay->status_rec_bytes;
+    lay->off_outbox = off;
+    off += 2 * (size_t)lay->nnet * lay->net_rec_bytes;
+    lay->off_outbox2 = off;
+    off += 2 * (size_t)lay->nnet * lay->status_rec_bytes;
+    lay->bytes = align64(off);
+}
+
+rmacoll_status_t rmacoll__comm_fail(rmacoll_comm_t *comm, rmacoll_status_t st,
+                                    const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(comm->last_error, sizeof(comm->last_error), fmt, ap);
+    va_end(ap);
+    rmacoll__log(&comm->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE, "%s",
+                 comm->last_error);
+    return st;
+}
+
+static void env_log(void *ctx, rmacoll_log_level_t level, uint32_t subsys,
+                    const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    rmacoll__vlog(ctx, level, subsys, fmt, ap);
+    va_end(ap);
+}
+
+static const rmacoll_transport_ops_t *find_transport(const char *name)
+{
+    for (int i = 0; rmacoll__builtin_transports[i] != NULL; i++) {
+        const rmacoll_transport_ops_t *ops = rmacoll__builtin_transports[i];
+        if (strcmp(ops->name, name) == 0) {
+            if (ops->abi_version != RMACOLL_TRANSPORT_ABI_VERSION ||
+                ops->struct_size < sizeof(rmacoll_transport_ops_t)) {
+                return NULL;
+            }
+            return ops;
+        }
+    }
+    return NULL;
+}
+
+const char *rmacoll_build_transports(void)
+{
+    static const char names[] =
+#ifdef RMACOLL_HAVE_CE
+        "ce,"
+#endif
+#ifdef RMACOLL_HAVE_NVLINK_KERNEL
+        "nvlink_kernel,"
+#endif
+#ifdef RMACOLL_HAVE_OFI
+        "ofi,"
+#endif
+#ifdef RMACOLL_HAVE_VERBS
+        "verbs,"
+#endif
+        "";
+    return names;
+}
+
+const char *rmacoll_build_schedulers(void)
+{
+    return "shift,node_shift,xor,random";
+}
+
+static void node_key_of(const rmacoll_comm_params_t *params, char *key)
+{
+    const char *env = getenv("RMACOLL_NODE_ID");
+
+    memset(key, 0, NODE_KEY_BYTES);
+    if (params->node_key != NULL) {
+        snprintf(key, NODE_KEY_BYTES, "%s", params->node_key);
+    } else if (env != NULL && env[0] != '\0') {
+        snprintf(key, NODE_KEY_BYTES, "%s", env);
+    } else if (gethostname(key, NODE_KEY_BYTES - 1) != 0) {
+        snprintf(key, NODE_KEY_BYTES, "localhost");
+    }
+}
+
+/* Node keys of all ranks -> topology. */
+static rmacoll_status_t make_topology(rmacoll_comm_t *comm,
+                                      const rmacoll_comm_params_t *params)
+{
+    char mine[NODE_KEY_BYTES];
+    char *all = malloc((size_t)comm->nranks * NODE_KEY_BYTES);
+    int *ids = malloc((size_t)comm->nranks * sizeof(int));
+    rmacoll_status_t st = RMACOLL_ERR_NO_MEMORY;
+
+    if (all != NULL && ids != NULL) {
+        node_key_of(params, mine);
+        st = rmacoll__bootstrap_allgather(comm->bs, mine, all, NODE_KEY_BYTES);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        for (int r = 0; r < comm->nranks; r++) {
+            ids[r] = r;
+            for (int q = 0; q < r; q++) {
+                if (memcmp(all + (size_t)q * NODE_KEY_BYTES,
+                           all + (size_t)r * NODE_KEY_BYTES, NODE_KEY_BYTES) == 0) {
+                    ids[r] = ids[q];
+                    break;
+                }
+            }
+        }
+        st = rmacoll__topo_create(comm->nranks, ids, &comm->topo);
+    }
+    free(all);
+    free(ids);
+    return st;
+}
+
+/* Every rank must run with the same configuration. */
+static rmacoll_status_t check_config(rmacoll_comm_t *comm)
+{
+    uint64_t mine[2] = {rmacoll__config_hash(&comm->cfg), 0};
+    uint64_t *all = malloc((size_t)comm->nranks * sizeof(mine));
+    rmacoll_status_t st;
+
+    /* the comm id travels with it: rank 0's wins */
+    if (comm->rank == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        mine[1] = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
+                  ((uint64_t)getpid() << 40);
+    }
+    if (all == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    st = rmacoll__bootstrap_allgather(comm->bs, mine, all, sizeof(mine));
+    if (st == RMACOLL_SUCCESS) {
+        comm->comm_id = all[1];
+        for (int r = 0; r < comm->nranks; r++) {
+            if (all[2 * r] != all[0]) {
+                st = rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
+                                        "rank %d: configuration differs from rank 0's "
+                                        "(every rank must load the same config)",
+                                        r);
+                break;
+            }
+        }
+    }
+    free(all);
+    return st;
+}
+
+static void ctrl_name(const rmacoll_comm_t *comm, int rank, char *name, size_t len)
+{
+    snprintf(name, len, "/rmacoll-%016llx-%d", (unsigned long long)comm->comm_id,
+             rank);
+}
+
+/* Own control window, then the node peers' (after a barrier). */
+static rmacoll_status_t setup_ctrl(rmacoll_comm_t *comm)
+{
+    char name[64];
+    rmacoll_status_t st;
+    const rmacoll_topo_t *topo = comm->topo;
+    int A = topo->node_of[comm->rank];
+
+    rmacoll__ctrl_layout(topo, &comm->pcfg, comm->rank, &comm->lay);
+    ctrl_name(comm, comm->rank, name, sizeof(name));
+    st = rmacoll__shm_create(name, comm->lay.bytes, &comm->ctrl);
+    if (st != RMACOLL_SUCCESS) {
+        return rmacoll__comm_fail(comm, st, "rank %d: cannot create control window "
+                                  "%s of %zu bytes", comm->rank, name, comm->lay.bytes);
+    }
+    ((uint64_t *)comm->ctrl.addr)[0] = CTRL_MAGIC;
+    comm->signals = (volatile uint64_t *)((char *)comm->ctrl.addr + comm->lay.off_sig);
+    st = rmacoll__bootstrap_barrier(comm->bs);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    for (int l = 0; l < topo->node_size[A]; l++) {
+        int j = rmacoll__topo_rank(topo, A, l);
+        rmacoll__ctrl_layout_t lay;
+        if (j == comm->rank) {
+            comm->peer_signals[j] = comm->signals;
+            comm->peer_lay[j] = comm->lay;
+            comm->peer_ctrl[j] = comm->ctrl;
+            comm->peer_ctrl[j].owner = 0;
+            continue;
+        }
+        rmacoll__ctrl_layout(topo, &comm->pcfg, j, &lay);
+        comm->peer_lay[j] = lay;
+        ctrl_name(comm, j, name, sizeof(name));
+        st = rmacoll__shm_attach(name, lay.bytes, comm->cfg.timeout_ms,
+                                 &comm->peer_ctrl[j]);
+        if (st != RMACOLL_SUCCESS) {
+            return rmacoll__comm_fail(comm, st, "rank %d: cannot map the control "
+                                      "window of node peer %d (%s)", comm->rank, j, name);
+        }
+        comm->peer_signals[j] =
+            (volatile uint64_t *)((char *)comm->peer_ctrl[j].addr + lay.off_sig);
+    }
+    st = rmacoll__bootstrap_barrier(comm->bs);
+    rmacoll__shm_unlink(&comm->ctrl);
+    return st;
+}
+
+static rmacoll_status_t setup_net_peers(rmacoll_comm_t *comm)
+{
+    const rmacoll_topo_t *topo = comm->topo;
+    int *other = malloc((size_t)comm->nranks * sizeof(int));
+
+    if (other == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    comm->nnet = rmacoll__net_peers(topo, &comm->pcfg, comm->rank, comm->net_list);
+    for (int r = 0; r < comm->nranks; r++) {
+        comm->net_index[r] = -1;
+    }
+    for (int k = 0; k < comm->nnet; k++) {
+        int p = comm->net_list[k];
+        int n = rmacoll__net_peers(topo, &comm->pcfg, p, other);
+        comm->net_index[p] = k;
+        comm->net_peers[p] = 1;
+        rmacoll__ctrl_layout(topo, &comm->pcfg, p, &comm->peer_lay[p]);
+        comm->net_slot_at[k] = -1;
+        for (int i = 0; i < n; i++) {
+            if (other[i] == comm->rank) {
+                comm->net_slot_at[k] = i;
+            }
+        }
+    }
+    free(other);
+    return RMACOLL_SUCCESS;
+}
+
+static void fill_env(rmacoll_comm_t *comm, rmacoll_transport_env_t *env,
+                     const uint8_t *peers)
+{
+    memset(env, 0, sizeof(*env));
+    env->struct_size = sizeof(*env);
+    env->rank = comm->rank;
+    env->nranks = comm->nranks;
+    env->topo = comm->topo;
+    env->config = &comm->cfg;
+    env->peers = peers;
+    env->signals = comm->signals;
+    env->nsignals = comm->lay.nsig;
+    env->peer_signals = (volatile uint64_t *const *)comm->peer_signals;
+    env->allgather = rmacoll__bootstrap_allgather_cb;
+    env->oob_ctx = comm->bs;
+    env->log = env_log;
+    env->log_ctx = &comm->log;
+}
+
+static rmacoll_status_t setup_transports(rmacoll_comm_t *comm)
+{
+    const rmacoll_topo_t *topo = comm->topo;
+    int A = topo->node_of[comm->rank];
+    rmacoll_status_t st;
+    const char *ce_name = comm->cfg.intra_node;
+
+    int any_ce = 0;
+
+    /* auto and nvlink_kernel use the ce transport on host memory */
+    if (strcmp(ce_name, "auto") == 0 || strcmp(ce_name, "nvlink_kernel") == 0) {
+        ce_name = "ce";
+    }
+    for (int n = 0; n < topo->nnodes; n++) {
+        any_ce |= topo->node_size[n] > 1;
+    }
+    /* each transport's init is collective: every rank joins it when any
+     * rank needs it (node sizes are known everywhere, so all decide alike) */
+    if (any_ce) {
+        comm->ce_ops = find_transport(ce_name);
+        if (comm->ce_ops == NULL) {
+            return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
+                                      "rank %d: transports.intra_node '%s' is not "
+                                      "built in (built: %s)",
+                                      comm->rank, ce_name, rmacoll_build_transports());
+        }
+        for (int l = 0; l < topo->node_size[A]; l++) {
+            comm->ce_peers[rmacoll__topo_rank(topo, A, l)] = 1;
+        }
+        comm->ce_peers[comm->rank] = 0;
+        fill_env(comm, &comm->ce_env, comm->ce_peers);
+        st = comm->ce_ops->init(&comm->ce_env, &comm->ce);
+        if (st != RMACOLL_SUCCESS) {
+            return rmacoll__comm_fail(comm, st, "rank %d: transport %s failed to "
+                                      "initialise: %s", comm->rank, comm->ce_ops->name,
+                                      rmacoll_status_string(st));
+        }
+    }
+    if (topo->nnodes > 1) {
+        comm->net_ops = find_transport(comm->cfg.inter_node);
+        if (comm->net_ops == NULL) {
+            return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
+                                      "rank %d: transports.inter_node '%s' is not "
+                                      "built in (built: %s)",
+                                      comm->rank, comm->cfg.inter_node,
+                                      rmacoll_build_transports());
+        }
+        fill_env(comm, &comm->net_env, comm->net_peers);
+        st = comm->net_ops->init(&comm->net_env, &comm->net);
+        if (st != RMACOLL_SUCCESS) {
+            return rmacoll__comm_fail(comm, st, "rank %d: transport %s failed to "
+                                      "initialise: %s", comm->rank, comm->net_ops->name,
+                                      rmacoll_status_string(st));
+        }
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* Relay buffer and control window registered with the network; keys to all. */
+static rmacoll_status_t setup_registrations(rmacoll_comm_t *comm)
+{
+    rmacoll_rkey_t mine[2];
+    rmacoll_rkey_t *all;
+    rmacoll_status_t st;
+
+    memset(mine, 0, sizeof(mine));
+    if (comm->net != NULL) {
+        st = comm->net_ops->mem_register(comm->net, comm->ctrl.addr, comm->lay.bytes,
+                                         RMACOLL_MEM_HOST, &comm->ctrl_mem, &mine[0]);
+        if (st != RMACOLL_SUCCESS) {
+            return rmacoll__comm_fail(comm, st, "rank %d: cannot register the control "
+                                      "window (%zu bytes)", comm->rank, comm->lay.bytes);
+        }
+        if (comm->relay_bytes > 0) {
+            st = comm->net_ops->mem_register(comm->net, comm->relay_buf,
+                                             comm->relay_bytes, RMACOLL_MEM_HOST,
+                                             &comm->relay_mem, &mine[1]);
+            if (st != RMACOLL_SUCCESS) {
+                return rmacoll__comm_fail(comm, st, "rank %d: cannot register the "
+                                          "relay buffer (%llu bytes)", comm->rank,
+                                          (unsigned long long)comm->relay_bytes);
+            }
+        }
+    }
+    all = malloc((size_t)comm->nranks * sizeof(mine));
+    if (all == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    st = rmacoll__bootstrap_allgather(comm->bs, mine, all, sizeof(mine));
+    for (int r = 0; st == RMACOLL_SUCCESS && r < comm->nranks; r++) {
+        comm->peer_ctrl_rkey[r] = all[2 * r];
+        comm->peer_relay_rkey[r] = all[2 * r + 1];
+    }
+    free(all);
+    return st;
+}
+
+static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
+{
+    size_t n = (size_t)comm->nranks;
+    int ls = comm->topo->node_size[comm->topo->node_of[comm->rank]];
+    size_t nc = (size_t)comm->nin * ls + 1;
+
+    comm->peer_ctrl = calloc(n, sizeof(*comm->peer_ctrl));
+    comm->peer_lay = calloc(n, sizeof(*comm->peer_lay));
+    comm->peer_signals = calloc(n, sizeof(*comm->peer_signals));
+    comm->net_list = calloc(n, sizeof(int));
+    comm->net_slot_at = calloc(n, sizeof(int));
+    comm->net_index = calloc(n, sizeof(int));
+    comm->ce_peers = calloc(n, 1);
+    comm->net_peers = calloc(n, 1);
+    comm->peer_ctrl_rkey = calloc(n, sizeof(rmacoll_rkey_t));
+    comm->peer_relay_rkey = calloc(n, sizeof(rmacoll_rkey_t));
+    comm->scratch = calloc(2 * n, sizeof(int64_t));
+    comm->uniform = calloc(2 * n, sizeof(int64_t));
+    comm->peer_rcount = calloc(n, sizeof(int64_t));
+    comm->peer_rdispl = calloc(n, sizeof(int64_t));
+    comm->peer_recv_addr = calloc(n, sizeof(uint64_t));
+    comm->peer_recv_rkey = calloc(n, sizeof(rmacoll_rkey_t));
+    comm->chan_sendcount = calloc(nc, sizeof(int64_t));
+    comm->chan_rcount = calloc(nc, sizeof(int64_t));
+    comm->chan_rdispl = calloc(nc, sizeof(int64_t));
+    comm->meta_puts = calloc(n, sizeof(rmacoll_put_t));
+    if (!comm->peer_ctrl || !comm->peer_lay || !comm->peer_signals || !comm->net_list ||
+        !comm->net_slot_at || !comm->net_index || !comm->ce_peers ||
+        !comm->net_peers || !comm->peer_ctrl_rkey || !comm->peer_relay_rkey ||
+        !comm->scratch || !comm->uniform || !comm->peer_rcount || !comm->peer_rdispl ||
+        !comm->peer_recv_addr || !comm->peer_recv_rkey || !comm->chan_sendcount ||
+        !comm->chan_rcount || !comm->chan_rdispl || !comm->meta_puts) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+static void comm_free(rmacoll_comm_t *comm)
+{
+    if (comm->proxy_started) {
+        rmacoll__proxy_stop(comm);
+    }
+    if (comm->net != NULL) {
+        if (comm->relay_mem != NULL) {
+            comm->net_ops->mem_deregister(comm->net, comm->relay_mem);
+        }
+        if (comm->ctrl_mem != NULL) {
+            comm->net_ops->mem_deregister(comm->net, comm->ctrl_mem);
+        }
+        comm->net_ops->finalize(comm->net);
+    }
+    if (comm->ce != NULL) {
+        comm->ce_ops->finalize(comm->ce);
+    }
+    for (int r = 0; comm->peer_ctrl != NULL && r < comm->nranks; r++) {
+        if (r != comm->rank && comm->peer_ctrl[r].addr != NULL) {
+            rmacoll__shm_destroy(&comm->peer_ctrl[r]);
+        }
+    }
+    if (comm->ctrl.addr != NULL) {
+        rmacoll__shm_destroy(&comm->ctrl);
+    }
+    free(comm->relay_buf);
+    if (comm->sched_open) {
+        rmacoll__sched_close(&comm->sched);
+    }
+    rmacoll__sigstate_destroy(comm->sig);
+    rmacoll__sigstate_destroy(comm->sig_next);
+    rmacoll__plan_fini(&comm->plan);
+    rmacoll__topo_destroy(comm->topo);
+    if (comm->bs != NULL) {
+        rmacoll__bootstrap_destroy(comm->bs);
+    }
+    pthread_mutex_destroy(&comm->net_lock);
+    free(comm->peer_ctrl);
+    free(comm->peer_lay);
+    free(comm->peer_signals);
+    free(comm->net_list);
+    free(comm->net_slot_at);
+    free(comm->net_index);
+    free(comm->ce_peers);
+    free(comm->net_peers);
+    free(comm->peer_ctrl_rkey);
+    free(comm->peer_relay_rkey);
+    free(comm->scratch);
+    free(comm->uniform);
+    free(comm->peer_rcount);
+    free(comm->peer_rdispl);
+    free(comm->peer_recv_addr);
+    free(comm->peer_recv_rkey);
+    free(comm->chan_sendcount);
+    free(comm->chan_rcount);
+    free(comm->chan_rdispl);
+    free(comm->meta_puts);
+    free(comm->puts);
+    free(comm);
+}
+
+rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
+                                     rmacoll_comm_t **out)
+{
+    rmacoll_comm_t *comm;
+    rmacoll_status_t st;
+    char err[512];
+
+    if (params == NULL || out == NULL || params->nranks < 1 || params->rank < 0 ||
+        params->rank >= params->nranks ||
+        (params->unique_id == NULL) == (params->oob == NULL)) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    comm = calloc(1, sizeof(*comm));
+    if (comm == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    pthread_mutex_init(&comm->net_lock, NULL);
+    rmacoll__plan_init(&comm->plan);
+    comm->rank = params->rank;
+    comm->nranks = params->nranks;
+    rmacoll__logger_default(&comm->log);
+    comm->log.rank = comm->rank;
+    if (params->config != NULL) {
+        comm->cfg = *params->config;
+    } else {
+        st = rmacoll_config_load(NULL, &comm->cfg, err, sizeof(err));
+        if (st != RMACOLL_SUCCESS) {
+            rmacoll__log(&comm->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CONFIG,
+                         "%s", err);
+            comm_free(comm);
+            return st;
+        }
+    }
+    comm->log.level = comm->cfg.log_level;
+    comm->log.subsys = comm->cfg.log_subsystems;
+    if (params->log_fn != NULL) {
+        comm->log.fn = params->log_fn;
+        comm->log.ctx = params->log_ctx;
+    }
+    comm->pcfg.relay_enabled = comm->cfg.relay_enabled;
+    comm->pcfg.relay_buffer_bytes = comm->cfg.relay_buffer_bytes;
+    comm->pcfg.relay_slots = comm->cfg.relay_slots;
+    comm->pcfg.max_task_bytes = comm->cfg.max_task_bytes;
+
+    if (params->unique_id != NULL) {
+        st = rmacoll__bootstrap_create_ex(params->unique_id, comm->rank, comm->nranks,
+                                          comm->cfg.timeout_ms, &comm->log, &comm->bs);
+    } else {
+        st = rmacoll__bootstrap_create_oob(params->oob, comm->rank, comm->nranks,
+                                           &comm->bs);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = make_topology(comm, params);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = check_config(comm);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        comm->nin = rmacoll__plan_nin(comm->topo, &comm->pcfg, comm->rank);
+        st = alloc_arrays(comm);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = rmacoll__sched_open(comm->cfg.scheduler, comm->cfg.scheduler_plugin,
+                                 comm->topo, comm->cfg.scheduler_seed, &comm->sched,
+                                 err, sizeof(err));
+        if (st != RMACOLL_SUCCESS) {
+            rmacoll__comm_fail(comm, st, "rank %d: %s", comm->rank, err);
+        } else {
+            comm->sched_open = 1;
+        }
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = rmacoll__sigstate_create(comm->topo, &comm->pcfg, comm->rank, &comm->sig);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = rmacoll__sigstate_create(comm->topo, &comm->pcfg, comm->rank,
+                                      &comm->sig_next);
+    }
+    if (st == RMACOLL_SUCCESS && comm->nin > 0) {
+        comm->relay_bytes = comm->cfg.relay_buffer_bytes;
+        if (posix_memalign(&comm->relay_buf, 4096, comm->relay_bytes) != 0) {
+            st = rmacoll__comm_fail(comm, RMACOLL_ERR_NO_MEMORY,
+                                    "rank %d: cannot allocate the relay buffer "
+                                    "(relay.buffer_bytes = %llu)", comm->rank,
+                                    (unsigned long long)comm->relay_bytes);
+        } else {
+            memset(comm->relay_buf, 0, comm->relay_bytes);
+        }
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = setup_ctrl(comm);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = setup_net_peers(comm);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = setup_transports(comm);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = setup_registrations(comm);
+    }
+    if (st == RMACOLL_SUCCESS && comm->net != NULL) {
+        st = rmacoll__proxy_start(comm);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = rmacoll__bootstrap_barrier(comm->bs);
+    }
+    if (st != RMACOLL_SUCCESS) {
+        if (comm->last_error[0] == '\0') {
+            rmacoll__comm_fail(comm, st, "rank %d: communicator creation failed: %s",
+                               comm->rank, rmacoll_status_string(st));
+        }
+        comm_free(comm);
+        return st;
+    }
+    rmacoll__log(&comm->log, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_CORE,
+                 "rank %d of %d: node %d (local %d of %d), %d network peers, "
+                 "%d relay channels, intra %s, inter %s", comm->rank, comm->nranks,
+                 comm->topo->node_of[comm->rank], comm->topo->local_rank[comm->rank],
+                 comm->topo->node_size[comm->topo->node_of[comm->rank]], comm->nnet,
+                 comm->nin, comm->ce_ops ? comm->ce_ops->name : "-",
+                 comm->net_ops ? comm->net_ops->name : "-");
+    *out = comm;
+    return RMACOLL_SUCCESS;
+}
+
+rmacoll_status_t rmacoll_comm_create_from_env(const rmacoll_config_t *config,
+                                              rmacoll_comm_t **comm)
+{
+    rmacoll_comm_params_t p;
+    rmacoll_unique_id_t id;
+    rmacoll_status_t st;
+
+    memset(&p, 0, sizeof(p));
+    st = rmacoll__bootstrap_from_env(&p.rank, &p.nranks, &id);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    p.struct_size = sizeof(p);
+    p.unique_id = &id;
+    p.config = config;
+    return rmacoll_comm_create(&p, comm);
+}
+
+rmacoll_status_t rmacoll_comm_destroy(rmacoll_comm_t *comm)
+{
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+
+    if (comm == NULL) {
+        return RMACOLL_SUCCESS;
+    }
+    if (comm->proxy_started) {
+        rmacoll__proxy_flush(comm);
+    }
+    /* no rank tears down while a peer may still write into it */
+    if (!comm->broken) {
+        st = rmacoll__bootstrap_barrier(comm->bs);
+    }
+    comm_free(comm);
+    return st;
+}
+
+rmacoll_status_t rmacoll_comm_rank(const rmacoll_comm_t *comm, int *rank)
+{
+    if (comm == NULL || rank == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    *rank = comm->rank;
+    return RMACOLL_SUCCESS;
+}
+
+rmacoll_status_t rmacoll_comm_size(const rmacoll_comm_t *comm, int *nranks)
+{
+    if (comm == NULL || nranks == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    *nranks = comm->nranks;
+    return RMACOLL_SUCCESS;
+}
+
+const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm)
+{
+    return comm != NULL ? comm->last_error : "";
+}
