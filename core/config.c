@@ -24,7 +24,6 @@
 
 #include <cyaml/cyaml.h>
 
-#include "core/log.h"
 
 /* ---- the key table ---- */
 

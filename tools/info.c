@@ -1,0 +1,261 @@
+/*
+ * info.c - rmacoll-info: what this build of rmacoll contains and how it is
+ * configured: version, transports (with capabilities), schedulers, and
+ * every config key with its type, default, meaning, environment variable
+ * and effective value (defaults < YAML file < RMACOLL_<KEY> environment).
+ *
+ *   rmacoll-info [--config FILE] [--json] [--help]
+ *
+ * Exit status: 0, 1 when the configuration does not load (the message is
+ * printed and the effective column shows the defaults), 2 on bad usage.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config_internal.h"
+#include "rmacoll.h"
+#include "rmacoll_sched.h"
+#include "rmacoll_transport.h"
+
+static const struct {
+    uint64_t bit;
+    const char *word;
+} info_caps[] = {
+    {RMACOLL_TCAP_CE, "ce"},
+    {RMACOLL_TCAP_PROXY, "proxy"},
+    {RMACOLL_TCAP_MEM_HOST, "mem_host"},
+    {RMACOLL_TCAP_MEM_CUDA, "mem_cuda"},
+    {RMACOLL_TCAP_HMEM, "hmem"},
+};
+#define INFO_NCAPS (sizeof(info_caps) / sizeof(info_caps[0]))
+
+static void info_usage(FILE *fp)
+{
+    fprintf(fp,
+            "usage: rmacoll-info [--config FILE] [--json] [--help]\n"
+            "Prints the rmacoll version, the transports and schedulers compiled in, and\n"
+            "every configuration key with its default, meaning and effective value.\n"
+            "  -c, --config FILE  YAML file to load (default: $RMACOLL_CONFIG, if set)\n"
+            "  -j, --json         print JSON instead of text\n"
+            "  -h, --help         print this help\n"
+            "Precedence: defaults < YAML file < RMACOLL_<KEY> environment variables.\n");
+}
+
+static void info_env_name(const char *key, char *buf, size_t len)
+{
+    size_t off = (size_t)snprintf(buf, len, "RMACOLL_");
+
+    for (; *key != '\0' && off + 1 < len; key++) {
+        buf[off++] = *key == '.' ? '_' : (*key >= 'a' && *key <= 'z') ? (char)(*key - 32) : *key;
+    }
+    buf[off] = '\0';
+}
+
+/* Capabilities as words: "proxy, mem_host", plus unknown bits in hex. */
+static void info_caps_words(uint64_t caps, const char *sep, int quote, char *buf, size_t len)
+{
+    size_t off = 0;
+    const char *q = quote ? "\"" : "";
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < INFO_NCAPS && off < len; i++) {
+        if (caps & info_caps[i].bit) {
+            off += (size_t)snprintf(buf + off, len - off, "%s%s%s%s", off ? sep : "", q,
+                                    info_caps[i].word, q);
+            caps &= ~info_caps[i].bit;
+        }
+    }
+    if (caps != 0 && off < len) {
+        snprintf(buf + off, len - off, "%s%s0x%llx%s", off ? sep : "", q,
+                 (unsigned long long)caps, q);
+    }
+}
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; s != NULL && *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            printf("\\%c", c);
+        } else if (c < 0x20) {
+            printf("\\u%04x", c);
+        } else {
+            putchar(c);
+        }
+    }
+    putchar('"');
+}
+
+static const char *info_or(const char *s, const char *dflt)
+{
+    return s != NULL ? s : dflt;
+}
+
+static void info_text(const rmacoll_config_t *cfg, const char *file, const char *load_err)
+{
+    size_t nkeys = 0;
+    const rmacoll__config_key_t *keys = rmacoll__config_keys(&nkeys);
+    char caps[160];
+    int n = 0;
+
+    printf("rmacoll %d.%d.%d\n\n", RMACOLL_VERSION_MAJOR, RMACOLL_VERSION_MINOR,
+           RMACOLL_VERSION_PATCH);
+
+    printf("transports compiled in:\n");
+    for (n = 0; rmacoll__builtin_transports[n] != NULL; n++) {
+        const rmacoll_transport_ops_t *t = rmacoll__builtin_transports[n];
+        info_caps_words(t->caps, ", ", 0, caps, sizeof(caps));
+        printf("  %-14s %s\n  %-14s caps: %s\n", info_or(t->name, "?"), info_or(t->desc, ""), "",
+               caps[0] ? caps : "none");
+    }
+    if (n == 0) {
+        printf("  (none)\n");
+    }
+
+    printf("\nschedulers compiled in:\n");
+    for (n = 0; rmacoll__builtin_schedulers[n] != NULL; n++) {
+        const rmacoll_sched_ops_t *s = rmacoll__builtin_schedulers[n];
+        printf("  %-14s %s\n", info_or(s->name, "?"), info_or(s->desc, ""));
+    }
+    if (n == 0) {
+        printf("  (none)\n");
+    }
+
+    printf("\nconfiguration (defaults < %s < RMACOLL_<KEY> environment):\n",
+           file != NULL ? file : "YAML file ($RMACOLL_CONFIG)");
+    if (load_err != NULL) {
+        printf("  error: %s\n  (effective values below are the defaults)\n", load_err);
+    }
+    for (size_t i = 0; i < nkeys; i++) {
+        char val[512];
+        char env[96];
+
+        rmacoll__config_value_string(cfg, i, val, sizeof(val));
+        info_env_name(keys[i].key, env, sizeof(env));
+        printf("  %s = %s%s%s\n", keys[i].key, val[0] ? "" : "\"", val, val[0] ? "" : "\"");
+        printf("      %s\n", keys[i].meaning);
+        printf("      type %s, default %s, env %s%s\n", keys[i].type,
+               keys[i].default_str[0] ? keys[i].default_str : "\"\"", env,
+               strcmp(val, keys[i].default_str) != 0 ? "  [changed]" : "");
+    }
+}
+
+static void info_json(const rmacoll_config_t *cfg, const char *file, const char *load_err)
+{
+    size_t nkeys = 0;
+    const rmacoll__config_key_t *keys = rmacoll__config_keys(&nkeys);
+    char caps[256];
+
+    printf("{\n  \"version\": \"%d.%d.%d\",\n", RMACOLL_VERSION_MAJOR, RMACOLL_VERSION_MINOR,
+           RMACOLL_VERSION_PATCH);
+    printf("  \"transports\": [");
+    for (int n = 0; rmacoll__builtin_transports[n] != NULL; n++) {
+        const rmacoll_transport_ops_t *t = rmacoll__builtin_transports[n];
+        info_caps_words(t->caps, ", ", 1, caps, sizeof(caps));
+        printf("%s\n    {\"name\": ", n ? "," : "");
+        json_str(t->name);
+        printf(", \"desc\": ");
+        json_str(t->desc);
+        printf(", \"caps\": [%s]}", caps);
+    }
+    printf("%s],\n  \"schedulers\": [", rmacoll__builtin_transports[0] ? "\n  " : "");
+    for (int n = 0; rmacoll__builtin_schedulers[n] != NULL; n++) {
+        const rmacoll_sched_ops_t *s = rmacoll__builtin_schedulers[n];
+        printf("%s\n    {\"name\": ", n ? "," : "");
+        json_str(s->name);
+        printf(", \"desc\": ");
+        json_str(s->desc);
+        printf("}");
+    }
+    printf("%s],\n  \"config_file\": ", rmacoll__builtin_schedulers[0] ? "\n  " : "");
+    if (file != NULL) {
+        json_str(file);
+    } else {
+        printf("null");
+    }
+    printf(",\n  \"config_error\": ");
+    if (load_err != NULL) {
+        json_str(load_err);
+    } else {
+        printf("null");
+    }
+    printf(",\n  \"config\": [");
+    for (size_t i = 0; i < nkeys; i++) {
+        char val[512];
+        char env[96];
+
+        rmacoll__config_value_string(cfg, i, val, sizeof(val));
+        info_env_name(keys[i].key, env, sizeof(env));
+        printf("%s\n    {\"key\": ", i ? "," : "");
+        json_str(keys[i].key);
+        printf(", \"type\": ");
+        json_str(keys[i].type);
+        printf(", \"default\": ");
+        json_str(keys[i].default_str);
+        printf(", \"value\": ");
+        json_str(val);
+        printf(", \"env\": ");
+        json_str(env);
+        printf(", \"meaning\": ");
+        json_str(keys[i].meaning);
+        printf("}");
+    }
+    printf("\n  ]\n}\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *file = NULL;
+    int json = 0;
+    int c;
+    rmacoll_config_t cfg;
+    char err[512];
+    rmacoll_status_t st;
+
+    while ((c = getopt_long(argc, argv, "c:jh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            file = optarg;
+            break;
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            info_usage(stdout);
+            return 0;
+        default:
+            info_usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "rmacoll-info: unexpected argument '%s'\n", argv[optind]);
+        info_usage(stderr);
+        return 2;
+    }
+    if (file == NULL) {
+        const char *env = getenv("RMACOLL_CONFIG");
+        file = (env != NULL && env[0] != '\0') ? env : NULL;
+    }
+
+    st = rmacoll_config_load(file, &cfg, err, sizeof(err));
+    if (st != RMACOLL_SUCCESS) {
+        rmacoll_config_init(&cfg);
+        fprintf(stderr, "rmacoll-info: %s: %s\n", rmacoll_status_name(st), err);
+    }
+    if (json) {
+        info_json(&cfg, file, st == RMACOLL_SUCCESS ? NULL : err);
+    } else {
+        info_text(&cfg, file, st == RMACOLL_SUCCESS ? NULL : err);
+    }
+    return st == RMACOLL_SUCCESS ? 0 : 1;
+}
