@@ -835,7 +835,7 @@ static int bs_root_gather_input(bs_root_t *rt, int r)
                              "rank %d disconnected without leaving (process died?)", r);
             } else {
                 bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
-                             "rank %d connection failed: %s", r, strerror(errno));
+                             "rank %d disconnected: %s", r, strerror(errno));
             }
             return -1;
         }
@@ -898,8 +898,8 @@ static int bs_root_gather_input(bs_root_t *rt, int r)
             }
         } else if (h.a != rt->op_bytes) {
             bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
-                         "rank %d gave %" PRIu64 " bytes to allgather #%u, other "
-                         "ranks %" PRIu64, r, h.a, rt->op_seq, rt->op_bytes);
+                         "rank %d gave %" PRIu64 " bytes to allgather #%u, an "
+                         "earlier rank %" PRIu64, r, h.a, rt->op_seq, rt->op_bytes);
             return -1;
         }
         if (h.b < rt->op_timeout_ms) {
@@ -1726,8 +1726,18 @@ void rmacoll__bootstrap_destroy(rmacoll__bootstrap_t *bs)
         return;
     }
     if (bs->fd >= 0) {
+        /* Say BYE, then wait (bounded) for the root to close: it reads a
+         * BYE only after the previous result went to every rank, so the
+         * process hosting the root (rank 0 from launcher variables) may
+         * exit as soon as this returns. */
         bs_hdr_t h = {.type = BS_MSG_BYE};
-        (void)bs_send_hdr(bs->fd, &h, bs_add_ms(bs_now_ms(), 1000));
+        uint64_t wait = bs->timeout_ms < 5000 ? bs->timeout_ms : 5000;
+        uint64_t deadline = bs_add_ms(bs_now_ms(), wait);
+        if (bs_send_hdr(bs->fd, &h, deadline) == 0) {
+            uint8_t b;
+            shutdown(bs->fd, SHUT_WR);
+            (void)bs_recv_all(bs->fd, &b, 1, deadline);
+        }
         close(bs->fd);
     }
     free(bs);
