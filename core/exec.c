@@ -308,12 +308,18 @@ static void translate(rmacoll_comm_t *comm, const rmacoll__task_t *t,
         put->dst_rkey = &comm->peer_recv_rkey[t->peer];
     } else if (t->dst_win == RMACOLL__WIN_RELAY) {
         put->dst_rkey = &comm->peer_relay_rkey[t->peer];
-    } else { /* signal-only credit: aim at the peer's control window */
+    } else {
+        /* signal-only credit: 8 bytes into the spare word of the peer's
+         * control-window header (some providers never complete zero-length
+         * writes carrying remote CQ data) */
         put->dst_rkey = &comm->peer_ctrl_rkey[t->peer];
-        put->src = NULL;
+        put->src = (const char *)comm->ctrl.addr + 8;
         put->src_mem = comm->ctrl_mem;
+        put->bytes = 8;
+        put->dst_addr = put->dst_rkey->addr + 8;
+        return;
     }
-    put->dst_addr = put->dst_rkey->addr + (t->bytes ? t->dst_off : 0);
+    put->dst_addr = put->dst_rkey->addr + t->dst_off;
 }
 
 static rmacoll_status_t wait_task(rmacoll_comm_t *comm, const rmacoll__task_t *t)

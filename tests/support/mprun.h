@@ -1,0 +1,34 @@
+/*
+ * mprun.h - multi-process test harness: forks one process per rank, gives
+ * each a communicator made through the built-in bootstrap (unique id made
+ * by the parent), with virtual nodes from a node map, runs a body, and
+ * collects every rank's result. Bounded: children run under alarm(), the
+ * parent kills stragglers after a deadline.
+ */
+#ifndef RMACOLL_TESTS_MPRUN_H
+#define RMACOLL_TESTS_MPRUN_H
+
+#include "rmacoll.h"
+
+/* Body run by every rank; its return value (0..255) is the rank's exit code. */
+typedef int (*mprun_fn_t)(rmacoll_comm_t *comm, int rank, int nranks, void *arg);
+
+typedef struct mprun_opts {
+    int nranks;
+    const int *node_of;            /* [nranks] virtual node of every rank */
+    const rmacoll_config_t *config; /* NULL: defaults + environment */
+    unsigned timeout_s;            /* whole run, per child (alarm) */
+    int kill_rank;                 /* >= 0: this rank exits right after create */
+} mprun_opts_t;
+
+/* Exit code of a child that could not create its communicator. */
+#define MPRUN_CREATE_FAILED 200
+
+/**
+ * Runs fn on every rank; codes[nranks] receives each exit code (or 128 +
+ * signal number, or 255 after the parent's deadline). Returns the number
+ * of ranks with a non-zero code, not counting kill_rank.
+ */
+int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes);
+
+#endif
