@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# compare_mpi.sh - rmacoll-perf against the MPI_Alltoallv baseline on the
+# same sizes, distribution, seed and dtype, on one host: 1 node x 4 ranks
+# and 2 virtual nodes x 2 ranks. Each run is repeated REPS times; per size
+# it prints the median busbw of both and their ratio (rmacoll / MPI).
+#
+# Usage: scripts/compare_mpi.sh [BUILD_DIR] [-- extra benchmark options]
+# Environment (defaults in brackets):
+#   NP [4]  MIN [1K]  MAX [64M]  STEP [4]  DIST [zipf:1.2]  DTYPE [float32]
+#   ITERS [20]  WARMUP [5]  REPS [3]  SEED [1]  CHECK [1]
+#   TOPOLOGIES ["1x4 2x2"]  nodes x ranks-per-node, NODES*PPN must be NP
+#   MPI_BTL [""]  e.g. "tcp,self" to push every MPI pair through TCP
+#   OUT [a temporary directory]  where the JSON files are kept
+# The MPI baseline has no notion of virtual nodes: it runs the same way in
+# both topologies (shared memory inside the host), which is what an
+# application would get from MPI on this machine.
+set -euo pipefail
+
+BUILD=${1:-build}
+[ $# -gt 0 ] && shift
+[ "${1:-}" = "--" ] && shift
+EXTRA=("$@")
+
+NP=${NP:-4}
+MIN=${MIN:-1K}
+MAX=${MAX:-64M}
+STEP=${STEP:-4}
+DIST=${DIST:-zipf:1.2}
+DTYPE=${DTYPE:-float32}
+ITERS=${ITERS:-20}
+WARMUP=${WARMUP:-5}
+REPS=${REPS:-3}
+SEED=${SEED:-1}
+CHECK=${CHECK:-1}
+TOPOLOGIES=${TOPOLOGIES:-"1x4 2x2"}
+MPI_BTL=${MPI_BTL:-}
+OUT=${OUT:-$(mktemp -d /tmp/rmacoll-compare.XXXXXX)}
+mkdir -p "$OUT"
+
+# Loopback only: the OFI transport between virtual nodes stays on lo.
+export FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo
+
+PERF=$BUILD/tools/rmacoll-perf
+MPIPERF=$BUILD/tools/mpi_alltoallv_perf
+for exe in "$PERF" "$MPIPERF"; do
+    if [ ! -x "$exe" ]; then
+        echo "compare_mpi: $exe not found (build first; the MPI baseline needs MPI)" >&2
+        exit 2
+    fi
+done
+
+MPIRUN=(mpirun -np "$NP" --bind-to none)
+if [ "$(id -u)" = 0 ]; then
+    MPIRUN+=(--allow-run-as-root)
+fi
+if [ "$NP" -gt "$(nproc)" ]; then
+    MPIRUN+=(--oversubscribe)
+fi
+if [ -n "$MPI_BTL" ]; then
+    MPIRUN+=(--mca btl "$MPI_BTL")
+fi
+
+COMMON=(-b "$MIN" -e "$MAX" -f "$STEP" --dist "$DIST" -d "$DTYPE"
+        -n "$ITERS" -w "$WARMUP" --seed "$SEED" -c "$CHECK" -q
+        ${EXTRA[@]+"${EXTRA[@]}"})
+
+# busbw per size from a JSON file (one row per line, as perfrun writes).
+rows() {
+    awk '/"size":/ {
+        match($0, /"size": [0-9]+/); s = substr($0, RSTART + 8, RLENGTH - 8);
+        match($0, /"busbw_gbs": [0-9.eE+-]+/); b = substr($0, RSTART + 13, RLENGTH - 13);
+        match($0, /"wrong": [0-9]+/); w = substr($0, RSTART + 9, RLENGTH - 9);
+        print s, b, w }' "$1"
+}
+
+# Median busbw per size over files $@: "size median wrong_total".
+median() {
+    for f in "$@"; do rows "$f"; done | sort -k1,1n -k2,2g | awk '
+        { size[NR] = $1; bw[NR] = $2; wrong[$1] += $3 }
+        END {
+            i = 1
+            while (i <= NR) {
+                j = i; while (j + 1 <= NR && size[j + 1] == size[i]) j++;
+                n = j - i + 1; m = i + int((n - 1) / 2);
+                med = (n % 2) ? bw[m] : (bw[m] + bw[m + 1]) / 2;
+                print size[i], med, wrong[size[i]];
+                i = j + 1
+            }
+        }'
+}
+
+status=0
+for topo in $TOPOLOGIES; do
+    nodes=${topo%x*}
+    ppn=${topo#*x}
+    if [ $((nodes * ppn)) -ne "$NP" ]; then
+        echo "compare_mpi: topology $topo does not hold NP=$NP ranks" >&2
+        exit 2
+    fi
+    rfiles=()
+    mfiles=()
+    for rep in $(seq 1 "$REPS"); do
+        r=$OUT/rmacoll_${topo}_$rep.json
+        m=$OUT/mpi_${topo}_$rep.json
+        if ! "$PERF" -np "$NP" --ppn "$ppn" "${COMMON[@]}" --json "$r" >"$r.log" 2>&1; then
+            echo "compare_mpi: rmacoll-perf failed ($topo, rep $rep); see $r.log" >&2
+            tail -5 "$r.log" >&2
+            status=1
+        fi
+        if ! "${MPIRUN[@]}" "$MPIPERF" "${COMMON[@]}" --json "$m" >"$m.log" 2>&1; then
+            echo "compare_mpi: MPI baseline failed ($topo, rep $rep); see $m.log" >&2
+            tail -5 "$m.log" >&2
+            status=1
+        fi
+        [ -s "$r" ] && rfiles+=("$r")
+        [ -s "$m" ] && mfiles+=("$m")
+    done
+    echo "# topology ${nodes} node(s) x ${ppn} rank(s), dist $DIST, dtype $DTYPE," \
+         "iters $ITERS, reps $REPS (medians), check $CHECK"
+    printf "# %12s %16s %16s %8s %8s\n" "size(B)" "rmacoll(GB/s)" "mpi(GB/s)" "ratio" "#wrong"
+    join -a1 -a2 -e NA -o 0,1.2,2.2,1.3,2.3 \
+        <(median ${rfiles[@]+"${rfiles[@]}"} | sort -k1,1) \
+        <(median ${mfiles[@]+"${mfiles[@]}"} | sort -k1,1) | sort -k1,1n |
+    awk '{
+        ratio = ($2 != "NA" && $3 != "NA" && $3 + 0 > 0) ? sprintf("%.2f", $2 / $3) : "NA";
+        wrong = ($4 == "NA" ? 0 : $4) + ($5 == "NA" ? 0 : $5);
+        printf "  %12s %16s %16s %8s %8d\n", $1, $2, $3, ratio, wrong }'
+    echo
+done
+echo "# JSON and logs in $OUT"
+exit $status

@@ -1,0 +1,737 @@
+/*
+ * perfrun.c - the AlltoAllV benchmark loop shared by rmacoll-perf and the
+ * MPI baseline: options, size rows, count matrices, timing, checking,
+ * gathering and printing (see perfrun.h).
+ */
+#include "perfrun.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void rmacoll_perf_opts_init(rmacoll_perf_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->np = 4;
+    o->ppn = 2;
+    o->timeout_s = 600;
+    o->relay = -1;   /* the config's: on by default */
+    o->minbytes = 1024;
+    o->maxbytes = 16u << 20;
+    o->stepfactor = 4;
+    snprintf(o->dist, sizeof(o->dist), "zipf:1.2");
+    o->dtype = RMACOLL_FLOAT32;
+    o->iters = 20;
+    o->warmup = 5;
+    o->check = 1;
+    o->seed = 1;
+}
+
+void rmacoll_perf_usage(const char *prog, FILE *out)
+{
+    fprintf(out,
+"usage: %s [options]\n"
+"AlltoAllV benchmark in the style of nccl-tests' alltoall_perf.\n"
+"\n"
+"Launch (rmacoll-perf; ignored by the MPI baseline):\n"
+"  -np N, --nranks N      local ranks to spawn (default 4)\n"
+"  --ppn N                ranks per virtual node, node = rank / ppn (default 2)\n"
+"  --topology A,B,...     uneven virtual nodes, e.g. 3,2 (overrides -np/--ppn)\n"
+"  --timeout S            launcher deadline in seconds (default 600)\n"
+"  --spawn                spawn even when launcher variables are set\n"
+"  --dry-run              spawn the ranks, print what each got, stop\n"
+"  Under mpirun/srun/torchrun (OMPI_COMM_WORLD_RANK, SLURM_PROCID, RANK)\n"
+"  nothing is spawned: rmacoll_comm_create_from_env bootstraps.\n"
+"Runtime (rmacoll-perf):\n"
+"  --config FILE          YAML configuration (else RMACOLL_CONFIG)\n"
+"  --relay on|off         two-hop relay across nodes (default: the\n"
+"                         config's relay.enabled, which defaults to on)\n"
+"  --scheduler NAME       shift | node_shift | xor | random\n"
+"  --intra NAME, --inter NAME   transports inside / across nodes\n"
+"Benchmark:\n"
+"  -b, --minbytes SIZE    smallest bytes per rank sent in total (default 1K)\n"
+"  -e, --maxbytes SIZE    largest (default 16M)\n"
+"  -f, --stepfactor F     multiply the size by F per row (default 4)\n"
+"  -i, --stepbytes SIZE   add SIZE per row instead of -f\n"
+"  --dist SPEC            uniform | random | zipf:ALPHA | sparse:P |\n"
+"                         matrix:FILE (default zipf:1.2); see docs/perf.md\n"
+"  -d, --dtype NAME       int8 uint8 int32 uint32 int64 uint64 float16\n"
+"                         bfloat16 float32 float64 (default float32)\n"
+"  -n, --iters N          timed iterations per row (default 20)\n"
+"  -w, --warmup N         warm-up iterations per row (default 5)\n"
+"  -c, --check 0|1        fill and check every iteration (default 1)\n"
+"  --check, --no-check    same as -c 1 / -c 0\n"
+"  --seed N               seed of the count generator (default 1)\n"
+"  --json FILE            also write the rows as JSON\n"
+"  -q, --quiet            rows only, no header\n"
+"  -h, --help             this text\n"
+"SIZE takes K/M/G suffixes (powers of 1024).\n",
+            prog);
+}
+
+/* Matches "--name", "-name" or "--name=value"/"-name=value"; for options
+ * with a value, *val receives it (the next argument when not inline). */
+static int perf_opt(int argc, char **argv, int *i, const char *const *names,
+                    int want_val, const char **val)
+{
+    const char *a = argv[*i];
+
+    for (int k = 0; names[k] != NULL; k++) {
+        size_t n = strlen(names[k]);
+
+        if (strncmp(a, names[k], n) != 0)
+            continue;
+        if (a[n] == '\0') {
+            if (want_val) {
+                if (*i + 1 >= argc)
+                    return -1;
+                *val = argv[++*i];
+            }
+            return 1;
+        }
+        if (a[n] == '=' && want_val) {
+            *val = a + n + 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int perf_int(const char *s, long lo, long hi, int *out)
+{
+    char *end = NULL;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int perf_onoff(const char *s, int *out)
+{
+    if (!strcmp(s, "on") || !strcmp(s, "1") || !strcmp(s, "true") ||
+        !strcmp(s, "yes"))
+        *out = 1;
+    else if (!strcmp(s, "off") || !strcmp(s, "0") || !strcmp(s, "false") ||
+             !strcmp(s, "no"))
+        *out = 0;
+    else
+        return -1;
+    return 0;
+}
+
+static int perf_copy(char *dst, size_t len, const char *src)
+{
+    if (strlen(src) >= len)
+        return -1;
+    memcpy(dst, src, strlen(src) + 1);
+    return 0;
+}
+
+#define PERF_NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
+                            FILE *out, char *err, size_t errlen)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        const char *a = argv[i];
+        int m, bad = 0;
+
+#define OPT(want, ...)                                                        \
+    ((m = perf_opt(argc, argv, &i, PERF_NAMES(__VA_ARGS__), want, &v)) < 0   \
+         ? (snprintf(err, errlen, "option %s needs a value", a), -1)         \
+         : m)
+        if ((m = OPT(0, "-h", "--help")) != 0) {
+            if (m < 0)
+                return -1;
+            rmacoll_perf_usage(argv[0], out);
+            return 1;
+        } else if ((m = OPT(1, "-np", "--np", "--nranks")) != 0) {
+            bad = m < 0 || perf_int(v, 1, 1024, &o->np);
+            o->topology_given = 1;
+        } else if ((m = OPT(1, "--ppn", "-ppn")) != 0) {
+            bad = m < 0 || perf_int(v, 1, 1024, &o->ppn);
+            o->topology_given = 1;
+        } else if ((m = OPT(1, "--topology")) != 0) {
+            bad = m < 0 || perf_copy(o->topology, sizeof(o->topology), v);
+            o->topology_given = 1;
+        } else if ((m = OPT(1, "--timeout")) != 0) {
+            char *end = NULL;
+            bad = m < 0;
+            if (!bad) {
+                o->timeout_s = strtod(v, &end);
+                bad = end == v || *end != '\0' || o->timeout_s < 0;
+            }
+        } else if ((m = OPT(0, "--spawn")) != 0) {
+            o->force_spawn = 1;
+        } else if ((m = OPT(0, "--dry-run")) != 0) {
+            o->dry_run = 1;
+        } else if ((m = OPT(1, "--config")) != 0) {
+            bad = m < 0 || perf_copy(o->config_path, sizeof(o->config_path), v);
+        } else if ((m = OPT(1, "--relay")) != 0) {
+            bad = m < 0 || perf_onoff(v, &o->relay);
+        } else if ((m = OPT(1, "--scheduler")) != 0) {
+            bad = m < 0 || perf_copy(o->scheduler, sizeof(o->scheduler), v);
+        } else if ((m = OPT(1, "--intra")) != 0) {
+            bad = m < 0 || perf_copy(o->intra_node, sizeof(o->intra_node), v);
+        } else if ((m = OPT(1, "--inter")) != 0) {
+            bad = m < 0 || perf_copy(o->inter_node, sizeof(o->inter_node), v);
+        } else if ((m = OPT(1, "-b", "--minbytes")) != 0) {
+            bad = m < 0 || rmacoll_parse_size(v, &o->minbytes) != RMACOLL_SUCCESS;
+        } else if ((m = OPT(1, "-e", "--maxbytes")) != 0) {
+            bad = m < 0 || rmacoll_parse_size(v, &o->maxbytes) != RMACOLL_SUCCESS;
+        } else if ((m = OPT(1, "-f", "--stepfactor")) != 0) {
+            char *end = NULL;
+            bad = m < 0;
+            if (!bad) {
+                o->stepfactor = strtod(v, &end);
+                bad = end == v || *end != '\0' || !(o->stepfactor > 1.0);
+            }
+        } else if ((m = OPT(1, "-i", "--stepbytes")) != 0) {
+            bad = m < 0 || rmacoll_parse_size(v, &o->stepbytes) != RMACOLL_SUCCESS ||
+                  o->stepbytes == 0;
+        } else if ((m = OPT(1, "--dist")) != 0) {
+            bad = m < 0 || perf_copy(o->dist, sizeof(o->dist), v);
+        } else if ((m = OPT(1, "-d", "--dtype")) != 0) {
+            bad = m < 0 || rmacoll_datatype_from_name(v, &o->dtype) != RMACOLL_SUCCESS;
+            o->dtype_given = 1;
+        } else if ((m = OPT(1, "-n", "--iters")) != 0) {
+            bad = m < 0 || perf_int(v, 1, 1000000000, &o->iters);
+        } else if ((m = OPT(1, "-w", "--warmup")) != 0) {
+            bad = m < 0 || perf_int(v, 0, 1000000000, &o->warmup);
+        } else if ((m = OPT(0, "--no-check")) != 0) {
+            o->check = 0;
+        } else if (!strcmp(a, "--check")) {
+            o->check = 1;
+        } else if ((m = OPT(1, "-c", "--check")) != 0) {
+            bad = m < 0 || perf_onoff(v, &o->check);
+        } else if ((m = OPT(1, "--seed")) != 0) {
+            char *end = NULL;
+            bad = m < 0;
+            if (!bad) {
+                errno = 0;
+                o->seed = strtoull(v, &end, 0);
+                bad = errno != 0 || end == v || *end != '\0';
+            }
+        } else if ((m = OPT(1, "--json")) != 0) {
+            bad = m < 0 || perf_copy(o->json_path, sizeof(o->json_path), v);
+        } else if ((m = OPT(0, "-q", "--quiet")) != 0) {
+            o->quiet = 1;
+        } else {
+            snprintf(err, errlen, "unknown option %s (see --help)", a);
+            return -1;
+        }
+#undef OPT
+        if (m < 0)
+            return -1;
+        if (bad) {
+            snprintf(err, errlen, "bad value for %s: %s", a, v ? v : "");
+            return -1;
+        }
+    }
+    if (o->minbytes > o->maxbytes) {
+        snprintf(err, errlen, "-b %llu is larger than -e %llu",
+                 (unsigned long long)o->minbytes,
+                 (unsigned long long)o->maxbytes);
+        return -1;
+    }
+    if (strncmp(o->dist, "matrix:", 7) != 0) {
+        rmacoll_case_dist_t d;
+
+        if (rmacoll_case_dist_parse(o->dist, &d) != RMACOLL_SUCCESS) {
+            snprintf(err, errlen,
+                     "bad --dist %s (uniform, random, zipf:ALPHA, sparse:P, "
+                     "matrix:FILE)",
+                     o->dist);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- helpers ---- */
+
+static double perf_now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+int64_t rmacoll_perf_node_key(void)
+{
+    const char *id = getenv("RMACOLL_NODE_ID");
+    char host[256] = "";
+    uint32_t h = 2166136261u;
+
+    if (id != NULL && *id != '\0') {
+        char *end = NULL;
+        long long v = strtoll(id, &end, 10);
+
+        if (end != id && *end == '\0' && v >= 0 && v < (1ll << 40))
+            return v;
+        for (const char *p = id; *p; p++)
+            h = (h ^ (unsigned char)*p) * 16777619u;
+        return (int64_t)h;
+    }
+    gethostname(host, sizeof(host) - 1);
+    for (const char *p = host; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return (int64_t)h;
+}
+
+static void perf_json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+/* One row's result on rank 0. */
+typedef struct perf_row {
+    uint64_t size;       /* nominal bytes per rank */
+    uint64_t count;      /* nominal elements per rank */
+    double time_us;      /* max over ranks of the mean */
+    double time_min_us;  /* min over ranks of the mean */
+    double max_bytes;    /* max over ranks of max(sent, received) */
+    double algbw, busbw; /* GB/s */
+    double wrong;        /* sum over ranks */
+} perf_row_t;
+
+/* Per-rank record gathered to rank 0. */
+enum { PERF_G_TIME, PERF_G_SENT, PERF_G_RECV, PERF_G_WRONG, PERF_G_N };
+
+typedef struct perf_state {
+    const rmacoll_perf_opts_t *o;
+    const rmacoll_perf_backend_t *be;
+    int n, rank;
+    int64_t *sendcounts, *sdispls, *recvcounts, *rdispls;
+    double *gathered;    /* rank 0: n * PERF_G_N */
+    char err[512];
+} perf_state_t;
+
+/* Times one row; fills mine[PERF_G_N]. Returns an rmacoll status. */
+static rmacoll_status_t perf_row(perf_state_t *s, const rmacoll_case_t *c,
+                                 rmacoll_datatype_t dtype, uint64_t row_id,
+                                 double *mine)
+{
+    const rmacoll_perf_backend_t *be = s->be;
+    const rmacoll_perf_opts_t *o = s->o;
+    size_t esize = rmacoll_datatype_size(dtype);
+    int n = s->n, r = s->rank;
+    int64_t sext, rext;
+    size_t sbytes, rbytes;
+    void *sbuf = NULL, *rbuf = NULL;
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+    double total_us = 0;
+    uint64_t wrong = 0;
+    int reported = 0;
+
+    for (int j = 0; j < n; j++) {
+        s->sendcounts[j] = c->send[(size_t)r * n + j];
+        s->recvcounts[j] = c->recv[(size_t)j * n + r];
+    }
+    sext = rmacoll_displs_contiguous(n, s->sendcounts, s->sdispls);
+    rext = rmacoll_displs_contiguous(n, s->recvcounts, s->rdispls);
+    sbytes = (size_t)sext * esize;
+    rbytes = (size_t)rext * esize;
+    if (posix_memalign(&sbuf, 4096, sbytes ? sbytes : 1) != 0 ||
+        posix_memalign(&rbuf, 4096, rbytes ? rbytes : 1) != 0) {
+        snprintf(s->err, sizeof(s->err),
+                 "rank %d: no memory for %zu + %zu bytes of buffers", r,
+                 sbytes, rbytes);
+        free(sbuf);
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    if (be->prepare != NULL) {
+        st = be->prepare(be->ctx, s->sendcounts, s->sdispls, s->recvcounts,
+                         s->rdispls, s->err, sizeof(s->err));
+        if (st != RMACOLL_SUCCESS)
+            goto out;
+    }
+
+    /* Warm-ups: one fill, no check (they also fault the pages in). */
+    rmacoll_fill_send(sbuf, sbytes, esize, r, n, s->sendcounts, s->sdispls,
+                      row_id << 32);
+    memset(rbuf, RMACOLL_FILL_SENTINEL, rbytes);
+    for (int it = 0; it < o->warmup && st == RMACOLL_SUCCESS; it++)
+        st = be->alltoallv(be->ctx, sbuf, s->sendcounts, s->sdispls, rbuf,
+                           s->recvcounts, s->rdispls, dtype, s->err,
+                           sizeof(s->err));
+    if (st != RMACOLL_SUCCESS)
+        goto out;
+
+    if (o->check) {
+        /* Every iteration: a fresh stamp, the receive buffer reset to the
+         * sentinel, a barrier (so fill/check skew is not timed), the
+         * call alone timed, then the check. */
+        for (int it = 0; it < o->iters; it++) {
+            uint64_t iter = (row_id << 32) | (uint64_t)(it + 1);
+            rmacoll_check_report_t rep;
+            uint64_t bad;
+            double t0;
+
+            rmacoll_fill_send(sbuf, sbytes, esize, r, n, s->sendcounts,
+                              s->sdispls, iter);
+            memset(rbuf, RMACOLL_FILL_SENTINEL, rbytes);
+            st = be->barrier(be->ctx, s->err, sizeof(s->err));
+            if (st != RMACOLL_SUCCESS)
+                goto out;
+            t0 = perf_now_us();
+            st = be->alltoallv(be->ctx, sbuf, s->sendcounts, s->sdispls,
+                               rbuf, s->recvcounts, s->rdispls, dtype,
+                               s->err, sizeof(s->err));
+            total_us += perf_now_us() - t0;
+            if (st != RMACOLL_SUCCESS)
+                goto out;
+            bad = rmacoll_check_recv(rbuf, rbytes, esize, r, n,
+                                     s->recvcounts, s->rdispls, iter, &rep);
+            if (bad != 0 && !reported) {
+                fprintf(stderr, "%s: rank %d: %llu wrong in iteration %d: %s\n",
+                        be->name, r, (unsigned long long)bad, it, rep.msg);
+                reported = 1;
+            }
+            wrong += bad;
+        }
+    } else {
+        double t0;
+
+        st = be->barrier(be->ctx, s->err, sizeof(s->err));
+        if (st != RMACOLL_SUCCESS)
+            goto out;
+        t0 = perf_now_us();
+        for (int it = 0; it < o->iters && st == RMACOLL_SUCCESS; it++)
+            st = be->alltoallv(be->ctx, sbuf, s->sendcounts, s->sdispls,
+                               rbuf, s->recvcounts, s->rdispls, dtype,
+                               s->err, sizeof(s->err));
+        total_us = perf_now_us() - t0;
+        if (st != RMACOLL_SUCCESS)
+            goto out;
+    }
+    mine[PERF_G_TIME] = total_us / o->iters;
+    mine[PERF_G_SENT] = (double)sbytes;
+    mine[PERF_G_RECV] = (double)rbytes;
+    mine[PERF_G_WRONG] = (double)wrong;
+out:
+    free(sbuf);
+    free(rbuf);
+    return st;
+}
+
+static void perf_reduce(const perf_state_t *s, perf_row_t *row)
+{
+    int n = s->n;
+
+    row->time_us = 0;
+    row->time_min_us = -1;
+    row->max_bytes = 0;
+    row->wrong = 0;
+    for (int i = 0; i < n; i++) {
+        const double *g = s->gathered + (size_t)i * PERF_G_N;
+        double b = g[PERF_G_SENT] > g[PERF_G_RECV] ? g[PERF_G_SENT]
+                                                   : g[PERF_G_RECV];
+
+        if (g[PERF_G_TIME] > row->time_us)
+            row->time_us = g[PERF_G_TIME];
+        if (row->time_min_us < 0 || g[PERF_G_TIME] < row->time_min_us)
+            row->time_min_us = g[PERF_G_TIME];
+        if (b > row->max_bytes)
+            row->max_bytes = b;
+        row->wrong += g[PERF_G_WRONG];
+    }
+    /* bytes / us / 1e3 = GB/s with 1 GB = 1e9 bytes (as nccl-tests). */
+    row->algbw = row->time_us > 0 ? row->max_bytes / row->time_us / 1e3 : 0;
+    row->busbw = row->algbw * (double)(n - 1) / (double)n;
+}
+
+/* Node sizes in order of first appearance; *contig = 0 when a node's
+ * ranks are not contiguous. */
+static int perf_nodes(const double *keys, int n, int *sizes, int max,
+                      int *contig)
+{
+    int nn = 0;
+    double seen[RMACOLL_PERF_MAX_NODES];
+
+    *contig = 1;
+    for (int i = 0; i < n; i++) {
+        int k;
+
+        for (k = 0; k < nn; k++)
+            if (seen[k] == keys[i])
+                break;
+        if (k == nn) {
+            if (nn == max)
+                return -1;
+            seen[nn] = keys[i];
+            sizes[nn++] = 0;
+        }
+        if (i > 0 && keys[i] != keys[i - 1] && sizes[k] > 0)
+            *contig = 0;
+        sizes[k]++;
+    }
+    return nn;
+}
+
+static const char *perf_dtype_name(rmacoll_datatype_t d)
+{
+    const char *s = rmacoll_datatype_name(d);
+
+    return s != NULL ? s : "?";
+}
+
+int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
+                     const rmacoll_perf_backend_t *be)
+{
+    perf_state_t s;
+    rmacoll_case_t *matrix = NULL;
+    rmacoll_case_dist_t dist = {RMACOLL_CASE_UNIFORM, 0};
+    rmacoll_datatype_t dtype = o->dtype;
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+    perf_row_t *rows = NULL;
+    int nrows = 0, cap = 0, rc = 0, is_matrix;
+    int node_sizes[RMACOLL_PERF_MAX_NODES], nnodes = 0, contig = 1;
+    double mykey, *keys = NULL;
+    double bw_sum = 0, wrong_total = 0;
+    FILE *json = NULL;
+
+    memset(&s, 0, sizeof(s));
+    s.o = o;
+    s.be = be;
+    s.n = be->nranks;
+    s.rank = be->rank;
+    is_matrix = strncmp(o->dist, "matrix:", 7) == 0;
+
+    if (is_matrix) {
+        st = rmacoll_case_load(o->dist + 7, &matrix, s.err, sizeof(s.err));
+        if (st == RMACOLL_SUCCESS && matrix->nranks != s.n) {
+            snprintf(s.err, sizeof(s.err),
+                     "%s has %d ranks, but %d are running", o->dist + 7,
+                     matrix->nranks, s.n);
+            st = RMACOLL_ERR_INVALID_ARG;
+        }
+        if (st == RMACOLL_SUCCESS && !o->dtype_given)
+            dtype = matrix->dtype;
+    } else {
+        st = rmacoll_case_dist_parse(o->dist, &dist);
+        if (st != RMACOLL_SUCCESS)
+            snprintf(s.err, sizeof(s.err), "bad --dist %.400s", o->dist);
+    }
+    if (st != RMACOLL_SUCCESS) {
+        /* Same inputs on every rank, so every rank stops here. */
+        if (s.rank == 0)
+            fprintf(stderr, "%s: %s\n", be->name, s.err);
+        rmacoll_case_free(matrix);
+        return 1;
+    }
+
+    s.sendcounts = calloc((size_t)s.n * 4, sizeof(int64_t));
+    s.gathered = calloc((size_t)s.n * PERF_G_N, sizeof(double));
+    keys = calloc((size_t)s.n, sizeof(double));
+    if (s.sendcounts == NULL || s.gathered == NULL || keys == NULL) {
+        fprintf(stderr, "%s: rank %d: out of memory\n", be->name, s.rank);
+        rc = 1;
+        goto out;
+    }
+    s.sdispls = s.sendcounts + s.n;
+    s.recvcounts = s.sendcounts + 2 * s.n;
+    s.rdispls = s.sendcounts + 3 * s.n;
+
+    /* Where every rank runs, for the header. */
+    mykey = (double)rmacoll_perf_node_key();
+    st = be->gather_f64(be->ctx, &mykey, 1, keys, s.err, sizeof(s.err));
+    if (st != RMACOLL_SUCCESS) {
+        fprintf(stderr, "%s: rank %d: gather failed: %s (%s)\n", be->name,
+                s.rank, s.err, rmacoll_status_name(st));
+        rc = 1;
+        goto out;
+    }
+    if (s.rank == 0) {
+        nnodes = perf_nodes(keys, s.n, node_sizes, RMACOLL_PERF_MAX_NODES,
+                            &contig);
+        if (o->json_path[0] != '\0') {
+            json = fopen(o->json_path, "w");
+            if (json == NULL)
+                fprintf(stderr, "%s: cannot write %s: %s\n", be->name,
+                        o->json_path, strerror(errno));
+        }
+    }
+
+    if (s.rank == 0 && !o->quiet) {
+        printf("# %s: nranks %d, nodes %d (", be->name, s.n, nnodes);
+        for (int k = 0; k < nnodes; k++)
+            printf("%s%d", k ? "," : "", node_sizes[k]);
+        printf(")%s, launch %s\n", contig ? "" : " non-contiguous",
+               be->launch ? be->launch : "?");
+        printf("# dist %s, seed %llu, dtype %s, iters %d, warmup %d, check %s\n",
+               o->dist, (unsigned long long)o->seed, perf_dtype_name(dtype),
+               o->iters, o->warmup, o->check ? "on" : "off");
+        if (be->header != NULL)
+            fputs(be->header, stdout);
+        printf("#\n");
+        printf("# %10s %12s %8s %10s %8s %8s %8s\n", "size", "count", "type",
+               "time", "algbw", "busbw", "#wrong");
+        printf("# %10s %12s %8s %10s %8s %8s %8s\n", "(B)", "(elements)", "",
+               "(us)", "(GB/s)", "(GB/s)", "");
+        fflush(stdout);
+    }
+
+    for (uint64_t size = o->minbytes, row_id = 0;; row_id++) {
+        size_t esize = rmacoll_datatype_size(dtype);
+        rmacoll_case_t *c = matrix;
+        double mine[PERF_G_N] = {0};
+        perf_row_t row;
+        int64_t maxsent = 0;
+
+        if (!is_matrix) {
+            int one_node = s.n;
+            int64_t count = (int64_t)(size / esize);
+
+            /* One node for the generator, whatever the topology, so that
+             * every tool and every topology gets the same counts. */
+            st = rmacoll_case_random(1, &one_node, &dist, count / s.n,
+                                     o->seed * 1000003u + size, dtype, &c);
+            if (st != RMACOLL_SUCCESS) {
+                fprintf(stderr, "%s: rank %d: generator failed for %llu "
+                        "bytes: %s\n", be->name, s.rank,
+                        (unsigned long long)size, rmacoll_status_name(st));
+                rc = 1;
+                break;
+            }
+        }
+        st = perf_row(&s, c, dtype, row_id, mine);
+        if (is_matrix) {
+            for (int i = 0; i < s.n; i++) {
+                int64_t t = 0;
+
+                for (int j = 0; j < s.n; j++)
+                    t += c->send[(size_t)i * s.n + j];
+                if (t > maxsent)
+                    maxsent = t;
+            }
+        }
+        if (!is_matrix)
+            rmacoll_case_free(c);
+        if (st == RMACOLL_SUCCESS)
+            st = be->gather_f64(be->ctx, mine, PERF_G_N, s.gathered, s.err,
+                                sizeof(s.err));
+        if (st != RMACOLL_SUCCESS) {
+            fprintf(stderr, "%s: rank %d: failed at %llu bytes: %s (%s)\n",
+                    be->name, s.rank, (unsigned long long)size, s.err,
+                    rmacoll_status_name(st));
+            rc = 1;
+            break;
+        }
+        if (s.rank == 0) {
+            row.size = is_matrix ? (uint64_t)maxsent * esize : size;
+            row.count = row.size / esize;
+            perf_reduce(&s, &row);
+            printf("  %10llu %12llu %8s %10.2f %8.3f %8.3f %8.0f\n",
+                   (unsigned long long)row.size,
+                   (unsigned long long)row.count, perf_dtype_name(dtype),
+                   row.time_us, row.algbw, row.busbw, row.wrong);
+            fflush(stdout);
+            if (nrows == cap) {
+                int ncap = cap ? cap * 2 : 16;
+                perf_row_t *nr = realloc(rows, (size_t)ncap * sizeof(*rows));
+
+                if (nr != NULL) {
+                    rows = nr;
+                    cap = ncap;
+                }
+            }
+            if (nrows < cap)
+                rows[nrows++] = row;
+            bw_sum += row.busbw;
+            wrong_total += row.wrong;
+        }
+        if (is_matrix)
+            break;
+        /* Next size: -i adds, -f multiplies; stop past -e. */
+        if (o->stepbytes > 0) {
+            if (size > o->maxbytes - o->stepbytes)
+                break;
+            size += o->stepbytes;
+        } else {
+            double next = floor((double)size * o->stepfactor);
+
+            if (next > (double)o->maxbytes || next <= (double)size)
+                break;
+            size = (uint64_t)next;
+        }
+    }
+
+    if (s.rank == 0) {
+        if (!o->quiet && rc == 0) {
+            printf("# Out of bounds values : %.0f %s\n", wrong_total,
+                   wrong_total == 0 ? "OK" : "FAILED");
+            printf("# Avg bus bandwidth    : %g\n",
+                   nrows ? bw_sum / nrows : 0.0);
+            printf("#\n");
+        }
+        if (rc == 0 && wrong_total != 0)
+            rc = 2;
+        if (json != NULL) {
+            fprintf(json, "{\n  \"tool\": ");
+            perf_json_str(json, be->name);
+            fprintf(json, ",\n  \"launch\": ");
+            perf_json_str(json, be->launch ? be->launch : "");
+            fprintf(json, ",\n  \"nranks\": %d,\n  \"nodes\": [", s.n);
+            for (int k = 0; k < nnodes; k++)
+                fprintf(json, "%s%d", k ? ", " : "", node_sizes[k]);
+            fprintf(json, "],\n  \"nodes_contiguous\": %s,\n  \"dist\": ",
+                    contig ? "true" : "false");
+            perf_json_str(json, o->dist);
+            fprintf(json, ",\n  \"seed\": %llu,\n  \"dtype\": ",
+                    (unsigned long long)o->seed);
+            perf_json_str(json, perf_dtype_name(dtype));
+            fprintf(json,
+                    ",\n  \"iters\": %d,\n  \"warmup\": %d,\n  \"check\": %s,"
+                    "\n  \"status\": ",
+                    o->iters, o->warmup, o->check ? "true" : "false");
+            perf_json_str(json, rc == 0 ? "ok" : rc == 2 ? "wrong" : "error");
+            fprintf(json, ",\n  \"config\": {%s},\n  \"rows\": [",
+                    be->json_config ? be->json_config : "");
+            for (int k = 0; k < nrows; k++) {
+                const perf_row_t *w = &rows[k];
+
+                fprintf(json,
+                        "%s\n    {\"size\": %llu, \"count\": %llu, "
+                        "\"type\": \"%s\", \"time_us\": %.3f, "
+                        "\"time_min_us\": %.3f, \"max_rank_bytes\": %.0f, "
+                        "\"algbw_gbs\": %.6f, \"busbw_gbs\": %.6f, "
+                        "\"wrong\": %.0f}",
+                        k ? "," : "", (unsigned long long)w->size,
+                        (unsigned long long)w->count, perf_dtype_name(dtype),
+                        w->time_us, w->time_min_us, w->max_bytes, w->algbw,
+                        w->busbw, w->wrong);
+            }
+            fprintf(json, "\n  ],\n  \"avg_busbw_gbs\": %.6f\n}\n",
+                    nrows ? bw_sum / nrows : 0.0);
+            fclose(json);
+        }
+    }
+out:
+    free(rows);
+    free(keys);
+    free(s.gathered);
+    free(s.sendcounts);
+    rmacoll_case_free(matrix);
+    return rc;
+}

@@ -1,0 +1,124 @@
+/*
+ * perfrun.h - the AlltoAllV benchmark loop shared by rmacoll-perf and the
+ * MPI baseline (tools/mpi/mpi_alltoallv_perf.c), so that both measure the
+ * same counts (same generator, same seed), fill and check the same
+ * pattern, time the same way and print the same columns and JSON.
+ *
+ * A tool supplies a backend (its alltoallv, barrier and gather); this
+ * module parses the common options, builds the count matrix of every size
+ * row, runs warm-ups and timed iterations, checks, gathers the per-rank
+ * results to rank 0 and prints them.
+ *
+ * Columns follow nccl-tests (doc/PERFORMANCE.md), for alltoallv:
+ *   time  = max over ranks of the mean per-iteration time (us)
+ *   algbw = max over ranks of max(bytes sent, bytes received) / time
+ *   busbw = algbw * (n - 1) / n
+ * with 1 GB/s = 1e9 bytes/s.
+ *
+ * Not thread-safe: one run per process.
+ */
+#ifndef RMACOLL_TOOLS_PERFRUN_H
+#define RMACOLL_TOOLS_PERFRUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cases.h"
+#include "rmacoll.h"
+
+#define RMACOLL_PERF_MAX_NODES 256
+#define RMACOLL_PERF_STR 512
+
+/** Options of both tools; rmacoll_perf_opts_init gives the defaults. */
+typedef struct rmacoll_perf_opts {
+    /* launch (rmacoll-perf only; the MPI baseline ignores them) */
+    int np;                     /* -np: ranks to spawn */
+    int ppn;                    /* --ppn: ranks per virtual node */
+    char topology[RMACOLL_PERF_STR]; /* --topology "3,2" ("" = -np/--ppn) */
+    int topology_given;         /* -np, --ppn or --topology was given */
+    double timeout_s;           /* --timeout: launcher deadline */
+    int force_spawn;            /* --spawn: ignore launcher variables */
+    int dry_run;                /* --dry-run: launch, print ids, no comm */
+    /* runtime (rmacoll-perf only) */
+    char config_path[RMACOLL_PERF_STR]; /* --config FILE ("" = none) */
+    int relay;                  /* --relay on|off: 1/0, -1 = config's */
+    char scheduler[RMACOLL_CONFIG_STR_MAX]; /* --scheduler ("" = config's) */
+    char intra_node[RMACOLL_CONFIG_STR_MAX]; /* --intra ("" = config's) */
+    char inter_node[RMACOLL_CONFIG_STR_MAX]; /* --inter ("" = config's) */
+    /* benchmark */
+    uint64_t minbytes, maxbytes; /* -b / -e: bytes per rank sent in total */
+    double stepfactor;           /* -f (> 1) */
+    uint64_t stepbytes;          /* -i: additive step instead of -f (0 = -f) */
+    char dist[RMACOLL_PERF_STR]; /* --dist uniform|random|zipf:A|sparse:P|matrix:FILE */
+    rmacoll_datatype_t dtype;    /* -d */
+    int dtype_given;
+    int iters;                   /* -n */
+    int warmup;                  /* -w */
+    int check;                   /* -c 1|0, --check, --no-check */
+    uint64_t seed;               /* --seed */
+    char json_path[RMACOLL_PERF_STR]; /* --json FILE ("" = none) */
+    int quiet;                   /* -q: rows only */
+} rmacoll_perf_opts_t;
+
+/** The no-argument defaults: 2 virtual nodes x 2 ranks, zipf:1.2, relay
+ *  on, 1K..16M x4, float32, 20 iterations after 5 warm-ups, checked. */
+void rmacoll_perf_opts_init(rmacoll_perf_opts_t *o);
+
+/**
+ * Parses argv into o (filled with defaults first by the caller).
+ * Returns 0 on success, 1 when --help was printed to out, -1 on an error
+ * (the message is in err, naming the option).
+ */
+int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
+                            FILE *out, char *err, size_t errlen);
+
+/** Prints the usage text of tool `prog` to out. */
+void rmacoll_perf_usage(const char *prog, FILE *out);
+
+/** A tool's collective operations. Every op is collective over all ranks
+ *  and returns RMACOLL_SUCCESS or an error with err filled. */
+typedef struct rmacoll_perf_backend {
+    const char *name;      /* "rmacoll-perf", "mpi_alltoallv_perf" */
+    int rank, nranks;
+    void *ctx;
+    /** Optional: called once per size row before warm-ups (MPI converts
+     *  the counts to int there, off the timed path). */
+    rmacoll_status_t (*prepare)(void *ctx, const int64_t *sendcounts,
+                                const int64_t *sdispls,
+                                const int64_t *recvcounts,
+                                const int64_t *rdispls, char *err,
+                                size_t errlen);
+    rmacoll_status_t (*alltoallv)(void *ctx, const void *sendbuf,
+                                  const int64_t *sendcounts,
+                                  const int64_t *sdispls, void *recvbuf,
+                                  const int64_t *recvcounts,
+                                  const int64_t *rdispls,
+                                  rmacoll_datatype_t dtype, char *err,
+                                  size_t errlen);
+    rmacoll_status_t (*barrier)(void *ctx, char *err, size_t errlen);
+    /** Rank 0 receives nranks * k doubles (rank r's at r * k) in all;
+     *  other ranks' `all` is unused (may be NULL). */
+    rmacoll_status_t (*gather_f64)(void *ctx, const double *mine, int k,
+                                   double *all, char *err, size_t errlen);
+    /** Header lines ("# key: value\n"...) and a JSON object body
+     *  ("\"k\": v, ...") describing the runtime; may be "". */
+    const char *header;
+    const char *json_config;
+    const char *launch;    /* "spawned", "mpirun", ... */
+} rmacoll_perf_backend_t;
+
+/**
+ * Runs every size row and prints them on rank 0 (stdout; JSON to
+ * o->json_path). Returns 0 when every call succeeded and no element was
+ * wrong, 2 when some element was wrong, 1 on an error (printed on rank 0,
+ * and on the rank that met it).
+ */
+int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
+                     const rmacoll_perf_backend_t *be);
+
+/** Node key of this process: RMACOLL_NODE_ID when set, else a hash of
+ *  the host name (what rmacoll_comm_create uses by default). */
+int64_t rmacoll_perf_node_key(void);
+
+#endif /* RMACOLL_TOOLS_PERFRUN_H */

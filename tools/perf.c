@@ -1,0 +1,362 @@
+/*
+ * perf.c - rmacoll-perf: AlltoAllV benchmark in the style of nccl-tests'
+ * alltoall_perf (sizes, columns, checking), on rmacoll.
+ *
+ * Started by hand it is its own launcher: it makes a unique id and
+ * fork+execs itself as -np ranks on virtual nodes (RMACOLL_NODE_ID), then
+ * waits for them (tools/common/launch.h). Under mpirun/srun/torchrun it
+ * spawns nothing and bootstraps with rmacoll_comm_create_from_env. The
+ * benchmark loop itself is shared with the MPI baseline
+ * (tools/common/perfrun.h), so both measure exactly the same thing.
+ * See docs/perf.md.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cases.h"
+#include "launch.h"
+#include "perfrun.h"
+#include "rmacoll.h"
+
+#define PERF_NAME "rmacoll-perf"
+
+/* ---- the rmacoll backend ---- */
+
+typedef struct perf_rmacoll {
+    rmacoll_comm_t *comm;
+    int rank, nranks;
+    int64_t *counts;        /* 4 * nranks: barrier and gather scratch */
+    int8_t *bar_send, *bar_recv;
+} perf_rmacoll_t;
+
+static rmacoll_status_t perf_fail(perf_rmacoll_t *p, rmacoll_status_t st,
+                                  const char *what, char *err, size_t len)
+{
+    const char *msg = rmacoll_comm_last_error(p->comm);
+
+    snprintf(err, len, "%s: %s", what,
+             msg != NULL && *msg != '\0' ? msg : rmacoll_status_string(st));
+    return st;
+}
+
+static rmacoll_status_t perf_a2av(void *ctx, const void *sendbuf,
+                                  const int64_t *sendcounts,
+                                  const int64_t *sdispls, void *recvbuf,
+                                  const int64_t *recvcounts,
+                                  const int64_t *rdispls,
+                                  rmacoll_datatype_t dtype, char *err,
+                                  size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+    rmacoll_status_t st;
+
+    st = rmacoll_alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
+                           rdispls, dtype, p->comm, NULL);
+    if (st != RMACOLL_SUCCESS)
+        return perf_fail(p, st, "rmacoll_alltoallv", err, errlen);
+    return RMACOLL_SUCCESS;
+}
+
+/* Barrier: an AlltoAll of one byte per pair (no rank leaves before every
+ * rank has entered). */
+static rmacoll_status_t perf_barrier(void *ctx, char *err, size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+    rmacoll_status_t st;
+
+    st = rmacoll_alltoall(p->bar_send, p->bar_recv, 1, RMACOLL_INT8, p->comm,
+                          NULL);
+    if (st != RMACOLL_SUCCESS)
+        return perf_fail(p, st, "barrier (rmacoll_alltoall)", err, errlen);
+    return RMACOLL_SUCCESS;
+}
+
+/* Gather to rank 0: an AlltoAllV where only the column of rank 0 is
+ * non-zero. */
+static rmacoll_status_t perf_gather(void *ctx, const double *mine, int k,
+                                    double *all, char *err, size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+    int n = p->nranks;
+    int64_t *sc = p->counts, *sd = sc + n, *rc = sc + 2 * n, *rd = sc + 3 * n;
+    rmacoll_status_t st;
+
+    for (int j = 0; j < n; j++) {
+        sc[j] = j == 0 ? k : 0;
+        sd[j] = 0;
+        rc[j] = p->rank == 0 ? k : 0;
+        rd[j] = p->rank == 0 ? (int64_t)j * k : 0;
+    }
+    st = rmacoll_alltoallv(mine, sc, sd, p->rank == 0 ? all : NULL, rc, rd,
+                           RMACOLL_FLOAT64, p->comm, NULL);
+    if (st != RMACOLL_SUCCESS)
+        return perf_fail(p, st, "gather (rmacoll_alltoallv)", err, errlen);
+    return RMACOLL_SUCCESS;
+}
+
+/* ---- child / externally launched rank ---- */
+
+/* Test hooks of the launcher, honoured in --dry-run only:
+ * RMACOLL_PERF_TEST_EXIT=R:CODE makes rank R exit with CODE,
+ * RMACOLL_PERF_TEST_HANG=R makes rank R sleep until killed. */
+static int perf_dry_run(const rmacoll_launch_env_t *env)
+{
+    const char *ex = getenv("RMACOLL_PERF_TEST_EXIT");
+    const char *hang = getenv("RMACOLL_PERF_TEST_HANG");
+    int r, code;
+
+    printf("rank %d/%d node %d launch %s id %.40s%s\n", env->rank,
+           env->nranks, env->node, rmacoll_launch_kind_name(env->kind),
+           env->id_hex != NULL ? env->id_hex : "-",
+           env->id_hex != NULL ? "..." : "");
+    fflush(stdout);
+    if (ex != NULL && sscanf(ex, "%d:%d", &r, &code) == 2 && r == env->rank)
+        return code;
+    if (hang != NULL && atoi(hang) == env->rank)
+        for (;;)
+            pause();
+    return 0;
+}
+
+static int perf_rank(const rmacoll_perf_opts_t *o,
+                     const rmacoll_launch_env_t *env)
+{
+    rmacoll_config_t cfg;
+    rmacoll_comm_t *comm = NULL;
+    rmacoll_status_t st;
+    perf_rmacoll_t p;
+    rmacoll_perf_backend_t be;
+    char err[512] = "", header[4096], json[2048];
+    int rc;
+
+    if (o->dry_run)
+        return perf_dry_run(env);
+
+    cfg.struct_size = sizeof(cfg);
+    st = rmacoll_config_load(o->config_path[0] ? o->config_path : NULL, &cfg,
+                             err, sizeof(err));
+    if (st != RMACOLL_SUCCESS) {
+        if (env->rank == 0)
+            fprintf(stderr, PERF_NAME ": config: %s (%s)\n", err,
+                    rmacoll_status_name(st));
+        return 1;
+    }
+    if (o->relay >= 0)
+        cfg.relay_enabled = o->relay;
+    if (o->scheduler[0] != '\0')
+        snprintf(cfg.scheduler, sizeof(cfg.scheduler), "%s", o->scheduler);
+    if (o->intra_node[0] != '\0')
+        snprintf(cfg.intra_node, sizeof(cfg.intra_node), "%s", o->intra_node);
+    if (o->inter_node[0] != '\0')
+        snprintf(cfg.inter_node, sizeof(cfg.inter_node), "%s", o->inter_node);
+
+    if (env->kind == RMACOLL_LAUNCH_SPAWNED) {
+        rmacoll_unique_id_t id;
+        rmacoll_comm_params_t params;
+
+        if (rmacoll_launch_id_from_hex(env->id_hex, &id) != RMACOLL_SUCCESS) {
+            fprintf(stderr, PERF_NAME ": rank %d: bad or missing %s\n",
+                    env->rank, RMACOLL_LAUNCH_ENV_ID);
+            return 1;
+        }
+        memset(&params, 0, sizeof(params));
+        params.struct_size = sizeof(params);
+        params.rank = env->rank;
+        params.nranks = env->nranks;
+        params.unique_id = &id;
+        params.config = &cfg;
+        params.node_key = NULL; /* RMACOLL_NODE_ID, set by the launcher */
+        st = rmacoll_comm_create(&params, &comm);
+    } else {
+        st = rmacoll_comm_create_from_env(&cfg, &comm);
+    }
+    if (st != RMACOLL_SUCCESS) {
+        fprintf(stderr, PERF_NAME ": rank %d: communicator create failed: %s\n",
+                env->rank, rmacoll_status_name(st));
+        return 1;
+    }
+
+    memset(&p, 0, sizeof(p));
+    p.comm = comm;
+    rmacoll_comm_rank(comm, &p.rank);
+    rmacoll_comm_size(comm, &p.nranks);
+    p.counts = calloc((size_t)p.nranks * 4, sizeof(int64_t));
+    p.bar_send = calloc((size_t)p.nranks, 1);
+    p.bar_recv = calloc((size_t)p.nranks, 1);
+    if (p.counts == NULL || p.bar_send == NULL || p.bar_recv == NULL) {
+        fprintf(stderr, PERF_NAME ": rank %d: out of memory\n", p.rank);
+        rc = 1;
+        goto out;
+    }
+
+    snprintf(header, sizeof(header),
+             "# transports: intra_node %s, inter_node %s (built: %s)\n"
+             "# relay: %s (buffer %llu B, %u slots)\n"
+             "# scheduler: %s%s%s (seed %llu)\n"
+             "# max_task_bytes %llu, timeout_ms %llu, config %s\n",
+             cfg.intra_node, cfg.inter_node, rmacoll_build_transports(),
+             cfg.relay_enabled ? "on" : "off",
+             (unsigned long long)cfg.relay_buffer_bytes, cfg.relay_slots,
+             cfg.scheduler, cfg.scheduler_plugin[0] ? ", plugin " : "",
+             cfg.scheduler_plugin, (unsigned long long)cfg.scheduler_seed,
+             (unsigned long long)cfg.max_task_bytes,
+             (unsigned long long)cfg.timeout_ms,
+             o->config_path[0] ? o->config_path
+             : getenv("RMACOLL_CONFIG") ? getenv("RMACOLL_CONFIG")
+                                        : "defaults + environment");
+    snprintf(json, sizeof(json),
+             "\"intra_node\": \"%s\", \"inter_node\": \"%s\", "
+             "\"relay\": %s, \"relay_buffer_bytes\": %llu, "
+             "\"relay_slots\": %u, \"scheduler\": \"%s\", "
+             "\"max_task_bytes\": %llu",
+             cfg.intra_node, cfg.inter_node,
+             cfg.relay_enabled ? "true" : "false",
+             (unsigned long long)cfg.relay_buffer_bytes, cfg.relay_slots,
+             cfg.scheduler, (unsigned long long)cfg.max_task_bytes);
+
+    memset(&be, 0, sizeof(be));
+    be.name = PERF_NAME;
+    be.rank = p.rank;
+    be.nranks = p.nranks;
+    be.ctx = &p;
+    be.alltoallv = perf_a2av;
+    be.barrier = perf_barrier;
+    be.gather_f64 = perf_gather;
+    be.header = header;
+    be.json_config = json;
+    be.launch = rmacoll_launch_kind_name(env->kind);
+    rc = rmacoll_perf_run(o, &be);
+out:
+    free(p.counts);
+    free(p.bar_send);
+    free(p.bar_recv);
+    st = rmacoll_comm_destroy(comm);
+    if (st != RMACOLL_SUCCESS && rc == 0) {
+        fprintf(stderr, PERF_NAME ": rank %d: destroy failed: %s\n", p.rank,
+                rmacoll_status_name(st));
+        rc = 1;
+    }
+    return rc;
+}
+
+/* ---- parent: spawn the ranks ---- */
+
+static int perf_spawn(const rmacoll_perf_opts_t *o, int argc, char **argv)
+{
+    int node_of[RMACOLL_LAUNCH_MAX_RANKS];
+    int sizes[RMACOLL_LAUNCH_MAX_RANKS];
+    int nnodes = 0, nranks = 0;
+    rmacoll_unique_id_t id;
+    char hex[2 * RMACOLL_UNIQUE_ID_BYTES + 1];
+    rmacoll_launch_spec_t spec;
+    rmacoll_launch_result_t res;
+    rmacoll_status_t st;
+    char **cargv;
+
+    if (strncmp(o->dist, "matrix:", 7) == 0 && !o->topology_given) {
+        /* A matrix file brings its own topology. */
+        rmacoll_case_t *c = NULL;
+        char err[512];
+
+        if (rmacoll_case_load(o->dist + 7, &c, err, sizeof(err)) !=
+            RMACOLL_SUCCESS) {
+            fprintf(stderr, PERF_NAME ": %s\n", err);
+            return 2;
+        }
+        if (c->nranks > RMACOLL_LAUNCH_MAX_RANKS) {
+            fprintf(stderr, PERF_NAME ": %s: too many ranks (%d)\n",
+                    o->dist + 7, c->nranks);
+            rmacoll_case_free(c);
+            return 2;
+        }
+        nranks = c->nranks;
+        memcpy(node_of, c->node_of, (size_t)nranks * sizeof(int));
+        rmacoll_case_free(c);
+    } else {
+        if (o->topology[0] != '\0')
+            st = rmacoll_launch_parse_topology(o->topology, sizes,
+                                               RMACOLL_LAUNCH_MAX_RANKS,
+                                               &nnodes, &nranks);
+        else
+            st = rmacoll_launch_even_topology(o->np, o->ppn, sizes,
+                                              RMACOLL_LAUNCH_MAX_RANKS,
+                                              &nnodes, &nranks);
+        if (st != RMACOLL_SUCCESS) {
+            fprintf(stderr, PERF_NAME ": bad topology (%s)\n",
+                    o->topology[0] ? o->topology : "-np/--ppn");
+            return 2;
+        }
+        for (int nd = 0, r = 0; nd < nnodes; nd++)
+            for (int k = 0; k < sizes[nd]; k++)
+                node_of[r++] = nd;
+    }
+
+    st = rmacoll_get_unique_id(&id);
+    if (st != RMACOLL_SUCCESS) {
+        fprintf(stderr, PERF_NAME ": rmacoll_get_unique_id failed: %s\n",
+                rmacoll_status_name(st));
+        return 1;
+    }
+    rmacoll_launch_id_to_hex(&id, hex);
+
+    /* The children run the same command line; --spawn is dropped by
+     * nothing: RMACOLL_RANK takes precedence over every other variable. */
+    cargv = calloc((size_t)argc + 1, sizeof(*cargv));
+    if (cargv == NULL) {
+        fprintf(stderr, PERF_NAME ": out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < argc; i++)
+        cargv[i] = argv[i];
+
+    memset(&spec, 0, sizeof(spec));
+    spec.nranks = nranks;
+    spec.node_of_rank = node_of;
+    spec.exe = NULL; /* /proc/self/exe */
+    spec.argv = cargv;
+    spec.id_hex = hex;
+    spec.timeout_s = o->timeout_s;
+    st = rmacoll_launch_spawn(&spec, &res);
+    free(cargv);
+    if (st == RMACOLL_SUCCESS)
+        return 0;
+    fprintf(stderr, PERF_NAME ": %s: %d rank(s) failed%s%s\n",
+            rmacoll_status_name(st), res.nfailed,
+            res.timed_out ? ", deadline passed" : "",
+            res.killed ? ", others killed" : "");
+    /* A rank's own code when it reported wrong data (2), else 1. */
+    return res.first_status == 2 && res.nfailed == 1 ? 2 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    rmacoll_perf_opts_t o;
+    rmacoll_launch_env_t env;
+    char err[512] = "";
+    int pr;
+
+    rmacoll_perf_opts_init(&o);
+    pr = rmacoll_perf_opts_parse(argc, argv, &o, stdout, err, sizeof(err));
+    if (pr == 1)
+        return 0;
+    if (pr < 0) {
+        fprintf(stderr, PERF_NAME ": %s\n", err);
+        return 2;
+    }
+    if (rmacoll_launch_detect(&env, err, sizeof(err)) != RMACOLL_SUCCESS) {
+        fprintf(stderr, PERF_NAME ": %s\n", err);
+        return 2;
+    }
+    if (o.force_spawn && env.kind != RMACOLL_LAUNCH_SPAWNED)
+        env.kind = RMACOLL_LAUNCH_NONE;
+    if (env.kind == RMACOLL_LAUNCH_NONE)
+        return perf_spawn(&o, argc, argv);
+    if (env.kind != RMACOLL_LAUNCH_SPAWNED && o.topology_given && env.rank == 0)
+        fprintf(stderr, PERF_NAME ": launched by %s: -np/--ppn/--topology "
+                "ignored (nodes come from RMACOLL_NODE_ID or the host name)\n",
+                rmacoll_launch_kind_name(env.kind));
+    return perf_rank(&o, &env);
+}
