@@ -1,0 +1,81 @@
+/*
+ * ce.h - private to the copy-engine transport ("ce"): the instance shared by
+ * its backends, and the hooks a backend provides.
+ *
+ * The ops table rmacoll_transport_ce_ops lives in ce_host.c. Its ops take
+ * the memory type of the buffers involved (mem_register's `type`, the
+ * queue's memory type for post_puts) and dispatch: RMACOLL_MEM_HOST to the
+ * host backend in ce_host.c (cross-memory attach), RMACOLL_MEM_CUDA to the
+ * CUDA backend (ce_cuda.c, built with RMACOLL_HAVE_CE_CUDA) through the
+ * rmacoll__ce_cuda_* functions declared below. Without the CUDA backend,
+ * CUDA memory is refused with RMACOLL_ERR_UNSUPPORTED.
+ *
+ * Nothing here is thread-safe: one instance belongs to one communicator,
+ * which one thread uses at a time.
+ */
+#ifndef RMACOLL_TRANSPORT_CE_H
+#define RMACOLL_TRANSPORT_CE_H
+
+#include <sys/types.h>
+
+#include "rmacoll_transport.h"
+
+/* Default largest single process_vm_writev length (bytes). The kernel caps
+ * one call at MAX_RW_COUNT (2 GiB - 4 KiB); larger puts are split. */
+#define RMACOLL__CE_IOV_MAX_DEFAULT (1ull << 30)
+
+/* CUDA backend state (ce_cuda.c); declared in every build so that the
+ * instance has one layout whatever includes this header. */
+typedef struct rmacoll__ce_cuda rmacoll__ce_cuda_t;
+
+/* One ce instance (what init returns as rmacoll_transport_t). */
+struct rmacoll_transport {
+    const rmacoll_transport_env_t *env; /* borrowed; valid until finalize */
+    int rank;
+    int nranks;
+    pid_t *pids;             /* [nranks]: pid of every rank (0 = unknown) */
+    uint64_t iov_max;        /* largest length of one process_vm_writev */
+    int error_peer;          /* peer of the last failure, or -1 */
+    /* Target of the peers' CMA probe at init: holds probe_nonce, which
+     * peers read back (identity check) and rewrite (permission check). */
+    volatile uint64_t probe_word;
+    uint64_t probe_nonce;
+    rmacoll__ce_cuda_t *cuda;  /* NULL: no CUDA backend or no usable GPU */
+};
+
+/**
+ * Sets the largest number of bytes one process_vm_writev may carry
+ * (tuning and tests: a small value makes every put cross many splits).
+ * bytes must be in [1, RMACOLL__CE_IOV_MAX_DEFAULT]; other values are
+ * refused with RMACOLL_ERR_INVALID_ARG. Not thread-safe.
+ */
+rmacoll_status_t rmacoll__ce_set_iov_max(rmacoll_transport_t *tp,
+                                         uint64_t bytes);
+
+#ifdef RMACOLL_HAVE_CE_CUDA
+/*
+ * CUDA backend hooks (ce_cuda.c). Same contracts as the transport ops of
+ * the same name, restricted to CUDA memory; init/finalize open and close
+ * tp->cuda after the host part is set up (IPC handle exchange goes
+ * through env->allgather, so init is collective).
+ */
+rmacoll_status_t rmacoll__ce_cuda_init(rmacoll_transport_t *tp);
+void rmacoll__ce_cuda_finalize(rmacoll_transport_t *tp);
+rmacoll_status_t rmacoll__ce_cuda_mem_register(rmacoll_transport_t *tp,
+                                               void *addr, size_t bytes,
+                                               rmacoll_mem_t **mem,
+                                               rmacoll_rkey_t *rkey);
+rmacoll_status_t rmacoll__ce_cuda_mem_deregister(rmacoll_transport_t *tp,
+                                                 rmacoll_mem_t *mem);
+/* Memory type of a queue's buffers (all puts of one queue share it). */
+rmacoll_memtype_t rmacoll__ce_cuda_queue_memtype(rmacoll_transport_t *tp,
+                                                 const rmacoll_put_t *puts,
+                                                 size_t n);
+rmacoll_status_t rmacoll__ce_cuda_post_puts(rmacoll_transport_t *tp,
+                                            const rmacoll_put_t *puts,
+                                            size_t n);
+rmacoll_status_t rmacoll__ce_cuda_progress(rmacoll_transport_t *tp);
+size_t rmacoll__ce_cuda_pending(rmacoll_transport_t *tp);
+#endif
+
+#endif /* RMACOLL_TRANSPORT_CE_H */
