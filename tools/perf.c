@@ -294,6 +294,20 @@ static int perf_spawn(const rmacoll_perf_opts_t *o, int argc, char **argv)
                 node_of[r++] = nd;
     }
 
+    {
+        /* Fail once here rather than in every rank on a bad config. */
+        rmacoll_config_t cfg;
+        char err[512] = "";
+
+        cfg.struct_size = sizeof(cfg);
+        st = rmacoll_config_load(o->config_path[0] ? o->config_path : NULL,
+                                 &cfg, err, sizeof(err));
+        if (st != RMACOLL_SUCCESS) {
+            fprintf(stderr, PERF_NAME ": config: %s (%s)\n", err,
+                    rmacoll_status_name(st));
+            return 2;
+        }
+    }
     st = rmacoll_get_unique_id(&id);
     if (st != RMACOLL_SUCCESS) {
         fprintf(stderr, PERF_NAME ": rmacoll_get_unique_id failed: %s\n",

@@ -632,9 +632,14 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
             st = be->gather_f64(be->ctx, mine, PERF_G_N, s.gathered, s.err,
                                 sizeof(s.err));
         if (st != RMACOLL_SUCCESS) {
-            fprintf(stderr, "%s: rank %d: failed at %llu bytes: %s (%s)\n",
-                    be->name, s.rank, (unsigned long long)size, s.err,
-                    rmacoll_status_name(st));
+            if (is_matrix)
+                fprintf(stderr, "%s: rank %d: failed on %s: %s (%s)\n",
+                        be->name, s.rank, o->dist, s.err,
+                        rmacoll_status_name(st));
+            else
+                fprintf(stderr, "%s: rank %d: failed at %llu bytes: %s (%s)\n",
+                        be->name, s.rank, (unsigned long long)size, s.err,
+                        rmacoll_status_name(st));
             rc = 1;
             break;
         }
