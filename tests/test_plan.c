@@ -1,0 +1,449 @@
+/*
+ * test_plan.c - unit tests of the planner's output on small hand-computed
+ * cases: the exact task list of one rank (2 nodes x 2 ranks, relay on,
+ * shift scheduler), layout helpers on an uneven 1+4 topology, chunking by
+ * max_task_bytes, pipelining through slots smaller than the data, the
+ * relay rule towards a smaller node, and signal values across two calls.
+ * Plans are built through the reference executor's input assembly
+ * (contiguous displacements) so both are exercised.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cases.h"
+#include "core/topo.h"
+#include "support/refexec.h"
+
+#define P RMACOLL__OP_PUT
+#define W RMACOLL__OP_WAIT
+#define PROXY RMACOLL__PATH_PROXY
+#define CE RMACOLL__PATH_CE
+#define NOSIG RMACOLL__NO_SIG
+
+/* The expected form of one task, with the queue it must sit in. */
+typedef struct want {
+    int round, queue, op, path, peer, origin;
+    uint32_t flags;
+    int src_win, dst_win;
+    uint64_t src_off, dst_off, bytes;
+    uint32_t sig;
+    uint64_t sig_value;
+} want_t;
+
+static void check_plan(const rmacoll__plan_t *p, const want_t *w, size_t n)
+{
+    size_t i = 0;
+
+    for (size_t b = 0; b < p->nbatches; b++) {
+        for (int q = 0; q < RMACOLL__NQUEUES; q++) {
+            for (uint32_t k = 0; k < p->batches[b].count[q]; k++, i++) {
+                const rmacoll__task_t *t = &p->tasks[p->batches[b].first[q] + k];
+
+                if (i >= n) {
+                    fail_msg("rank %d: extra task %zu (round %d)", p->rank, i,
+                             t->round);
+                }
+                if (p->batches[b].round != w[i].round || t->round != w[i].round ||
+                    q != w[i].queue || t->op != w[i].op ||
+                    t->path != w[i].path || t->peer != w[i].peer ||
+                    t->origin != w[i].origin || t->flags != w[i].flags ||
+                    t->sig != w[i].sig || t->sig_value != w[i].sig_value) {
+                    fail_msg("rank %d task %zu: round %d queue %d op %d path %d "
+                             "peer %d origin %d flags 0x%x sig %u=%llu; want "
+                             "round %d queue %d op %d path %d peer %d origin %d "
+                             "flags 0x%x sig %u=%llu",
+                             p->rank, i, t->round, q, t->op, t->path, t->peer,
+                             t->origin, t->flags, t->sig,
+                             (unsigned long long)t->sig_value, w[i].round,
+                             w[i].queue, w[i].op, w[i].path, w[i].peer,
+                             w[i].origin, w[i].flags, w[i].sig,
+                             (unsigned long long)w[i].sig_value);
+                }
+                if (t->op == P &&
+                    (t->src_win != w[i].src_win || t->dst_win != w[i].dst_win ||
+                     t->src_off != w[i].src_off || t->dst_off != w[i].dst_off ||
+                     t->bytes != w[i].bytes)) {
+                    fail_msg("rank %d task %zu: %d+%llu -> %d+%llu %llu B; want "
+                             "%d+%llu -> %d+%llu %llu B", p->rank, i,
+                             t->src_win, (unsigned long long)t->src_off,
+                             t->dst_win, (unsigned long long)t->dst_off,
+                             (unsigned long long)t->bytes, w[i].src_win,
+                             (unsigned long long)w[i].src_off, w[i].dst_win,
+                             (unsigned long long)w[i].dst_off,
+                             (unsigned long long)w[i].bytes);
+                }
+            }
+        }
+    }
+    assert_int_equal(i, n);
+    assert_int_equal(p->ntasks, n);
+}
+
+static refexec_t *prepare(const refexec_opts_t *o, rmacoll_case_t *c)
+{
+    refexec_t *ex;
+    refexec_result_t res;
+    char err[256];
+
+    assert_int_equal(refexec_create(o, c->nranks, c->node_of, &ex, err,
+                                    sizeof(err)), 0);
+    if (refexec_prepare(ex, c, &res) != RMACOLL_SUCCESS) {
+        fail_msg("prepare: %s %s", res.msg, res.plan_errmsg);
+    }
+    return ex;
+}
+
+/*
+ * symmetric_small_2x2: counts 1 + ((i + j) mod 3) float32, nodes {0,1},
+ * {2,3}; relay on, shift, 4 slots of 256 KiB. Rank 0 (relay of node 1 is
+ * rank 2; rank 0 relays rank 2's stream to node 0):
+ *   sdispls(0) = 0 1 3 6;  rdispls of ranks 0..3 for sender 0 = 0 0 0 0;
+ *   rank 1's rdispls = 0 2 5 6 (so rank 2's forwarded element lands at 20).
+ * Signal words: DATA(p) = p, CREDIT(B) = 4 + B, ARRIVE(c, s) = 6 + 4c + s.
+ */
+static void test_exact_tasks_2x2(void **state)
+{
+    static const want_t w[] = {
+        /* round 0: self copy */
+        {0, RMACOLL__Q_CE_PUT, P, CE, 0, 0, RMACOLL__TASK_SELF,
+         RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 0, 0, 4, NOSIG, 0},
+        /* round 1 = shift(0, 1): node peer */
+        {1, RMACOLL__Q_CE_PUT, P, CE, 1, 0, RMACOLL__TASK_SIGNAL,
+         RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 4, 0, 8, 0, 1},
+        /* round 2 = shift(0, 2): the relay's own block, then the stream */
+        {2, RMACOLL__Q_PROXY_PUT, P, PROXY, 2, 0, RMACOLL__TASK_SIGNAL,
+         RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 12, 0, 12, 0, 1},
+        {2, RMACOLL__Q_PROXY_PUT, P, PROXY, 2, 0,
+         RMACOLL__TASK_TO_RELAY | RMACOLL__TASK_SIGNAL, RMACOLL__WIN_SEND,
+         RMACOLL__WIN_RELAY, 24, 0, 4, 6, 1},
+        /* rank 2's chunk arrives (round shift(2, 0) = 2) */
+        {2, RMACOLL__Q_PROXY_WAIT, W, PROXY, 2, 2, RMACOLL__TASK_ARRIVAL, 0,
+         0, 0, 0, 0, 6, 1},
+        /* round 3: forward it to rank 1 at rdispls_1[2] = 5 elements */
+        {3, RMACOLL__Q_CE_PUT, P, CE, 1, 2,
+         RMACOLL__TASK_FORWARD | RMACOLL__TASK_SIGNAL, RMACOLL__WIN_RELAY,
+         RMACOLL__WIN_RECV, 0, 20, 4, 2, 1},
+        /* round 4: credit back to rank 2 on CREDIT(node 0) */
+        {4, RMACOLL__Q_PROXY_PUT, P, PROXY, 2, 0,
+         RMACOLL__TASK_CREDIT | RMACOLL__TASK_SIGNAL, RMACOLL__WIN_NONE,
+         RMACOLL__WIN_NONE, 0, 0, 0, 4, 1},
+        /* round 5: complete blocks: 2 direct, 1 from its node, 3 via rank 1 */
+        {5, RMACOLL__Q_PROXY_WAIT, W, PROXY, 2, 2, RMACOLL__TASK_DATA, 0, 0,
+         0, 0, 0, 2, 1},
+        {5, RMACOLL__Q_CE_WAIT, W, CE, 1, 1, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0,
+         1, 1},
+        {5, RMACOLL__Q_CE_WAIT, W, CE, 1, 3, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0,
+         3, 1},
+    };
+    char err[256];
+    rmacoll_case_t *c;
+    refexec_opts_t o;
+    refexec_t *ex;
+
+    (void)state;
+    assert_int_equal(rmacoll_case_load(RMACOLL_CASES_DIR
+                                       "/symmetric_small_2x2.txt", &c, err,
+                                       sizeof(err)), 0);
+    refexec_opts_init(&o);
+    o.relay_slots = 4;
+    o.relay_buffer_bytes = 1u << 20;
+    ex = prepare(&o, c);
+    check_plan(refexec_plan(ex, 0), w, sizeof(w) / sizeof(w[0]));
+    refexec_destroy(ex);
+    rmacoll_case_free(c);
+}
+
+/* Layout helpers on nodes {0}, {1,2,3,4}. */
+static void test_layout_1_4(void **state)
+{
+    static const int sizes[2] = {1, 4};
+    rmacoll_topo_t *t;
+    rmacoll__plan_cfg_t on = {1, 1000, 2, 1u << 30};
+    rmacoll__plan_cfg_t off = {0, 1000, 2, 1u << 30};
+
+    (void)state;
+    assert_int_equal(rmacoll__topo_create_sizes(2, sizes, &t), 0);
+    /* relay rule: node 1 is reached on rail 0 -> rank 1; node 0 (size 1)
+     * through rank 0 by everyone */
+    assert_int_equal(rmacoll__topo_relay(t, 0, 1), 1);
+    for (int i = 1; i <= 4; i++) {
+        assert_int_equal(rmacoll__topo_relay(t, i, 0), 0);
+    }
+    assert_int_equal(rmacoll__plan_nin(t, &on, 0), 4);
+    assert_int_equal(rmacoll__plan_nin(t, &on, 1), 1);
+    assert_int_equal(rmacoll__plan_nin(t, &on, 2), 0);
+    assert_int_equal(rmacoll__plan_nin(t, &off, 0), 0);
+    for (int c = 0; c < 4; c++) {
+        assert_int_equal(rmacoll__plan_chan_src(t, 0, c), c + 1);
+        assert_int_equal(rmacoll__plan_chan_index(t, 0, c + 1), c);
+    }
+    assert_int_equal(rmacoll__plan_chan_src(t, 1, 0), 0);
+    assert_int_equal(rmacoll__plan_chan_index(t, 1, 0), 0);
+    assert_int_equal(rmacoll__plan_chan_index(t, 2, 0), -1);
+    assert_int_equal(rmacoll__plan_chan_index(t, 1, 2), -1); /* same node */
+    /* 1000 / (4 channels * 2 slots) = 125 -> 120 (multiple of 8) */
+    assert_int_equal(rmacoll__plan_slot_bytes(t, &on, 0), 120);
+    assert_int_equal(rmacoll__plan_slot_bytes(t, &on, 1), 1000 / 2 / 8 * 8);
+    assert_int_equal(rmacoll__plan_slot_bytes(t, &on, 2), 0);
+    assert_int_equal(rmacoll__plan_slot_off(t, &on, 0, 2, 1), 5 * 120);
+    assert_int_equal(rmacoll__plan_slot_off(t, &on, 0, 0, 0), 0);
+    assert_int_equal(rmacoll__sig_data(3), 3);
+    assert_int_equal(rmacoll__sig_credit(t, 1), 6);
+    assert_int_equal(rmacoll__sig_arrive(t, &on, 3, 1), 5 + 2 + 3 * 2 + 1);
+    assert_int_equal(rmacoll__sig_count(t, &on, 0), 7 + 8);
+    assert_int_equal(rmacoll__sig_count(t, &on, 1), 7 + 2);
+    assert_int_equal(rmacoll__sig_count(t, &on, 2), 7);
+    assert_int_equal(rmacoll__sig_count(t, &off, 0), 7);
+    rmacoll__topo_destroy(t);
+}
+
+/* max_task_bytes: 40 bytes in pieces of 16, 16, 8; only the last signals.
+ * A limit that is not a multiple of the element size rounds down. */
+static void test_chunking(void **state)
+{
+    static const int node_of[2] = {0, 0};
+    rmacoll_case_t *c;
+
+    (void)state;
+    assert_int_equal(rmacoll_case_create(2, node_of, RMACOLL_FLOAT32, &c), 0);
+    c->send[1] = c->recv[1] = 10;
+    for (int lim = 0; lim < 2; lim++) {
+        refexec_opts_t o;
+        refexec_t *ex;
+        const rmacoll__plan_t *p;
+        uint64_t want_piece = lim == 0 ? 16 : 4;
+        uint64_t off = 0;
+        size_t npieces = 0;
+
+        refexec_opts_init(&o);
+        o.relay_enabled = 0;
+        o.max_task_bytes = lim == 0 ? 16 : 6;
+        ex = prepare(&o, c);
+        p = refexec_plan(ex, 0);
+        for (size_t k = 0; k < p->ntasks; k++) {
+            const rmacoll__task_t *t = &p->tasks[k];
+
+            if (t->op != P) {
+                continue;
+            }
+            assert_int_equal(t->round, 1);
+            assert_int_equal(t->src_off, off);
+            assert_int_equal(t->dst_off, off);
+            off += t->bytes;
+            npieces++;
+            if (off < 40) {
+                assert_int_equal(t->bytes, want_piece);
+                assert_int_equal(t->flags & RMACOLL__TASK_SIGNAL, 0);
+                assert_int_equal(t->sig, NOSIG);
+            } else {
+                assert_int_equal(t->bytes, 40 - want_piece * (npieces - 1));
+                assert_int_equal(t->flags, RMACOLL__TASK_SIGNAL);
+                assert_int_equal(t->sig, 0);
+                assert_int_equal(t->sig_value, 1);
+            }
+        }
+        assert_int_equal(off, 40);
+        assert_int_equal(npieces, lim == 0 ? 3 : 10);
+        refexec_destroy(ex);
+    }
+    rmacoll_case_free(c);
+}
+
+/* Collects rank r's tasks with all of `flags` and op, in plan order. */
+static size_t collect(const rmacoll__plan_t *p, int op, uint32_t flags,
+                      const rmacoll__task_t **out, size_t max)
+{
+    size_t n = 0;
+
+    for (size_t k = 0; k < p->ntasks && n < max; k++) {
+        if (p->tasks[k].op == op && (p->tasks[k].flags & flags) == flags) {
+            out[n++] = &p->tasks[k];
+        }
+    }
+    return n;
+}
+
+/*
+ * Pipelining and signal state over two calls: nodes {0,1}, {2,3}; rank 0
+ * sends 10 float32 to rank 3 only, through relay 2, whose 4 slots are 16
+ * bytes: chunks of 16, 16, 8 bytes in rounds 2, 3, 4 (shift(0, 2) = 2).
+ * The second call continues the channel's chunk count (g = 3, 4, 5, slots
+ * 3, 0, 1) and the signal values.
+ */
+static void test_pipelining_two_calls(void **state)
+{
+    static const int node_of[4] = {0, 0, 1, 1};
+    rmacoll_case_t *c;
+    refexec_opts_t o;
+    refexec_t *ex;
+    refexec_result_t res;
+
+    (void)state;
+    assert_int_equal(rmacoll_case_create(4, node_of, RMACOLL_FLOAT32, &c), 0);
+    c->send[0 * 4 + 3] = c->recv[0 * 4 + 3] = 10;
+    refexec_opts_init(&o);
+    o.relay_slots = 4;
+    o.relay_buffer_bytes = 64;   /* nin(2) = 1: 4 slots of 16 bytes */
+    assert_int_equal(refexec_create(&o, 4, node_of, &ex, NULL, 0), 0);
+    for (int call = 0; call < 2; call++) {
+        const rmacoll__task_t *t[16];
+        const rmacoll__plan_t *p0, *p2, *p3;
+        size_t n;
+
+        assert_int_equal(refexec_prepare(ex, c, &res), 0);
+        p0 = refexec_plan(ex, 0);
+        p2 = refexec_plan(ex, 2);
+        p3 = refexec_plan(ex, 3);
+        /* sender: three chunks, the last piece of each signals ARRIVE */
+        n = collect(p0, P, RMACOLL__TASK_TO_RELAY, t, 16);
+        assert_int_equal(n, 3);
+        for (size_t q = 0; q < 3; q++) {
+            uint64_t g = 3 * (uint64_t)call + q;
+            uint32_t slot = (uint32_t)(g % 4);
+
+            assert_int_equal(t[q]->round, 2 + (int)q);
+            assert_int_equal(t[q]->peer, 2);
+            assert_int_equal(t[q]->src_off, 16 * q);
+            assert_int_equal(t[q]->dst_off, 16 * slot);
+            assert_int_equal(t[q]->bytes, q < 2 ? 16 : 8);
+            assert_int_equal(t[q]->seq, g);
+            assert_int_equal(t[q]->sig, 6 + slot);
+            assert_int_equal(t[q]->sig_value, g / 4 + 1);
+        }
+        /* credit waits only once the slots wrap: chunk g = 4 waits for
+         * the credit of chunk 0, g = 5 for chunk 1 */
+        n = collect(p0, W, RMACOLL__TASK_CREDIT, t, 16);
+        assert_int_equal(n, call == 0 ? 0 : 2);
+        for (size_t k = 0; k < n; k++) {
+            assert_int_equal(t[k]->peer, 2);
+            assert_int_equal(t[k]->sig, 4 + 1);  /* CREDIT(node 1) */
+            assert_int_equal(t[k]->sig_value, k + 1);
+        }
+        /* relay: arrival waits, forwards, credits */
+        n = collect(p2, W, RMACOLL__TASK_ARRIVAL, t, 16);
+        assert_int_equal(n, 3);
+        for (size_t q = 0; q < 3; q++) {
+            uint64_t g = 3 * (uint64_t)call + q;
+
+            assert_int_equal(t[q]->round, 2 + (int)q);
+            assert_int_equal(t[q]->sig, 6 + g % 4);
+            assert_int_equal(t[q]->sig_value, g / 4 + 1);
+        }
+        n = collect(p2, P, RMACOLL__TASK_FORWARD, t, 16);
+        assert_int_equal(n, 3);
+        for (size_t q = 0; q < 3; q++) {
+            uint64_t g = 3 * (uint64_t)call + q;
+
+            assert_int_equal(t[q]->round, 3 + (int)q);
+            assert_int_equal(t[q]->peer, 3);
+            assert_int_equal(t[q]->origin, 0);
+            assert_int_equal(t[q]->src_off, 16 * (g % 4));
+            assert_int_equal(t[q]->dst_off, 16 * q);
+            assert_int_equal(t[q]->bytes, q < 2 ? 16 : 8);
+            /* only the piece's last byte signals DATA(0) at rank 3 */
+            assert_int_equal(t[q]->sig, q < 2 ? NOSIG : 0);
+            if (q == 2) {
+                assert_int_equal(t[q]->sig_value, (uint64_t)call + 1);
+            }
+        }
+        n = collect(p2, P, RMACOLL__TASK_CREDIT, t, 16);
+        assert_int_equal(n, 3);
+        for (size_t q = 0; q < 3; q++) {
+            assert_int_equal(t[q]->round, 4 + (int)q);
+            assert_int_equal(t[q]->peer, 0);
+            assert_int_equal(t[q]->sig, 4 + 1);
+            assert_int_equal(t[q]->sig_value, 3 * (uint64_t)call + q + 1);
+        }
+        /* receiver: one data wait, on its node peer 2, value = call + 1 */
+        n = collect(p3, W, RMACOLL__TASK_DATA, t, 16);
+        assert_int_equal(n, 1);
+        assert_int_equal(t[0]->peer, 2);
+        assert_int_equal(t[0]->origin, 0);
+        assert_int_equal(t[0]->path, CE);
+        assert_int_equal(t[0]->sig_value, (uint64_t)call + 1);
+        assert_int_equal(refexec_plan(ex, 1)->ntasks, 0);  /* idle rank */
+        if (refexec_execute(ex, &res) != RMACOLL_SUCCESS) {
+            fail_msg("call %d: %s", call, res.msg);
+        }
+    }
+    refexec_destroy(ex);
+    rmacoll_case_free(c);
+}
+
+/* The relay rule towards a smaller node (1+4): ranks 1..4 reach rank 0
+ * directly (it is their relay); rank 0's stream to node 1 goes through
+ * rank 1, which forwards 8 bytes to each of 2, 3, 4. */
+static void test_relay_smaller_node(void **state)
+{
+    static const int node_of[5] = {0, 1, 1, 1, 1};
+    rmacoll_case_t *c;
+    refexec_opts_t o;
+    refexec_t *ex;
+    const rmacoll__task_t *t[16];
+    size_t n;
+
+    (void)state;
+    assert_int_equal(rmacoll_case_create(5, node_of, RMACOLL_INT32, &c), 0);
+    for (int k = 0; k < 25; k++) {
+        c->send[k] = c->recv[k] = 2;
+    }
+    refexec_opts_init(&o);
+    ex = prepare(&o, c);
+    for (int i = 1; i <= 4; i++) {
+        const rmacoll__plan_t *p = refexec_plan(ex, i);
+
+        assert_int_equal(collect(p, P, RMACOLL__TASK_TO_RELAY, t, 16), 0);
+        n = collect(p, P, RMACOLL__TASK_SIGNAL, t, 16);
+        for (size_t k = 0; k < n; k++) {
+            if (t[k]->peer == 0 && !(t[k]->flags & RMACOLL__TASK_CREDIT)) {
+                assert_int_equal(t[k]->path, PROXY);
+                assert_int_equal(t[k]->dst_win, RMACOLL__WIN_RECV);
+                assert_int_equal(t[k]->dst_off, 8 * i);
+                assert_int_equal(t[k]->bytes, 8);
+            }
+        }
+    }
+    n = collect(refexec_plan(ex, 0), P, RMACOLL__TASK_TO_RELAY, t, 16);
+    /* one chunk of three pieces (blocks for 2, 3, 4 at elements 4, 6, 8
+     * of rank 0's send buffer); only the chunk's last piece signals */
+    assert_int_equal(n, 3);
+    for (size_t k = 0; k < 3; k++) {
+        assert_int_equal(t[k]->peer, 1);
+        assert_int_equal(t[k]->src_off, 16 + 8 * k);
+        assert_int_equal(t[k]->dst_off, 8 * k);
+        assert_int_equal(t[k]->bytes, 8);
+        assert_int_equal(t[k]->seq, 0);
+        assert_int_equal(t[k]->sig, k < 2 ? NOSIG : 5 + 2);  /* ARRIVE(0,0) */
+    }
+    n = collect(refexec_plan(ex, 1), P, RMACOLL__TASK_FORWARD, t, 16);
+    assert_int_equal(n, 3);
+    for (size_t k = 0; k < 3; k++) {
+        assert_int_equal(t[k]->peer, 2 + (int)k);
+        assert_int_equal(t[k]->src_off, 8 * k);
+        assert_int_equal(t[k]->dst_off, 0);
+        assert_int_equal(t[k]->bytes, 8);
+        assert_int_equal(t[k]->sig, 0);
+    }
+    refexec_destroy(ex);
+    rmacoll_case_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exact_tasks_2x2),
+        cmocka_unit_test(test_layout_1_4),
+        cmocka_unit_test(test_chunking),
+        cmocka_unit_test(test_pipelining_two_calls),
+        cmocka_unit_test(test_relay_smaller_node),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
