@@ -101,7 +101,7 @@ static void vt_log(void *ctx, rmacoll_log_level_t level, uint32_t subsys, const 
         r->log[r->loglen] = '\0';
     }
     if (getenv("VT_VERBOSE") != NULL) {
-        fprintf(stderr, "[rank %d] %s\n", r->rank, r->log + r->loglen - (size_t)n - 1);
+        fprintf(stderr, "[rank %d] %s", r->rank, r->log + r->loglen - (size_t)n - 1);
     }
 }
 
@@ -365,6 +365,36 @@ static void test_no_device(void **state)
     assert_non_null(strstr(w.r[0].log,
                            "no RDMA device found (ibv_get_device_list returned 0 devices)"));
     assert_int_equal(fake_verbs_counts().open_device, 0);
+    vt_world_fini(&w);
+}
+
+/* The real libibverbs on a machine without RDMA devices: a clean
+ * RMACOLL_ERR_NO_DEVICE, never a crash. Skipped where a device exists. */
+static void test_real_library_no_device(void **state)
+{
+    fake_verbs_config_t f;
+    vt_world_t w;
+    struct ibv_device **list;
+    int n = 0;
+
+    (void)state;
+    vt_fake_default(&f, 0);
+    fake_verbs_reset(&f);
+    fake_verbs_real_device_list(1);
+    list = ibv_get_device_list(&n);
+    if (list != NULL) {
+        ibv_free_device_list(list);
+    }
+    if (n > 0) {
+        fake_verbs_real_device_list(0);
+        skip();
+    }
+    vt_world_prepare(&w, 1, NULL);
+    vt_world_init(&w);
+    assert_int_equal(w.r[0].init_st, RMACOLL_ERR_NO_DEVICE);
+    assert_null(w.r[0].tp);
+    assert_non_null(strstr(w.r[0].log, "no RDMA device found (ibv_get_device_list returned 0 devices)"));
+    fake_verbs_real_device_list(0);
     vt_world_fini(&w);
 }
 
@@ -1203,6 +1233,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ops_table),
         cmocka_unit_test(test_no_device),
+        cmocka_unit_test(test_real_library_no_device),
         cmocka_unit_test(test_named_device_missing),
         cmocka_unit_test(test_named_device_found),
         cmocka_unit_test(test_peer_failure_no_hang),

@@ -82,6 +82,8 @@ static int g_budget = 1000000;
 static enum ibv_wc_status g_fail_next = IBV_WC_SUCCESS;
 static int g_fail_reg;
 static fake_verbs_dmabuf_rec_t g_dmabuf;
+static int g_passthrough;                 /* device list from the real libibverbs */
+static struct ibv_device **g_real_list;
 
 /* ------------------------------------------------------------ helpers */
 
@@ -419,6 +421,7 @@ void fake_verbs_reset(const fake_verbs_config_t *cfg)
     g_budget = 1000000;
     g_fail_next = IBV_WC_SUCCESS;
     g_fail_reg = 0;
+    g_passthrough = 0;
     memset(&g_dmabuf, 0, sizeof(g_dmabuf));
     pthread_mutex_unlock(&g_lock);
 }
@@ -551,11 +554,27 @@ struct ibv_mr *__wrap_ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size
                                         uint64_t iova, int fd, int access);
 int __wrap_ibv_dereg_mr(struct ibv_mr *mr);
 
+struct ibv_device **__real_ibv_get_device_list(int *num);
+void __real_ibv_free_device_list(struct ibv_device **list);
+
+void fake_verbs_real_device_list(int on)
+{
+    pthread_mutex_lock(&g_lock);
+    g_passthrough = on;
+    pthread_mutex_unlock(&g_lock);
+}
+
 struct ibv_device **__wrap_ibv_get_device_list(int *num)
 {
     struct ibv_device **list;
 
     pthread_mutex_lock(&g_lock);
+    if (g_passthrough) {
+        pthread_mutex_unlock(&g_lock);
+        list = __real_ibv_get_device_list(num);
+        g_real_list = list;
+        return list;
+    }
     list = calloc((size_t)g_cfg.ndevices + 1, sizeof(*list));
     for (int i = 0; list != NULL && i < g_cfg.ndevices; i++) {
         list[i] = &g_devs[i];
@@ -569,6 +588,11 @@ struct ibv_device **__wrap_ibv_get_device_list(int *num)
 
 void __wrap_ibv_free_device_list(struct ibv_device **list)
 {
+    if (list != NULL && list == g_real_list) {
+        g_real_list = NULL;
+        __real_ibv_free_device_list(list);
+        return;
+    }
     free(list);
 }
 

@@ -91,6 +91,10 @@ int fake_verbs_wire_step(int max);
  * target QP go to the error state, as on an RC responder error). */
 void fake_verbs_fail_next(enum ibv_wc_status status);
 
+/* on != 0: ibv_get_device_list / ibv_free_device_list go to the real
+ * libibverbs (the rest stays fake); reset turns it off. */
+void fake_verbs_real_device_list(int on);
+
 /* Makes the next ibv_reg_mr fail with errno err. */
 void fake_verbs_fail_next_reg(int err);
 

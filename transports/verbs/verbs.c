@@ -371,8 +371,8 @@ static rmacoll_status_t verbs_open_device(rmacoll_transport_t *tp)
     list = ibv_get_device_list(&ndev);
     if (list == NULL || ndev <= 0) {
         verbs_log(tp, RMACOLL_LOG_ERROR,
-                  "no RDMA device found (ibv_get_device_list returned 0 devices%s%s)",
-                  list == NULL ? ": " : "", list == NULL ? strerror(errno) : "");
+                  "no RDMA device found (ibv_get_device_list returned 0 devices)%s%s",
+                  list == NULL ? "; libibverbs says: " : "", list == NULL ? strerror(errno) : "");
         if (list != NULL) {
             ibv_free_device_list(list);
         }
