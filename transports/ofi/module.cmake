@@ -1,0 +1,16 @@
+# transports/ofi/module.cmake - the libfabric transport ("ofi").
+# include()d from transports/CMakeLists.txt: variables are set in that scope;
+# the imported target is GLOBAL because the library is made at the top.
+if(RMACOLL_ENABLE_OFI)
+  pkg_check_modules(LIBFABRIC IMPORTED_TARGET GLOBAL libfabric)
+  if(LIBFABRIC_FOUND)
+    list(APPEND RMACOLL_SOURCES ${CMAKE_CURRENT_LIST_DIR}/ofi.c)
+    list(APPEND RMACOLL_LIBS PkgConfig::LIBFABRIC)
+    list(APPEND RMACOLL_DEFINES RMACOLL_HAVE_OFI=1)
+    list(APPEND RMACOLL_TRANSPORT_SYMBOLS rmacoll_transport_ofi_ops)
+    list(APPEND RMACOLL_TRANSPORT_NAMES ofi)
+    message(STATUS "rmacoll: ofi transport enabled (libfabric ${LIBFABRIC_VERSION})")
+  else()
+    message(STATUS "rmacoll: ofi transport disabled (libfabric not found by pkg-config)")
+  endif()
+endif()

@@ -1,0 +1,956 @@
+/*
+ * ofi.c - the libfabric transport (PROXY path), one file, UCX-style.
+ *
+ * PutSignal is one fi_writemsg per piece (pieces are at most the
+ * provider's max_msg_size, or RMACOLL_OFI_MAX_MSG_SIZE when set), issued
+ * with FI_DELIVERY_COMPLETE. The last piece of a signalled put carries
+ * FI_REMOTE_CQ_DATA = the target's signal index (32 bits); the target's
+ * progress() reads that completion from its CQ and increments its word
+ * env->signals[index] by one with release semantics (the contract lets a
+ * transport raise a word by one per signal).
+ *
+ * Ordering. The signal may be applied only once the bytes of this put and
+ * of every earlier put to the same peer are visible. Providers differ
+ * (ofi_rxm switches protocols by size, shm by size and flags, EFA has no
+ * RMA ordering at all), so this transport does not rely on msg_order: a
+ * signalled piece is issued only when no earlier piece to that peer is
+ * still in flight; every piece uses FI_DELIVERY_COMPLETE, so "completed
+ * locally" means "visible at the target". Puts behind a held signal wait
+ * in a per-peer FIFO that progress() drains. A put's own bytes and its
+ * remote CQ data travel in one operation, so they need no extra fence.
+ * Signal-only puts (0 bytes) go out as fi_inject_writedata of 0 bytes
+ * (no source, no local completion; shm never completes a zero-length
+ * write issued with FI_DELIVERY_COMPLETE), once earlier pieces are done.
+ *
+ * Addresses: with FI_MR_VIRT_ADDR, rkey.addr is the virtual address the
+ * target registered; without it (tcp), rkey.addr is the offset of that
+ * address inside the provider registration (0 unless the cache reused a
+ * wider one). Either way dst_addr = rkey.addr + offset is what goes into
+ * fi_writemsg. rkey.key[0..7] holds the 64-bit fi_mr_key.
+ *
+ * Thread-safety: one instance is used by one thread at a time (the core
+ * serialises calls); the domain is opened with FI_THREAD_DOMAIN.
+ * No allocation on the data path: op contexts and queued puts come from
+ * pools sized at init.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include "rmacoll_transport.h"
+
+#define OFI_API_VERSION FI_VERSION(1, 9)
+#define OFI_DEFAULT_PROVIDER "tcp;ofi_rxm"
+#define OFI_CQ_BATCH 64         /* entries per fi_cq_read */
+#define OFI_CQ_ROUNDS 16        /* fi_cq_read calls per progress() at most */
+#define OFI_MR_CACHE_MAX 256    /* registrations held at once */
+#define OFI_QUEUE_MAX 1024      /* puts queued (not yet issued) at once */
+#define OFI_OPS_MAX 4096        /* pieces in flight at once, capped by tx size */
+#define OFI_NAME_MAX 1024       /* endpoint name bytes */
+
+typedef struct ofi_op {
+    struct fi_context2 fctx;    /* first: libfabric hands it back as op_context */
+    struct ofi_op *next;        /* free list */
+    int peer;
+    uint64_t bytes;
+} ofi_op_t;
+
+/* A put accepted by post_puts and not yet fully issued. */
+typedef struct ofi_qput {
+    struct ofi_qput *next;
+    const char *src;
+    void *desc;                 /* fi_mr_desc of the source, or NULL */
+    uint64_t dst_addr;          /* as fi_writemsg expects it (see header) */
+    uint64_t key;
+    uint64_t bytes;
+    uint64_t done;              /* bytes issued so far */
+    uint32_t sig_index;
+} ofi_qput_t;
+
+typedef struct ofi_peer {
+    fi_addr_t addr;
+    uint32_t inflight;          /* pieces issued, not completed */
+    ofi_qput_t *head, *tail;    /* FIFO of queued puts */
+    int active;                 /* on tp->active */
+    uint64_t stall_since_ns;    /* head blocked since, 0 = not blocked */
+} ofi_peer_t;
+
+/* A registration; the rmacoll_mem_t handed to the core. */
+struct rmacoll_mem {
+    char *addr;
+    size_t bytes;
+    struct fid_mr *mr;
+    void *desc;
+    uint64_t key;
+    uint32_t refs;
+    int used;                   /* slot holds a live registration */
+    uint64_t last_use;
+};
+
+struct rmacoll_transport {
+    rmacoll_transport_env_t env;    /* copy; pointers in it are borrowed */
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    struct fid_ep *ep;
+    uint64_t mr_mode;
+    int keep_unused_mr;         /* lazy deregistration (provider does not pin) */
+    int zero_inject;            /* signal-only puts via fi_inject_writedata */
+    uint8_t zero_src;           /* source of zero-length injects */
+    uint64_t max_piece;
+    uint64_t next_key;          /* requested keys when no FI_MR_PROV_KEY */
+    uint64_t use_clock;
+    uint64_t timeout_ns;
+    ofi_peer_t *peers;          /* [nranks] */
+    int *active;                /* [nranks] peers with queued puts */
+    int nactive;
+    ofi_op_t *ops;
+    ofi_op_t *free_ops;
+    size_t nops, ops_busy;
+    ofi_qput_t *qputs;
+    ofi_qput_t *free_qputs;
+    size_t nqueued;
+    struct rmacoll_mem mrs[OFI_MR_CACHE_MAX];
+    rmacoll_status_t failed;    /* sticky after a transport error */
+    int err_peer;
+};
+
+#define OFI_LOG(tp, lvl, ...)                                                 \
+    do {                                                                      \
+        if ((tp)->env.log != NULL) {                                          \
+            (tp)->env.log((tp)->env.log_ctx, (lvl),                           \
+                          RMACOLL_LOG_SUBSYS_TRANSPORT, __VA_ARGS__);         \
+        }                                                                     \
+    } while (0)
+
+static uint64_t ofi_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Records a failure once: the first error wins and stays. */
+static rmacoll_status_t ofi_fail(rmacoll_transport_t *tp, rmacoll_status_t st,
+                                 int peer)
+{
+    if (tp->failed == RMACOLL_SUCCESS) {
+        tp->failed = st;
+        tp->err_peer = peer;
+    }
+    return tp->failed;
+}
+
+/* ---- provider selection ---- */
+
+static struct fi_info *ofi_hints(const char *prov)
+{
+    struct fi_info *h = fi_allocinfo();
+
+    if (h == NULL) {
+        return NULL;
+    }
+    h->ep_attr->type = FI_EP_RDM;
+    h->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+    h->mode = FI_CONTEXT | FI_CONTEXT2;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+                              FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    h->domain_attr->threading = FI_THREAD_DOMAIN;
+    h->fabric_attr->prov_name = strdup(prov);
+    if (h->fabric_attr->prov_name == NULL) {
+        fi_freeinfo(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* Lists RDM providers present (any caps) into buf, for error messages;
+ * returns whether `prov` is among them. */
+static int ofi_list_providers(const char *prov, char *buf, size_t len)
+{
+    struct fi_info *h = fi_allocinfo(), *list = NULL;
+    int found = 0;
+    size_t off = 0;
+
+    buf[0] = '\0';
+    if (h == NULL) {
+        return 0;
+    }
+    h->ep_attr->type = FI_EP_RDM;
+    if (fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, h, &list) == 0) {
+        for (struct fi_info *i = list; i != NULL; i = i->next) {
+            const char *n = i->fabric_attr->prov_name;
+            if (strcmp(n, prov) == 0) {
+                found = 1;
+            }
+            if (strstr(buf, n) == NULL && off + strlen(n) + 3 < len) {
+                off += (size_t)snprintf(buf + off, len - off, "%s%s",
+                                        off ? ", " : "", n);
+            }
+        }
+        fi_freeinfo(list);
+    }
+    fi_freeinfo(h);
+    return found;
+}
+
+static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out)
+{
+    const rmacoll_config_t *cfg = tp->env.config;
+    const char *prov = (cfg && cfg->ofi_provider[0]) ? cfg->ofi_provider
+                                                      : OFI_DEFAULT_PROVIDER;
+    const char *iface = (cfg && cfg->ofi_iface[0]) ? cfg->ofi_iface : NULL;
+    struct fi_info *hints = ofi_hints(prov), *list = NULL, *pick = NULL;
+    char avail[512];
+    int ret;
+
+    if (hints == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    ret = fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, hints, &list);
+    fi_freeinfo(hints);
+    if (ret != 0 && ret != -FI_ENODATA) {
+        OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: fi_getinfo for provider '%s' failed: %s",
+                prov, fi_strerror(-ret));
+        return RMACOLL_ERR_TRANSPORT;
+    }
+    for (struct fi_info *i = (ret == 0) ? list : NULL; i != NULL; i = i->next) {
+        if (strcmp(i->fabric_attr->prov_name, prov) != 0) {
+            continue;   /* utility providers may answer for a core name */
+        }
+        if (iface == NULL || (i->domain_attr->name &&
+                              strcmp(i->domain_attr->name, iface) == 0)) {
+            pick = i;
+            break;
+        }
+        if (pick == NULL) {
+            pick = i;   /* first of the provider, if iface matches none */
+        }
+    }
+    if (pick == NULL) {
+        int present = ofi_list_providers(prov, avail, sizeof(avail));
+        if (list) {
+            fi_freeinfo(list);
+        }
+        if (present) {
+            OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                    "ofi: provider '%s' lacks rdm rma write with remote cq data "
+                    "(caps FI_RMA|FI_WRITE|FI_REMOTE_WRITE, no FI_RX_CQ_DATA, "
+                    "no FI_MR_RAW)", prov);
+            return RMACOLL_ERR_UNSUPPORTED;
+        }
+        OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                "ofi: provider '%s' not found (rdm providers here: %s)", prov,
+                avail[0] ? avail : "none");
+        return RMACOLL_ERR_NO_DEVICE;
+    }
+    if (iface != NULL && strcmp(pick->domain_attr->name, iface) != 0) {
+        if (strstr(prov, "tcp") || strstr(prov, "sockets")) {
+            OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                    "ofi: provider '%s' has no domain on interface '%s'", prov, iface);
+            fi_freeinfo(list);
+            return RMACOLL_ERR_NO_DEVICE;
+        }
+        OFI_LOG(tp, RMACOLL_LOG_INFO,
+                "ofi: interface '%s' ignored by provider '%s' (domain '%s')", iface,
+                prov, pick->domain_attr->name);
+    }
+    if (pick->domain_attr->cq_data_size < 4) {
+        OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                "ofi: provider '%s' carries %zu bytes of remote cq data, signals need 4",
+                prov, pick->domain_attr->cq_data_size);
+        fi_freeinfo(list);
+        return RMACOLL_ERR_UNSUPPORTED;
+    }
+    if ((pick->caps & (FI_RMA | FI_WRITE | FI_REMOTE_WRITE)) !=
+        (FI_RMA | FI_WRITE | FI_REMOTE_WRITE)) {
+        OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: provider '%s' lacks rma write caps", prov);
+        fi_freeinfo(list);
+        return RMACOLL_ERR_UNSUPPORTED;
+    }
+    *out = fi_dupinfo(pick);
+    fi_freeinfo(list);
+    return *out ? RMACOLL_SUCCESS : RMACOLL_ERR_NO_MEMORY;
+}
+
+/* ---- init / finalize ---- */
+
+static void ofi_close_all(rmacoll_transport_t *tp)
+{
+    for (int i = 0; i < OFI_MR_CACHE_MAX; i++) {
+        if (tp->mrs[i].used) {
+            fi_close(&tp->mrs[i].mr->fid);
+            tp->mrs[i].used = 0;
+        }
+    }
+    if (tp->ep) {
+        fi_close(&tp->ep->fid);
+    }
+    if (tp->av) {
+        fi_close(&tp->av->fid);
+    }
+    if (tp->cq) {
+        fi_close(&tp->cq->fid);
+    }
+    if (tp->domain) {
+        fi_close(&tp->domain->fid);
+    }
+    if (tp->fabric) {
+        fi_close(&tp->fabric->fid);
+    }
+    if (tp->info) {
+        fi_freeinfo(tp->info);
+    }
+    free(tp->peers);
+    free(tp->active);
+    free(tp->ops);
+    free(tp->qputs);
+    free(tp);
+}
+
+#define OFI_CHECK(tp, call, what)                                             \
+    do {                                                                      \
+        int ret_ = (call);                                                    \
+        if (ret_ != 0) {                                                      \
+            OFI_LOG((tp), RMACOLL_LOG_ERROR, "ofi: %s failed on provider '%s': %s", \
+                    (what), (tp)->info->fabric_attr->prov_name,               \
+                    fi_strerror(ret_ < 0 ? -ret_ : ret_));                    \
+            return RMACOLL_ERR_TRANSPORT;                                     \
+        }                                                                     \
+    } while (0)
+
+/* Opens fabric, domain, CQ, AV and endpoint; local, not collective. */
+static rmacoll_status_t ofi_open(rmacoll_transport_t *tp, char *name, size_t *namelen)
+{
+    struct fi_info *info = tp->info;
+    struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE};
+    struct fi_av_attr av_attr = {.type = FI_AV_TABLE, .count = (size_t)tp->env.nranks};
+    const char *env_piece = getenv("RMACOLL_OFI_MAX_MSG_SIZE");
+
+    tp->mr_mode = info->domain_attr->mr_mode;
+    tp->zero_inject = 1;
+    /* Pinning providers must not keep registrations the core dropped: the
+     * user may free the memory; their own caches handle reuse safely. */
+    tp->keep_unused_mr = !(tp->mr_mode & (FI_MR_LOCAL | FI_MR_ALLOCATED));
+    tp->max_piece = info->ep_attr->max_msg_size;
+    if (tp->max_piece == 0 || tp->max_piece > (1ull << 30)) {
+        tp->max_piece = 1ull << 30;
+    }
+    if (env_piece != NULL && strtoull(env_piece, NULL, 0) > 0 &&
+        strtoull(env_piece, NULL, 0) < tp->max_piece) {
+        tp->max_piece = strtoull(env_piece, NULL, 0);
+    }
+    tp->nops = info->tx_attr->size ? info->tx_attr->size : 256;
+    if (tp->nops > OFI_OPS_MAX) {
+        tp->nops = OFI_OPS_MAX;
+    }
+
+    OFI_CHECK(tp, fi_fabric(info->fabric_attr, &tp->fabric, NULL), "fi_fabric");
+    OFI_CHECK(tp, fi_domain(tp->fabric, info, &tp->domain, NULL), "fi_domain");
+    OFI_CHECK(tp, fi_cq_open(tp->domain, &cq_attr, &tp->cq, NULL), "fi_cq_open");
+    if (info->domain_attr->av_type != FI_AV_UNSPEC) {
+        av_attr.type = info->domain_attr->av_type;
+    }
+    OFI_CHECK(tp, fi_av_open(tp->domain, &av_attr, &tp->av, NULL), "fi_av_open");
+    OFI_CHECK(tp, fi_endpoint(tp->domain, info, &tp->ep, NULL), "fi_endpoint");
+    OFI_CHECK(tp, fi_ep_bind(tp->ep, &tp->av->fid, 0), "fi_ep_bind(av)");
+    OFI_CHECK(tp, fi_ep_bind(tp->ep, &tp->cq->fid, FI_TRANSMIT | FI_RECV),
+              "fi_ep_bind(cq)");
+    OFI_CHECK(tp, fi_enable(tp->ep), "fi_enable");
+    OFI_CHECK(tp, fi_getname(&tp->ep->fid, name, namelen), "fi_getname");
+
+    tp->peers = calloc((size_t)tp->env.nranks, sizeof(*tp->peers));
+    tp->active = calloc((size_t)tp->env.nranks, sizeof(*tp->active));
+    tp->ops = calloc(tp->nops, sizeof(*tp->ops));
+    tp->qputs = calloc(OFI_QUEUE_MAX, sizeof(*tp->qputs));
+    if (!tp->peers || !tp->active || !tp->ops || !tp->qputs) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < tp->nops; i++) {
+        tp->ops[i].next = tp->free_ops;
+        tp->free_ops = &tp->ops[i];
+    }
+    for (size_t i = 0; i < OFI_QUEUE_MAX; i++) {
+        tp->qputs[i].next = tp->free_qputs;
+        tp->free_qputs = &tp->qputs[i];
+    }
+    return RMACOLL_SUCCESS;
+}
+
+typedef struct ofi_hello {
+    int32_t status;
+    uint32_t namelen;
+} ofi_hello_t;
+
+static rmacoll_status_t ofi_init(const rmacoll_transport_env_t *env,
+                                 rmacoll_transport_t **tpp)
+{
+    rmacoll_transport_t *tp;
+    rmacoll_status_t st, gst;
+    char name[OFI_NAME_MAX];
+    size_t namelen = sizeof(name);
+    ofi_hello_t hello, *hellos = NULL;
+    char *names = NULL;
+    uint32_t maxlen = 0;
+    int n = env->nranks;
+
+    if (env->allgather == NULL || n < 1 || env->rank < 0 || env->rank >= n) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    tp = calloc(1, sizeof(*tp));
+    if (tp == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    memcpy(&tp->env, env, env->struct_size && env->struct_size < sizeof(tp->env)
+                              ? env->struct_size : sizeof(tp->env));
+    tp->err_peer = -1;
+    tp->next_key = 1;
+    tp->timeout_ns = (env->config && env->config->timeout_ms ? env->config->timeout_ms
+                                                              : 30000) * 1000000ull;
+
+    st = ofi_select(tp, &tp->info);
+    if (st == RMACOLL_SUCCESS) {
+        st = ofi_open(tp, name, &namelen);
+    }
+    /* Collective from here on even after a local failure: every rank
+     * learns whether any rank failed, and nobody is left in an allgather. */
+    hello.status = (int32_t)st;
+    hello.namelen = st == RMACOLL_SUCCESS ? (uint32_t)namelen : 0;
+    hellos = calloc((size_t)n, sizeof(*hellos));
+    if (hellos == NULL) {
+        ofi_close_all(tp);
+        return RMACOLL_ERR_NO_MEMORY;   /* peers then fail in their allgather */
+    }
+    gst = env->allgather(env->oob_ctx, &hello, hellos, sizeof(hello));
+    if (gst != RMACOLL_SUCCESS) {
+        OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: address allgather failed: %s",
+                rmacoll_status_string(gst));
+        st = st != RMACOLL_SUCCESS ? st : gst;
+        goto fail;
+    }
+    for (int r = 0; r < n; r++) {
+        if (hellos[r].status != RMACOLL_SUCCESS) {
+            if (st == RMACOLL_SUCCESS) {
+                OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: init failed on rank %d: %s", r,
+                        rmacoll_status_string((rmacoll_status_t)hellos[r].status));
+                st = RMACOLL_ERR_PEER;
+                tp->err_peer = r;
+            }
+        }
+        if (hellos[r].namelen > maxlen) {
+            maxlen = hellos[r].namelen;
+        }
+    }
+    if (st != RMACOLL_SUCCESS) {
+        goto fail;
+    }
+    names = calloc((size_t)n, maxlen);
+    if (names == NULL) {
+        st = RMACOLL_ERR_NO_MEMORY;
+        goto fail;
+    }
+    memset(name + namelen, 0, sizeof(name) - namelen);
+    gst = env->allgather(env->oob_ctx, name, names, maxlen);
+    if (gst != RMACOLL_SUCCESS) {
+        OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: name allgather failed: %s",
+                rmacoll_status_string(gst));
+        st = gst;
+        goto fail;
+    }
+    /* Every rank is inserted (cheap, and keeps fi_addr = rank for AV_TABLE);
+     * only the peers the core names are ever written to. */
+    for (int r = 0; r < n; r++) {
+        int ret = fi_av_insert(tp->av, names + (size_t)r * maxlen, 1,
+                               &tp->peers[r].addr, 0, NULL);
+        if (ret != 1) {
+            OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                    "ofi: fi_av_insert of rank %d failed on provider '%s': %s", r,
+                    tp->info->fabric_attr->prov_name,
+                    fi_strerror(ret < 0 ? -ret : FI_EINVAL));
+            st = RMACOLL_ERR_TRANSPORT;
+            tp->err_peer = r;
+            goto fail;
+        }
+    }
+    OFI_LOG(tp, RMACOLL_LOG_INFO,
+            "ofi: rank %d on provider '%s' domain '%s' (mr_mode 0x%" PRIx64
+            ", max piece %" PRIu64 " bytes, %zu ops)",
+            env->rank, tp->info->fabric_attr->prov_name, tp->info->domain_attr->name,
+            tp->mr_mode, tp->max_piece, tp->nops);
+    free(hellos);
+    free(names);
+    *tpp = tp;
+    return RMACOLL_SUCCESS;
+
+fail:
+    free(hellos);
+    free(names);
+    ofi_close_all(tp);
+    return st;
+}
+
+static void ofi_finalize(rmacoll_transport_t *tp)
+{
+    if (tp != NULL) {
+        if (tp->ops_busy != 0) {
+            OFI_LOG(tp, RMACOLL_LOG_WARN, "ofi: finalize with %zu puts in flight",
+                    tp->ops_busy);
+        }
+        ofi_close_all(tp);
+    }
+}
+
+/* ---- memory registration (cache keyed by address range) ---- */
+
+static void ofi_fill_rkey(const struct rmacoll_mem *m, const void *addr,
+                          size_t bytes, int virt, rmacoll_rkey_t *rkey)
+{
+    memset(rkey, 0, sizeof(*rkey));
+    rkey->addr = virt ? (uint64_t)(uintptr_t)addr
+                      : (uint64_t)((const char *)addr - m->addr);
+    rkey->bytes = bytes;
+    rkey->len = sizeof(m->key);
+    memcpy(rkey->key, &m->key, sizeof(m->key));
+}
+
+static rmacoll_status_t ofi_mem_register(rmacoll_transport_t *tp, void *addr,
+                                         size_t bytes, rmacoll_memtype_t type,
+                                         rmacoll_mem_t **mem, rmacoll_rkey_t *rkey)
+{
+    struct rmacoll_mem *m = NULL, *lru = NULL, *slot = NULL;
+    char *a = addr;
+    int virt = (tp->mr_mode & FI_MR_VIRT_ADDR) != 0;
+    int ret;
+
+    if (addr == NULL || bytes == 0 || mem == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (type != RMACOLL_MEM_HOST) {
+        OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                "ofi: registering %zu bytes of device memory needs FI_HMEM (not built)",
+                bytes);
+        return RMACOLL_ERR_UNSUPPORTED;
+    }
+    tp->use_clock++;
+    for (int i = 0; i < OFI_MR_CACHE_MAX; i++) {
+        struct rmacoll_mem *e = &tp->mrs[i];
+        if (!e->used) {
+            if (slot == NULL) {
+                slot = e;
+            }
+            continue;
+        }
+        if (e->addr <= a && (size_t)(a - e->addr) + bytes <= e->bytes) {
+            m = e;
+            break;
+        }
+        if (e->refs == 0 && (lru == NULL || e->last_use < lru->last_use)) {
+            lru = e;
+        }
+    }
+    if (m == NULL) {
+        if (slot == NULL) {
+            if (lru == NULL) {
+                OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                        "ofi: registration cache full (%d regions in use), cannot "
+                        "register %zu bytes", OFI_MR_CACHE_MAX, bytes);
+                return RMACOLL_ERR_NO_MEMORY;
+            }
+            fi_close(&lru->mr->fid);
+            lru->used = 0;
+            slot = lru;
+        }
+        m = slot;
+        memset(m, 0, sizeof(*m));
+        ret = fi_mr_reg(tp->domain, addr, bytes, FI_REMOTE_WRITE | FI_WRITE, 0,
+                        (tp->mr_mode & FI_MR_PROV_KEY) ? 0 : tp->next_key++, 0,
+                        &m->mr, NULL);
+        if (ret != 0) {
+            OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: fi_mr_reg of %zu bytes at %p failed: %s",
+                    bytes, addr, fi_strerror(-ret));
+            return RMACOLL_ERR_TRANSPORT;
+        }
+        if (tp->mr_mode & FI_MR_ENDPOINT) {
+            ret = fi_mr_bind(m->mr, &tp->ep->fid, 0);
+            if (ret == 0) {
+                ret = fi_mr_enable(m->mr);
+            }
+            if (ret != 0) {
+                OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                        "ofi: binding the registration of %zu bytes failed: %s", bytes,
+                        fi_strerror(-ret));
+                fi_close(&m->mr->fid);
+                return RMACOLL_ERR_TRANSPORT;
+            }
+        }
+        m->key = fi_mr_key(m->mr);
+        if (m->key == FI_KEY_NOTAVAIL) {
+            OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                    "ofi: provider gave no 64-bit key for %zu bytes (FI_MR_RAW unsupported)",
+                    bytes);
+            fi_close(&m->mr->fid);
+            return RMACOLL_ERR_UNSUPPORTED;
+        }
+        m->desc = fi_mr_desc(m->mr);
+        m->addr = a;
+        m->bytes = bytes;
+        m->used = 1;
+    }
+    m->refs++;
+    m->last_use = tp->use_clock;
+    if (rkey != NULL) {
+        ofi_fill_rkey(m, addr, bytes, virt, rkey);
+    }
+    *mem = m;
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t ofi_mem_deregister(rmacoll_transport_t *tp, rmacoll_mem_t *mem)
+{
+    if (mem == NULL || mem < &tp->mrs[0] || mem >= &tp->mrs[OFI_MR_CACHE_MAX] ||
+        !mem->used || mem->refs == 0) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (--mem->refs == 0 && !tp->keep_unused_mr) {
+        fi_close(&mem->mr->fid);
+        mem->used = 0;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* ---- puts ---- */
+
+/* Issues what it can of peer p's queue, in order. */
+static rmacoll_status_t ofi_drain_peer(rmacoll_transport_t *tp, int p)
+{
+    ofi_peer_t *peer = &tp->peers[p];
+    ofi_qput_t *q;
+    int issued = 0;
+
+    while ((q = peer->head) != NULL) {
+        uint64_t left = q->bytes - q->done;
+        uint64_t len = left < tp->max_piece ? left : tp->max_piece;
+        int last = len == left;
+        int sig = last && q->sig_index != RMACOLL_NO_SIGNAL;
+        ofi_op_t *op = tp->free_ops;
+        ssize_t ret;
+        struct iovec iov;
+        void *desc = q->desc;
+        struct fi_rma_iov rma;
+        struct fi_msg_rma msg;
+
+        if ((sig && peer->inflight > 0) || (op == NULL && len > 0)) {
+            break;  /* signal waits for earlier pieces to be delivered */
+        }
+        if (len == 0 && tp->zero_inject) {
+            /* Signal-only: shm never completes a zero-length write with
+             * FI_DELIVERY_COMPLETE, so inject it: no source, no completion. */
+            ret = fi_inject_writedata(tp->ep, &tp->zero_src, 0, q->sig_index, peer->addr,
+                                      q->dst_addr, q->key);
+            if (ret == -FI_ENOSYS || ret == -FI_EOPNOTSUPP) {
+                OFI_LOG(tp, RMACOLL_LOG_INFO,
+                        "ofi: provider '%s' cannot inject; signal-only puts use writes",
+                        tp->info->fabric_attr->prov_name);
+                tp->zero_inject = 0;
+                continue;
+            }
+            if (ret == -FI_EAGAIN) {
+                OFI_LOG(tp, RMACOLL_LOG_TRACE, "ofi: back-pressure to peer %d (%zu in flight)",
+                        p, tp->ops_busy);
+                break;
+            }
+            if (ret != 0) {
+                OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: signal-only put to peer %d failed: %s",
+                        p, fi_strerror((int)-ret));
+                return ofi_fail(tp, RMACOLL_ERR_TRANSPORT, p);
+            }
+            issued = 1;
+            peer->head = q->next;
+            if (peer->head == NULL) {
+                peer->tail = NULL;
+            }
+            q->next = tp->free_qputs;
+            tp->free_qputs = q;
+            tp->nqueued--;
+            continue;
+        }
+        if (op == NULL) {
+            break;
+        }
+        iov.iov_base = (void *)(uintptr_t)(q->src ? q->src + q->done : NULL);
+        iov.iov_len = len;
+        rma.addr = q->dst_addr + q->done;
+        rma.len = len;
+        rma.key = q->key;
+        memset(&msg, 0, sizeof(msg));
+        msg.msg_iov = &iov;
+        msg.desc = &desc;
+        msg.iov_count = 1;
+        msg.addr = peer->addr;
+        msg.rma_iov = &rma;
+        msg.rma_iov_count = 1;
+        msg.context = &op->fctx;
+        msg.data = sig ? q->sig_index : 0;
+        ret = fi_writemsg(tp->ep, &msg,
+                          FI_COMPLETION | FI_DELIVERY_COMPLETE |
+                              (sig ? FI_REMOTE_CQ_DATA : 0));
+        if (ret == -FI_EAGAIN) {
+            OFI_LOG(tp, RMACOLL_LOG_TRACE, "ofi: back-pressure to peer %d (%zu in flight)",
+                    p, tp->ops_busy);
+            break;
+        }
+        if (ret != 0) {
+            OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                    "ofi: write of %" PRIu64 " bytes to peer %d failed: %s", len, p,
+                    fi_strerror((int)-ret));
+            return ofi_fail(tp, RMACOLL_ERR_TRANSPORT, p);
+        }
+        tp->free_ops = op->next;
+        op->peer = p;
+        op->bytes = len;
+        tp->ops_busy++;
+        peer->inflight++;
+        issued = 1;
+        q->done += len;
+        if (last) {
+            peer->head = q->next;
+            if (peer->head == NULL) {
+                peer->tail = NULL;
+            }
+            q->next = tp->free_qputs;
+            tp->free_qputs = q;
+            tp->nqueued--;
+        }
+    }
+    if (peer->head == NULL || issued) {
+        peer->stall_since_ns = 0;
+    } else {
+        uint64_t now = ofi_now_ns();
+        if (peer->stall_since_ns == 0) {
+            peer->stall_since_ns = now;
+        } else if (now - peer->stall_since_ns > tp->timeout_ns) {
+            OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                    "ofi: puts to peer %d stalled for %" PRIu64 " ms (%u in flight, "
+                    "%" PRIu64 " bytes waiting)", p,
+                    (now - peer->stall_since_ns) / 1000000, peer->inflight,
+                    peer->head->bytes - peer->head->done);
+            return ofi_fail(tp, RMACOLL_ERR_TIMEOUT, p);
+        }
+    }
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t ofi_cq_error(rmacoll_transport_t *tp)
+{
+    struct fi_cq_err_entry err;
+    char buf[256];
+    const char *pstr;
+    int peer = -1;
+    ssize_t ret;
+
+    memset(&err, 0, sizeof(err));
+    ret = fi_cq_readerr(tp->cq, &err, 0);
+    if (ret < 0) {
+        if (ret == -FI_EAGAIN) {
+            return RMACOLL_SUCCESS;
+        }
+        OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: fi_cq_readerr failed: %s",
+                fi_strerror((int)-ret));
+        return ofi_fail(tp, RMACOLL_ERR_TRANSPORT, -1);
+    }
+    if (err.op_context != NULL && !(err.flags & FI_REMOTE_WRITE)) {
+        ofi_op_t *op = err.op_context;
+        peer = op->peer;
+        tp->peers[peer].inflight--;
+        tp->ops_busy--;
+        op->next = tp->free_ops;
+        tp->free_ops = op;
+    }
+    pstr = fi_cq_strerror(tp->cq, err.prov_errno, err.err_data, buf, sizeof(buf));
+    OFI_LOG(tp, RMACOLL_LOG_ERROR,
+            "ofi: put to peer %d failed on provider '%s': %s (provider: %s)", peer,
+            tp->info->fabric_attr->prov_name, fi_strerror(err.err),
+            pstr ? pstr : "?");
+    return ofi_fail(tp, RMACOLL_ERR_TRANSPORT, peer);
+}
+
+static rmacoll_status_t ofi_progress(rmacoll_transport_t *tp)
+{
+    struct fi_cq_data_entry ent[OFI_CQ_BATCH];
+
+    for (int round = 0; round < OFI_CQ_ROUNDS; round++) {
+        ssize_t n = fi_cq_read(tp->cq, ent, OFI_CQ_BATCH);
+
+        if (n == -FI_EAGAIN) {
+            break;
+        }
+        if (n == -FI_EAVAIL) {
+            ofi_cq_error(tp);
+            continue;
+        }
+        if (n < 0) {
+            OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: fi_cq_read failed: %s",
+                    fi_strerror((int)-n));
+            return ofi_fail(tp, RMACOLL_ERR_TRANSPORT, -1);
+        }
+        for (ssize_t i = 0; i < n; i++) {
+            /* remote events carry FI_REMOTE_WRITE; sockets also sets
+             * FI_REMOTE_CQ_DATA on the writer's own completion */
+            if ((ent[i].flags & (FI_REMOTE_CQ_DATA | FI_REMOTE_WRITE)) ==
+                (FI_REMOTE_CQ_DATA | FI_REMOTE_WRITE)) {
+                uint32_t idx = (uint32_t)ent[i].data;
+                if (idx >= tp->env.nsignals) {
+                    OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                            "ofi: incoming signal index %u out of range (%u words)", idx,
+                            tp->env.nsignals);
+                    ofi_fail(tp, RMACOLL_ERR_TRANSPORT, -1);
+                    continue;
+                }
+                __atomic_fetch_add(&tp->env.signals[idx], 1, __ATOMIC_RELEASE);
+            } else if (ent[i].op_context != NULL) {
+                ofi_op_t *op = ent[i].op_context;
+                tp->peers[op->peer].stall_since_ns = 0;   /* it moves */
+                tp->peers[op->peer].inflight--;
+                tp->ops_busy--;
+                op->next = tp->free_ops;
+                tp->free_ops = op;
+            }
+        }
+        if (n < OFI_CQ_BATCH) {
+            break;
+        }
+    }
+    if (tp->failed != RMACOLL_SUCCESS) {
+        return tp->failed;
+    }
+    for (int i = 0; i < tp->nactive;) {
+        int p = tp->active[i];
+        rmacoll_status_t st = ofi_drain_peer(tp, p);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
+        if (tp->peers[p].head == NULL) {
+            tp->peers[p].active = 0;
+            tp->active[i] = tp->active[--tp->nactive];
+        } else {
+            i++;
+        }
+    }
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t ofi_post_puts(rmacoll_transport_t *tp, const rmacoll_put_t *puts,
+                                      size_t n)
+{
+    uint64_t deadline = 0;
+
+    if (tp->failed != RMACOLL_SUCCESS) {
+        return tp->failed;
+    }
+    for (size_t k = 0; k < n; k++) {
+        const rmacoll_put_t *pt = &puts[k];
+        const rmacoll_rkey_t *rk = pt->dst_rkey;
+        ofi_peer_t *peer;
+        ofi_qput_t *q;
+
+        if (pt->bytes == 0 && pt->sig_index == RMACOLL_NO_SIGNAL) {
+            continue;
+        }
+        if (pt->peer < 0 || pt->peer >= tp->env.nranks || rk == NULL ||
+            rk->len != sizeof(uint64_t) || (pt->bytes > 0 && pt->src == NULL) ||
+            pt->dst_addr < rk->addr || pt->dst_addr - rk->addr > rk->bytes ||
+            pt->bytes > rk->bytes - (pt->dst_addr - rk->addr)) {
+            OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                    "ofi: bad put %zu to peer %d: %" PRIu64 " bytes at 0x%" PRIx64
+                    " outside its rkey or without one", k, pt->peer, pt->bytes,
+                    pt->dst_addr);
+            return RMACOLL_ERR_INVALID_ARG;
+        }
+        while (tp->free_qputs == NULL) {
+            rmacoll_status_t st = ofi_progress(tp);
+            uint64_t now = ofi_now_ns();
+            if (st != RMACOLL_SUCCESS) {
+                return st;
+            }
+            if (deadline == 0) {
+                deadline = now + tp->timeout_ns;
+            } else if (now > deadline) {
+                OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                        "ofi: no room to post %" PRIu64 " bytes to peer %d for %" PRIu64
+                        " ms (%zu queued, %zu in flight)", pt->bytes, pt->peer,
+                        tp->timeout_ns / 1000000, tp->nqueued, tp->ops_busy);
+                return ofi_fail(tp, RMACOLL_ERR_TIMEOUT, pt->peer);
+            }
+        }
+        q = tp->free_qputs;
+        tp->free_qputs = q->next;
+        q->next = NULL;
+        q->src = pt->src;
+        q->desc = pt->src_mem != NULL ? pt->src_mem->desc : NULL;
+        q->dst_addr = pt->dst_addr;
+        memcpy(&q->key, rk->key, sizeof(q->key));
+        q->bytes = pt->bytes;
+        q->done = 0;
+        q->sig_index = pt->sig_index;
+        tp->nqueued++;
+        peer = &tp->peers[pt->peer];
+        if (peer->tail != NULL) {
+            peer->tail->next = q;
+        } else {
+            peer->head = q;
+        }
+        peer->tail = q;
+        if (!peer->active) {
+            peer->active = 1;
+            tp->active[tp->nactive++] = pt->peer;
+        }
+        if (peer->head == q) {
+            rmacoll_status_t st = ofi_drain_peer(tp, pt->peer);
+            if (st != RMACOLL_SUCCESS) {
+                return st;
+            }
+        }
+    }
+    return RMACOLL_SUCCESS;
+}
+
+static size_t ofi_pending(rmacoll_transport_t *tp)
+{
+    /* After a failure queued puts are never issued: their sources are free. */
+    return tp->ops_busy + (tp->failed == RMACOLL_SUCCESS ? tp->nqueued : 0);
+}
+
+static int ofi_error_peer(rmacoll_transport_t *tp)
+{
+    return tp->err_peer;
+}
+
+const rmacoll_transport_ops_t rmacoll_transport_ofi_ops = {
+    .abi_version = RMACOLL_TRANSPORT_ABI_VERSION,
+    .struct_size = sizeof(rmacoll_transport_ops_t),
+    .name = "ofi",
+    .desc = "libfabric rdm: fi_writemsg + remote cq data signals (tcp;ofi_rxm, shm, "
+            "sockets, efa, cxi)",
+    .caps = RMACOLL_TCAP_PROXY | RMACOLL_TCAP_MEM_HOST,
+    .init = ofi_init,
+    .finalize = ofi_finalize,
+    .mem_register = ofi_mem_register,
+    .mem_deregister = ofi_mem_deregister,
+    .post_puts = ofi_post_puts,
+    .progress = ofi_progress,
+    .pending = ofi_pending,
+    .error_peer = ofi_error_peer,
+};
