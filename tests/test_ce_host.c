@@ -485,6 +485,7 @@ static void child_dead_peer(child_t *c, void *arg)
         barrier(c); /* rank 0's first put is done */
         CHECK(c, buf[0] == word);
         CHECK(c, c->sh->signals[1][idx] == 1);
+        barrier(c); /* checked before rank 0 puts again */
         _exit(0); /* gone without finalize, as after a crash */
     }
     rmacoll_put_t put = {
@@ -496,6 +497,7 @@ static void child_dead_peer(child_t *c, void *arg)
         .sig_value = 1,
     };
     CHECK(c, OPS->post_puts(tp, &put, 1) == RMACOLL_SUCCESS);
+    barrier(c);
     barrier(c);
     deadline = now_s() + SPIN_S;
     for (k = 2; now_s() < deadline; k++) {
