@@ -522,6 +522,14 @@ const rmacoll_topo_t *refexec_topo(const refexec_t *ex)
     return ex->topo;
 }
 
+const char *refexec_plan_errmsg(const refexec_t *ex, int r)
+{
+    if (r < 0 || r >= ex->n || ex->rk[r].plan_ok) {
+        return "";
+    }
+    return ex->rk[r].plan.errmsg;
+}
+
 /* ------------------------------------------------------------ prepare */
 
 static void res_reset(refexec_t *ex, refexec_result_t *res)

@@ -115,6 +115,8 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
 /** Rank r's plan from the last prepare (NULL if its build failed). */
 const rmacoll__plan_t *refexec_plan(const refexec_t *ex, int r);
 const rmacoll_topo_t *refexec_topo(const refexec_t *ex);
+/** Rank r's plan build error message from the last prepare ("" if none). */
+const char *refexec_plan_errmsg(const refexec_t *ex, int r);
 
 /**
  * Runs the prepared call (after a successful prepare) and checks it.

@@ -1,0 +1,24 @@
+# test_plan: the planner unit tests, plus smoke tests of the rmacoll-plan
+# tool (tools/plan.c) on shared cases: a plan checked by the reference
+# executor, valid JSON, and the mismatch case failing with the rank named.
+add_test(NAME ${name} COMMAND ${name})
+set_tests_properties(${name} PROPERTIES TIMEOUT 120)
+if(TARGET rmacoll-plan)
+  add_test(NAME plan_tool_check
+    COMMAND rmacoll-plan --case ${RMACOLL_CASES_DIR}/uneven_nodes_3_2.txt
+            --scheduler node_shift --relay-buffer 4K --slots 4 --check)
+  set_tests_properties(plan_tool_check PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "check: ok \\(data, 2 calls")
+  add_test(NAME plan_tool_json
+    COMMAND rmacoll-plan --topology 2,3 --dist sparse:0.5 --count 7 --seed 5
+            --json --rank 1)
+  set_tests_properties(plan_tool_json PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "^\\{\"case\":.*\"plans\":\\[\\{\"rank\":1,.*\"totals\":\\{\"rounds\":")
+  add_test(NAME plan_tool_mismatch
+    COMMAND rmacoll-plan --case ${RMACOLL_CASES_DIR}/mismatch_2x2.txt)
+  set_tests_properties(plan_tool_mismatch PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "fails on every rank with RMACOLL_ERR_MISMATCH.*rank 0 found a count mismatch")
+  add_test(NAME plan_tool_mismatch_status
+    COMMAND rmacoll-plan --case ${RMACOLL_CASES_DIR}/mismatch_2x2.txt)
+  set_tests_properties(plan_tool_mismatch_status PROPERTIES TIMEOUT 60 WILL_FAIL TRUE)
+endif()

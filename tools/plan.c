@@ -1,0 +1,518 @@
+/*
+ * plan.c - rmacoll-plan: prints the plan (batches of tasks in four
+ * queues) that every rank, or one, would run for one AlltoAllV call, from
+ * a count-matrix case file or a generated matrix, without any transport;
+ * then byte totals per round and per link (src rank, dst rank, path).
+ * With --check it also runs the plans through the reference executor
+ * (tests/support/refexec.c) and prints ok or the first failure.
+ * Output formats: docs/plan-format.md.
+ *
+ * The reference executor lives with the tests; it is compiled into this
+ * tool by including its source, so the tool builds without the tests.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases.h"
+#include "core/plan.h"
+#include "rmacoll.h"
+#include "tests/support/refexec.c"
+
+#define PLAN_NAME "rmacoll-plan"
+
+static void plan_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: " PLAN_NAME " (--case FILE | --topology 4,4 [--dist D] "
+            "[--count N] [--seed S] [--dtype T])\n"
+            "       [--rank R] [--json] [--check [--calls N] [--virtual]] [--config F]\n"
+            "       [--scheduler NAME] [--scheduler-plugin PATH] "
+            "[--scheduler-seed S]\n"
+            "       [--relay on|off] [--relay-buffer BYTES] [--slots S] "
+            "[--max-task-bytes BYTES]\n"
+            "  --case FILE          count-matrix case (shared/cases format)\n"
+            "  --topology L,L,...   ranks per node, to generate a matrix\n"
+            "  --dist D             uniform | random | zipf:ALPHA | sparse:P "
+            "(default uniform)\n"
+            "  --count N            mean elements per (sender, receiver) "
+            "(default 1024)\n"
+            "  --seed S             generator seed (default 1)\n"
+            "  --dtype T            element type of a generated matrix "
+            "(default float32)\n"
+            "  --rank R             print only rank R's plan (totals over it)\n"
+            "  --json               one JSON object instead of text\n"
+            "  --check              run the reference executor on the plans\n"
+            "  --calls N            with --check: N calls back to back "
+            "(default 2)\n"
+            "  --virtual            with --check: track provenance, not data "
+            "(automatic when\n"
+            "                       the buffers would exceed 1 GiB)\n"
+            "  --config FILE        rmacoll YAML config (options below "
+            "override it)\n"
+            "sizes accept K, M, G, T suffixes (powers of 1024).\n");
+}
+
+/* Totals over the printed plans. */
+typedef struct plan_totals {
+    int nrounds;
+    uint64_t *round_puts, *round_bytes, *round_path;  /* [nrounds], [2*nr] */
+    uint64_t *links;                                   /* [n * n * 2] */
+} plan_totals_t;
+
+static int plan_totals(refexec_t *ex, int only, plan_totals_t *tot)
+{
+    const rmacoll_topo_t *topo = refexec_topo(ex);
+    int n = topo->nranks;
+
+    memset(tot, 0, sizeof(*tot));
+    for (int r = 0; r < n; r++) {
+        const rmacoll__plan_t *p = refexec_plan(ex, r);
+
+        for (size_t k = 0; p != NULL && k < p->ntasks; k++) {
+            if (p->tasks[k].round + 1 > tot->nrounds) {
+                tot->nrounds = p->tasks[k].round + 1;
+            }
+        }
+    }
+    tot->round_puts = calloc((size_t)tot->nrounds + 1, sizeof(uint64_t));
+    tot->round_bytes = calloc((size_t)tot->nrounds + 1, sizeof(uint64_t));
+    tot->round_path = calloc(2 * (size_t)tot->nrounds + 2, sizeof(uint64_t));
+    tot->links = calloc((size_t)n * n * 2, sizeof(uint64_t));
+    if (!tot->round_puts || !tot->round_bytes || !tot->round_path ||
+        !tot->links) {
+        return -1;
+    }
+    for (int r = 0; r < n; r++) {
+        const rmacoll__plan_t *p = refexec_plan(ex, r);
+
+        if (only >= 0 && r != only) {
+            continue;
+        }
+        for (size_t k = 0; p != NULL && k < p->ntasks; k++) {
+            const rmacoll__task_t *t = &p->tasks[k];
+
+            if (t->op != RMACOLL__OP_PUT) {
+                continue;
+            }
+            tot->round_puts[t->round]++;
+            tot->round_bytes[t->round] += t->bytes;
+            tot->round_path[2 * (size_t)t->round + t->path] += t->bytes;
+            tot->links[((size_t)r * n + t->peer) * 2 + t->path] += t->bytes;
+        }
+    }
+    return 0;
+}
+
+static void plan_totals_free(plan_totals_t *tot)
+{
+    free(tot->round_puts);
+    free(tot->round_bytes);
+    free(tot->round_path);
+    free(tot->links);
+}
+
+static void print_totals_text(const plan_totals_t *tot, int n)
+{
+    printf("totals per round (puts, bytes: proxy + ce):\n");
+    for (int r = 0; r < tot->nrounds; r++) {
+        if (tot->round_puts[r] == 0) {
+            continue;
+        }
+        printf("  round %d: %" PRIu64 " puts, %" PRIu64 " B (proxy %" PRIu64
+               " B, ce %" PRIu64 " B)\n", r, tot->round_puts[r],
+               tot->round_bytes[r], tot->round_path[2 * r],
+               tot->round_path[2 * r + 1]);
+    }
+    printf("totals per link (src -> dst path: bytes):\n");
+    for (int s = 0; s < n; s++) {
+        for (int d = 0; d < n; d++) {
+            for (int path = 0; path < 2; path++) {
+                uint64_t b = tot->links[((size_t)s * n + d) * 2 + path];
+
+                if (b != 0) {
+                    printf("  %d -> %d %s: %" PRIu64 " B\n", s, d,
+                           path ? "ce" : "proxy", b);
+                }
+            }
+        }
+    }
+}
+
+static void print_totals_json(const plan_totals_t *tot, int n)
+{
+    int first = 1;
+
+    printf("\"totals\":{\"rounds\":[");
+    for (int r = 0; r < tot->nrounds; r++) {
+        if (tot->round_puts[r] == 0) {
+            continue;
+        }
+        printf("%s{\"round\":%d,\"puts\":%" PRIu64 ",\"bytes\":%" PRIu64
+               ",\"proxy_bytes\":%" PRIu64 ",\"ce_bytes\":%" PRIu64 "}",
+               first ? "" : ",", r, tot->round_puts[r], tot->round_bytes[r],
+               tot->round_path[2 * r], tot->round_path[2 * r + 1]);
+        first = 0;
+    }
+    printf("],\"links\":[");
+    first = 1;
+    for (int s = 0; s < n; s++) {
+        for (int d = 0; d < n; d++) {
+            for (int path = 0; path < 2; path++) {
+                uint64_t b = tot->links[((size_t)s * n + d) * 2 + path];
+
+                if (b != 0) {
+                    printf("%s{\"src\":%d,\"dst\":%d,\"path\":\"%s\","
+                           "\"bytes\":%" PRIu64 "}", first ? "" : ",", s, d,
+                           path ? "ce" : "proxy", b);
+                    first = 0;
+                }
+            }
+        }
+    }
+    printf("]}");
+}
+
+/* Prints a JSON string (names and messages carry no control bytes but
+ * may carry quotes). */
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s != '\0'; s++) {
+        if (*s == '"' || *s == '\\') {
+            putchar('\\');
+        }
+        putchar((unsigned char)*s < 0x20 ? ' ' : *s);
+    }
+    putchar('"');
+}
+
+static int plan_parse_size(const char *opt, const char *arg, uint64_t *v)
+{
+    if (rmacoll_parse_size(arg, v) != RMACOLL_SUCCESS) {
+        fprintf(stderr, PLAN_NAME ": %s: bad size '%s'\n", opt, arg);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    enum {
+        OPT_CASE = 256, OPT_TOPOLOGY, OPT_DIST, OPT_COUNT, OPT_SEED, OPT_DTYPE,
+        OPT_RANK, OPT_JSON, OPT_CHECK, OPT_CALLS, OPT_CONFIG, OPT_SCHED,
+        OPT_PLUGIN, OPT_SCHED_SEED, OPT_RELAY, OPT_RELAY_BUF, OPT_SLOTS,
+        OPT_MAX_TASK, OPT_VIRTUAL, OPT_HELP
+    };
+    static const struct option longopts[] = {
+        {"case", required_argument, NULL, OPT_CASE},
+        {"topology", required_argument, NULL, OPT_TOPOLOGY},
+        {"dist", required_argument, NULL, OPT_DIST},
+        {"count", required_argument, NULL, OPT_COUNT},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"dtype", required_argument, NULL, OPT_DTYPE},
+        {"rank", required_argument, NULL, OPT_RANK},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"check", no_argument, NULL, OPT_CHECK},
+        {"virtual", no_argument, NULL, OPT_VIRTUAL},
+        {"calls", required_argument, NULL, OPT_CALLS},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"scheduler", required_argument, NULL, OPT_SCHED},
+        {"scheduler-plugin", required_argument, NULL, OPT_PLUGIN},
+        {"scheduler-seed", required_argument, NULL, OPT_SCHED_SEED},
+        {"relay", required_argument, NULL, OPT_RELAY},
+        {"relay-buffer", required_argument, NULL, OPT_RELAY_BUF},
+        {"slots", required_argument, NULL, OPT_SLOTS},
+        {"max-task-bytes", required_argument, NULL, OPT_MAX_TASK},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    const char *case_path = NULL, *topology = NULL, *dist_spec = "uniform";
+    const char *config_path = NULL, *sched = NULL, *plugin = NULL;
+    const char *relay = NULL, *relay_buf = NULL, *slots = NULL;
+    const char *max_task = NULL, *sched_seed = NULL;
+    uint64_t count = 1024, seed = 1, v;
+    rmacoll_datatype_t dtype = RMACOLL_FLOAT32;
+    int only = -1, json = 0, check = 0, calls = 2, opt, rc = 0, virt = 0;
+    rmacoll_config_t cfg;
+    rmacoll_case_t *c = NULL;
+    refexec_opts_t o;
+    refexec_t *ex = NULL;
+    refexec_result_t res;
+    char err[512];
+    rmacoll_status_t st;
+
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case OPT_CASE: case_path = optarg; break;
+        case OPT_TOPOLOGY: topology = optarg; break;
+        case OPT_DIST: dist_spec = optarg; break;
+        case OPT_COUNT:
+            if (plan_parse_size("--count", optarg, &count) != 0) {
+                return 2;
+            }
+            break;
+        case OPT_SEED: seed = strtoull(optarg, NULL, 0); break;
+        case OPT_DTYPE:
+            if (rmacoll_datatype_from_name(optarg, &dtype) != RMACOLL_SUCCESS) {
+                fprintf(stderr, PLAN_NAME ": --dtype: unknown type '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case OPT_RANK: only = atoi(optarg); break;
+        case OPT_JSON: json = 1; break;
+        case OPT_CHECK: check = 1; break;
+        case OPT_VIRTUAL: virt = 1; break;
+        case OPT_CALLS: calls = atoi(optarg); break;
+        case OPT_CONFIG: config_path = optarg; break;
+        case OPT_SCHED: sched = optarg; break;
+        case OPT_PLUGIN: plugin = optarg; break;
+        case OPT_SCHED_SEED: sched_seed = optarg; break;
+        case OPT_RELAY: relay = optarg; break;
+        case OPT_RELAY_BUF: relay_buf = optarg; break;
+        case OPT_SLOTS: slots = optarg; break;
+        case OPT_MAX_TASK: max_task = optarg; break;
+        case OPT_HELP:
+        case 'h':
+            plan_usage(stdout);
+            return 0;
+        default:
+            plan_usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc || (case_path == NULL) == (topology == NULL) ||
+        calls < 1) {
+        fprintf(stderr, PLAN_NAME ": give exactly one of --case and "
+                        "--topology (and no other arguments)\n");
+        plan_usage(stderr);
+        return 2;
+    }
+
+    /* configuration: defaults, optional file, then the options */
+    rmacoll_config_init(&cfg);
+    if (config_path != NULL &&
+        rmacoll_config_load(config_path, &cfg, err, sizeof(err)) !=
+            RMACOLL_SUCCESS) {
+        fprintf(stderr, PLAN_NAME ": %s\n", err);
+        return 2;
+    }
+    refexec_opts_init(&o);
+    o.scheduler = sched != NULL ? sched : cfg.scheduler;
+    o.scheduler_plugin = plugin != NULL ? plugin
+                         : cfg.scheduler_plugin[0] ? cfg.scheduler_plugin
+                                                   : NULL;
+    o.sched_seed = sched_seed != NULL ? strtoull(sched_seed, NULL, 0)
+                                      : cfg.scheduler_seed;
+    o.relay_enabled = cfg.relay_enabled;
+    o.relay_buffer_bytes = cfg.relay_buffer_bytes;
+    o.relay_slots = cfg.relay_slots;
+    o.max_task_bytes = cfg.max_task_bytes;
+    if (relay != NULL) {
+        if (strcmp(relay, "on") != 0 && strcmp(relay, "off") != 0) {
+            fprintf(stderr, PLAN_NAME ": --relay: expected on or off, got "
+                            "'%s'\n", relay);
+            return 2;
+        }
+        o.relay_enabled = strcmp(relay, "on") == 0;
+    }
+    if ((relay_buf != NULL &&
+         plan_parse_size("--relay-buffer", relay_buf, &o.relay_buffer_bytes)) ||
+        (max_task != NULL &&
+         plan_parse_size("--max-task-bytes", max_task, &o.max_task_bytes))) {
+        return 2;
+    }
+    if (slots != NULL) {
+        if (plan_parse_size("--slots", slots, &v) != 0 || v < 1 ||
+            v > UINT32_MAX) {
+            fprintf(stderr, PLAN_NAME ": --slots: need 1..%u\n", UINT32_MAX);
+            return 2;
+        }
+        o.relay_slots = (uint32_t)v;
+    }
+    if (o.max_task_bytes == 0 || o.relay_slots == 0) {
+        fprintf(stderr, PLAN_NAME ": max_task_bytes and relay slots must be "
+                        "positive\n");
+        return 2;
+    }
+    o.ncalls = calls;
+
+    /* the call */
+    if (case_path != NULL) {
+        if (rmacoll_case_load(case_path, &c, err, sizeof(err)) !=
+            RMACOLL_SUCCESS) {
+            fprintf(stderr, PLAN_NAME ": %s\n", err);
+            return 2;
+        }
+    } else {
+        int node_of[4096], n, sizes[4096], nnodes = 0;
+        rmacoll_case_dist_t dist;
+
+        if (rmacoll_case_parse_topology(topology, node_of, 4096, &n) !=
+            RMACOLL_SUCCESS) {
+            fprintf(stderr, PLAN_NAME ": --topology: expected ranks per node "
+                            "such as 4,4 (got '%s')\n", topology);
+            return 2;
+        }
+        if (rmacoll_case_dist_parse(dist_spec, &dist) != RMACOLL_SUCCESS) {
+            fprintf(stderr, PLAN_NAME ": --dist: expected uniform, random, "
+                            "zipf:ALPHA or sparse:P (got '%s')\n", dist_spec);
+            return 2;
+        }
+        for (int r = 0; r < n; r++) {
+            if (r == 0 || node_of[r] != node_of[r - 1]) {
+                sizes[nnodes++] = 0;
+            }
+            sizes[nnodes - 1]++;
+        }
+        if (rmacoll_case_random(nnodes, sizes, &dist, (int64_t)count, seed,
+                                dtype, &c) != RMACOLL_SUCCESS) {
+            fprintf(stderr, PLAN_NAME ": cannot generate the matrix\n");
+            return 2;
+        }
+        snprintf(c->name, sizeof(c->name), "topology %s dist %s count %"
+                 PRIu64 " seed %" PRIu64, topology, dist_spec, count, seed);
+    }
+    if (only >= c->nranks || only < -1) {
+        fprintf(stderr, PLAN_NAME ": --rank %d: the case has %d ranks\n", only,
+                c->nranks);
+        rmacoll_case_free(c);
+        return 2;
+    }
+    {
+        /* data mode allocates every buffer: above 1 GiB go virtual */
+        uint64_t total = o.relay_enabled ? o.relay_buffer_bytes * c->nranks : 0;
+        size_t es = rmacoll_datatype_size(c->dtype);
+
+        for (size_t k = 0; k < (size_t)c->nranks * c->nranks; k++) {
+            total += (uint64_t)(c->send[k] + c->recv[k]) * es;
+        }
+        o.virtual_mode = virt || total > (1ull << 30);
+    }
+    st = refexec_create(&o, c->nranks, c->node_of, &ex, err, sizeof(err));
+    if (st != RMACOLL_SUCCESS) {
+        fprintf(stderr, PLAN_NAME ": %s\n", err);
+        rmacoll_case_free(c);
+        return 2;
+    }
+    st = refexec_prepare(ex, c, &res);
+    if (st != RMACOLL_SUCCESS) {
+        /* every rank fails the call; say which ranks saw why */
+        fprintf(stderr, PLAN_NAME ": %s: the call fails on every rank with "
+                        "%s\n", c->name, rmacoll_status_name(st));
+        for (int r = 0; r < c->nranks; r++) {
+            const char *m = refexec_plan_errmsg(ex, r);
+
+            if (m[0] != '\0') {
+                fprintf(stderr, "  rank %d %s: %s\n", r,
+                        st == RMACOLL_ERR_MISMATCH ? "found a count mismatch"
+                                                   : "failed",
+                        m);
+            }
+        }
+        if (json) {
+            printf("{\"case\":");
+            json_str(c->name);
+            printf(",\"status\":\"%s\",\"errors\":[", rmacoll_status_name(st));
+            for (int r = 0, first = 1; r < c->nranks; r++) {
+                const char *m = refexec_plan_errmsg(ex, r);
+
+                if (m[0] != '\0') {
+                    printf("%s{\"rank\":%d,\"message\":", first ? "" : ",", r);
+                    json_str(m);
+                    printf("}");
+                    first = 0;
+                }
+            }
+            printf("]}\n");
+        }
+        refexec_destroy(ex);
+        rmacoll_case_free(c);
+        return 1;
+    }
+
+    {
+        plan_totals_t tot;
+        const rmacoll_topo_t *topo = refexec_topo(ex);
+
+        if (plan_totals(ex, only, &tot) != 0) {
+            fprintf(stderr, PLAN_NAME ": out of memory\n");
+            return 2;
+        }
+        if (json) {
+            printf("{\"case\":");
+            json_str(c->name);
+            printf(",\"nranks\":%d,\"nnodes\":%d,\"dtype\":\"%s\","
+                   "\"config\":{\"scheduler\":",
+                   c->nranks, topo->nnodes, rmacoll_datatype_name(c->dtype));
+            json_str(o.scheduler_plugin ? o.scheduler_plugin : o.scheduler);
+            printf(",\"relay\":%s,\"relay_buffer_bytes\":%" PRIu64
+                   ",\"relay_slots\":%u,\"max_task_bytes\":%" PRIu64
+                   "},\"status\":\"%s\",\"plans\":[",
+                   o.relay_enabled ? "true" : "false", o.relay_buffer_bytes,
+                   o.relay_slots, o.max_task_bytes,
+                   rmacoll_status_name(RMACOLL_SUCCESS));
+            for (int r = 0, first = 1; r < c->nranks; r++) {
+                if (only >= 0 && r != only) {
+                    continue;
+                }
+                printf("%s", first ? "" : ",");
+                fflush(stdout);
+                rmacoll__plan_print_json(stdout, refexec_plan(ex, r), topo);
+                first = 0;
+            }
+            printf("],");
+            print_totals_json(&tot, c->nranks);
+        } else {
+            printf("# %s: %d ranks on %d nodes, %s; scheduler %s, relay %s "
+                   "(%" PRIu64 " B, %u slots), max_task_bytes %" PRIu64 "\n",
+                   c->name, c->nranks, topo->nnodes,
+                   rmacoll_datatype_name(c->dtype),
+                   o.scheduler_plugin ? o.scheduler_plugin : o.scheduler,
+                   o.relay_enabled ? "on" : "off", o.relay_buffer_bytes,
+                   o.relay_slots, o.max_task_bytes);
+            for (int r = 0; r < c->nranks; r++) {
+                if (only < 0 || r == only) {
+                    rmacoll__plan_print_text(stdout, refexec_plan(ex, r), topo);
+                }
+            }
+            print_totals_text(&tot, c->nranks);
+        }
+        plan_totals_free(&tot);
+    }
+
+    if (check) {
+        for (int k = 0; k < calls && rc == 0; k++) {
+            res.call = k;
+            if ((k == 0 ? refexec_execute(ex, &res) : refexec_call(ex, c, &res))
+                != RMACOLL_SUCCESS) {
+                rc = 1;
+            }
+        }
+        if (json) {
+            printf(",\"check\":{\"ok\":%s,\"calls\":%" PRIu64 ",\"message\":",
+                   rc == 0 ? "true" : "false", res.stats.calls);
+            json_str(res.msg);
+            printf(",\"puts\":%" PRIu64 ",\"signals\":%" PRIu64
+                   ",\"proxy_bytes\":%" PRIu64 ",\"ce_bytes\":%" PRIu64 "}",
+                   res.stats.puts, res.stats.signals, res.stats.bytes_proxy,
+                   res.stats.bytes_ce);
+        } else if (rc == 0) {
+            printf("check: ok (%s, %" PRIu64 " calls, %" PRIu64 " puts, %"
+                   PRIu64 " signals, proxy %" PRIu64 " B, ce %" PRIu64 " B)\n",
+                   o.virtual_mode ? "virtual" : "data", res.stats.calls, res.stats.puts, res.stats.signals,
+                   res.stats.bytes_proxy, res.stats.bytes_ce);
+        } else {
+            printf("check: FAILED: %s\n", res.msg);
+        }
+    }
+    if (json) {
+        printf("}\n");
+    }
+    refexec_destroy(ex);
+    rmacoll_case_free(c);
+    return rc;
+}
