@@ -333,6 +333,10 @@ static void fill_env(rmacoll_comm_t *comm, rmacoll_transport_env_t *env,
     env->oob_ctx = comm->bs;
     env->log = env_log;
     env->log_ctx = &comm->log;
+    for (int r = 0; r < comm->nranks; r++) {
+        comm->peer_nsig[r] = comm->peer_lay[r].nsig;
+    }
+    env->peer_nsignals = comm->peer_nsig;
 }
 
 static rmacoll_status_t setup_transports(rmacoll_comm_t *comm)
@@ -440,6 +444,7 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
 
     comm->peer_ctrl = calloc(n, sizeof(*comm->peer_ctrl));
     comm->peer_lay = calloc(n, sizeof(*comm->peer_lay));
+    comm->peer_nsig = calloc(n, sizeof(uint32_t));
     comm->peer_signals = calloc(n, sizeof(*comm->peer_signals));
     comm->net_list = calloc(n, sizeof(int));
     comm->net_slot_at = calloc(n, sizeof(int));
@@ -458,7 +463,7 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->chan_rcount = calloc(nc, sizeof(int64_t));
     comm->chan_rdispl = calloc(nc, sizeof(int64_t));
     comm->meta_puts = calloc(n, sizeof(rmacoll_put_t));
-    if (!comm->peer_ctrl || !comm->peer_lay || !comm->peer_signals || !comm->net_list ||
+    if (!comm->peer_ctrl || !comm->peer_lay || !comm->peer_nsig || !comm->peer_signals || !comm->net_list ||
         !comm->net_slot_at || !comm->net_index || !comm->ce_peers ||
         !comm->net_peers || !comm->peer_ctrl_rkey || !comm->peer_relay_rkey ||
         !comm->scratch || !comm->uniform || !comm->peer_rcount || !comm->peer_rdispl ||
@@ -508,6 +513,7 @@ static void comm_free(rmacoll_comm_t *comm)
     pthread_mutex_destroy(&comm->net_lock);
     free(comm->peer_ctrl);
     free(comm->peer_lay);
+    free(comm->peer_nsig);
     free(comm->peer_signals);
     free(comm->net_list);
     free(comm->net_slot_at);

@@ -93,6 +93,7 @@ struct rmacoll_comm {
     int nin;
 
     rmacoll__ctrl_layout_t *peer_lay; /* [nranks]: node and network peers */
+    uint32_t *peer_nsig;              /* [nranks]: their signal-word counts */
 
     /* network peers (symmetric set), sorted */
     int nnet;

@@ -103,6 +103,9 @@ typedef struct rmacoll_transport_env {
 #endif
         ;
     void *log_ctx;
+    /* [nranks]: number of signal words of each node peer (they differ
+     * between ranks); NULL = every rank has nsignals */
+    const uint32_t *peer_nsignals;
 } rmacoll_transport_env_t;
 
 typedef struct rmacoll_transport_ops {

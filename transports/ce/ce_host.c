@@ -482,6 +482,7 @@ static rmacoll_status_t ce_check_put(rmacoll_transport_t *tp,
                                      volatile uint64_t **words)
 {
     const rmacoll_transport_env_t *env = tp->env;
+    uint32_t nwords;
 
     *words = NULL;
     if (p->peer < 0 || p->peer >= tp->nranks) {
@@ -515,10 +516,13 @@ static rmacoll_status_t ce_check_put(rmacoll_transport_t *tp,
     } else if (env->peer_signals != NULL) {
         *words = (volatile uint64_t *)env->peer_signals[p->peer];
     }
-    if (*words == NULL || p->sig_index >= env->nsignals) {
+    nwords = (p->peer != tp->rank && env->peer_nsignals != NULL)
+                 ? env->peer_nsignals[p->peer]
+                 : env->nsignals;
+    if (*words == NULL || p->sig_index >= nwords) {
         CE_LOG(env, RMACOLL_LOG_ERROR,
                "ce: put %zu to peer %d signals word %u of %u%s", i, p->peer,
-               p->sig_index, env->nsignals,
+               p->sig_index, nwords,
                *words == NULL ? ", but the peer's signal words are not mapped"
                               : "");
         return RMACOLL_ERR_INVALID_ARG;

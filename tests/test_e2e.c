@@ -1,0 +1,293 @@
+/*
+ * test_e2e.c - multi-process integration tests over real transports:
+ * ranks are processes, nodes are virtual, CE host backend inside a node,
+ * libfabric (tcp;ofi_rxm by default, shm) between nodes. Every receive
+ * buffer is checked byte for byte, gaps included.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "e2e_body.h"
+#include "mprun.h"
+
+static const char *const case_files[] = {
+    "all_zero.txt",        "half_idle.txt",          "incast_16_to_0.txt",
+    "mismatch_2x2.txt",    "moe_zipf_2x4.txt",       "one_column_zero.txt",
+    "single_rank_node_1_4.txt", "sparse_two_cross.txt", "symmetric_small_2x2.txt",
+    "uneven_nodes_3_2.txt",
+};
+
+static rmacoll_config_t base_config(void)
+{
+    rmacoll_config_t cfg;
+    char err[256];
+
+    assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_SUCCESS);
+    cfg.timeout_ms = 20000;
+    return cfg;
+}
+
+/* Runs `ncalls` calls cycling over cases on every rank; all must pass. */
+static void run(const rmacoll_config_t *cfg, const rmacoll_case_t *cases, int ncases,
+                int ncalls, rmacoll_status_t expect)
+{
+    int codes[64] = {0};
+    e2e_arg_t arg = {cases, ncases, ncalls, expect, 1};
+    mprun_opts_t o = {cases[0].nranks, cases[0].node_of, cfg, 240, -1};
+    int failed = mprun(&o, e2e_body, &arg, codes);
+
+    if (failed) {
+        for (int r = 0; r < cases[0].nranks; r++) {
+            print_message("rank %d exit %d\n", r, codes[r]);
+        }
+    }
+    assert_int_equal(failed, 0);
+}
+
+static rmacoll_case_t *load(const char *file)
+{
+    char path[512], err[256];
+    rmacoll_case_t *c = NULL;
+
+    snprintf(path, sizeof(path), "%s/%s", RMACOLL_CASES_DIR, file);
+    if (rmacoll_case_load(path, &c, err, sizeof(err)) != RMACOLL_SUCCESS) {
+        fail_msg("%s", err);
+    }
+    return c;
+}
+
+/* Every shared case, three calls back to back, over tcp;ofi_rxm. */
+static void test_cases_tcp(void **state)
+{
+    rmacoll_config_t cfg = base_config();
+
+    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "tcp;ofi_rxm");
+    for (size_t k = 0; k < sizeof(case_files) / sizeof(case_files[0]); k++) {
+        rmacoll_case_t *c = load(case_files[k]);
+        print_message("case %s\n", case_files[k]);
+        run(&cfg, c, 1, 3, c->has_mismatch ? RMACOLL_ERR_MISMATCH : RMACOLL_SUCCESS);
+        rmacoll_case_free(c);
+    }
+}
+
+/* The same over the shm provider between virtual nodes, relay on and off. */
+static void test_cases_shm(void **state)
+{
+    rmacoll_config_t cfg = base_config();
+
+    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "shm");
+    for (int relay = 1; relay >= 0; relay--) {
+        cfg.relay_enabled = relay;
+        for (size_t k = 0; k < sizeof(case_files) / sizeof(case_files[0]); k++) {
+            rmacoll_case_t *c = load(case_files[k]);
+            run(&cfg, c, 1, 2, c->has_mismatch ? RMACOLL_ERR_MISMATCH : RMACOLL_SUCCESS);
+            rmacoll_case_free(c);
+        }
+    }
+}
+
+/* Random matrices over the topologies the issue names, several seeds and
+ * schedulers, and a node numbering that is not contiguous. */
+static void test_random_topologies(void **state)
+{
+    static const struct {
+        int nnodes;
+        int sizes[4];
+    } topos[] = {{1, {4}}, {4, {1, 1, 1, 1}}, {2, {2, 2}}, {2, {3, 2}}, {2, {1, 4}}};
+    static const char *const scheds[] = {"shift", "node_shift", "xor", "random"};
+    static const char *const dists[] = {"random", "zipf:1.2", "sparse:0.3"};
+    rmacoll_config_t cfg = base_config();
+
+    for (size_t t = 0; t < sizeof(topos) / sizeof(topos[0]); t++) {
+        for (int seed = 1; seed <= 3; seed++) {
+            rmacoll_case_dist_t dist;
+            rmacoll_case_t *cs[3];
+            rmacoll_case_t calls[3];
+            snprintf(cfg.scheduler, sizeof(cfg.scheduler), "%s", scheds[(t + seed) % 4]);
+            for (int k = 0; k < 3; k++) {
+                assert_int_equal(rmacoll_case_dist_parse(dists[k], &dist), RMACOLL_SUCCESS);
+                assert_int_equal(rmacoll_case_random(topos[t].nnodes, topos[t].sizes, &dist,
+                                                     100 + 37 * seed, (uint64_t)(seed * 10 + k),
+                                                     k == 1 ? RMACOLL_INT8 : RMACOLL_FLOAT32,
+                                                     &cs[k]),
+                                 RMACOLL_SUCCESS);
+                calls[k] = *cs[k];
+            }
+            run(&cfg, calls, 3, 3, RMACOLL_SUCCESS);
+            for (int k = 0; k < 3; k++) {
+                rmacoll_case_free(cs[k]);
+            }
+        }
+    }
+}
+
+/* Ranks of one node numbered non-contiguously: nodes 0,1,0,1,1. */
+static void test_noncontiguous_nodes(void **state)
+{
+    static const int node_of[] = {0, 1, 0, 1, 1};
+    rmacoll_config_t cfg = base_config();
+    rmacoll_case_t *c;
+    uint64_t rs = 7;
+
+    assert_int_equal(rmacoll_case_create(5, node_of, RMACOLL_FLOAT64, &c), RMACOLL_SUCCESS);
+    for (int k = 0; k < 25; k++) {
+        c->send[k] = c->recv[k] = (int64_t)(rmacoll_case_rand(&rs) % 300);
+    }
+    run(&cfg, c, 1, 3, RMACOLL_SUCCESS);
+    cfg.relay_enabled = 0;
+    run(&cfg, c, 1, 2, RMACOLL_SUCCESS);
+    rmacoll_case_free(c);
+}
+
+/* Relay buffer far smaller than the data: slots of 64 bytes reused many
+ * times per call (and a single slot, which doubles the round stride). */
+static void test_tiny_relay(void **state)
+{
+    rmacoll_config_t cfg = base_config();
+    rmacoll_case_dist_t dist;
+    rmacoll_case_t *c;
+    int sizes[2] = {2, 3};
+
+    assert_int_equal(rmacoll_case_dist_parse("random", &dist), RMACOLL_SUCCESS);
+    assert_int_equal(rmacoll_case_random(2, sizes, &dist, 300, 42, RMACOLL_INT32, &c),
+                     RMACOLL_SUCCESS);
+    cfg.relay_buffer_bytes = 4 * 64 * 3; /* up to 3 channels x 4 slots x 64 B */
+    cfg.relay_slots = 4;
+    run(&cfg, c, 1, 3, RMACOLL_SUCCESS);
+    cfg.relay_buffer_bytes = 3 * 24;
+    cfg.relay_slots = 1;
+    cfg.max_task_bytes = 16;
+    run(&cfg, c, 1, 2, RMACOLL_SUCCESS);
+    rmacoll_case_free(c);
+}
+
+/* 1000 back-to-back calls whose zero pattern changes every call. */
+static void test_many_calls(void **state)
+{
+    enum { NCASES = 16 };
+    rmacoll_config_t cfg = base_config();
+    rmacoll_case_dist_t dist;
+    rmacoll_case_t *cs[NCASES], calls[NCASES];
+    int sizes[2] = {2, 2};
+
+    assert_int_equal(rmacoll_case_dist_parse("sparse:0.5", &dist), RMACOLL_SUCCESS);
+    for (int k = 0; k < NCASES; k++) {
+        assert_int_equal(rmacoll_case_random(2, sizes, &dist, 8, (uint64_t)k + 1000,
+                                             RMACOLL_UINT8, &cs[k]),
+                         RMACOLL_SUCCESS);
+        calls[k] = *cs[k];
+    }
+    cfg.relay_buffer_bytes = 256;
+    run(&cfg, calls, NCASES, 1000, RMACOLL_SUCCESS);
+    for (int k = 0; k < NCASES; k++) {
+        rmacoll_case_free(cs[k]);
+    }
+}
+
+/* Every rank must report a bad argument on any rank, nothing written. */
+static int bad_arg_body(rmacoll_comm_t *comm, int rank, int nranks, void *arg)
+{
+    int64_t counts[8], displs[8];
+    char sbuf[64], rbuf[64];
+    rmacoll_status_t st;
+
+    for (int r = 0; r < nranks; r++) {
+        counts[r] = 2;
+        displs[r] = 2 * r;
+    }
+    memset(rbuf, 0x5a, sizeof(rbuf));
+    memset(sbuf, 1, sizeof(sbuf));
+    /* rank 2 passes a NULL send buffer with non-zero counts */
+    st = rmacoll_alltoallv(rank == 2 ? NULL : sbuf, counts, displs, rbuf, counts, displs,
+                           RMACOLL_INT8, comm, NULL);
+    if (st != RMACOLL_ERR_NULL_BUFFER || strstr(rmacoll_comm_last_error(comm), "rank 2") == NULL) {
+        fprintf(stderr, "rank %d: got %s: %s\n", rank, rmacoll_status_name(st),
+                rmacoll_comm_last_error(comm));
+        return 2;
+    }
+    for (size_t b = 0; b < sizeof(rbuf); b++) {
+        if ((unsigned char)rbuf[b] != 0x5a) {
+            return 1;
+        }
+    }
+    /* the communicator stays usable after an argument error */
+    st = rmacoll_alltoallv(sbuf, counts, displs, rbuf, counts, displs, RMACOLL_INT8, comm,
+                           NULL);
+    return st == RMACOLL_SUCCESS ? 0 : 3;
+}
+
+static void test_bad_argument_everywhere(void **state)
+{
+    static const int node_of[] = {0, 0, 1, 1};
+    rmacoll_config_t cfg = base_config();
+    int codes[4] = {0};
+    mprun_opts_t o = {4, node_of, &cfg, 60, -1};
+
+    assert_int_equal(mprun(&o, bad_arg_body, NULL, codes), 0);
+}
+
+/* A killed rank: the others fail with a timeout within the configured time. */
+static int killed_body(rmacoll_comm_t *comm, int rank, int nranks, void *arg)
+{
+    int64_t counts[8], displs[8];
+    char sbuf[64], rbuf[64];
+    struct timespec t0, t1;
+    rmacoll_status_t st;
+    double s;
+
+    for (int r = 0; r < nranks; r++) {
+        counts[r] = 4;
+        displs[r] = 4 * r;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    st = rmacoll_alltoallv(sbuf, counts, displs, rbuf, counts, displs, RMACOLL_INT8, comm,
+                           NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    fprintf(stderr, "rank %d after %.1f s: %s: %s\n", rank, s, rmacoll_status_name(st),
+            rmacoll_comm_last_error(comm));
+    if (st != RMACOLL_ERR_TIMEOUT && st != RMACOLL_ERR_TRANSPORT && st != RMACOLL_ERR_PEER) {
+        return 2;
+    }
+    /* the ranks that wait on rank 3 directly name it */
+    if ((rank == 1 || rank == 2) && strstr(rmacoll_comm_last_error(comm), "rank 3") == NULL) {
+        return 4;
+    }
+    return s < 2 * 1.5 + 2 ? 0 : 5;
+}
+
+static void test_killed_rank(void **state)
+{
+    static const int node_of[] = {0, 0, 1, 1};
+    rmacoll_config_t cfg = base_config();
+    int codes[4] = {0};
+    mprun_opts_t o = {4, node_of, &cfg, 60, 3};
+
+    cfg.timeout_ms = 1500;
+    assert_int_equal(mprun(&o, killed_body, NULL, codes), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cases_tcp),
+        cmocka_unit_test(test_cases_shm),
+        cmocka_unit_test(test_random_topologies),
+        cmocka_unit_test(test_noncontiguous_nodes),
+        cmocka_unit_test(test_tiny_relay),
+        cmocka_unit_test(test_many_calls),
+        cmocka_unit_test(test_bad_argument_everywhere),
+        cmocka_unit_test(test_killed_rank),
+    };
+
+    setenv("FI_TCP_IFACE", "lo", 0);
+    setenv("FI_SOCKETS_IFACE", "lo", 0);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
