@@ -462,7 +462,7 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->chan_sendcount = calloc(nc, sizeof(int64_t));
     comm->chan_rcount = calloc(nc, sizeof(int64_t));
     comm->chan_rdispl = calloc(nc, sizeof(int64_t));
-    comm->meta_puts = calloc(n, sizeof(rmacoll_put_t));
+    comm->meta_puts = calloc(2 * n, sizeof(rmacoll_put_t));
     if (!comm->peer_ctrl || !comm->peer_lay || !comm->peer_nsig || !comm->peer_signals || !comm->net_list ||
         !comm->net_slot_at || !comm->net_index || !comm->ce_peers ||
         !comm->net_peers || !comm->peer_ctrl_rkey || !comm->peer_relay_rkey ||

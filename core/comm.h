@@ -123,7 +123,7 @@ struct rmacoll_comm {
     rmacoll__plan_t plan;
     rmacoll_put_t *puts;
     size_t puts_cap;
-    rmacoll_put_t *meta_puts;         /* [nnet] */
+    rmacoll_put_t *meta_puts;         /* [2][nranks]: metadata, agreement */
 
     /* proxy thread: owns progress of the network transport */
     pthread_t proxy;

@@ -153,7 +153,9 @@ static rmacoll_status_t send_records(rmacoll_comm_t *comm, int par, int second)
         int p = comm->net_list[k];
         const rmacoll__ctrl_layout_t *pl = &comm->peer_lay[p];
         int slot = comm->net_slot_at[k];
-        rmacoll_put_t *put = &comm->meta_puts[k];
+        /* the two record kinds use separate put arrays: the proxy may not
+         * have posted the first job when the second is built */
+        rmacoll_put_t *put = &comm->meta_puts[(size_t)second * comm->nranks + k];
         size_t dst_off;
 
         memset(put, 0, sizeof(*put));
@@ -175,7 +177,8 @@ static rmacoll_status_t send_records(rmacoll_comm_t *comm, int par, int second)
         put->dst_rkey = &comm->peer_ctrl_rkey[p];
         put->sig_value = comm->epoch; /* epoch already counts this call */
     }
-    return rmacoll__proxy_submit(comm, comm->meta_puts, (size_t)comm->nnet);
+    return rmacoll__proxy_submit(comm, &comm->meta_puts[(size_t)second * comm->nranks],
+                                 (size_t)comm->nnet);
 }
 
 static rmacoll_status_t wait_records(rmacoll_comm_t *comm, int second)
