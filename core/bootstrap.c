@@ -13,7 +13,7 @@
  *   BYE     rank->root  (leaving; a later EOF is not a failure)
  * The root takes its deadlines from the ranks' "ms left" (the earliest one),
  * so it reports a missing rank before any waiting rank gives up; a rank
- * waits timeout_ms plus BS_GRACE_MS for the root's answer.
+ * waits timeout_ms plus a grace (BS_GRACE_MS) for the root's answer.
  */
 #define _GNU_SOURCE /* accept4 */
 #include "core/bootstrap.h"
@@ -39,7 +39,10 @@
 #define BS_ID_VERSION 1u
 #define BS_PROTO_VERSION 1u
 #define BS_HDR_BYTES 32
-#define BS_GRACE_MS 1000u
+/* Extra wait of a rank for the root's verdict beyond timeout_ms (the root
+ * may be slow to be scheduled; seconds of delay were seen on loaded
+ * machines): 5 s + timeout/8, at most 30 s. */
+#define BS_GRACE_MS(t) ((t) / 8 < 25000u ? 5000u + (t) / 8 : 30000u)
 #define BS_HELLO_TIMEOUT_MS 10000u /* accepted socket must say hello */
 #define BS_DRAIN_MS 5000u          /* root lingers after a failure */
 #define BS_ERRTEXT_MAX 1024
@@ -75,6 +78,7 @@ struct rmacoll__bootstrap {
     int rank;
     int nranks;
     uint64_t timeout_ms;
+    uint64_t grace_ms;       /* BS_GRACE_MS(timeout_ms) */
     rmacoll__logger_t lg;
     /* TCP path */
     int fd;                  /* -1 when closed */
@@ -1084,12 +1088,13 @@ static void *bs_root_main(void *arg)
         if (rc < 0) {
             continue;
         }
+        /* Pending sockets (those polled: accept below may add more):
+         * complete hellos, drop silent ones. */
+        int failed = 0;
+        int npend = rt->npending;
         if (rt->pfds[0].revents & POLLIN) {
             bs_root_accept(rt);
         }
-        /* Pending sockets: complete hellos, drop silent ones. */
-        int failed = 0;
-        int npend = rt->npending;
         uint64_t now = bs_now_ms();
         for (int i = 0; i < npend && !failed; i++) {
             bs_rconn_t *c = &rt->pending[i];
@@ -1452,6 +1457,7 @@ rmacoll_status_t rmacoll__bootstrap_create_ex(const rmacoll_unique_id_t *id,
     bs->nranks = nranks;
     bs->fd = -1;
     bs->timeout_ms = timeout_ms ? timeout_ms : RMACOLL__BOOTSTRAP_DEFAULT_TIMEOUT_MS;
+    bs->grace_ms = BS_GRACE_MS(bs->timeout_ms);
     if (lg != NULL) {
         bs->lg = *lg;
     } else {
@@ -1480,13 +1486,13 @@ rmacoll_status_t rmacoll__bootstrap_create_ex(const rmacoll_unique_id_t *id,
     h = (bs_hdr_t){.type = BS_MSG_HELLO, .arg = BS_PROTO_VERSION, .a = d.magic,
                    .b = ((uint64_t)(uint32_t)rank << 32) | (uint32_t)nranks,
                    .c = deadline > now ? deadline - now : 1};
-    err = bs_send_hdr(bs->fd, &h, bs_add_ms(deadline, BS_GRACE_MS));
+    err = bs_send_hdr(bs->fd, &h, bs_add_ms(deadline, bs->grace_ms));
     if (err == 0) {
-        err = bs_recv_all(bs->fd, hb, sizeof(hb), bs_add_ms(deadline, BS_GRACE_MS));
+        err = bs_recv_all(bs->fd, hb, sizeof(hb), bs_add_ms(deadline, bs->grace_ms));
     }
     rmacoll_status_t st = RMACOLL_SUCCESS;
     if (err != 0) {
-        st = bs_io_error(bs, err, "rendezvous", bs->timeout_ms + BS_GRACE_MS);
+        st = bs_io_error(bs, err, "rendezvous", bs->timeout_ms + bs->grace_ms);
     } else {
         bs_hdr_decode(hb, &h);
         if (h.type == BS_MSG_ERROR) {
@@ -1602,7 +1608,7 @@ static rmacoll_status_t bs_op_send(rmacoll__bootstrap_t *bs, const uint8_t *hdr,
         struct pollfd pfd = {.fd = bs->fd, .events = POLLOUT | POLLIN};
         int to = bs_poll_ms(deadline);
         if (to == 0) {
-            return bs_io_error(bs, ETIMEDOUT, what, bs->timeout_ms + BS_GRACE_MS);
+            return bs_io_error(bs, ETIMEDOUT, what, bs->timeout_ms + bs->grace_ms);
         }
         if (poll(&pfd, 1, to) < 0) {
             if (errno == EINTR) {
@@ -1615,7 +1621,7 @@ static rmacoll_status_t bs_op_send(rmacoll__bootstrap_t *bs, const uint8_t *hdr,
             bs_hdr_t h;
             int err = bs_recv_all(bs->fd, hb, sizeof(hb), deadline);
             if (err != 0) {
-                return bs_io_error(bs, err, what, bs->timeout_ms + BS_GRACE_MS);
+                return bs_io_error(bs, err, what, bs->timeout_ms + bs->grace_ms);
             }
             bs_hdr_decode(hb, &h);
             if (h.type == BS_MSG_ERROR) {
@@ -1666,7 +1672,7 @@ rmacoll_status_t rmacoll__bootstrap_allgather(rmacoll__bootstrap_t *bs,
     }
     snprintf(what, sizeof(what), "allgather #%u of %zu bytes", bs->seq, bytes);
     total = (uint64_t)bytes * (uint64_t)bs->nranks;
-    deadline = bs_add_ms(bs_now_ms(), bs->timeout_ms + BS_GRACE_MS);
+    deadline = bs_add_ms(bs_now_ms(), bs->timeout_ms + bs->grace_ms);
     h = (bs_hdr_t){.type = BS_MSG_OP, .arg = bs->seq, .a = bytes, .b = bs->timeout_ms};
     bs_hdr_encode(&h, hb);
     st = bs_op_send(bs, hb, send, bytes, deadline, what);
@@ -1675,7 +1681,7 @@ rmacoll_status_t rmacoll__bootstrap_allgather(rmacoll__bootstrap_t *bs,
     }
     err = bs_recv_all(bs->fd, hb, sizeof(hb), deadline);
     if (err != 0) {
-        return bs_fail(bs, bs_io_error(bs, err, what, bs->timeout_ms + BS_GRACE_MS));
+        return bs_fail(bs, bs_io_error(bs, err, what, bs->timeout_ms + bs->grace_ms));
     }
     bs_hdr_decode(hb, &h);
     if (h.type == BS_MSG_ERROR) {
@@ -1691,7 +1697,7 @@ rmacoll_status_t rmacoll__bootstrap_allgather(rmacoll__bootstrap_t *bs,
     if (total > 0) {
         err = bs_recv_all(bs->fd, recv, (size_t)total, deadline);
         if (err != 0) {
-            return bs_fail(bs, bs_io_error(bs, err, what, bs->timeout_ms + BS_GRACE_MS));
+            return bs_fail(bs, bs_io_error(bs, err, what, bs->timeout_ms + bs->grace_ms));
         }
     }
     bs->seq++;

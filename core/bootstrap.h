@@ -17,7 +17,7 @@
  * pending or next allgather fail with RMACOLL_ERR_BOOTSTRAP (the log names
  * the rank);
  * a root that goes silent gives RMACOLL_ERR_TIMEOUT after timeout_ms plus a
- * short grace.
+ * grace of 5 s + timeout_ms / 8 (at most 30 s).
  *
  * Thread-safety: one bootstrap handle must not be used by two threads at
  * once; distinct handles (and the functions without a handle) are

@@ -242,7 +242,10 @@ static int exchange(rmacoll__bootstrap_t *bs, int rank, int n, int iters)
             for (size_t k = 0; k < b; k++) {
                 src[k] = pattern(rank, k, it, b);
             }
-            if (rmacoll__bootstrap_allgather(bs, src, recv, b) != RMACOLL_SUCCESS) {
+            rmacoll_status_t st = rmacoll__bootstrap_allgather(bs, src, recv, b);
+            if (st != RMACOLL_SUCCESS) {
+                fprintf(stderr, "rank %d: allgather of %zu bytes (iteration %d): %s\n",
+                        rank, b, it, rmacoll_status_name(st));
                 rc = C_ALLGATHER;
                 break;
             }
@@ -283,7 +286,9 @@ static int child_id(int idx, void *p)
     rmacoll__bootstrap_t *bs = NULL;
     int rc;
 
-    if (rmacoll__bootstrap_create(&a->id, idx, a->n, 10000, &bs) != RMACOLL_SUCCESS) {
+    rmacoll_status_t st = rmacoll__bootstrap_create(&a->id, idx, a->n, 10000, &bs);
+    if (st != RMACOLL_SUCCESS) {
+        fprintf(stderr, "rank %d: create: %s\n", idx, rmacoll_status_name(st));
         return C_CREATE;
     }
     if (rmacoll__bootstrap_rank(bs) != idx || rmacoll__bootstrap_nranks(bs) != a->n) {
@@ -493,7 +498,11 @@ static int child_missing(int idx, void *p)
         fprintf(stderr, "child %d log: %s\n", idx, captured);
         return C_LOG;
     }
-    if (took + 50 < MISSING_TIMEOUT_MS || took > MISSING_TIMEOUT_MS + 1000) {
+    /* The root gives up at the earliest rank's deadline; a rank that got
+     * there later (a loaded machine) sees less than the full timeout. The
+     * upper bound is loose: a loaded 2-core box stalls processes for
+     * seconds; alarm() is the guard against a hang. */
+    if (took < MISSING_TIMEOUT_MS / 2 || took > MISSING_TIMEOUT_MS + 20000) {
         fprintf(stderr, "child %d failed after %llu ms\n", idx, (unsigned long long)took);
         return C_TIME;
     }
@@ -517,7 +526,7 @@ static void test_missing_rank(void **state)
 
 /* ---- a rank killed mid-run ---- */
 
-#define KILL_TIMEOUT_MS 20000
+#define KILL_TIMEOUT_MS 60000
 
 static int child_killed(int idx, void *p)
 {
@@ -614,7 +623,8 @@ static int child_silent(int idx, void *p)
         fprintf(stderr, "child %d log: %s\n", idx, captured);
         return C_LOG;
     }
-    if (took + 50 < MISSING_TIMEOUT_MS || took > MISSING_TIMEOUT_MS + 1000) {
+    if (took < MISSING_TIMEOUT_MS / 2 || took > MISSING_TIMEOUT_MS + 20000) {
+        fprintf(stderr, "child %d failed after %llu ms\n", idx, (unsigned long long)took);
         return C_TIME;
     }
     return C_OK;
@@ -673,7 +683,9 @@ static int child_reject(int idx, void *p)
         if (st != RMACOLL_ERR_BOOTSTRAP) {
             return C_STATUS;
         }
-        if (now_ms() - t0 > 2000) {
+        /* rejected at once, not left to time out (status BOOTSTRAP, and
+         * well before the 5 s timeout unless the machine stalls) */
+        if (now_ms() - t0 > 4500) {
             return C_TIME;
         }
         static const char *const want[] = {"wrong magic", "duplicate rank 1",
@@ -687,8 +699,11 @@ static int child_reject(int idx, void *p)
     if (idx == 2) {
         sleep_ms(600);
     }
-    st = rmacoll__bootstrap_create(&id, rank, n, 5000, &bs);
+    uint64_t t0 = now_ms();
+    st = rmacoll__bootstrap_create(&id, rank, n, 10000, &bs);
     if (st != RMACOLL_SUCCESS) {
+        fprintf(stderr, "rank %d: create: %s after %llu ms\n", rank,
+                rmacoll_status_name(st), (unsigned long long)(now_ms() - t0));
         return C_CREATE;
     }
     int rc = exchange(bs, rank, n, 1);
@@ -846,7 +861,7 @@ static void test_unreachable_root(void **state)
     took = now_ms() - t0;
     assert_int_equal(st, RMACOLL_ERR_TIMEOUT);
     assert_null(bs);
-    assert_true(took >= 250 && took < 2000);
+    assert_true(took >= 250 && took < 6000);
     assert_non_null(strstr(captured, "could not reach the root"));
 }
 
