@@ -424,7 +424,7 @@ static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
     int lsB = topo->node_size[B];
     int c = rmacoll__plan_chan_index(topo, r, me);
     uint32_t S = cfg->relay_slots;
-    int stride = S >= 2 ? 1 : 2;
+    int stride = S >= 3 ? 1 : (S == 2 ? 2 : 3);
     int t0 = sched_round(in, me, r);
     uint64_t cb = rmacoll__plan_slot_bytes(topo, cfg, r);
     stream_t s = {in->sendcounts, topo->node_members + topo->node_first[B], lsB,
@@ -457,7 +457,7 @@ static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
             t.flags = RMACOLL__TASK_CREDIT;
             t.peer = r;
             t.origin = me;
-            t.round = round;
+            t.round = round - 1;
             t.sig = rmacoll__sig_credit(topo, B);
             t.sig_value = g - S + 1;
             t.seq = g - S;
@@ -514,7 +514,7 @@ static rmacoll_status_t plan_stream_in(plan_ctx_t *ctx,
     int ls = topo->node_size[A];
     int i = rmacoll__plan_chan_src(topo, me, c);
     uint32_t S = cfg->relay_slots;
-    int stride = S >= 2 ? 1 : 2;
+    int stride = S >= 3 ? 1 : (S == 2 ? 2 : 3);
     int t0 = sched_round(in, i, me);
     uint64_t cb = rmacoll__plan_slot_bytes(topo, cfg, me);
     stream_t s = {in->chan_sendcount + (size_t)c * ls, NULL, ls,

@@ -19,9 +19,11 @@
  *
  * Rounds are global: rank i's direct put to peer j is in round
  * sched.round(i, j); chunk q of i's stream to node B is in round
- * sched.round(i, relay(i, B)) + stride * q, with stride = 1 when S >= 2,
- * else 2; the relay waits its arrival in the same round, forwards it in the
- * next and returns the credit in the one after. Every wait in round r is
+ * sched.round(i, relay(i, B)) + stride * q, with stride = 1 when S >= 3,
+ * 2 when S == 2 and 3 when S == 1 (stride * S >= 3); the relay waits its
+ * arrival in the same round, forwards it in the next and returns the credit
+ * in the one after. The sender waits for the credit that frees a slot one
+ * round before the put into it (a batch issues its puts before its waits). Every wait in round r is
  * satisfied by puts of rounds <= r (or of earlier calls), which is why no
  * schedule can deadlock. A rank's final data waits come after its last put.
  *

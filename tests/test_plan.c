@@ -19,7 +19,7 @@
 
 #include "cases.h"
 #include "core/topo.h"
-#include "support/refexec.h"
+#include "refexec.h"
 
 #define P RMACOLL__OP_PUT
 #define W RMACOLL__OP_WAIT

@@ -1,6 +1,6 @@
 /*
  * test_refexec.c - runs the planner's plans of every rank through the
- * reference executor (tests/support/refexec.h): every shared case x every
+ * reference executor (tools/common/refexec.h): every shared case x every
  * scheduler x relay on/off, random topologies and matrices, tiny relay
  * slots and tasks, 1-byte and 8-byte types, 1000 back-to-back calls with
  * changing zero patterns, mismatch handling, virtual mode past 2^32, and
@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "cases.h"
-#include "support/refexec.h"
+#include "refexec.h"
 
 static const char *const scheds[] = {"shift", "node_shift", "xor", "random"};
 #define NSCHED 4

@@ -4,7 +4,7 @@
  * a count-matrix case file or a generated matrix, without any transport;
  * then byte totals per round and per link (src rank, dst rank, path).
  * With --check it also runs the plans through the reference executor
- * (tests/support/refexec.c) and prints ok or the first failure.
+ * (tools/common/refexec.c) and prints ok or the first failure.
  * Output formats: docs/plan-format.md.
  *
  * The reference executor lives with the tests; it is compiled into this
@@ -19,7 +19,7 @@
 #include "cases.h"
 #include "core/plan.h"
 #include "rmacoll.h"
-#include "tests/support/refexec.c"
+#include "refexec.h"
 
 #define PLAN_NAME "rmacoll-plan"
 
