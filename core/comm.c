@@ -586,6 +586,9 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
     } else {
         st = rmacoll__bootstrap_create_oob(params->oob, comm->rank, comm->nranks,
                                            &comm->bs);
+        if (st == RMACOLL_SUCCESS) {
+            rmacoll__bootstrap_set_logger(comm->bs, &comm->log);
+        }
     }
     if (st == RMACOLL_SUCCESS) {
         st = make_topology(comm, params);
