@@ -71,7 +71,7 @@ void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
 
     lay->nnet = rmacoll__net_peers(topo, pcfg, rank, NULL);
     lay->nsig_plan = rmacoll__sig_count(topo, pcfg, rank);
-    lay->nsig = lay->nsig_plan + 2 * (uint32_t)lay->nnet;
+    lay->nsig = lay->nsig_plan + 2 * (uint32_t)lay->nnet + (uint32_t)topo->nranks;
     lay->local_rec_bytes = align64(sizeof(rmacoll__local_rec_t) +
                                    2 * (size_t)topo->nranks * sizeof(int64_t));
     lay->net_rec_bytes = align64(sizeof(rmacoll__net_rec_t) +
@@ -346,36 +346,50 @@ static rmacoll_status_t setup_transports(rmacoll_comm_t *comm)
     rmacoll_status_t st;
     const char *ce_name = comm->cfg.intra_node;
 
-    int any_ce = 0;
+    const rmacoll_transport_ops_t *nvl;
 
-    /* auto and nvlink_kernel use the ce transport on host memory */
-    if (strcmp(ce_name, "auto") == 0 || strcmp(ce_name, "nvlink_kernel") == 0) {
-        ce_name = "ce";
+    /* The ce transport always runs (it also makes the self copy); the
+     * nvlink_kernel transport joins it for device memory when configured
+     * (intra_node nvlink_kernel, or auto: small queues). Each init is
+     * collective, and every rank decides alike from the shared config. */
+    comm->ce_ops = find_transport("ce");
+    if (comm->ce_ops == NULL) {
+        return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
+                                  "rank %d: the ce transport is not built in (built: %s)",
+                                  comm->rank, rmacoll_build_transports());
     }
-    for (int n = 0; n < topo->nnodes; n++) {
-        any_ce |= topo->node_size[n] > 1;
+    if (strcmp(ce_name, "ce") != 0 && strcmp(ce_name, "auto") != 0 &&
+        strcmp(ce_name, "nvlink_kernel") != 0) {
+        return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
+                                  "rank %d: transports.intra_node '%s' is not one of "
+                                  "ce, nvlink_kernel, auto", comm->rank, ce_name);
     }
-    /* each transport's init is collective: every rank joins it when any
-     * rank needs it (node sizes are known everywhere, so all decide alike) */
-    if (any_ce) {
-        comm->ce_ops = find_transport(ce_name);
-        if (comm->ce_ops == NULL) {
-            return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
-                                      "rank %d: transports.intra_node '%s' is not "
-                                      "built in (built: %s)",
-                                      comm->rank, ce_name, rmacoll_build_transports());
-        }
-        for (int l = 0; l < topo->node_size[A]; l++) {
-            comm->ce_peers[rmacoll__topo_rank(topo, A, l)] = 1;
-        }
-        comm->ce_peers[comm->rank] = 0;
-        fill_env(comm, &comm->ce_env, comm->ce_peers);
-        st = comm->ce_ops->init(&comm->ce_env, &comm->ce);
+    for (int l = 0; l < topo->node_size[A]; l++) {
+        comm->ce_peers[rmacoll__topo_rank(topo, A, l)] = 1;
+    }
+    comm->ce_peers[comm->rank] = 0;
+    fill_env(comm, &comm->ce_env, comm->ce_peers);
+    st = comm->ce_ops->init(&comm->ce_env, &comm->ce);
+    if (st != RMACOLL_SUCCESS) {
+        return rmacoll__comm_fail(comm, st, "rank %d: transport %s failed to "
+                                  "initialise: %s", comm->rank, comm->ce_ops->name,
+                                  rmacoll_status_string(st));
+    }
+    nvl = find_transport("nvlink_kernel");
+    if (nvl != NULL && strcmp(ce_name, "ce") != 0) {
+        comm->nvl_ops = nvl;
+        fill_env(comm, &comm->nvl_env, comm->ce_peers);
+        st = nvl->init(&comm->nvl_env, &comm->nvl);
         if (st != RMACOLL_SUCCESS) {
-            return rmacoll__comm_fail(comm, st, "rank %d: transport %s failed to "
-                                      "initialise: %s", comm->rank, comm->ce_ops->name,
+            return rmacoll__comm_fail(comm, st, "rank %d: transport nvlink_kernel failed "
+                                      "to initialise: %s", comm->rank,
                                       rmacoll_status_string(st));
         }
+    } else if (strcmp(ce_name, "nvlink_kernel") == 0) {
+        return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
+                                  "rank %d: transports.intra_node nvlink_kernel is not "
+                                  "built in (needs the CUDA toolkit at build time)",
+                                  comm->rank);
     }
     if (topo->nnodes > 1) {
         comm->net_ops = find_transport(comm->cfg.inter_node);
@@ -488,6 +502,9 @@ static void comm_free(rmacoll_comm_t *comm)
         }
         comm->net_ops->finalize(comm->net);
     }
+    if (comm->nvl != NULL) {
+        comm->nvl_ops->finalize(comm->nvl);
+    }
     if (comm->ce != NULL) {
         comm->ce_ops->finalize(comm->ce);
     }
@@ -533,6 +550,8 @@ static void comm_free(rmacoll_comm_t *comm)
     free(comm->chan_rdispl);
     free(comm->meta_puts);
     free(comm->puts);
+    free(comm->wait_idx);
+    free(comm->wait_val);
     free(comm);
 }
 

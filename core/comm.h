@@ -8,7 +8,9 @@
  *   header | signal words | local metadata [2 parities]
  *   | inbox [2][nnet] | inbox2 [2][nnet] | outbox [2][nnet] | outbox2 [2][nnet]
  * Signal words: the planner's (plan.h), then META_A(k) and META_B(k) for
- * each network peer k (metadata record / agreement record arrived).
+ * each network peer k (metadata record / agreement record arrived), then
+ * READY(p) for every rank p: p's stream reached call e, so this rank's
+ * stream may write into p's device receive buffer (device memory only).
  */
 #ifndef RMACOLL_CORE_COMM_H
 #define RMACOLL_CORE_COMM_H
@@ -37,6 +39,7 @@ typedef struct rmacoll__local_rec {
     _Atomic uint64_t epoch_c;   /* e + 1: st_c valid (after the rail round) */
     uint64_t recv_addr;         /* receive buffer in the owner's address space */
     rmacoll__status_rec_t st_a, st_b, st_c;
+    uint8_t recv_blob[RMACOLL_EXPORT_BYTES]; /* device receive buffer export */
 } rmacoll__local_rec_t;
 
 /* Per-call record a rank sends to each network peer, followed by int64
@@ -102,9 +105,9 @@ struct rmacoll_comm {
     int *net_index;                 /* [nranks]: index in net_list or -1 */
 
     /* transports */
-    const rmacoll_transport_ops_t *ce_ops, *net_ops;
-    rmacoll_transport_t *ce, *net;
-    rmacoll_transport_env_t ce_env, net_env;
+    const rmacoll_transport_ops_t *ce_ops, *net_ops, *nvl_ops;
+    rmacoll_transport_t *ce, *net, *nvl;
+    rmacoll_transport_env_t ce_env, net_env, nvl_env;
     uint8_t *ce_peers, *net_peers;
     rmacoll_mem_t *ctrl_mem, *relay_mem;
     rmacoll_rkey_t *peer_ctrl_rkey;   /* [nranks] */
@@ -123,6 +126,9 @@ struct rmacoll_comm {
     rmacoll__plan_t plan;
     rmacoll_put_t *puts;
     size_t puts_cap;
+    uint32_t *wait_idx;               /* stream waits of one batch */
+    uint64_t *wait_val;
+    size_t wait_cap;
     rmacoll_put_t *meta_puts;         /* [2][nranks]: metadata, agreement */
 
     /* proxy thread: owns progress of the network transport */

@@ -254,6 +254,7 @@ static void gather_inputs(rmacoll_comm_t *comm, int par)
         comm->peer_rdispl[j] = local_counts(lr)[comm->nranks + me];
         comm->peer_recv_addr[j] = lr->recv_addr;
     }
+
     for (int k = 0; k < comm->nnet; k++) {
         int p = comm->net_list[k];
         rmacoll__net_rec_t *rec = inbox(comm, k, par);
@@ -395,6 +396,140 @@ static rmacoll_status_t run_plan(rmacoll_comm_t *comm, const void *sendbuf,
     return st;
 }
 
+/* Maps node peers' device receive buffers (those this rank writes). */
+static rmacoll_status_t import_peers(rmacoll_comm_t *comm, int par,
+                                     const int64_t *sendcounts, char *msg, size_t len)
+{
+    const rmacoll_topo_t *topo = comm->topo;
+    int A = topo->node_of[comm->rank];
+
+    for (int l = 0; l < topo->node_size[A]; l++) {
+        int j = rmacoll__topo_rank(topo, A, l);
+        rmacoll_status_t st;
+        if (j == comm->rank || sendcounts[j] == 0) {
+            continue;
+        }
+        st = comm->ce_ops->mem_import(comm->ce, j, local_rec(comm, j, par)->recv_blob,
+                                      &comm->peer_recv_addr[j]);
+        if (st != RMACOLL_SUCCESS) {
+            snprintf(msg, len, "rank %d: cannot map the device receive buffer of rank %d: %s",
+                     comm->rank, j, rmacoll_status_string(st));
+            return st;
+        }
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* Index of READY(writer) in rank p's signal words. */
+static uint32_t ready_index(const rmacoll_comm_t *comm, int p, int writer)
+{
+    const rmacoll__ctrl_layout_t *pl = &comm->peer_lay[p];
+
+    return pl->nsig_plan + 2 * (uint32_t)pl->nnet + (uint32_t)writer;
+}
+
+/* The transport for one CE queue of device puts: nvlink_kernel for small
+ * queues (auto) or always (nvlink_kernel), else the copy engine. */
+static int use_nvl(const rmacoll_comm_t *comm, const rmacoll__task_t *t, uint32_t n)
+{
+    uint64_t largest = 0;
+
+    if (comm->nvl == NULL) {
+        return 0;
+    }
+    if (strcmp(comm->cfg.intra_node, "nvlink_kernel") == 0) {
+        return 1;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        largest = t[k].bytes > largest ? t[k].bytes : largest;
+    }
+    return largest <= comm->cfg.nvlink_kernel_threshold;
+}
+
+/* Device memory: everything is enqueued on the user's stream; no host
+ * synchronisation. Single node: only CE queues exist. */
+static rmacoll_status_t run_plan_stream(rmacoll_comm_t *comm, const void *sendbuf,
+                                        void *recvbuf, const int64_t *sendcounts,
+                                        const int64_t *recvcounts, void *stream)
+{
+    const rmacoll__plan_t *plan = &comm->plan;
+    const rmacoll_topo_t *topo = comm->topo;
+    int me = comm->rank, A = topo->node_of[me];
+    rmacoll_status_t st = grow_puts(comm, plan->ntasks);
+    size_t nw = 0;
+
+    if (st == RMACOLL_SUCCESS && plan->ntasks > comm->wait_cap) {
+        uint32_t *wi = realloc(comm->wait_idx, plan->ntasks * sizeof(*wi));
+        uint64_t *wv = wi ? realloc(comm->wait_val, plan->ntasks * sizeof(*wv)) : NULL;
+        if (wi) {
+            comm->wait_idx = wi;
+        }
+        if (wv == NULL) {
+            return RMACOLL_ERR_NO_MEMORY;
+        }
+        comm->wait_val = wv;
+        comm->wait_cap = plan->ntasks;
+    }
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    for (size_t k = 0; k < plan->ntasks; k++) {
+        if (plan->tasks[k].op == RMACOLL__OP_PUT) {
+            translate(comm, &plan->tasks[k], sendbuf, recvbuf, NULL, &comm->puts[k]);
+        }
+    }
+    /* READY: my stream reached this call; writers may fill my buffer. Then
+     * wait until every node peer I write reached it too. */
+    for (int l = 0; st == RMACOLL_SUCCESS && l < topo->node_size[A]; l++) {
+        int p = rmacoll__topo_rank(topo, A, l);
+        if (p != me && recvcounts[p] != 0) {
+            st = comm->ce_ops->signal_stream(comm->ce, p, ready_index(comm, p, me),
+                                             comm->epoch, stream);
+        }
+    }
+    for (int l = 0; l < topo->node_size[A]; l++) {
+        int p = rmacoll__topo_rank(topo, A, l);
+        if (p != me && sendcounts[p] != 0) {
+            comm->wait_idx[nw] = ready_index(comm, me, p);
+            comm->wait_val[nw++] = comm->epoch;
+        }
+    }
+    if (st == RMACOLL_SUCCESS && nw) {
+        st = comm->ce_ops->wait_stream(comm->ce, comm->wait_idx, comm->wait_val, nw, stream);
+    }
+    for (size_t b = 0; b < plan->nbatches && st == RMACOLL_SUCCESS; b++) {
+        const rmacoll__batch_t *bt = &plan->batches[b];
+        uint32_t n = bt->count[RMACOLL__Q_CE_PUT];
+        uint32_t f = bt->first[RMACOLL__Q_CE_PUT];
+
+        if (bt->count[RMACOLL__Q_PROXY_PUT] || bt->count[RMACOLL__Q_PROXY_WAIT]) {
+            return RMACOLL_ERR_INTERNAL; /* excluded before the call */
+        }
+        if (n) {
+            if (use_nvl(comm, &plan->tasks[f], n)) {
+                st = comm->nvl_ops->post_puts_stream(comm->nvl, &comm->puts[f], n, stream);
+            } else {
+                st = comm->ce_ops->post_puts_stream(comm->ce, &comm->puts[f], n, stream);
+            }
+        }
+        nw = 0;
+        for (uint32_t k = 0; k < bt->count[RMACOLL__Q_CE_WAIT]; k++) {
+            const rmacoll__task_t *t = &plan->tasks[bt->first[RMACOLL__Q_CE_WAIT] + k];
+            comm->wait_idx[nw] = t->sig;
+            comm->wait_val[nw++] = t->sig_value;
+        }
+        if (st == RMACOLL_SUCCESS && nw) {
+            st = comm->ce_ops->wait_stream(comm->ce, comm->wait_idx, comm->wait_val, nw,
+                                           stream);
+        }
+    }
+    if (st != RMACOLL_SUCCESS) {
+        return rmacoll__comm_fail(comm, st, "rank %d: enqueueing the call on the stream "
+                                  "failed: %s", me, rmacoll_status_string(st));
+    }
+    return RMACOLL_SUCCESS;
+}
+
 static rmacoll_status_t net_register(rmacoll_comm_t *comm, const void *buf,
                                      uint64_t bytes, rmacoll_mem_t **mem,
                                      rmacoll_rkey_t *rkey)
@@ -461,11 +596,36 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
                                 recvcounts, rdispls, dtype, comm->scratch, &send_extent,
                                 &recv_extent, msg, sizeof(msg));
     if (st == RMACOLL_SUCCESS && stream != NULL) {
-        st = RMACOLL_ERR_UNSUPPORTED;
-        snprintf(msg, sizeof(msg), "rank %d: stream: CUDA streams need device buffers "
-                 "and the CUDA build of the ce transport", me);
+        /* device memory: single node, ce transport with the CUDA backend */
+        if (!(comm->ce_ops->caps & RMACOLL_TCAP_MEM_CUDA) ||
+            comm->ce_ops->post_puts_stream == NULL) {
+            st = RMACOLL_ERR_UNSUPPORTED;
+            snprintf(msg, sizeof(msg), "rank %d: stream: device buffers need the CUDA "
+                     "backend of the ce transport, which this build lacks", me);
+        } else if (topo->nnodes > 1) {
+            st = RMACOLL_ERR_UNSUPPORTED;
+            snprintf(msg, sizeof(msg), "rank %d: stream: device buffers across nodes "
+                     "(proxy staging) are not supported yet; %d nodes", me, topo->nnodes);
+        } else {
+            /* n == 0 checks the stream can take work (not being captured) */
+            st = comm->ce_ops->post_puts_stream(comm->ce, NULL, 0, stream);
+            if (st != RMACOLL_SUCCESS) {
+                snprintf(msg, sizeof(msg), "rank %d: stream: cannot enqueue on this "
+                         "stream (CUDA graph capture is not supported): %s", me,
+                         rmacoll_status_string(st));
+            }
+        }
+        if (st == RMACOLL_SUCCESS && recv_extent > 0) {
+            st = comm->ce_ops->mem_export(comm->ce, recvbuf, recv_extent,
+                                          local_rec(comm, me, par)->recv_blob);
+            if (st != RMACOLL_SUCCESS) {
+                snprintf(msg, sizeof(msg), "rank %d: recvbuf: cannot export the device "
+                         "receive buffer (%llu bytes): %s", me,
+                         (unsigned long long)recv_extent, rmacoll_status_string(st));
+            }
+        }
     }
-    if (st == RMACOLL_SUCCESS) {
+    if (st == RMACOLL_SUCCESS && stream == NULL) {
         st = net_register(comm, sendbuf, send_extent, &send_mem, NULL);
         if (st == RMACOLL_SUCCESS) {
             st = net_register(comm, recvbuf, recv_extent, &recv_mem, &recv_rkey);
@@ -545,6 +705,11 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
         if (st != RMACOLL_SUCCESS) {
             snprintf(msg, sizeof(msg), "rank %d: %s", me, comm->plan.errmsg);
             status_set(&acc, st, me, msg);
+        } else if (stream != NULL) {
+            st = import_peers(comm, par, sendcounts, msg, sizeof(msg));
+            if (st != RMACOLL_SUCCESS) {
+                status_set(&acc, st, me, msg);
+            }
         }
     }
 
@@ -595,7 +760,11 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
     }
 
     /* 5. data rounds */
-    st = run_plan(comm, sendbuf, recvbuf, send_mem);
+    if (stream != NULL) {
+        st = run_plan_stream(comm, sendbuf, recvbuf, sendcounts, recvcounts, stream);
+    } else {
+        st = run_plan(comm, sendbuf, recvbuf, send_mem);
+    }
     net_deregister(comm, send_mem);
     net_deregister(comm, recv_mem);
     atomic_store(&comm->proxy_active, 0);
