@@ -403,9 +403,16 @@ static rmacoll_status_t setup_transports(rmacoll_comm_t *comm)
         fill_env(comm, &comm->net_env, comm->net_peers);
         st = comm->net_ops->init(&comm->net_env, &comm->net);
         if (st != RMACOLL_SUCCESS) {
+            const char *dev = strcmp(comm->net_ops->name, "verbs") == 0
+                                  ? comm->cfg.verbs_device
+                                  : comm->cfg.ofi_provider;
             return rmacoll__comm_fail(comm, st, "rank %d: transport %s failed to "
-                                      "initialise: %s", comm->rank, comm->net_ops->name,
-                                      rmacoll_status_string(st));
+                                      "initialise (%s '%s'): %s", comm->rank,
+                                      comm->net_ops->name,
+                                      strcmp(comm->net_ops->name, "verbs") == 0
+                                          ? "verbs.device"
+                                          : "ofi.provider",
+                                      dev[0] ? dev : "auto", rmacoll_status_string(st));
         }
     }
     return RMACOLL_SUCCESS;
