@@ -274,6 +274,28 @@ static void test_killed_rank(void **state)
     assert_int_equal(mprun(&o, killed_body, NULL, codes), 0);
 }
 
+/* Asking for verbs with no RDMA device: every rank's create fails cleanly
+ * (no crash, no hang). */
+static int never_body(rmacoll_comm_t *comm, int rank, int nranks, void *arg)
+{
+    return 9; /* the communicator must not have been created */
+}
+
+static void test_verbs_without_device(void **state)
+{
+    static const int node_of[] = {0, 0, 1, 1};
+    rmacoll_config_t cfg = base_config();
+    int codes[4] = {0};
+    mprun_opts_t o = {4, node_of, &cfg, 60, -1};
+
+    snprintf(cfg.inter_node, sizeof(cfg.inter_node), "verbs");
+    snprintf(cfg.verbs_device, sizeof(cfg.verbs_device), "mlx5_0");
+    assert_int_equal(mprun(&o, never_body, NULL, codes), 4);
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(codes[r], MPRUN_CREATE_FAILED);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -285,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_many_calls),
         cmocka_unit_test(test_bad_argument_everywhere),
         cmocka_unit_test(test_killed_rank),
+        cmocka_unit_test(test_verbs_without_device),
     };
 
     setenv("FI_TCP_IFACE", "lo", 0);
