@@ -160,6 +160,9 @@ void rmacoll__proxy_stop(rmacoll_comm_t *comm);
 /* Hands a queue of puts to the proxy thread, in order. */
 rmacoll_status_t rmacoll__proxy_submit(rmacoll_comm_t *comm,
                                        const rmacoll_put_t *puts, size_t n);
+/* Drives the network once from a waiting thread, if the proxy thread is
+ * not doing it right now (trylock). */
+void rmacoll__proxy_poll(rmacoll_comm_t *comm);
 /* Waits until the proxy posted every job and the transport has no
  * pending put (sources reusable). */
 rmacoll_status_t rmacoll__proxy_flush(rmacoll_comm_t *comm);

@@ -54,6 +54,9 @@ rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
                                       comm->rank, ep, peer, what,
                                       rmacoll_status_string(pst));
         }
+        if (comm->proxy_started) {
+            rmacoll__proxy_poll(comm);
+        }
         if (++spins < 256) {
             continue;
         }
@@ -177,8 +180,11 @@ static rmacoll_status_t send_records(rmacoll_comm_t *comm, int par, int second)
         put->dst_rkey = &comm->peer_ctrl_rkey[p];
         put->sig_value = comm->epoch; /* epoch already counts this call */
     }
-    return rmacoll__proxy_submit(comm, &comm->meta_puts[(size_t)second * comm->nranks],
-                                 (size_t)comm->nnet);
+    rmacoll_status_t st = rmacoll__proxy_submit(
+        comm, &comm->meta_puts[(size_t)second * comm->nranks], (size_t)comm->nnet);
+
+    rmacoll__proxy_poll(comm);
+    return st;
 }
 
 static rmacoll_status_t wait_records(rmacoll_comm_t *comm, int second)
@@ -362,6 +368,7 @@ static rmacoll_status_t run_plan(rmacoll_comm_t *comm, const void *sendbuf,
         if (bt->count[RMACOLL__Q_PROXY_PUT]) {
             st = rmacoll__proxy_submit(comm, &comm->puts[bt->first[RMACOLL__Q_PROXY_PUT]],
                                        bt->count[RMACOLL__Q_PROXY_PUT]);
+            rmacoll__proxy_poll(comm);
         }
         /* cePut: on this thread */
         n = bt->count[RMACOLL__Q_CE_PUT];

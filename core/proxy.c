@@ -31,34 +31,56 @@ static void proxy_set_error(rmacoll_comm_t *comm, rmacoll_status_t st)
     atomic_compare_exchange_strong(&comm->proxy_status, &expected, (int)st);
 }
 
+/*
+ * Posts the jobs handed over so far, in order, then drives progress once.
+ * Called with net_lock held, by the proxy thread or by a calling thread
+ * that is waiting anyway (on a host with fewer cores than threads, the
+ * waiter doing the work beats waking the proxy). Returns 1 if it posted.
+ */
+static int proxy_drive_locked(rmacoll_comm_t *comm)
+{
+    uint64_t posted = atomic_load_explicit(&comm->jobs_posted, memory_order_acquire);
+    uint64_t next = atomic_load_explicit(&comm->jobs_done, memory_order_relaxed);
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+    int worked = 0;
+
+    while (next < posted) {
+        const rmacoll__proxy_job_t *job = &comm->ring[next % RMACOLL__PROXY_RING];
+        if (st == RMACOLL_SUCCESS && atomic_load(&comm->proxy_status) == RMACOLL_SUCCESS) {
+            st = comm->net_ops->post_puts(comm->net, job->puts, job->n);
+        }
+        next++;
+        atomic_store_explicit(&comm->jobs_done, next, memory_order_release);
+        worked = 1;
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = comm->net_ops->progress(comm->net);
+    }
+    if (st != RMACOLL_SUCCESS) {
+        proxy_set_error(comm, st);
+    }
+    return worked;
+}
+
+void rmacoll__proxy_poll(rmacoll_comm_t *comm)
+{
+    if (comm->net != NULL && pthread_mutex_trylock(&comm->net_lock) == 0) {
+        proxy_drive_locked(comm);
+        pthread_mutex_unlock(&comm->net_lock);
+    }
+}
+
 static void *proxy_main(void *arg)
 {
     rmacoll_comm_t *comm = arg;
-    uint64_t next = 0;
     unsigned idle = 0;
 
     while (!atomic_load_explicit(&comm->proxy_stop, memory_order_acquire)) {
-        uint64_t posted = atomic_load_explicit(&comm->jobs_posted, memory_order_acquire);
-        rmacoll_status_t st = RMACOLL_SUCCESS;
-        int worked = 0;
+        int worked;
 
         pthread_mutex_lock(&comm->net_lock);
-        while (next < posted && st == RMACOLL_SUCCESS) {
-            const rmacoll__proxy_job_t *job = &comm->ring[next % RMACOLL__PROXY_RING];
-            if (atomic_load(&comm->proxy_status) == RMACOLL_SUCCESS) {
-                st = comm->net_ops->post_puts(comm->net, job->puts, job->n);
-            }
-            next++;
-            atomic_store_explicit(&comm->jobs_done, next, memory_order_release);
-            worked = 1;
-        }
-        if (st == RMACOLL_SUCCESS) {
-            st = comm->net_ops->progress(comm->net);
-        }
+        worked = proxy_drive_locked(comm);
         pthread_mutex_unlock(&comm->net_lock);
-        if (st != RMACOLL_SUCCESS) {
-            proxy_set_error(comm, st);
-        }
         /* poll hard while a call is in flight, gently between calls */
         if (worked) {
             idle = 0;
@@ -140,13 +162,14 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll_comm_t *comm)
                                       comm->rank, peer >= 0 ? " towards rank " : " ",
                                       peer, rmacoll_status_string(st));
         }
+        pthread_mutex_lock(&comm->net_lock);
+        proxy_drive_locked(comm);
         if (atomic_load_explicit(&comm->jobs_done, memory_order_acquire) >= posted) {
-            pthread_mutex_lock(&comm->net_lock);
             pending = comm->net_ops->pending(comm->net);
-            pthread_mutex_unlock(&comm->net_lock);
-            if (pending == 0) {
-                return RMACOLL_SUCCESS;
-            }
+        }
+        pthread_mutex_unlock(&comm->net_lock);
+        if (pending == 0) {
+            return RMACOLL_SUCCESS;
         }
         if (now_ms() - start > comm->cfg.timeout_ms) {
             return rmacoll__comm_fail(comm, RMACOLL_ERR_TIMEOUT,
