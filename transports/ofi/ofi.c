@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -283,7 +284,25 @@ static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out
     }
     *out = fi_dupinfo(pick);
     fi_freeinfo(list);
-    return *out ? RMACOLL_SUCCESS : RMACOLL_ERR_NO_MEMORY;
+    if (*out == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    /* shm names its region after the pid ("fi_shm://PID"); a killed
+     * process leaves that region behind, and a later process that gets the
+     * same pid fails fi_enable with EBUSY. A name with a random part avoids
+     * the clash. */
+    if (strcmp((*out)->fabric_attr->prov_name, "shm") == 0 &&
+        (*out)->addr_format == FI_ADDR_STR) {
+        char name[64];
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(name, sizeof(name), "fi_shm://rmacoll-%d-%lx-%d", (int)getpid(),
+                 (unsigned long)(ts.tv_nsec ^ (ts.tv_sec << 20)), tp->env.rank);
+        free((*out)->src_addr);
+        (*out)->src_addr = strdup(name);
+        (*out)->src_addrlen = (*out)->src_addr ? strlen(name) + 1 : 0;
+    }
+    return RMACOLL_SUCCESS;
 }
 
 /* ---- init / finalize ---- */
