@@ -401,6 +401,39 @@ static uint64_t stream_bytes(const stream_t *s, int p)
     return p == s->skip ? 0 : (uint64_t)n * s->esize;
 }
 
+/* Walk state over a stream: the next segment starts at `pos`, inside
+ * piece p, which starts at stream offset `pstart`. */
+typedef struct stream_cursor {
+    uint64_t pos;
+    uint64_t pstart;
+    int p;
+} stream_cursor_t;
+
+/* One segment of the stream up to `cend`: a run of bytes inside one piece.
+ * Returns 0 when the cursor reached cend. *last_of_piece tells whether the
+ * segment ends its piece. */
+static int stream_next(const stream_t *s, stream_cursor_t *cur, uint64_t cend,
+                       int *piece, uint64_t *off_in_piece, uint64_t *n,
+                       int *last_of_piece)
+{
+    while (cur->pos < cend) {
+        uint64_t pb = stream_bytes(s, cur->p);
+        uint64_t end = cur->pstart + pb;
+        if (cur->pos >= end) {
+            cur->pstart = end;
+            cur->p++;
+            continue;
+        }
+        *piece = cur->p;
+        *off_in_piece = cur->pos - cur->pstart;
+        *n = (end < cend ? end : cend) - cur->pos;
+        *last_of_piece = end <= cend;
+        cur->pos += *n;
+        return 1;
+    }
+    return 0;
+}
+
 static uint64_t stream_total(const stream_t *s)
 {
     uint64_t total = 0;
@@ -431,9 +464,9 @@ static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
                   topo->local_rank[r], in->esize};
     uint64_t L = stream_total(&s);
     uint64_t g0 = st->chan_out[B];
-    uint64_t Q, pos = 0;
-    int p = 0;
-    uint64_t pstart = 0; /* stream offset of piece p */
+    uint64_t Q, off, n;
+    stream_cursor_t cur = {0, 0, 0};
+    int p, last;
 
     *nchunks = 0;
     if (L == 0) {
@@ -463,17 +496,8 @@ static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
             t.seq = g - S;
             add_task(ctx, &t);
         }
-        while (pos < cend) {
-            uint64_t pb = stream_bytes(&s, p);
-            uint64_t seg_end, n;
+        while (stream_next(&s, &cur, cend, &p, &off, &n, &last)) {
             int j = rmacoll__topo_rank(topo, B, p);
-            if (pos >= pstart + pb) {
-                pstart += pb;
-                p++;
-                continue;
-            }
-            seg_end = pstart + pb < cend ? pstart + pb : cend;
-            n = seg_end - pos;
             memset(&t, 0, sizeof(t));
             t.op = RMACOLL__OP_PUT;
             t.path = RMACOLL__PATH_PROXY;
@@ -484,17 +508,16 @@ static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
             t.origin = me;
             t.round = round;
             t.sig = RMACOLL__NO_SIG;
-            t.src_off = (uint64_t)in->sdispls[j] * in->esize + (pos - pstart);
-            t.dst_off = rmacoll__plan_slot_off(topo, cfg, r, c, slot) + (pos - q * cb);
+            t.src_off = (uint64_t)in->sdispls[j] * in->esize + off;
+            t.dst_off = rmacoll__plan_slot_off(topo, cfg, r, c, slot) + (cur.pos - n - q * cb);
             t.bytes = n;
             t.seq = g;
-            if (seg_end == cend) {
+            if (cur.pos == cend) {
                 t.flags |= RMACOLL__TASK_SIGNAL;
                 t.sig = rmacoll__sig_arrive(topo, cfg, c, slot);
                 t.sig_value = g / S + 1;
             }
             add_put(ctx, &t);
-            pos = seg_end;
         }
     }
     *nchunks = Q;
@@ -521,8 +544,9 @@ static rmacoll_status_t plan_stream_in(plan_ctx_t *ctx,
                   topo->local_rank[me], in->esize};
     uint64_t L = stream_total(&s);
     uint64_t g0 = st->chan_in[c];
-    uint64_t Q, pos = 0, pstart = 0;
-    int p = 0;
+    uint64_t Q, off, n;
+    stream_cursor_t cur = {0, 0, 0};
+    int p, last;
 
     *nchunks = 0;
     if (L == 0) {
@@ -552,17 +576,9 @@ static rmacoll_status_t plan_stream_in(plan_ctx_t *ctx,
         t.seq = g;
         add_task(ctx, &t);
 
-        while (pos < cend) {
-            uint64_t pb = stream_bytes(&s, p);
-            uint64_t seg_end;
+        while (stream_next(&s, &cur, cend, &p, &off, &n, &last)) {
             int j = rmacoll__topo_rank(topo, A, p);
             size_t k = (size_t)c * ls + p;
-            if (pos >= pstart + pb) {
-                pstart += pb;
-                p++;
-                continue;
-            }
-            seg_end = pstart + pb < cend ? pstart + pb : cend;
             memset(&t, 0, sizeof(t));
             t.op = RMACOLL__OP_PUT;
             t.path = RMACOLL__PATH_CE;
@@ -573,17 +589,16 @@ static rmacoll_status_t plan_stream_in(plan_ctx_t *ctx,
             t.origin = i;
             t.round = round + 1;
             t.sig = RMACOLL__NO_SIG;
-            t.src_off = slot_off + (pos - q * cb);
-            t.dst_off = (uint64_t)in->chan_rdispl[k] * in->esize + (pos - pstart);
-            t.bytes = seg_end - pos;
+            t.src_off = slot_off + (cur.pos - n - q * cb);
+            t.dst_off = (uint64_t)in->chan_rdispl[k] * in->esize + off;
+            t.bytes = n;
             t.seq = g;
-            if (seg_end == pstart + pb) { /* the piece's last byte */
+            if (last) { /* the piece's last byte */
                 t.flags |= RMACOLL__TASK_SIGNAL;
                 t.sig = rmacoll__sig_data(i);
                 t.sig_value = st->fwd_out[k] + 1;
             }
             add_put(ctx, &t);
-            pos = seg_end;
         }
 
         memset(&t, 0, sizeof(t));
