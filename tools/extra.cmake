@@ -1,6 +1,33 @@
 # tools/extra.cmake - included by tools/CMakeLists.txt after the tools:
-# the MPI_Alltoallv baseline of rmacoll-perf (when MPI is found) and a
-# smoke test of rmacoll-perf's option parsing.
+# CUDA memory and the NCCL baseline of rmacoll-perf (when the CUDA toolkit
+# / NCCL are found), the MPI_Alltoallv baseline (when MPI is found) and
+# smoke tests of rmacoll-perf's option parsing.
+
+# rmacoll-perf --memory cuda: the CUDA runtime (never libcuda) in the tool
+# only. --baseline nccl: libnccl too. Both optional; without them the
+# options fail with a clear message at run time.
+if(TARGET rmacoll-perf AND RMACOLL_HAVE_CUDA AND TARGET CUDA::cudart)
+  target_link_libraries(rmacoll-perf PRIVATE CUDA::cudart)
+  target_compile_definitions(rmacoll-perf PRIVATE RMACOLL_PERF_HAVE_CUDA=1)
+  # Same search as cmake/nccl.cmake (cache variables are shared).
+  if(RMACOLL_ENABLE_NCCL)
+    find_path(NCCL_INCLUDE_DIR nccl.h
+      HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} $ENV{NCCL_HOME} ${CUDAToolkit_INCLUDE_DIRS}
+      PATHS /usr/local/cuda /usr PATH_SUFFIXES include)
+    find_library(NCCL_LIB nccl
+      HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} $ENV{NCCL_HOME} ${CUDAToolkit_LIBRARY_DIR}
+      PATHS /usr/local/cuda/lib64 /usr/local/cuda /usr
+      PATH_SUFFIXES lib64 lib lib/x86_64-linux-gnu)
+  endif()
+  if(RMACOLL_ENABLE_NCCL AND NCCL_INCLUDE_DIR AND NCCL_LIB)
+    target_include_directories(rmacoll-perf PRIVATE ${NCCL_INCLUDE_DIR})
+    target_link_libraries(rmacoll-perf PRIVATE ${NCCL_LIB})
+    target_compile_definitions(rmacoll-perf PRIVATE RMACOLL_PERF_HAVE_NCCL=1)
+    message(STATUS "rmacoll: rmacoll-perf --memory cuda and --baseline nccl enabled (${NCCL_LIB})")
+  else()
+    message(STATUS "rmacoll: rmacoll-perf --memory cuda enabled; NCCL not found, no --baseline nccl")
+  endif()
+endif()
 
 find_package(MPI COMPONENTS C QUIET)
 if(MPI_C_FOUND)
@@ -27,4 +54,11 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
   # A bad option must fail (exit 2), not start ranks.
   add_test(NAME perf_bad_option COMMAND rmacoll-perf --no-such-option)
   set_tests_properties(perf_bad_option PROPERTIES TIMEOUT 30 WILL_FAIL TRUE)
+  # --baseline nccl without --memory cuda is refused before anything starts.
+  add_test(NAME perf_baseline_needs_cuda COMMAND rmacoll-perf --baseline nccl)
+  set_tests_properties(perf_baseline_needs_cuda PROPERTIES TIMEOUT 30
+    PASS_REGULAR_EXPRESSION "--baseline nccl needs --memory cuda")
+  add_test(NAME perf_help_gpu COMMAND rmacoll-perf --help)
+  set_tests_properties(perf_help_gpu PROPERTIES TIMEOUT 30
+    PASS_REGULAR_EXPRESSION "--memory host\\|cuda.*--baseline none\\|nccl")
 endif()

@@ -8,7 +8,15 @@
  * spawns nothing and bootstraps with rmacoll_comm_create_from_env. The
  * benchmark loop itself is shared with the MPI baseline
  * (tools/common/perfrun.h), so both measure exactly the same thing.
- * See docs/perf.md.
+ *
+ * --memory cuda (built with the CUDA runtime, RMACOLL_PERF_HAVE_CUDA):
+ * every rank picks GPU local_rank % device count before creating the
+ * communicator (CUDA is first touched here, in the exec'd child, never in
+ * the spawning parent), allocates its buffers with cudaMalloc and calls
+ * rmacoll_alltoallv on a stream of its own; time is taken with CUDA events
+ * on that stream. --baseline nccl (RMACOLL_PERF_HAVE_NCCL) times NCCL's
+ * grouped ncclSend/ncclRecv (what PyTorch's all_to_all_single does) on the
+ * same counts and buffers. See docs/perf.md and docs/gpu.md.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +29,13 @@
 #include "perfrun.h"
 #include "rmacoll.h"
 
+#ifdef RMACOLL_PERF_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+#ifdef RMACOLL_PERF_HAVE_NCCL
+#include <nccl.h>
+#endif
+
 #define PERF_NAME "rmacoll-perf"
 
 /* ---- the rmacoll backend ---- */
@@ -30,6 +45,14 @@ typedef struct perf_rmacoll {
     int rank, nranks;
     int64_t *counts;        /* 4 * nranks: barrier and gather scratch */
     int8_t *bar_send, *bar_recv;
+    void *stream;           /* cudaStream_t with --memory cuda, else NULL */
+#ifdef RMACOLL_PERF_HAVE_CUDA
+    int device, ndevices, local_rank, local_size;
+    cudaEvent_t ev_start, ev_stop;
+#endif
+#ifdef RMACOLL_PERF_HAVE_NCCL
+    ncclComm_t nccl;        /* --baseline nccl, else NULL */
+#endif
 } perf_rmacoll_t;
 
 static rmacoll_status_t perf_fail(perf_rmacoll_t *p, rmacoll_status_t st,
@@ -54,7 +77,7 @@ static rmacoll_status_t perf_a2av(void *ctx, const void *sendbuf,
     rmacoll_status_t st;
 
     st = rmacoll_alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
-                           rdispls, dtype, p->comm, NULL);
+                           rdispls, dtype, p->comm, p->stream);
     if (st != RMACOLL_SUCCESS)
         return perf_fail(p, st, "rmacoll_alltoallv", err, errlen);
     return RMACOLL_SUCCESS;
@@ -97,6 +120,287 @@ static rmacoll_status_t perf_gather(void *ctx, const double *mine, int k,
     return RMACOLL_SUCCESS;
 }
 
+/* ---- CUDA memory: device hooks of the benchmark loop ---- */
+
+#ifdef RMACOLL_PERF_HAVE_CUDA
+static rmacoll_status_t perf_cuda(cudaError_t ce, const char *what,
+                                  size_t bytes, const perf_rmacoll_t *p,
+                                  char *err, size_t errlen)
+{
+    if (ce == cudaSuccess)
+        return RMACOLL_SUCCESS;
+    snprintf(err, errlen, "rank %d: %s of %zu bytes on device %d: %s",
+             p->rank, what, bytes, p->device, cudaGetErrorString(ce));
+    return RMACOLL_ERR_CUDA;
+}
+
+static rmacoll_status_t perf_dev_alloc(void *ctx, size_t bytes, void **buf,
+                                       char *err, size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+
+    *buf = NULL;
+    return perf_cuda(cudaMalloc(buf, bytes), "cudaMalloc", bytes, p, err,
+                     errlen);
+}
+
+static void perf_dev_release(void *ctx, void *buf)
+{
+    (void)ctx;
+    cudaFree(buf);
+}
+
+/* Copies after the stream's earlier work, and waits for the copy. */
+static rmacoll_status_t perf_dev_copy(perf_rmacoll_t *p, void *dst,
+                                      const void *src, size_t bytes,
+                                      enum cudaMemcpyKind kind,
+                                      const char *what, char *err,
+                                      size_t errlen)
+{
+    cudaStream_t s = (cudaStream_t)p->stream;
+    rmacoll_status_t st;
+
+    st = perf_cuda(cudaMemcpyAsync(dst, src, bytes, kind, s), what, bytes, p,
+                   err, errlen);
+    if (st == RMACOLL_SUCCESS)
+        st = perf_cuda(cudaStreamSynchronize(s), what, bytes, p, err, errlen);
+    return st;
+}
+
+static rmacoll_status_t perf_dev_upload(void *ctx, void *dev, const void *host,
+                                        size_t bytes, char *err, size_t errlen)
+{
+    return perf_dev_copy(ctx, dev, host, bytes, cudaMemcpyHostToDevice,
+                         "host to device copy", err, errlen);
+}
+
+static rmacoll_status_t perf_dev_download(void *ctx, void *host,
+                                          const void *dev, size_t bytes,
+                                          char *err, size_t errlen)
+{
+    return perf_dev_copy(ctx, host, dev, bytes, cudaMemcpyDeviceToHost,
+                         "device to host copy", err, errlen);
+}
+
+static rmacoll_status_t perf_dev_sync(void *ctx, char *err, size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+
+    return perf_cuda(cudaStreamSynchronize((cudaStream_t)p->stream),
+                     "stream synchronize", 0, p, err, errlen);
+}
+
+static rmacoll_status_t perf_dev_timer_start(void *ctx, char *err,
+                                             size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+
+    return perf_cuda(cudaEventRecord(p->ev_start, (cudaStream_t)p->stream),
+                     "event record", 0, p, err, errlen);
+}
+
+static rmacoll_status_t perf_dev_timer_stop(void *ctx, double *us, char *err,
+                                            size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+    rmacoll_status_t st;
+    float ms = 0;
+
+    st = perf_cuda(cudaEventRecord(p->ev_stop, (cudaStream_t)p->stream),
+                   "event record", 0, p, err, errlen);
+    if (st == RMACOLL_SUCCESS)
+        st = perf_cuda(cudaEventSynchronize(p->ev_stop), "event synchronize",
+                       0, p, err, errlen);
+    if (st == RMACOLL_SUCCESS)
+        st = perf_cuda(cudaEventElapsedTime(&ms, p->ev_start, p->ev_stop),
+                       "event elapsed time", 0, p, err, errlen);
+    *us = (double)ms * 1e3;
+    return st;
+}
+
+static const rmacoll_perf_devops_t perf_cuda_devops = {
+    perf_dev_alloc,    perf_dev_release, perf_dev_upload,
+    perf_dev_download, perf_dev_sync,    perf_dev_timer_start,
+    perf_dev_timer_stop,
+};
+
+/* Picks the GPU and makes the stream and events; before the communicator
+ * (so that the library sees the right current device). */
+static int perf_cuda_setup(perf_rmacoll_t *p, const rmacoll_launch_env_t *env)
+{
+    cudaError_t ce;
+    cudaStream_t s = NULL;
+
+    rmacoll_launch_local(env, &p->local_rank, &p->local_size);
+    ce = cudaGetDeviceCount(&p->ndevices);
+    if (ce != cudaSuccess || p->ndevices < 1) {
+        fprintf(stderr, PERF_NAME ": rank %d: --memory cuda: no CUDA device "
+                "(%s)\n", env->rank,
+                ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
+        return 1;
+    }
+    p->device = p->local_rank % p->ndevices;
+    ce = cudaSetDevice(p->device);
+    if (ce == cudaSuccess)
+        ce = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (ce == cudaSuccess)
+        ce = cudaEventCreate(&p->ev_start);
+    if (ce == cudaSuccess)
+        ce = cudaEventCreate(&p->ev_stop);
+    if (ce != cudaSuccess) {
+        fprintf(stderr, PERF_NAME ": rank %d: device %d setup failed: %s\n",
+                env->rank, p->device, cudaGetErrorString(ce));
+        if (s != NULL)
+            cudaStreamDestroy(s);
+        return 1;
+    }
+    p->stream = s;
+    return 0;
+}
+
+static void perf_cuda_teardown(perf_rmacoll_t *p)
+{
+    if (p->stream == NULL)
+        return;
+    cudaStreamSynchronize((cudaStream_t)p->stream);
+    cudaEventDestroy(p->ev_start);
+    cudaEventDestroy(p->ev_stop);
+    cudaStreamDestroy((cudaStream_t)p->stream);
+    p->stream = NULL;
+}
+#endif /* RMACOLL_PERF_HAVE_CUDA */
+
+/* ---- NCCL baseline ---- */
+
+#ifdef RMACOLL_PERF_HAVE_NCCL
+static ncclDataType_t perf_nccl_type(rmacoll_datatype_t d)
+{
+    switch (d) {
+    case RMACOLL_INT8: return ncclInt8;
+    case RMACOLL_UINT8: return ncclUint8;
+    case RMACOLL_INT32: return ncclInt32;
+    case RMACOLL_UINT32: return ncclUint32;
+    case RMACOLL_INT64: return ncclInt64;
+    case RMACOLL_UINT64: return ncclUint64;
+    case RMACOLL_FLOAT16: return ncclFloat16;
+    case RMACOLL_BFLOAT16: return ncclBfloat16;
+    case RMACOLL_FLOAT32: return ncclFloat32;
+    case RMACOLL_FLOAT64: return ncclFloat64;
+    default: return ncclUint8;
+    }
+}
+
+/* AlltoAllV as PyTorch's all_to_all_single with splits: one group of
+ * ncclSend/ncclRecv, skipping zero counts. */
+static rmacoll_status_t perf_nccl_a2av(void *ctx, const void *sendbuf,
+                                       const int64_t *sendcounts,
+                                       const int64_t *sdispls, void *recvbuf,
+                                       const int64_t *recvcounts,
+                                       const int64_t *rdispls,
+                                       rmacoll_datatype_t dtype, char *err,
+                                       size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+    size_t es = rmacoll_datatype_size(dtype);
+    ncclDataType_t t = perf_nccl_type(dtype);
+    cudaStream_t s = (cudaStream_t)p->stream;
+    ncclResult_t nr, nr2;
+
+    nr = ncclGroupStart();
+    for (int j = 0; j < p->nranks && nr == ncclSuccess; j++) {
+        if (sendcounts[j] > 0)
+            nr = ncclSend((const char *)sendbuf + (size_t)sdispls[j] * es,
+                          (size_t)sendcounts[j], t, j, p->nccl, s);
+        if (nr == ncclSuccess && recvcounts[j] > 0)
+            nr = ncclRecv((char *)recvbuf + (size_t)rdispls[j] * es,
+                          (size_t)recvcounts[j], t, j, p->nccl, s);
+    }
+    nr2 = ncclGroupEnd();
+    if (nr == ncclSuccess)
+        nr = nr2;
+    if (nr != ncclSuccess) {
+        snprintf(err, errlen, "rank %d: nccl send/recv group: %s (%s)",
+                 p->rank, ncclGetErrorString(nr), ncclGetLastError(p->nccl));
+        return RMACOLL_ERR_TRANSPORT;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* NCCL communicator over the same ranks: rank 0 makes the id (after fork,
+ * in this process) and sends it to every rank with a host AlltoAllV in
+ * which only rank 0 sends. */
+static int perf_nccl_setup(perf_rmacoll_t *p)
+{
+    ncclUniqueId id;
+    int n = p->nranks;
+    int64_t *sc = p->counts, *sd = sc + n, *rc = sc + 2 * n, *rd = sc + 3 * n;
+    unsigned char msg[1 + sizeof(ncclUniqueId)];
+    size_t msg_bytes;
+    unsigned char *all = NULL;
+    rmacoll_status_t st;
+    ncclResult_t nr = ncclSuccess;
+
+    if (p->local_size > p->ndevices) {
+        if (p->rank == 0)
+            fprintf(stderr, PERF_NAME ": --baseline nccl needs one rank per "
+                    "GPU (NCCL rejects two ranks on one device): %d local "
+                    "ranks, %d GPUs; use -np %d\n", p->local_size,
+                    p->ndevices, p->ndevices);
+        return 1;
+    }
+    /* msg = [ok byte][id]: a failed ncclGetUniqueId stops every rank
+     * instead of leaving them in ncclCommInitRank. */
+    msg_bytes = 1 + sizeof(id);
+    memset(msg, 0, sizeof(msg));
+    if (p->rank == 0) {
+        nr = ncclGetUniqueId(&id);
+        if (nr != ncclSuccess)
+            fprintf(stderr, PERF_NAME ": rank 0: ncclGetUniqueId: %s\n",
+                    ncclGetErrorString(nr));
+        msg[0] = nr == ncclSuccess;
+        memcpy(msg + 1, &id, sizeof(id));
+        all = calloc((size_t)n, msg_bytes);
+        if (all == NULL)
+            msg[0] = 0;   /* sends nothing useful; the others stop too */
+        else
+            for (int j = 0; j < n; j++)
+                memcpy(all + (size_t)j * msg_bytes, msg, msg_bytes);
+    }
+    for (int j = 0; j < n; j++) {
+        sc[j] = p->rank == 0 && all != NULL ? (int64_t)msg_bytes : 0;
+        sd[j] = p->rank == 0 ? (int64_t)((size_t)j * msg_bytes) : 0;
+        rc[j] = j == 0 ? (int64_t)msg_bytes : 0;
+        rd[j] = 0;
+    }
+    if (p->rank == 0 && all == NULL) {
+        /* Cannot send: fail the exchange on every rank (count mismatch). */
+        fprintf(stderr, PERF_NAME ": rank 0: out of memory for the nccl id\n");
+    }
+    st = rmacoll_alltoallv(all, sc, sd, msg, rc, rd, RMACOLL_UINT8, p->comm,
+                           NULL);
+    free(all);
+    if (st != RMACOLL_SUCCESS) {
+        fprintf(stderr, PERF_NAME ": rank %d: nccl id exchange failed: %s\n",
+                p->rank, rmacoll_comm_last_error(p->comm));
+        return 1;
+    }
+    if (msg[0] != 1) {
+        fprintf(stderr, PERF_NAME ": rank %d: rank 0 has no nccl id\n",
+                p->rank);
+        return 1;
+    }
+    memcpy(&id, msg + 1, sizeof(id));
+    nr = ncclCommInitRank(&p->nccl, n, id, p->rank);
+    if (nr != ncclSuccess) {
+        fprintf(stderr, PERF_NAME ": rank %d: ncclCommInitRank on device %d: "
+                "%s\n", p->rank, p->device, ncclGetErrorString(nr));
+        p->nccl = NULL;
+        return 1;
+    }
+    return 0;
+}
+#endif /* RMACOLL_PERF_HAVE_NCCL */
+
 /* ---- child / externally launched rank ---- */
 
 /* Test hooks of the launcher, honoured in --dry-run only:
@@ -129,11 +433,33 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
     rmacoll_status_t st;
     perf_rmacoll_t p;
     rmacoll_perf_backend_t be;
-    char err[512] = "", header[4096], json[2048];
+    char err[512] = "", header[4096], json[2048], gpu[256] = "";
     int rc;
 
     if (o->dry_run)
         return perf_dry_run(env);
+    memset(&p, 0, sizeof(p));
+    if (o->memory == RMACOLL_PERF_MEM_CUDA) {
+#ifdef RMACOLL_PERF_HAVE_CUDA
+        /* Before any NCCL init: NVLS (NVLink SHARP) off, unless asked. */
+        setenv("NCCL_NVLS_ENABLE", "0", 0);
+        if (perf_cuda_setup(&p, env) != 0)
+            return 1;
+#else
+        if (env->rank == 0)
+            fprintf(stderr, PERF_NAME ": --memory cuda: built without the "
+                    "CUDA runtime (reconfigure with the CUDA toolkit)\n");
+        return 1;
+#endif
+    }
+#ifndef RMACOLL_PERF_HAVE_NCCL
+    if (!strcmp(o->baseline, "nccl")) {
+        if (env->rank == 0)
+            fprintf(stderr, PERF_NAME ": --baseline nccl: built without NCCL "
+                    "(nccl.h/libnccl not found at configure time)\n");
+        return 1;
+    }
+#endif
 
     cfg.struct_size = sizeof(cfg);
     st = rmacoll_config_load(o->config_path[0] ? o->config_path : NULL, &cfg,
@@ -176,10 +502,12 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
     if (st != RMACOLL_SUCCESS) {
         fprintf(stderr, PERF_NAME ": rank %d: communicator create failed: %s\n",
                 env->rank, rmacoll_status_name(st));
+#ifdef RMACOLL_PERF_HAVE_CUDA
+        perf_cuda_teardown(&p);
+#endif
         return 1;
     }
 
-    memset(&p, 0, sizeof(p));
     p.comm = comm;
     rmacoll_comm_rank(comm, &p.rank);
     rmacoll_comm_size(comm, &p.nranks);
@@ -191,13 +519,32 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
         rc = 1;
         goto out;
     }
+#ifdef RMACOLL_PERF_HAVE_NCCL
+    if (!strcmp(o->baseline, "nccl") && perf_nccl_setup(&p) != 0) {
+        rc = 1;
+        goto out;
+    }
+#endif
+#ifdef RMACOLL_PERF_HAVE_CUDA
+    if (p.stream != NULL) {
+        int rt = 0;
+
+        cudaRuntimeGetVersion(&rt);
+        snprintf(gpu, sizeof(gpu),
+                 "# cuda: runtime %d, %d device(s), rank 0 on device %d "
+                 "(device = local rank %% %d)%s\n",
+                 rt, p.ndevices, p.device, p.ndevices,
+                 getenv("NCCL_NVLS_ENABLE") && !strcmp(getenv("NCCL_NVLS_ENABLE"), "0")
+                     ? ", NCCL_NVLS_ENABLE=0" : "");
+    }
+#endif
 
     snprintf(header, sizeof(header),
-             "# transports: intra_node %s, inter_node %s (built: %s)\n"
+             "%s# transports: intra_node %s, inter_node %s (built: %s)\n"
              "# relay: %s (buffer %llu B, %u slots)\n"
              "# scheduler: %s%s%s (seed %llu)\n"
              "# max_task_bytes %llu, timeout_ms %llu, config %s\n",
-             cfg.intra_node, cfg.inter_node, rmacoll_build_transports(),
+             gpu, cfg.intra_node, cfg.inter_node, rmacoll_build_transports(),
              cfg.relay_enabled ? "on" : "off",
              (unsigned long long)cfg.relay_buffer_bytes, cfg.relay_slots,
              cfg.scheduler, cfg.scheduler_plugin[0] ? ", plugin " : "",
@@ -228,8 +575,26 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
     be.header = header;
     be.json_config = json;
     be.launch = rmacoll_launch_kind_name(env->kind);
+    be.coll_name = "rmacoll";
+#ifdef RMACOLL_PERF_HAVE_CUDA
+    if (p.stream != NULL)
+        be.dev = &perf_cuda_devops;
+#endif
+#ifdef RMACOLL_PERF_HAVE_NCCL
+    if (p.nccl != NULL) {
+        be.baseline_name = "nccl";
+        be.baseline_alltoallv = perf_nccl_a2av;
+    }
+#endif
     rc = rmacoll_perf_run(o, &be);
 out:
+#ifdef RMACOLL_PERF_HAVE_NCCL
+    if (p.nccl != NULL) {
+        if (p.stream != NULL)
+            cudaStreamSynchronize((cudaStream_t)p.stream);
+        ncclCommDestroy(p.nccl);
+    }
+#endif
     free(p.counts);
     free(p.bar_send);
     free(p.bar_recv);
@@ -239,6 +604,9 @@ out:
                 rmacoll_status_name(st));
         rc = 1;
     }
+#ifdef RMACOLL_PERF_HAVE_CUDA
+    perf_cuda_teardown(&p);
+#endif
     return rc;
 }
 

@@ -101,6 +101,36 @@ rmacoll_status_t rmacoll_launch_detect(rmacoll_launch_env_t *env,
     return RMACOLL_SUCCESS;
 }
 
+void rmacoll_launch_local(const rmacoll_launch_env_t *env, int *local_rank,
+                          int *local_size)
+{
+    static const char *const vars[][2] = {
+        {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+        {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+        {"LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+        {"SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+    };
+
+    *local_rank = env->rank < 0 ? 0 : env->rank;
+    *local_size = 0;
+    if (env->kind == RMACOLL_LAUNCH_SPAWNED) {
+        *local_size = env->nranks;
+        return;
+    }
+    for (size_t k = 0; k < sizeof(vars) / sizeof(vars[0]); k++) {
+        int lr, ls;
+
+        if (launch_parse_int(getenv(vars[k][0]), 0, INT_MAX, &lr) != 0)
+            continue;
+        *local_rank = lr;
+        /* SLURM_NTASKS_PER_NODE may read "2(x3)": the leading number. */
+        if (getenv(vars[k][1]) != NULL &&
+            sscanf(getenv(vars[k][1]), "%d", &ls) == 1 && ls > lr)
+            *local_size = ls;
+        return;
+    }
+}
+
 const char *rmacoll_launch_kind_name(rmacoll_launch_kind_t kind)
 {
     switch (kind) {

@@ -69,6 +69,18 @@ typedef struct rmacoll_launch_env {
 rmacoll_status_t rmacoll_launch_detect(rmacoll_launch_env_t *env,
                                        char *errbuf, size_t errbuf_len);
 
+/**
+ * Rank among the ranks of this host, and how many share it, for picking a
+ * GPU (device = local_rank % device count). Spawned ranks all run on this
+ * host (virtual nodes included): local_rank = rank, local_size = nranks.
+ * Otherwise the launcher's variables: OMPI_COMM_WORLD_LOCAL_RANK/_SIZE,
+ * MPI_LOCALRANKID/MPI_LOCALNRANKS (MPICH), LOCAL_RANK/LOCAL_WORLD_SIZE
+ * (torchrun), SLURM_LOCALID/SLURM_NTASKS_PER_NODE; when none is set,
+ * local_rank = rank and local_size = 0 (unknown).
+ */
+void rmacoll_launch_local(const rmacoll_launch_env_t *env, int *local_rank,
+                          int *local_size);
+
 /** Name of a launch kind ("spawned", "mpirun", ...); never NULL. */
 const char *rmacoll_launch_kind_name(rmacoll_launch_kind_t kind);
 

@@ -51,6 +51,12 @@ void rmacoll_perf_usage(const char *prog, FILE *out)
 "                         config's relay.enabled, which defaults to on)\n"
 "  --scheduler NAME       shift | node_shift | xor | random\n"
 "  --intra NAME, --inter NAME   transports inside / across nodes\n"
+"  --memory host|cuda     buffers in host memory (default) or CUDA device\n"
+"                         memory: rank uses GPU local_rank %% device count;\n"
+"                         cuda defaults to one node of -np 2 ranks\n"
+"  --baseline none|nccl   also time NCCL grouped ncclSend/ncclRecv on the\n"
+"                         same counts (needs --memory cuda, one rank per\n"
+"                         GPU); prints both rows and the busbw ratio\n"
 "Benchmark:\n"
 "  -b, --minbytes SIZE    smallest bytes per rank sent in total (default 1K)\n"
 "  -e, --maxbytes SIZE    largest (default 16M)\n"
@@ -156,9 +162,22 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
         } else if ((m = OPT(1, "-np", "--np", "--nranks")) != 0) {
             bad = m < 0 || perf_int(v, 1, 1024, &o->np);
             o->topology_given = 1;
+            o->np_given = 1;
         } else if ((m = OPT(1, "--ppn", "-ppn")) != 0) {
             bad = m < 0 || perf_int(v, 1, 1024, &o->ppn);
             o->topology_given = 1;
+            o->ppn_given = 1;
+        } else if ((m = OPT(1, "--memory")) != 0) {
+            bad = m < 0;
+            if (!bad && !strcmp(v, "host"))
+                o->memory = RMACOLL_PERF_MEM_HOST;
+            else if (!bad && !strcmp(v, "cuda"))
+                o->memory = RMACOLL_PERF_MEM_CUDA;
+            else
+                bad = 1;
+        } else if ((m = OPT(1, "--baseline")) != 0) {
+            bad = m < 0 || (strcmp(v, "none") != 0 && strcmp(v, "nccl") != 0) ||
+                  perf_copy(o->baseline, sizeof(o->baseline), v);
         } else if ((m = OPT(1, "--topology")) != 0) {
             bad = m < 0 || perf_copy(o->topology, sizeof(o->topology), v);
             o->topology_given = 1;
@@ -242,6 +261,17 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
                  (unsigned long long)o->maxbytes);
         return -1;
     }
+    if (!strcmp(o->baseline, "nccl") && o->memory != RMACOLL_PERF_MEM_CUDA) {
+        snprintf(err, errlen, "--baseline nccl needs --memory cuda");
+        return -1;
+    }
+    if (o->memory == RMACOLL_PERF_MEM_CUDA) {
+        /* Device memory is single-node for now: one node unless told. */
+        if (!o->np_given)
+            o->np = 2;
+        if (!o->ppn_given)
+            o->ppn = o->np;
+    }
     if (strncmp(o->dist, "matrix:", 7) != 0) {
         rmacoll_case_dist_t d;
 
@@ -323,42 +353,191 @@ typedef struct perf_state {
     const rmacoll_perf_backend_t *be;
     int n, rank;
     int64_t *sendcounts, *sdispls, *recvcounts, *rdispls;
-    double *gathered;    /* rank 0: n * PERF_G_N */
+    const rmacoll_perf_devops_t *dev; /* device hooks (--memory cuda) or NULL */
+    int ncoll;           /* 1, or 2 with a baseline */
+    double *gathered;    /* rank 0: n * ncoll * PERF_G_N, rank-major */
     char err[512];
 } perf_state_t;
 
-/* Times one row; fills mine[PERF_G_N]. Returns an rmacoll status. */
+/* Buffers of one row: host (fill, check) and, with device memory, their
+ * device twins that the collectives see. */
+typedef struct perf_bufs {
+    void *hs, *hr;        /* host send / receive */
+    void *ds, *dr;        /* what the collective gets: device or hs/hr */
+    size_t sbytes, rbytes, esize;
+} perf_bufs_t;
+
+/* Stamps the send buffer for `iter` and puts it where the call reads it. */
+static rmacoll_status_t perf_put_send(perf_state_t *s, perf_bufs_t *b,
+                                      uint64_t iter)
+{
+    const rmacoll_perf_devops_t *dev = s->dev;
+
+    rmacoll_fill_send(b->hs, b->sbytes, b->esize, s->rank, s->n,
+                      s->sendcounts, s->sdispls, iter);
+    if (dev == NULL || b->sbytes == 0)
+        return RMACOLL_SUCCESS;
+    return dev->upload(s->be->ctx, b->ds, b->hs, b->sbytes, s->err,
+                       sizeof(s->err));
+}
+
+/* Resets the receive buffer to the sentinel, where the call writes it. */
+static rmacoll_status_t perf_reset_recv(perf_state_t *s, perf_bufs_t *b)
+{
+    const rmacoll_perf_devops_t *dev = s->dev;
+
+    memset(b->hr, RMACOLL_FILL_SENTINEL, b->rbytes);
+    if (dev == NULL || b->rbytes == 0)
+        return RMACOLL_SUCCESS;
+    return dev->upload(s->be->ctx, b->dr, b->hr, b->rbytes, s->err,
+                       sizeof(s->err));
+}
+
+static rmacoll_status_t perf_timer_start(perf_state_t *s, double *t0)
+{
+    if (s->dev != NULL)
+        return s->dev->timer_start(s->be->ctx, s->err, sizeof(s->err));
+    *t0 = perf_now_us();
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t perf_timer_stop(perf_state_t *s, double t0,
+                                        double *us)
+{
+    if (s->dev != NULL)
+        return s->dev->timer_stop(s->be->ctx, us, s->err, sizeof(s->err));
+    *us = perf_now_us() - t0;
+    return RMACOLL_SUCCESS;
+}
+
+/* Runs one collective on the row's buffers: warm-ups, then the timed
+ * iterations, checked or not; fills g[PERF_G_N]. */
+static rmacoll_status_t perf_measure(perf_state_t *s, perf_bufs_t *b,
+                                     rmacoll_perf_a2av_fn_t fn,
+                                     const char *label,
+                                     rmacoll_datatype_t dtype,
+                                     uint64_t row_id, double *g)
+{
+    const rmacoll_perf_backend_t *be = s->be;
+    const rmacoll_perf_opts_t *o = s->o;
+    rmacoll_status_t st;
+    double total_us = 0, t0 = 0, us = 0;
+    uint64_t wrong = 0;
+    int reported = 0;
+
+    /* Warm-ups: one fill, no check (they also fault the pages in). */
+    st = perf_put_send(s, b, row_id << 32);
+    if (st == RMACOLL_SUCCESS)
+        st = perf_reset_recv(s, b);
+    for (int it = 0; it < o->warmup && st == RMACOLL_SUCCESS; it++)
+        st = fn(be->ctx, b->ds, s->sendcounts, s->sdispls, b->dr,
+                s->recvcounts, s->rdispls, dtype, s->err, sizeof(s->err));
+    if (st == RMACOLL_SUCCESS && s->dev != NULL)
+        st = s->dev->sync(be->ctx, s->err, sizeof(s->err));
+    if (st != RMACOLL_SUCCESS)
+        return st;
+
+    if (o->check) {
+        /* Every iteration: a fresh stamp, the receive buffer reset to the
+         * sentinel (both copied to the device when there is one), a
+         * barrier (so fill/check skew is not timed), the call alone timed
+         * (device: events around it on the stream), then the check. */
+        for (int it = 0; it < o->iters; it++) {
+            uint64_t iter = (row_id << 32) | (uint64_t)(it + 1);
+            rmacoll_check_report_t rep;
+            uint64_t bad;
+
+            st = perf_put_send(s, b, iter);
+            if (st == RMACOLL_SUCCESS)
+                st = perf_reset_recv(s, b);
+            if (st == RMACOLL_SUCCESS)
+                st = be->barrier(be->ctx, s->err, sizeof(s->err));
+            if (st == RMACOLL_SUCCESS)
+                st = perf_timer_start(s, &t0);
+            if (st == RMACOLL_SUCCESS)
+                st = fn(be->ctx, b->ds, s->sendcounts, s->sdispls, b->dr,
+                        s->recvcounts, s->rdispls, dtype, s->err,
+                        sizeof(s->err));
+            if (st == RMACOLL_SUCCESS)
+                st = perf_timer_stop(s, t0, &us);
+            if (st == RMACOLL_SUCCESS && s->dev != NULL && b->rbytes > 0)
+                st = s->dev->download(be->ctx, b->hr, b->dr, b->rbytes,
+                                      s->err, sizeof(s->err));
+            if (st != RMACOLL_SUCCESS)
+                return st;
+            total_us += us;
+            bad = rmacoll_check_recv(b->hr, b->rbytes, b->esize, s->rank,
+                                     s->n, s->recvcounts, s->rdispls, iter,
+                                     &rep);
+            if (bad != 0 && !reported) {
+                fprintf(stderr, "%s: rank %d: %s: %llu wrong in iteration "
+                        "%d: %s\n", be->name, s->rank, label,
+                        (unsigned long long)bad, it, rep.msg);
+                reported = 1;
+            }
+            wrong += bad;
+        }
+    } else {
+        st = be->barrier(be->ctx, s->err, sizeof(s->err));
+        if (st == RMACOLL_SUCCESS)
+            st = perf_timer_start(s, &t0);
+        for (int it = 0; it < o->iters && st == RMACOLL_SUCCESS; it++)
+            st = fn(be->ctx, b->ds, s->sendcounts, s->sdispls, b->dr,
+                    s->recvcounts, s->rdispls, dtype, s->err, sizeof(s->err));
+        if (st == RMACOLL_SUCCESS)
+            st = perf_timer_stop(s, t0, &total_us);
+        if (st != RMACOLL_SUCCESS)
+            return st;
+    }
+    g[PERF_G_TIME] = total_us / o->iters;
+    g[PERF_G_SENT] = (double)b->sbytes;
+    g[PERF_G_RECV] = (double)b->rbytes;
+    g[PERF_G_WRONG] = (double)wrong;
+    return RMACOLL_SUCCESS;
+}
+
+/* Times one row on every collective (the primary, then the baseline, on
+ * the same counts and buffers); fills mine[ncoll * PERF_G_N]. */
 static rmacoll_status_t perf_row(perf_state_t *s, const rmacoll_case_t *c,
                                  rmacoll_datatype_t dtype, uint64_t row_id,
                                  double *mine)
 {
     const rmacoll_perf_backend_t *be = s->be;
-    const rmacoll_perf_opts_t *o = s->o;
-    size_t esize = rmacoll_datatype_size(dtype);
+    const rmacoll_perf_devops_t *dev = s->dev;
     int n = s->n, r = s->rank;
     int64_t sext, rext;
-    size_t sbytes, rbytes;
-    void *sbuf = NULL, *rbuf = NULL;
+    perf_bufs_t b;
     rmacoll_status_t st = RMACOLL_SUCCESS;
-    double total_us = 0;
-    uint64_t wrong = 0;
-    int reported = 0;
 
+    memset(&b, 0, sizeof(b));
+    b.esize = rmacoll_datatype_size(dtype);
     for (int j = 0; j < n; j++) {
         s->sendcounts[j] = c->send[(size_t)r * n + j];
         s->recvcounts[j] = c->recv[(size_t)j * n + r];
     }
     sext = rmacoll_displs_contiguous(n, s->sendcounts, s->sdispls);
     rext = rmacoll_displs_contiguous(n, s->recvcounts, s->rdispls);
-    sbytes = (size_t)sext * esize;
-    rbytes = (size_t)rext * esize;
-    if (posix_memalign(&sbuf, 4096, sbytes ? sbytes : 1) != 0 ||
-        posix_memalign(&rbuf, 4096, rbytes ? rbytes : 1) != 0) {
+    b.sbytes = (size_t)sext * b.esize;
+    b.rbytes = (size_t)rext * b.esize;
+    if (posix_memalign(&b.hs, 4096, b.sbytes ? b.sbytes : 1) != 0 ||
+        posix_memalign(&b.hr, 4096, b.rbytes ? b.rbytes : 1) != 0) {
         snprintf(s->err, sizeof(s->err),
                  "rank %d: no memory for %zu + %zu bytes of buffers", r,
-                 sbytes, rbytes);
-        free(sbuf);
+                 b.sbytes, b.rbytes);
+        free(b.hs);
         return RMACOLL_ERR_NO_MEMORY;
+    }
+    b.ds = b.hs;
+    b.dr = b.hr;
+    if (dev != NULL) {
+        b.ds = b.dr = NULL;
+        st = dev->alloc(be->ctx, b.sbytes ? b.sbytes : 1, &b.ds, s->err,
+                        sizeof(s->err));
+        if (st == RMACOLL_SUCCESS)
+            st = dev->alloc(be->ctx, b.rbytes ? b.rbytes : 1, &b.dr, s->err,
+                            sizeof(s->err));
+        if (st != RMACOLL_SUCCESS)
+            goto out;
     }
     if (be->prepare != NULL) {
         st = be->prepare(be->ctx, s->sendcounts, s->sdispls, s->recvcounts,
@@ -366,76 +545,26 @@ static rmacoll_status_t perf_row(perf_state_t *s, const rmacoll_case_t *c,
         if (st != RMACOLL_SUCCESS)
             goto out;
     }
-
-    /* Warm-ups: one fill, no check (they also fault the pages in). */
-    rmacoll_fill_send(sbuf, sbytes, esize, r, n, s->sendcounts, s->sdispls,
-                      row_id << 32);
-    memset(rbuf, RMACOLL_FILL_SENTINEL, rbytes);
-    for (int it = 0; it < o->warmup && st == RMACOLL_SUCCESS; it++)
-        st = be->alltoallv(be->ctx, sbuf, s->sendcounts, s->sdispls, rbuf,
-                           s->recvcounts, s->rdispls, dtype, s->err,
-                           sizeof(s->err));
-    if (st != RMACOLL_SUCCESS)
-        goto out;
-
-    if (o->check) {
-        /* Every iteration: a fresh stamp, the receive buffer reset to the
-         * sentinel, a barrier (so fill/check skew is not timed), the
-         * call alone timed, then the check. */
-        for (int it = 0; it < o->iters; it++) {
-            uint64_t iter = (row_id << 32) | (uint64_t)(it + 1);
-            rmacoll_check_report_t rep;
-            uint64_t bad;
-            double t0;
-
-            rmacoll_fill_send(sbuf, sbytes, esize, r, n, s->sendcounts,
-                              s->sdispls, iter);
-            memset(rbuf, RMACOLL_FILL_SENTINEL, rbytes);
-            st = be->barrier(be->ctx, s->err, sizeof(s->err));
-            if (st != RMACOLL_SUCCESS)
-                goto out;
-            t0 = perf_now_us();
-            st = be->alltoallv(be->ctx, sbuf, s->sendcounts, s->sdispls,
-                               rbuf, s->recvcounts, s->rdispls, dtype,
-                               s->err, sizeof(s->err));
-            total_us += perf_now_us() - t0;
-            if (st != RMACOLL_SUCCESS)
-                goto out;
-            bad = rmacoll_check_recv(rbuf, rbytes, esize, r, n,
-                                     s->recvcounts, s->rdispls, iter, &rep);
-            if (bad != 0 && !reported) {
-                fprintf(stderr, "%s: rank %d: %llu wrong in iteration %d: %s\n",
-                        be->name, r, (unsigned long long)bad, it, rep.msg);
-                reported = 1;
-            }
-            wrong += bad;
-        }
-    } else {
-        double t0;
-
-        st = be->barrier(be->ctx, s->err, sizeof(s->err));
-        if (st != RMACOLL_SUCCESS)
-            goto out;
-        t0 = perf_now_us();
-        for (int it = 0; it < o->iters && st == RMACOLL_SUCCESS; it++)
-            st = be->alltoallv(be->ctx, sbuf, s->sendcounts, s->sdispls,
-                               rbuf, s->recvcounts, s->rdispls, dtype,
-                               s->err, sizeof(s->err));
-        total_us = perf_now_us() - t0;
-        if (st != RMACOLL_SUCCESS)
-            goto out;
-    }
-    mine[PERF_G_TIME] = total_us / o->iters;
-    mine[PERF_G_SENT] = (double)sbytes;
-    mine[PERF_G_RECV] = (double)rbytes;
-    mine[PERF_G_WRONG] = (double)wrong;
+    st = perf_measure(s, &b, be->alltoallv,
+                      be->coll_name ? be->coll_name : be->name, dtype, row_id,
+                      mine);
+    if (st == RMACOLL_SUCCESS && s->ncoll > 1)
+        st = perf_measure(s, &b, be->baseline_alltoallv, be->baseline_name,
+                          dtype, row_id, mine + PERF_G_N);
 out:
-    free(sbuf);
-    free(rbuf);
+    if (dev != NULL) {
+        if (b.ds != NULL)
+            dev->release(be->ctx, b.ds);
+        if (b.dr != NULL)
+            dev->release(be->ctx, b.dr);
+    }
+    free(b.hs);
+    free(b.hr);
     return st;
 }
 
-static void perf_reduce(const perf_state_t *s, perf_row_t *row)
+/* Reduces collective k of the gathered records into row. */
+static void perf_reduce(const perf_state_t *s, int k, perf_row_t *row)
 {
     int n = s->n;
 
@@ -444,7 +573,8 @@ static void perf_reduce(const perf_state_t *s, perf_row_t *row)
     row->max_bytes = 0;
     row->wrong = 0;
     for (int i = 0; i < n; i++) {
-        const double *g = s->gathered + (size_t)i * PERF_G_N;
+        const double *g = s->gathered +
+                          ((size_t)i * (size_t)s->ncoll + (size_t)k) * PERF_G_N;
         double b = g[PERF_G_SENT] > g[PERF_G_RECV] ? g[PERF_G_SENT]
                                                    : g[PERF_G_RECV];
 
@@ -504,11 +634,12 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
     rmacoll_case_dist_t dist = {RMACOLL_CASE_UNIFORM, 0};
     rmacoll_datatype_t dtype = o->dtype;
     rmacoll_status_t st = RMACOLL_SUCCESS;
-    perf_row_t *rows = NULL;
+    perf_row_t *rows = NULL;   /* rank 0: ncoll per size */
     int nrows = 0, cap = 0, rc = 0, is_matrix;
     int node_sizes[RMACOLL_PERF_MAX_NODES], nnodes = 0, contig = 1;
     double mykey, *keys = NULL;
-    double bw_sum = 0, wrong_total = 0;
+    double bw_sum = 0, bw_base_sum = 0, ratio_sum = 0, wrong_total = 0;
+    int nratio = 0;
     FILE *json = NULL;
 
     memset(&s, 0, sizeof(s));
@@ -516,7 +647,29 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
     s.be = be;
     s.n = be->nranks;
     s.rank = be->rank;
+    s.ncoll = 1;
     is_matrix = strncmp(o->dist, "matrix:", 7) == 0;
+
+    /* Memory and baseline: what the backend can do (same on every rank). */
+    if (o->memory == RMACOLL_PERF_MEM_CUDA) {
+        if (be->dev == NULL) {
+            if (s.rank == 0)
+                fprintf(stderr, "%s: --memory cuda is not supported by this "
+                        "tool or build\n", be->name);
+            return 1;
+        }
+        s.dev = be->dev;
+    }
+    if (o->baseline[0] != '\0' && strcmp(o->baseline, "none") != 0) {
+        if (be->baseline_alltoallv == NULL || be->baseline_name == NULL ||
+            strcmp(be->baseline_name, o->baseline) != 0) {
+            if (s.rank == 0)
+                fprintf(stderr, "%s: --baseline %s is not available here\n",
+                        be->name, o->baseline);
+            return 1;
+        }
+        s.ncoll = 2;
+    }
 
     if (is_matrix) {
         st = rmacoll_case_load(o->dist + 7, &matrix, s.err, sizeof(s.err));
@@ -542,7 +695,8 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
     }
 
     s.sendcounts = calloc((size_t)s.n * 4, sizeof(int64_t));
-    s.gathered = calloc((size_t)s.n * PERF_G_N, sizeof(double));
+    s.gathered = calloc((size_t)s.n * (size_t)s.ncoll * PERF_G_N,
+                        sizeof(double));
     keys = calloc((size_t)s.n, sizeof(double));
     if (s.sendcounts == NULL || s.gathered == NULL || keys == NULL) {
         fprintf(stderr, "%s: rank %d: out of memory\n", be->name, s.rank);
@@ -584,19 +738,34 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                o->iters, o->warmup, o->check ? "on" : "off");
         if (be->header != NULL)
             fputs(be->header, stdout);
+        printf("# memory %s, timing %s%s%s\n",
+               s.dev ? "cuda" : "host",
+               s.dev ? "cuda events on the stream" : "host clock",
+               s.ncoll > 1 ? ", baseline " : "",
+               s.ncoll > 1 ? be->baseline_name : "");
         printf("#\n");
-        printf("# %10s %12s %8s %10s %8s %8s %8s\n", "size", "count", "type",
-               "time", "algbw", "busbw", "#wrong");
-        printf("# %10s %12s %8s %10s %8s %8s %8s\n", "(B)", "(elements)", "",
-               "(us)", "(GB/s)", "(GB/s)", "");
+        if (s.ncoll > 1) {
+            /* Two rows per size; ratio = busbw of the first / the second. */
+            printf("# %10s %12s %8s %8s %10s %8s %8s %8s %7s\n", "size",
+                   "count", "type", "coll", "time", "algbw", "busbw",
+                   "#wrong", "ratio");
+            printf("# %10s %12s %8s %8s %10s %8s %8s %8s %7s\n", "(B)",
+                   "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "",
+                   "");
+        } else {
+            printf("# %10s %12s %8s %10s %8s %8s %8s\n", "size", "count",
+                   "type", "time", "algbw", "busbw", "#wrong");
+            printf("# %10s %12s %8s %10s %8s %8s %8s\n", "(B)",
+                   "(elements)", "", "(us)", "(GB/s)", "(GB/s)", "");
+        }
         fflush(stdout);
     }
 
     for (uint64_t size = o->minbytes, row_id = 0;; row_id++) {
         size_t esize = rmacoll_datatype_size(dtype);
         rmacoll_case_t *c = matrix;
-        double mine[PERF_G_N] = {0};
-        perf_row_t row;
+        double mine[2 * PERF_G_N] = {0};
+        perf_row_t row[2];
         int64_t maxsent = 0;
 
         if (!is_matrix) {
@@ -629,8 +798,8 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
         if (!is_matrix)
             rmacoll_case_free(c);
         if (st == RMACOLL_SUCCESS)
-            st = be->gather_f64(be->ctx, mine, PERF_G_N, s.gathered, s.err,
-                                sizeof(s.err));
+            st = be->gather_f64(be->ctx, mine, s.ncoll * PERF_G_N,
+                                s.gathered, s.err, sizeof(s.err));
         if (st != RMACOLL_SUCCESS) {
             if (is_matrix)
                 fprintf(stderr, "%s: rank %d: failed on %s: %s (%s)\n",
@@ -644,27 +813,59 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
             break;
         }
         if (s.rank == 0) {
-            row.size = is_matrix ? (uint64_t)maxsent * esize : size;
-            row.count = row.size / esize;
-            perf_reduce(&s, &row);
-            printf("  %10llu %12llu %8s %10.2f %8.3f %8.3f %8.0f\n",
-                   (unsigned long long)row.size,
-                   (unsigned long long)row.count, perf_dtype_name(dtype),
-                   row.time_us, row.algbw, row.busbw, row.wrong);
+            for (int k = 0; k < s.ncoll; k++) {
+                row[k].size = is_matrix ? (uint64_t)maxsent * esize : size;
+                row[k].count = row[k].size / esize;
+                perf_reduce(&s, k, &row[k]);
+                wrong_total += row[k].wrong;
+            }
+            if (s.ncoll == 1) {
+                printf("  %10llu %12llu %8s %10.2f %8.3f %8.3f %8.0f\n",
+                       (unsigned long long)row[0].size,
+                       (unsigned long long)row[0].count,
+                       perf_dtype_name(dtype), row[0].time_us, row[0].algbw,
+                       row[0].busbw, row[0].wrong);
+            } else {
+                double ratio = row[1].busbw > 0 ? row[0].busbw / row[1].busbw
+                                                : 0;
+
+                for (int k = 0; k < 2; k++) {
+                    printf("  %10llu %12llu %8s %8s %10.2f %8.3f %8.3f %8.0f",
+                           (unsigned long long)row[k].size,
+                           (unsigned long long)row[k].count,
+                           perf_dtype_name(dtype),
+                           k == 0 ? (be->coll_name ? be->coll_name : be->name)
+                                  : be->baseline_name,
+                           row[k].time_us, row[k].algbw, row[k].busbw,
+                           row[k].wrong);
+                    if (k == 0)
+                        printf(" %7.3f\n", ratio);
+                    else
+                        printf(" %7s\n", "-");
+                }
+                if (row[1].busbw > 0) {
+                    ratio_sum += ratio;
+                    nratio++;
+                }
+                bw_base_sum += row[1].busbw;
+            }
             fflush(stdout);
             if (nrows == cap) {
                 int ncap = cap ? cap * 2 : 16;
-                perf_row_t *nr = realloc(rows, (size_t)ncap * sizeof(*rows));
+                perf_row_t *nr = realloc(rows, (size_t)ncap * 2 *
+                                                   sizeof(*rows));
 
                 if (nr != NULL) {
                     rows = nr;
                     cap = ncap;
                 }
             }
-            if (nrows < cap)
-                rows[nrows++] = row;
-            bw_sum += row.busbw;
-            wrong_total += row.wrong;
+            if (nrows < cap) {
+                rows[2 * nrows] = row[0];
+                rows[2 * nrows + 1] = row[s.ncoll > 1 ? 1 : 0];
+                nrows++;
+            }
+            bw_sum += row[0].busbw;
         }
         if (is_matrix)
             break;
@@ -688,6 +889,12 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                    wrong_total == 0 ? "OK" : "FAILED");
             printf("# Avg bus bandwidth    : %g\n",
                    nrows ? bw_sum / nrows : 0.0);
+            if (s.ncoll > 1) {
+                printf("# Avg bus bandwidth %s : %g\n", be->baseline_name,
+                       nrows ? bw_base_sum / nrows : 0.0);
+                printf("# Avg busbw ratio      : %g\n",
+                       nratio ? ratio_sum / nratio : 0.0);
+            }
             printf("#\n");
         }
         if (rc == 0 && wrong_total != 0)
@@ -707,28 +914,52 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                     (unsigned long long)o->seed);
             perf_json_str(json, perf_dtype_name(dtype));
             fprintf(json,
-                    ",\n  \"iters\": %d,\n  \"warmup\": %d,\n  \"check\": %s,"
-                    "\n  \"status\": ",
+                    ",\n  \"iters\": %d,\n  \"warmup\": %d,\n  \"check\": %s,",
                     o->iters, o->warmup, o->check ? "true" : "false");
+            fprintf(json, "\n  \"memory\": \"%s\",\n  \"timing\": \"%s\","
+                    "\n  \"baseline\": ",
+                    s.dev ? "cuda" : "host", s.dev ? "cuda_events" : "host_clock");
+            perf_json_str(json, s.ncoll > 1 ? be->baseline_name : "none");
+            fprintf(json, ",\n  \"status\": ");
             perf_json_str(json, rc == 0 ? "ok" : rc == 2 ? "wrong" : "error");
             fprintf(json, ",\n  \"config\": {%s},\n  \"rows\": [",
                     be->json_config ? be->json_config : "");
+            /* One object per size: the primary's fields at the top level
+             * (as without a baseline), the baseline's under "baseline". */
             for (int k = 0; k < nrows; k++) {
-                const perf_row_t *w = &rows[k];
+                const perf_row_t *w = &rows[2 * k];
+                const perf_row_t *bl = &rows[2 * k + 1];
 
                 fprintf(json,
                         "%s\n    {\"size\": %llu, \"count\": %llu, "
                         "\"type\": \"%s\", \"time_us\": %.3f, "
                         "\"time_min_us\": %.3f, \"max_rank_bytes\": %.0f, "
                         "\"algbw_gbs\": %.6f, \"busbw_gbs\": %.6f, "
-                        "\"wrong\": %.0f}",
+                        "\"wrong\": %.0f",
                         k ? "," : "", (unsigned long long)w->size,
                         (unsigned long long)w->count, perf_dtype_name(dtype),
                         w->time_us, w->time_min_us, w->max_bytes, w->algbw,
                         w->busbw, w->wrong);
+                if (s.ncoll > 1)
+                    fprintf(json,
+                            ", \"baseline\": {\"coll\": \"%s\", "
+                            "\"time_us\": %.3f, \"time_min_us\": %.3f, "
+                            "\"max_rank_bytes\": %.0f, \"algbw_gbs\": %.6f, "
+                            "\"busbw_gbs\": %.6f, \"wrong\": %.0f}, "
+                            "\"ratio_busbw\": %.6f",
+                            be->baseline_name, bl->time_us, bl->time_min_us,
+                            bl->max_bytes, bl->algbw, bl->busbw, bl->wrong,
+                            bl->busbw > 0 ? w->busbw / bl->busbw : 0.0);
+                fprintf(json, "}");
             }
-            fprintf(json, "\n  ],\n  \"avg_busbw_gbs\": %.6f\n}\n",
+            fprintf(json, "\n  ],\n  \"avg_busbw_gbs\": %.6f",
                     nrows ? bw_sum / nrows : 0.0);
+            if (s.ncoll > 1)
+                fprintf(json, ",\n  \"baseline_avg_busbw_gbs\": %.6f,"
+                        "\n  \"avg_ratio_busbw\": %.6f",
+                        nrows ? bw_base_sum / nrows : 0.0,
+                        nratio ? ratio_sum / nratio : 0.0);
+            fprintf(json, "\n}\n");
             fclose(json);
         }
     }

@@ -15,6 +15,16 @@
  *   busbw = algbw * (n - 1) / n
  * with 1 GB/s = 1e9 bytes/s.
  *
+ * Memory: host buffers by default. A backend that supplies `dev` (device
+ * hooks) runs with --memory cuda: the fill and the check stay on the host
+ * and buffers are copied to/from the device outside the timed region;
+ * time is taken by the backend's timer (CUDA events on its stream around
+ * the timed calls, as nccl-tests does).
+ *
+ * Baseline: a backend may supply a second collective (NCCL in rmacoll-perf)
+ * run on the same counts and buffers in the same row; both rows are
+ * printed with the ratio of bus bandwidths (primary / baseline).
+ *
  * Not thread-safe: one run per process.
  */
 #ifndef RMACOLL_TOOLS_PERFRUN_H
@@ -29,6 +39,10 @@
 
 #define RMACOLL_PERF_MAX_NODES 256
 #define RMACOLL_PERF_STR 512
+
+/* Where the benchmark buffers live. */
+#define RMACOLL_PERF_MEM_HOST 0
+#define RMACOLL_PERF_MEM_CUDA 1
 
 /** Options of both tools; rmacoll_perf_opts_init gives the defaults. */
 typedef struct rmacoll_perf_opts {
@@ -46,6 +60,9 @@ typedef struct rmacoll_perf_opts {
     char scheduler[RMACOLL_CONFIG_STR_MAX]; /* --scheduler ("" = config's) */
     char intra_node[RMACOLL_CONFIG_STR_MAX]; /* --intra ("" = config's) */
     char inter_node[RMACOLL_CONFIG_STR_MAX]; /* --inter ("" = config's) */
+    int memory;                 /* --memory host|cuda (RMACOLL_PERF_MEM_*) */
+    char baseline[32];          /* --baseline none|nccl ("" = none) */
+    int np_given, ppn_given;    /* -np / --ppn given (cuda defaults) */
     /* benchmark */
     uint64_t minbytes, maxbytes; /* -b / -e: bytes per rank sent in total */
     double stepfactor;           /* -f (> 1) */
@@ -75,6 +92,37 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
 
 /** Prints the usage text of tool `prog` to out. */
 void rmacoll_perf_usage(const char *prog, FILE *out);
+
+/** One AlltoAllV implementation: buffers are host or device memory as the
+ *  run's --memory says; with device memory it enqueues on the backend's
+ *  stream and may return before completion (the timer and sync hooks wait). */
+typedef rmacoll_status_t (*rmacoll_perf_a2av_fn_t)(
+    void *ctx, const void *sendbuf, const int64_t *sendcounts,
+    const int64_t *sdispls, void *recvbuf, const int64_t *recvcounts,
+    const int64_t *rdispls, rmacoll_datatype_t dtype, char *err,
+    size_t errlen);
+
+/** Device-memory hooks of a backend (--memory cuda). Every hook returns
+ *  RMACOLL_SUCCESS or an error with err filled. */
+typedef struct rmacoll_perf_devops {
+    /** Device allocation of bytes (> 0) into *buf. */
+    rmacoll_status_t (*alloc)(void *ctx, size_t bytes, void **buf, char *err,
+                              size_t errlen);
+    void (*release)(void *ctx, void *buf);
+    /** Blocking copies host -> device and device -> host (after the
+     *  stream's earlier work). */
+    rmacoll_status_t (*upload)(void *ctx, void *dev, const void *host,
+                               size_t bytes, char *err, size_t errlen);
+    rmacoll_status_t (*download)(void *ctx, void *host, const void *dev,
+                                 size_t bytes, char *err, size_t errlen);
+    /** Waits until the stream has drained. */
+    rmacoll_status_t (*sync)(void *ctx, char *err, size_t errlen);
+    /** Marks the start of the timed region on the stream. */
+    rmacoll_status_t (*timer_start)(void *ctx, char *err, size_t errlen);
+    /** Marks its end, waits for it, *us = elapsed device time. */
+    rmacoll_status_t (*timer_stop)(void *ctx, double *us, char *err,
+                                   size_t errlen);
+} rmacoll_perf_devops_t;
 
 /** A tool's collective operations. Every op is collective over all ranks
  *  and returns RMACOLL_SUCCESS or an error with err filled. */
@@ -106,6 +154,15 @@ typedef struct rmacoll_perf_backend {
     const char *header;
     const char *json_config;
     const char *launch;    /* "spawned", "mpirun", ... */
+    /** Optional: device-memory hooks; NULL = host memory only (then
+     *  --memory cuda is refused). */
+    const rmacoll_perf_devops_t *dev;
+    /** Label of the primary collective's rows when a baseline runs
+     *  ("rmacoll"); NULL = name. */
+    const char *coll_name;
+    /** Optional baseline on the same counts and buffers ("nccl"). */
+    const char *baseline_name;
+    rmacoll_perf_a2av_fn_t baseline_alltoallv;
 } rmacoll_perf_backend_t;
 
 /**

@@ -1,0 +1,693 @@
+/*
+ * test_gpu_e2e.c - multi-process tests of rmacoll_alltoallv on CUDA device
+ * memory (CTest label "gpu"). Ranks are forked processes (tests/support/
+ * mprun.h); each touches CUDA only after the fork, inside the body, and
+ * uses GPU rank % device count, so several ranks share a GPU. The GPU path
+ * is single-node for now: every case runs with all ranks on one virtual
+ * node, and a cross-node device call must fail with RMACOLL_ERR_UNSUPPORTED.
+ *
+ * Cases: every count-matrix file of the shared cases directory (mismatch
+ * included: every rank fails, no byte of a receive buffer changes); stream
+ * order (stale NaNs written on the stream just before the real data must
+ * never arrive); back-to-back calls with changing counts and no host
+ * synchronisation; CUDA graph capture refused; cross-node refused; and,
+ * when the library has NCCL, a communicator made from an NCCL one.
+ *
+ * Exits 77 (skipped) when no GPU is usable: the probe runs in a forked
+ * child, so the parent never initialises CUDA before forking ranks.
+ */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <cuda_runtime_api.h>
+
+#include "cases.h"
+#include "mprun.h"
+#include "rmacoll.h"
+#ifdef RMACOLL_TEST_HAVE_NCCL
+#include "rmacoll_nccl.h"
+#endif
+
+#define GPU_MAX_RANKS 64
+#define GPU_MAX_CALLS 8
+
+/* Body exit codes. */
+enum { GPU_OK = 0, GPU_WRONG_DATA = 1, GPU_WRONG_STATUS = 2, GPU_CUDA = 3 };
+
+typedef enum gpu_mode {
+    GPU_MODE_CASE,        /* each call: upload, call, sync, check */
+    GPU_MODE_NAN,         /* NaN memset + async copy on the stream, call */
+    GPU_MODE_BACK2BACK,   /* all calls queued, one sync at the end */
+    GPU_MODE_CAPTURE,     /* call inside stream capture: UNSUPPORTED */
+    GPU_MODE_NCCL         /* rmacoll_comm_create_from_nccl, then calls */
+} gpu_mode_t;
+
+typedef struct gpu_arg {
+    gpu_mode_t mode;
+    const rmacoll_case_t *cases[GPU_MAX_CALLS]; /* call k uses cases[k % ncases] */
+    int ncases;
+    int ncalls;
+    rmacoll_status_t expect;  /* every call's status (CASE mode) */
+} gpu_arg_t;
+
+static int gpu_ndevices; /* from the forked probe */
+
+#define GPU_TRY(call)                                                          \
+    do {                                                                       \
+        cudaError_t ce_ = (call);                                              \
+        if (ce_ != cudaSuccess) {                                              \
+            fprintf(stderr, "rank %d: %s failed: %s (%s:%d)\n", rank, #call,   \
+                    cudaGetErrorString(ce_), __FILE__, __LINE__);              \
+            rcode = GPU_CUDA;                                                  \
+            goto out;                                                          \
+        }                                                                      \
+    } while (0)
+
+/* One call's buffers and counts on one rank. */
+typedef struct gpu_call {
+    int64_t sc[GPU_MAX_RANKS], sd[GPU_MAX_RANKS];
+    int64_t rc[GPU_MAX_RANKS], rd[GPU_MAX_RANKS];
+    size_t es, sbytes, rbytes;
+    void *hs, *hr;        /* host (pinned): fill, check */
+    void *ds, *dr;        /* device */
+    rmacoll_datatype_t dtype;
+    uint64_t iter;        /* fill stamp */
+} gpu_call_t;
+
+/* Counts of rank `rank` in case c, gapped receive blocks, pinned host and
+ * device buffers; the send buffer filled on the host for stamp iter, the
+ * receive buffers (host and device) set to the sentinel. */
+static int gpu_call_init(gpu_call_t *k, const rmacoll_case_t *c, int rank,
+                         int nranks, uint64_t iter)
+{
+    int64_t sext, rext;
+
+    memset(k, 0, sizeof(*k));
+    k->dtype = c->dtype;
+    k->es = rmacoll_datatype_size(c->dtype);
+    k->iter = iter;
+    for (int j = 0; j < nranks; j++) {
+        k->sc[j] = c->send[(size_t)rank * nranks + j];
+        k->rc[j] = c->recv[(size_t)j * nranks + rank];
+    }
+    sext = rmacoll_displs_contiguous(nranks, k->sc, k->sd);
+    rext = rmacoll_displs_gapped(nranks, k->rc, 3, k->rd);
+    k->sbytes = (size_t)sext * k->es;
+    k->rbytes = (size_t)rext * k->es;
+    if (cudaMallocHost(&k->hs, k->sbytes + 1) != cudaSuccess ||
+        cudaMallocHost(&k->hr, k->rbytes + 1) != cudaSuccess ||
+        cudaMalloc(&k->ds, k->sbytes + 1) != cudaSuccess ||
+        cudaMalloc(&k->dr, k->rbytes + 1) != cudaSuccess) {
+        fprintf(stderr, "rank %d: no memory for %zu + %zu bytes\n", rank,
+                k->sbytes, k->rbytes);
+        return GPU_CUDA;
+    }
+    rmacoll_fill_send(k->hs, k->sbytes, k->es, rank, nranks, k->sc, k->sd,
+                      iter);
+    memset(k->hr, RMACOLL_FILL_SENTINEL, k->rbytes + 1);
+    /* cudaMemset may run asynchronously on the legacy stream, which does
+     * not order the tests' non-blocking streams: wait for it here. */
+    if (cudaMemset(k->dr, RMACOLL_FILL_SENTINEL, k->rbytes + 1) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
+        return GPU_CUDA;
+    return GPU_OK;
+}
+
+static void gpu_call_free(gpu_call_t *k)
+{
+    if (k->hs != NULL)
+        cudaFreeHost(k->hs);
+    if (k->hr != NULL)
+        cudaFreeHost(k->hr);
+    if (k->ds != NULL)
+        cudaFree(k->ds);
+    if (k->dr != NULL)
+        cudaFree(k->dr);
+    memset(k, 0, sizeof(*k));
+}
+
+static rmacoll_status_t gpu_call_run(gpu_call_t *k, rmacoll_comm_t *comm,
+                                     cudaStream_t stream)
+{
+    return rmacoll_alltoallv(k->sbytes ? k->ds : NULL, k->sc, k->sd,
+                             k->rbytes ? k->dr : NULL, k->rc, k->rd, k->dtype,
+                             comm, stream);
+}
+
+/* After the stream drained: the device receive buffer, copied back, must
+ * hold exactly the expected blocks (st == SUCCESS) or be all sentinel (the
+ * guard byte past the end included). */
+static int gpu_call_check(gpu_call_t *k, rmacoll_status_t st, int rank,
+                          int nranks, const char *what)
+{
+    rmacoll_check_report_t rep;
+
+    if (cudaMemcpy(k->hr, k->dr, k->rbytes + 1, cudaMemcpyDeviceToHost) !=
+        cudaSuccess)
+        return GPU_CUDA;
+    if (((unsigned char *)k->hr)[k->rbytes] != RMACOLL_FILL_SENTINEL) {
+        fprintf(stderr, "rank %d (%s): byte past the receive buffer written\n",
+                rank, what);
+        return GPU_WRONG_DATA;
+    }
+    if (st != RMACOLL_SUCCESS) {
+        for (size_t b = 0; b < k->rbytes; b++) {
+            if (((unsigned char *)k->hr)[b] != RMACOLL_FILL_SENTINEL) {
+                fprintf(stderr, "rank %d (%s): failed call wrote byte %zu\n",
+                        rank, what, b);
+                return GPU_WRONG_DATA;
+            }
+        }
+        return GPU_OK;
+    }
+    if (rmacoll_check_recv(k->hr, k->rbytes, k->es, rank, nranks, k->rc, k->rd,
+                           k->iter, &rep) != 0) {
+        fprintf(stderr, "rank %d (%s): %s\n", rank, what, rep.msg);
+        return GPU_WRONG_DATA;
+    }
+    return GPU_OK;
+}
+
+static int gpu_status(rmacoll_status_t st, rmacoll_status_t expect, int rank,
+                      rmacoll_comm_t *comm, const char *what)
+{
+    if (st == expect)
+        return GPU_OK;
+    fprintf(stderr, "rank %d (%s): status %s, expected %s: %s\n", rank, what,
+            rmacoll_status_name(st), rmacoll_status_name(expect),
+            rmacoll_comm_last_error(comm));
+    return GPU_WRONG_STATUS;
+}
+
+/* CASE: per call, upload (blocking), call on the stream, sync, check. */
+static int gpu_mode_case(rmacoll_comm_t *comm, int rank, int nranks,
+                         const gpu_arg_t *arg, cudaStream_t stream)
+{
+    int rcode = GPU_OK;
+
+    for (int call = 0; call < arg->ncalls && rcode == GPU_OK; call++) {
+        const rmacoll_case_t *c = arg->cases[call % arg->ncases];
+        gpu_call_t k;
+        rmacoll_status_t st;
+
+        rcode = gpu_call_init(&k, c, rank, nranks, (uint64_t)call + 1);
+        if (rcode == GPU_OK &&
+            (cudaMemcpy(k.ds, k.hs, k.sbytes + 1, cudaMemcpyHostToDevice) !=
+                 cudaSuccess ||
+             cudaDeviceSynchronize() != cudaSuccess))
+            rcode = GPU_CUDA;
+        if (rcode == GPU_OK) {
+            st = gpu_call_run(&k, comm, stream);
+            rcode = gpu_status(st, arg->expect, rank, comm, c->name);
+            if (cudaStreamSynchronize(stream) != cudaSuccess)
+                rcode = GPU_CUDA;
+            if (rcode == GPU_OK)
+                rcode = gpu_call_check(&k, st, rank, nranks, c->name);
+        }
+        gpu_call_free(&k);
+    }
+    return rcode;
+}
+
+/* NAN: the send buffer is set to NaN by a memset on the stream, then the
+ * real data is copied in by cudaMemcpyAsync on the same stream, then the
+ * call: only stream order keeps the NaNs out. Repeated with fresh stamps. */
+static int gpu_mode_nan(rmacoll_comm_t *comm, int rank, int nranks,
+                        const gpu_arg_t *arg, cudaStream_t stream)
+{
+    int rcode = GPU_OK;
+
+    for (int call = 0; call < arg->ncalls && rcode == GPU_OK; call++) {
+        const rmacoll_case_t *c = arg->cases[call % arg->ncases];
+        gpu_call_t k;
+        rmacoll_status_t st;
+
+        rcode = gpu_call_init(&k, c, rank, nranks, 100 + (uint64_t)call);
+        if (rcode != GPU_OK) {
+            gpu_call_free(&k);
+            break;
+        }
+        GPU_TRY(cudaStreamSynchronize(stream));
+        GPU_TRY(cudaMemsetAsync(k.ds, 0xFF, k.sbytes + 1, stream)); /* NaN */
+        GPU_TRY(cudaMemcpyAsync(k.ds, k.hs, k.sbytes, cudaMemcpyHostToDevice,
+                                stream));
+        st = gpu_call_run(&k, comm, stream);
+        rcode = gpu_status(st, RMACOLL_SUCCESS, rank, comm, "nan");
+        GPU_TRY(cudaStreamSynchronize(stream));
+        if (rcode == GPU_OK)
+            rcode = gpu_call_check(&k, st, rank, nranks, "nan");
+    out:
+        gpu_call_free(&k);
+    }
+    return rcode;
+}
+
+/* BACK2BACK: distinct buffers per call; each call's send data copied in
+ * asynchronously right before it; no host synchronisation until all are
+ * queued; then every receive buffer checked. */
+static int gpu_mode_back2back(rmacoll_comm_t *comm, int rank, int nranks,
+                              const gpu_arg_t *arg, cudaStream_t stream)
+{
+    gpu_call_t k[GPU_MAX_CALLS];
+    rmacoll_status_t st[GPU_MAX_CALLS];
+    int rcode = GPU_OK, n = arg->ncalls;
+
+    memset(k, 0, sizeof(k));
+    for (int c = 0; c < GPU_MAX_CALLS; c++)
+        st[c] = RMACOLL_ERR_INTERNAL;
+    for (int c = 0; c < n && rcode == GPU_OK; c++)
+        rcode = gpu_call_init(&k[c], arg->cases[c % arg->ncases], rank, nranks,
+                              1000 + (uint64_t)c);
+    if (rcode != GPU_OK)
+        goto out;
+    GPU_TRY(cudaDeviceSynchronize());
+    for (int c = 0; c < n; c++) {
+        GPU_TRY(cudaMemcpyAsync(k[c].ds, k[c].hs, k[c].sbytes,
+                                cudaMemcpyHostToDevice, stream));
+        st[c] = gpu_call_run(&k[c], comm, stream);
+        if (st[c] != RMACOLL_SUCCESS) {
+            rcode = gpu_status(st[c], RMACOLL_SUCCESS, rank, comm, "back2back");
+            break;
+        }
+    }
+    GPU_TRY(cudaStreamSynchronize(stream));
+    for (int c = 0; c < n && rcode == GPU_OK; c++)
+        rcode = gpu_call_check(&k[c], st[c], rank, nranks, "back2back");
+out:
+    for (int c = 0; c < n; c++)
+        gpu_call_free(&k[c]);
+    return rcode;
+}
+
+/* CAPTURE: a call while the stream is being captured into a CUDA graph
+ * must be refused with RMACOLL_ERR_UNSUPPORTED (nothing enqueued, no
+ * receive byte written); the communicator stays usable afterwards. */
+static int gpu_mode_capture(rmacoll_comm_t *comm, int rank, int nranks,
+                            const gpu_arg_t *arg, cudaStream_t stream)
+{
+    gpu_call_t k;
+    cudaGraph_t graph = NULL;
+    rmacoll_status_t st;
+    int rcode;
+
+    rcode = gpu_call_init(&k, arg->cases[0], rank, nranks, 7);
+    if (rcode != GPU_OK)
+        goto out;
+    GPU_TRY(cudaMemcpy(k.ds, k.hs, k.sbytes + 1, cudaMemcpyHostToDevice));
+    GPU_TRY(cudaDeviceSynchronize());
+    GPU_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    st = gpu_call_run(&k, comm, stream);
+    GPU_TRY(cudaStreamEndCapture(stream, &graph));
+    if (graph != NULL)
+        cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    rcode = gpu_status(st, RMACOLL_ERR_UNSUPPORTED, rank, comm, "capture");
+    GPU_TRY(cudaStreamSynchronize(stream));
+    if (rcode == GPU_OK)
+        rcode = gpu_call_check(&k, st, rank, nranks, "capture");
+    if (rcode != GPU_OK)
+        goto out;
+    /* Still usable: the same call outside capture succeeds. */
+    st = gpu_call_run(&k, comm, stream);
+    rcode = gpu_status(st, RMACOLL_SUCCESS, rank, comm, "after capture");
+    GPU_TRY(cudaStreamSynchronize(stream));
+    if (rcode == GPU_OK)
+        rcode = gpu_call_check(&k, st, rank, nranks, "after capture");
+out:
+    gpu_call_free(&k);
+    return rcode;
+}
+
+#ifdef RMACOLL_TEST_HAVE_NCCL
+/* NCCL: an NCCL communicator over the same ranks (id from rank 0 through a
+ * host AlltoAllV on the harness's communicator), then an rmacoll
+ * communicator made from it; device calls on that one must be exact. */
+static int gpu_mode_nccl(rmacoll_comm_t *comm, int rank, int nranks,
+                         const gpu_arg_t *arg, cudaStream_t stream)
+{
+    ncclUniqueId id;
+    ncclComm_t nccl = NULL;
+    rmacoll_comm_t *c2 = NULL;
+    rmacoll_nccl_oob_t *oob = NULL;
+    unsigned char all[GPU_MAX_RANKS * sizeof(ncclUniqueId)];
+    int64_t sc[GPU_MAX_RANKS], sd[GPU_MAX_RANKS], rc[GPU_MAX_RANKS],
+        rd[GPU_MAX_RANKS];
+    rmacoll_config_t cfg;
+    rmacoll_status_t st;
+    int rcode = GPU_OK, r2 = -1, n2 = -1;
+
+    memset(&id, 0, sizeof(id));
+    if (rank == 0 && ncclGetUniqueId(&id) != ncclSuccess)
+        return GPU_CUDA;
+    for (int j = 0; j < nranks; j++) {
+        if (rank == 0)
+            memcpy(all + (size_t)j * sizeof(id), &id, sizeof(id));
+        sc[j] = rank == 0 ? (int64_t)sizeof(id) : 0;
+        sd[j] = rank == 0 ? (int64_t)(j * sizeof(id)) : 0;
+        rc[j] = j == 0 ? (int64_t)sizeof(id) : 0;
+        rd[j] = 0;
+    }
+    st = rmacoll_alltoallv(rank == 0 ? all : NULL, sc, sd, &id, rc, rd,
+                           RMACOLL_UINT8, comm, NULL);
+    if (st != RMACOLL_SUCCESS)
+        return gpu_status(st, RMACOLL_SUCCESS, rank, comm, "nccl id");
+    if (ncclCommInitRank(&nccl, nranks, id, rank) != ncclSuccess) {
+        fprintf(stderr, "rank %d: ncclCommInitRank failed\n", rank);
+        return GPU_CUDA;
+    }
+    rmacoll_config_init(&cfg);
+    cfg.timeout_ms = 20000;
+    st = rmacoll_comm_create_from_nccl(nccl, stream, &cfg, &c2, &oob);
+    if (st != RMACOLL_SUCCESS) {
+        fprintf(stderr, "rank %d: rmacoll_comm_create_from_nccl: %s\n", rank,
+                rmacoll_status_name(st));
+        rcode = GPU_WRONG_STATUS;
+        goto out;
+    }
+    rmacoll_comm_rank(c2, &r2);
+    rmacoll_comm_size(c2, &n2);
+    if (r2 != rank || n2 != nranks) {
+        fprintf(stderr, "rank %d: nccl comm gives rank %d of %d\n", rank, r2,
+                n2);
+        rcode = GPU_WRONG_STATUS;
+        goto out;
+    }
+    rcode = gpu_mode_case(c2, rank, nranks, arg, stream);
+out:
+    if (c2 != NULL || oob != NULL) {
+        st = rmacoll_comm_destroy_nccl(c2, oob);
+        if (st != RMACOLL_SUCCESS && rcode == GPU_OK) {
+            fprintf(stderr, "rank %d: rmacoll_comm_destroy_nccl: %s\n", rank,
+                    rmacoll_status_name(st));
+            rcode = GPU_WRONG_STATUS;
+        }
+    }
+    if (nccl != NULL)
+        ncclCommDestroy(nccl);
+    return rcode;
+}
+#endif
+
+/* mprun body: CUDA is first touched here, after the fork. */
+static int gpu_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
+{
+    const gpu_arg_t *arg = argp;
+    cudaStream_t stream = NULL;
+    int ndev = 0, rcode = GPU_OK;
+
+    if (nranks > GPU_MAX_RANKS)
+        return GPU_CUDA;
+    GPU_TRY(cudaGetDeviceCount(&ndev));
+    GPU_TRY(cudaSetDevice(rank % ndev));
+    GPU_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    switch (arg->mode) {
+    case GPU_MODE_CASE:
+        rcode = gpu_mode_case(comm, rank, nranks, arg, stream);
+        break;
+    case GPU_MODE_NAN:
+        rcode = gpu_mode_nan(comm, rank, nranks, arg, stream);
+        break;
+    case GPU_MODE_BACK2BACK:
+        rcode = gpu_mode_back2back(comm, rank, nranks, arg, stream);
+        break;
+    case GPU_MODE_CAPTURE:
+        rcode = gpu_mode_capture(comm, rank, nranks, arg, stream);
+        break;
+    case GPU_MODE_NCCL:
+#ifdef RMACOLL_TEST_HAVE_NCCL
+        rcode = gpu_mode_nccl(comm, rank, nranks, arg, stream);
+#else
+        rcode = GPU_WRONG_STATUS;
+#endif
+        break;
+    }
+out:
+    if (stream != NULL)
+        cudaStreamDestroy(stream);
+    return rcode;
+}
+
+/* ---- parent side (never touches CUDA) ---- */
+
+static rmacoll_config_t base_config(void)
+{
+    rmacoll_config_t cfg;
+    char err[256];
+
+    assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)),
+                     RMACOLL_SUCCESS);
+    cfg.timeout_ms = 20000;
+    return cfg;
+}
+
+/* Runs arg on nranks ranks placed by node_of (NULL: all on node 0), with
+ * cfgp (NULL: base_config()). */
+static void run_cfg(const gpu_arg_t *arg, int nranks, const int *node_of,
+                    const rmacoll_config_t *cfgp)
+{
+    static const int one_node[GPU_MAX_RANKS];
+    rmacoll_config_t cfg = cfgp ? *cfgp : base_config();
+    int codes[GPU_MAX_RANKS] = {0};
+    mprun_opts_t o = {nranks, node_of ? node_of : one_node, &cfg, 240, -1};
+    int failed;
+
+    assert_true(nranks <= GPU_MAX_RANKS);
+    failed = mprun(&o, gpu_body, (void *)arg, codes);
+    if (failed) {
+        for (int r = 0; r < nranks; r++)
+            print_message("rank %d exit %d\n", r, codes[r]);
+    }
+    assert_int_equal(failed, 0);
+}
+
+static void run(const gpu_arg_t *arg, int nranks, const int *node_of)
+{
+    run_cfg(arg, nranks, node_of, NULL);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every case file, all ranks on one node, two calls each (the mismatch
+ * case: every rank RMACOLL_ERR_MISMATCH, receive buffers untouched). */
+static void test_cases_one_node(void **state)
+{
+    DIR *d = opendir(RMACOLL_CASES_DIR);
+    char *names[256];
+    int nn = 0, nmismatch = 0;
+    struct dirent *e;
+
+    (void)state;
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL && nn < 256) {
+        size_t l = strlen(e->d_name);
+
+        if (l > 4 && strcmp(e->d_name + l - 4, ".txt") == 0)
+            names[nn++] = strdup(e->d_name);
+    }
+    closedir(d);
+    assert_true(nn > 0);
+    qsort(names, (size_t)nn, sizeof(names[0]), by_name);
+    for (int k = 0; k < nn; k++) {
+        char path[1024], err[256];
+        rmacoll_case_t *c = NULL;
+        gpu_arg_t arg;
+
+        snprintf(path, sizeof(path), "%s/%s", RMACOLL_CASES_DIR, names[k]);
+        if (rmacoll_case_load(path, &c, err, sizeof(err)) != RMACOLL_SUCCESS)
+            fail_msg("%s", err);
+        print_message("case %s: %d ranks on one node\n", names[k], c->nranks);
+        memset(&arg, 0, sizeof(arg));
+        arg.mode = GPU_MODE_CASE;
+        arg.cases[0] = c;
+        arg.ncases = 1;
+        arg.ncalls = 2;
+        arg.expect = c->has_mismatch ? RMACOLL_ERR_MISMATCH : RMACOLL_SUCCESS;
+        nmismatch += c->has_mismatch;
+        run(&arg, c->nranks, NULL);
+        rmacoll_case_free(c);
+        free(names[k]);
+    }
+    assert_true(nmismatch > 0); /* the mismatch case was among them */
+}
+
+static rmacoll_case_t *gen(int nranks, const char *dist, int64_t base,
+                           uint64_t seed, rmacoll_datatype_t dtype)
+{
+    rmacoll_case_dist_t d;
+    rmacoll_case_t *c = NULL;
+
+    assert_int_equal(rmacoll_case_dist_parse(dist, &d), RMACOLL_SUCCESS);
+    assert_int_equal(rmacoll_case_random(1, &nranks, &d, base, seed, dtype, &c),
+                     RMACOLL_SUCCESS);
+    return c;
+}
+
+/* Stale NaNs on the stream before the real data: 4 ranks, 1 MiB blocks
+ * (uniform) and a zipf split, float32 (0xFFFFFFFF is a NaN). */
+static void test_stream_order_nan(void **state)
+{
+    rmacoll_case_t *u = gen(4, "uniform", 256 * 1024, 1, RMACOLL_FLOAT32);
+    rmacoll_case_t *z = gen(4, "zipf:1.2", 256 * 1024, 2, RMACOLL_FLOAT32);
+    gpu_arg_t arg;
+
+    (void)state;
+    memset(&arg, 0, sizeof(arg));
+    arg.mode = GPU_MODE_NAN;
+    arg.cases[0] = u;
+    arg.cases[1] = z;
+    arg.ncases = 2;
+    arg.ncalls = 4;
+    run(&arg, 4, NULL);
+    rmacoll_case_free(u);
+    rmacoll_case_free(z);
+}
+
+/* Calls with changing counts queued back to back, one sync at the end. */
+static void test_back_to_back(void **state)
+{
+    static const char *const dists[] = {"random", "zipf:1.2", "sparse:0.3",
+                                        "uniform", "random", "zipf:2"};
+    rmacoll_case_t *cs[6];
+    gpu_arg_t arg;
+
+    (void)state;
+    memset(&arg, 0, sizeof(arg));
+    arg.mode = GPU_MODE_BACK2BACK;
+    for (int k = 0; k < 6; k++) {
+        cs[k] = gen(4, dists[k], 1000 + 4000 * k, 10 + (uint64_t)k,
+                    k % 3 == 1 ? RMACOLL_INT8 : RMACOLL_FLOAT32);
+        arg.cases[k] = cs[k];
+    }
+    arg.ncases = 6;
+    arg.ncalls = 6;
+    run(&arg, 4, NULL);
+    for (int k = 0; k < 6; k++)
+        rmacoll_case_free(cs[k]);
+}
+
+/* Graph capture is refused, on 2 and on 4 ranks (2 per GPU on 2 GPUs). */
+static void test_graph_capture(void **state)
+{
+    rmacoll_case_t *c2 = gen(2, "random", 5000, 3, RMACOLL_FLOAT32);
+    rmacoll_case_t *c4 = gen(4, "random", 5000, 4, RMACOLL_FLOAT32);
+    gpu_arg_t arg;
+
+    (void)state;
+    memset(&arg, 0, sizeof(arg));
+    arg.mode = GPU_MODE_CAPTURE;
+    arg.ncases = 1;
+    arg.ncalls = 1;
+    arg.cases[0] = c2;
+    run(&arg, 2, NULL);
+    arg.cases[0] = c4;
+    run(&arg, 4, NULL);
+    rmacoll_case_free(c2);
+    rmacoll_case_free(c4);
+}
+
+/* Device memory across (virtual) nodes: RMACOLL_ERR_UNSUPPORTED on every
+ * rank, receive buffers untouched. */
+static void test_cross_node_unsupported(void **state)
+{
+    static const int node_of[4] = {0, 0, 1, 1};
+    rmacoll_config_t cfg = base_config();
+    rmacoll_case_t *c;
+    gpu_arg_t arg;
+
+    (void)state;
+    /* Two nodes need an inter-node transport to create the communicator:
+     * ofi over loopback TCP (FI_TCP_IFACE=lo, set in main). */
+    if (strstr(rmacoll_build_transports(), "ofi") == NULL) {
+        print_message("no ofi transport in this build: skipped\n");
+        skip();
+    }
+    snprintf(cfg.inter_node, sizeof(cfg.inter_node), "ofi");
+    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "tcp;ofi_rxm");
+    c = gen(4, "uniform", 3000, 5, RMACOLL_FLOAT32);
+    memset(&arg, 0, sizeof(arg));
+    arg.mode = GPU_MODE_CASE;
+    arg.cases[0] = c;
+    arg.ncases = 1;
+    arg.ncalls = 2;
+    arg.expect = RMACOLL_ERR_UNSUPPORTED;
+    run_cfg(&arg, 4, node_of, &cfg);
+    rmacoll_case_free(c);
+}
+
+/* rmacoll_comm_create_from_nccl: one rank per GPU (NCCL's rule). */
+static void test_from_nccl(void **state)
+{
+#ifdef RMACOLL_TEST_HAVE_NCCL
+    int n = gpu_ndevices >= 2 ? 2 : 1;
+    rmacoll_case_t *c = gen(n, "zipf:1.2", 20000, 6, RMACOLL_BFLOAT16);
+    gpu_arg_t arg;
+
+    (void)state;
+    memset(&arg, 0, sizeof(arg));
+    arg.mode = GPU_MODE_NCCL;
+    arg.cases[0] = c;
+    arg.ncases = 1;
+    arg.ncalls = 3;
+    run(&arg, n, NULL);
+    rmacoll_case_free(c);
+#else
+    (void)state;
+    skip();
+#endif
+}
+
+/* Device count from a forked child (CUDA must not start in the parent,
+ * which forks the ranks): its exit code, 0 when CUDA fails. */
+static int gpu_probe(void)
+{
+    pid_t pid;
+    int status = 0;
+
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        int n = 0;
+
+        alarm(60);
+        if (cudaGetDeviceCount(&n) != cudaSuccess)
+            n = 0;
+        _exit(n > 100 ? 100 : n);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return 0;
+    return WEXITSTATUS(status);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cases_one_node),
+        cmocka_unit_test(test_stream_order_nan),
+        cmocka_unit_test(test_back_to_back),
+        cmocka_unit_test(test_graph_capture),
+        cmocka_unit_test(test_cross_node_unsupported),
+        cmocka_unit_test(test_from_nccl),
+    };
+
+    gpu_ndevices = gpu_probe();
+    if (gpu_ndevices < 1) {
+        printf("test_gpu_e2e: no usable CUDA device: skipped\n");
+        return 77;
+    }
+    setenv("FI_TCP_IFACE", "lo", 0);
+    setenv("FI_SOCKETS_IFACE", "lo", 0);
+    setenv("NCCL_NVLS_ENABLE", "0", 0);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
