@@ -41,6 +41,10 @@ struct rmacoll_transport {
     volatile uint64_t probe_word;
     uint64_t probe_nonce;
     rmacoll__ce_cuda_t *cuda;  /* NULL: no CUDA backend or no usable GPU */
+    /* Why cuda is NULL (CUDA builds): RMACOLL_ERR_NO_DEVICE or
+     * RMACOLL_ERR_CUDA, and a message naming the cause. */
+    rmacoll_status_t cuda_status;
+    char cuda_why[256];
 };
 
 /**
@@ -55,27 +59,58 @@ rmacoll_status_t rmacoll__ce_set_iov_max(rmacoll_transport_t *tp,
 #ifdef RMACOLL_HAVE_CE_CUDA
 /*
  * CUDA backend hooks (ce_cuda.c). Same contracts as the transport ops of
- * the same name, restricted to CUDA memory; init/finalize open and close
- * tp->cuda after the host part is set up (IPC handle exchange goes
- * through env->allgather, so init is collective).
+ * the same name (include/rmacoll_transport.h), restricted to CUDA memory.
+ *
+ * rmacoll__ce_cuda_init runs last in ce's init, on the calling thread's
+ * current device (cudaGetDevice; the application selects it). It is not
+ * collective. It fails only for lack of host memory: when no GPU is usable
+ * (no driver, no device, no 64-bit stream memory operations, host windows
+ * that cannot be registered) it leaves tp->cuda NULL, keeps the status and
+ * the reason in tp->cuda_status / tp->cuda_why, and the host backend works
+ * as before; every CUDA op then returns that status (RMACOLL_ERR_NO_DEVICE
+ * or RMACOLL_ERR_CUDA) and logs the reason.
  */
 rmacoll_status_t rmacoll__ce_cuda_init(rmacoll_transport_t *tp);
 void rmacoll__ce_cuda_finalize(rmacoll_transport_t *tp);
+/* CUDA memory needs no registration for the copy engine: *mem is NULL and
+ * rkey (may be NULL) gets {addr, bytes}; the range must be device memory
+ * (RMACOLL_ERR_INVALID_ARG otherwise). Peers map it with mem_export. */
 rmacoll_status_t rmacoll__ce_cuda_mem_register(rmacoll_transport_t *tp,
                                                void *addr, size_t bytes,
                                                rmacoll_mem_t **mem,
                                                rmacoll_rkey_t *rkey);
 rmacoll_status_t rmacoll__ce_cuda_mem_deregister(rmacoll_transport_t *tp,
                                                  rmacoll_mem_t *mem);
-/* Memory type of a queue's buffers (all puts of one queue share it). */
+/* Memory type of a queue's buffers (all puts of one queue share it):
+ * the type of the first non-empty put's source, by
+ * cudaPointerGetAttributes; RMACOLL_MEM_HOST when tp->cuda is NULL. */
 rmacoll_memtype_t rmacoll__ce_cuda_queue_memtype(rmacoll_transport_t *tp,
                                                  const rmacoll_put_t *puts,
                                                  size_t n);
+/* post_puts of CUDA memory: post_puts_stream on the backend's own stream;
+ * pending() counts those puts until the stream passed them. */
 rmacoll_status_t rmacoll__ce_cuda_post_puts(rmacoll_transport_t *tp,
                                             const rmacoll_put_t *puts,
                                             size_t n);
 rmacoll_status_t rmacoll__ce_cuda_progress(rmacoll_transport_t *tp);
 size_t rmacoll__ce_cuda_pending(rmacoll_transport_t *tp);
+/* The ops of RMACOLL_TCAP_MEM_CUDA, used as they are in the ops table. */
+rmacoll_status_t rmacoll__ce_cuda_mem_export(rmacoll_transport_t *tp,
+                                             void *addr, size_t bytes,
+                                             void *blob);
+rmacoll_status_t rmacoll__ce_cuda_mem_import(rmacoll_transport_t *tp,
+                                             int peer, const void *blob,
+                                             uint64_t *addr);
+rmacoll_status_t rmacoll__ce_cuda_post_puts_stream(rmacoll_transport_t *tp,
+                                                   const rmacoll_put_t *puts,
+                                                   size_t n, void *stream);
+rmacoll_status_t rmacoll__ce_cuda_wait_stream(rmacoll_transport_t *tp,
+                                              const uint32_t *idx,
+                                              const uint64_t *values,
+                                              size_t n, void *stream);
+rmacoll_status_t rmacoll__ce_cuda_signal_stream(rmacoll_transport_t *tp,
+                                                int peer, uint32_t idx,
+                                                uint64_t value, void *stream);
 #endif
 
 #endif /* RMACOLL_TRANSPORT_CE_H */

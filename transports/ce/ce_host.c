@@ -22,8 +22,9 @@
  * (not another process in another pid namespace), and fails on all ranks
  * together if any rank cannot reach one of its peers.
  *
- * The ops dispatch on memory type so that a CUDA backend (ce_cuda.c, see
- * ce.h) can take RMACOLL_MEM_CUDA buffers.
+ * The ops dispatch on memory type so that the CUDA backend (ce_cuda.c, see
+ * ce.h; built with RMACOLL_HAVE_CE_CUDA) takes RMACOLL_MEM_CUDA buffers;
+ * the stream ops of RMACOLL_TCAP_MEM_CUDA are the backend's functions.
  */
 #define _GNU_SOURCE
 
@@ -640,4 +641,11 @@ const rmacoll_transport_ops_t rmacoll_transport_ce_ops = {
     .progress = ce_progress,
     .pending = ce_pending,
     .error_peer = ce_error_peer,
+#ifdef RMACOLL_HAVE_CE_CUDA
+    .mem_export = rmacoll__ce_cuda_mem_export,
+    .mem_import = rmacoll__ce_cuda_mem_import,
+    .post_puts_stream = rmacoll__ce_cuda_post_puts_stream,
+    .wait_stream = rmacoll__ce_cuda_wait_stream,
+    .signal_stream = rmacoll__ce_cuda_signal_stream,
+#endif
 };

@@ -1,0 +1,147 @@
+/*
+ * nvl.cu - the nvlink_kernel transport's copy kernel.
+ *
+ * One launch copies a queue of up to RMACOLL__NVL_MAX_ENTRIES puts over
+ * IPC-mapped peer pointers (NVLink loads/stores; 16-byte vectors when source
+ * and destination share their alignment modulo 16) and raises their
+ * signals in the targets' host-mapped control windows.
+ *
+ * Ordering (PTX memory model): every thread of a block fences at system
+ * scope after its stores, the block meets at a barrier, and one thread
+ * adds to the group's counter (the "last block" pattern of the CUDA
+ * threadFenceReduction sample, at system scope). The block that brings the
+ * counter to the group's block count fences again (acquire side of the
+ * counter's release sequence) and stores each signal with
+ * st.release.sys: a peer or host that reads the word with acquire
+ * semantics and sees the value sees every byte of the group's puts.
+ * That block resets the counter to 0 for a later launch.
+ */
+#include <stdint.h>
+
+#include "transports/nvlink_kernel/nvl.h"
+
+static_assert(sizeof(rmacoll__nvl_batch_t) <= 4000,
+              "launch descriptor must fit the 4 KiB kernel parameter limit");
+
+__device__ __forceinline__ void nvl_store_release_sys(uint64_t addr,
+                                                      uint64_t v)
+{
+    asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(addr), "l"(v)
+                 : "memory");
+}
+
+/* Block j of nb copies its share of [src, src + bytes) to dst. */
+__device__ __forceinline__ void nvl_copy(const rmacoll__nvl_entry_t *en,
+                                         unsigned j, unsigned nb)
+{
+    char *dst = (char *)(uintptr_t)en->dst;
+    const char *src = (const char *)(uintptr_t)en->src;
+    const uint64_t bytes = en->bytes;
+    const uint64_t stride = (uint64_t)nb * blockDim.x;
+    const uint64_t first = (uint64_t)j * blockDim.x + threadIdx.x;
+
+    if (bytes == 0) {
+        return;
+    }
+    if ((((uintptr_t)src ^ (uintptr_t)dst) & 15u) == 0) {
+        uint64_t head = (16u - ((uintptr_t)dst & 15u)) & 15u;
+        uint64_t nvec;
+        const uint4 *s4;
+        uint4 *d4;
+
+        head = head < bytes ? head : bytes;
+        nvec = (bytes - head) / 16u;
+        s4 = (const uint4 *)(src + head);
+        d4 = (uint4 *)(dst + head);
+        for (uint64_t i = first; i < nvec; i += stride) {
+            d4[i] = s4[i];
+        }
+        /* head and tail bytes: at most 30, by the first block */
+        if (j == 0) {
+            uint64_t tail = head + nvec * 16u;
+
+            for (uint64_t i = threadIdx.x; i < head; i += blockDim.x) {
+                dst[i] = src[i];
+            }
+            for (uint64_t i = tail + threadIdx.x; i < bytes; i += blockDim.x) {
+                dst[i] = src[i];
+            }
+        }
+    } else if ((((uintptr_t)src ^ (uintptr_t)dst) & 3u) == 0) {
+        uint64_t head = (4u - ((uintptr_t)dst & 3u)) & 3u;
+        uint64_t nw;
+
+        head = head < bytes ? head : bytes;
+        nw = (bytes - head) / 4u;
+        for (uint64_t i = first; i < nw; i += stride) {
+            ((uint32_t *)(dst + head))[i] = ((const uint32_t *)(src + head))[i];
+        }
+        if (j == 0) {
+            uint64_t tail = head + nw * 4u;
+
+            for (uint64_t i = threadIdx.x; i < head; i += blockDim.x) {
+                dst[i] = src[i];
+            }
+            for (uint64_t i = tail + threadIdx.x; i < bytes; i += blockDim.x) {
+                dst[i] = src[i];
+            }
+        }
+    } else {
+        for (uint64_t i = first; i < bytes; i += stride) {
+            dst[i] = src[i];
+        }
+    }
+}
+
+__global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
+    rmacoll__nvl_kernel(const rmacoll__nvl_batch_t b)
+{
+    const unsigned bid = blockIdx.x;
+    unsigned lo = 0;
+    unsigned hi = b.n - 1;
+    unsigned e, g, nb;
+
+    /* entry of this block: the largest e with first_block[e] <= bid */
+    while (lo < hi) {
+        unsigned mid = (lo + hi + 1) / 2;
+
+        if (b.first_block[mid] <= bid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    e = lo;
+    nb = b.first_block[e + 1] - b.first_block[e];
+    nvl_copy(&b.e[e], bid - b.first_block[e], nb);
+
+    g = b.group[e];
+    if (b.gblocks[g] == 0) {
+        return; /* the group raises no signal */
+    }
+    __threadfence_system(); /* this thread's stores, before the count */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned old = atomicAdd(&b.counters[g], 1u);
+
+        if (old + 1 == b.gblocks[g]) {
+            __threadfence_system(); /* acquire: every block's stores */
+            b.counters[g] = 0;      /* for a later launch on this slot */
+            for (unsigned k = g; k < b.n; k++) {
+                if (b.group[k] == g && b.e[k].sig != 0) {
+                    nvl_store_release_sys(b.e[k].sig, b.e[k].value);
+                }
+            }
+        }
+    }
+}
+
+extern "C" cudaError_t rmacoll__nvl_launch(const rmacoll__nvl_batch_t *b,
+                                           cudaStream_t s)
+{
+    void *args[1] = {(void *)b};
+
+    return cudaLaunchKernel((const void *)rmacoll__nvl_kernel,
+                            dim3(b->nblocks), dim3(RMACOLL__NVL_THREADS), args,
+                            0, s);
+}

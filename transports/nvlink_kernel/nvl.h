@@ -1,0 +1,56 @@
+/*
+ * nvl.h - private to the nvlink_kernel transport: the launch descriptor
+ * shared by the host side (nvl.c, C) and the kernel (nvl.cu, CUDA C++).
+ *
+ * One launch copies up to RMACOLL__NVL_MAX_ENTRIES puts. The descriptor is
+ * passed BY VALUE as the kernel's parameter (no device staging buffer, no
+ * host synchronisation); it must stay under the classic 4 KiB parameter
+ * limit. Entries are grouped by target peer: group g is led by its first
+ * entry (group[e] = index of that leader); the group's blocks count on
+ * counters[g], and the last block of the group raises the signals of all
+ * the group's entries in queue order, so a signal never precedes the bytes
+ * of an earlier put to the same peer in the same launch.
+ */
+#ifndef RMACOLL_TRANSPORT_NVL_H
+#define RMACOLL_TRANSPORT_NVL_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RMACOLL__NVL_MAX_ENTRIES 64u  /* puts per launch */
+#define RMACOLL__NVL_THREADS 512u     /* threads per block */
+#define RMACOLL__NVL_RING 256u        /* launches whose counters may overlap in time */
+
+typedef struct rmacoll__nvl_entry {
+    uint64_t src;       /* source (device address) */
+    uint64_t dst;       /* destination (device address, IPC-mapped for peers) */
+    uint64_t bytes;
+    uint64_t sig;       /* device address of the target's signal word, 0: none */
+    uint64_t value;     /* value stored there */
+} rmacoll__nvl_entry_t;
+
+typedef struct rmacoll__nvl_batch {
+    uint32_t *counters;   /* [RMACOLL__NVL_MAX_ENTRIES] device counters, all 0 */
+    uint32_t n;           /* entries */
+    uint32_t nblocks;     /* grid size = first_block[n] */
+    /* blocks [first_block[e], first_block[e + 1]) copy entry e */
+    uint32_t first_block[RMACOLL__NVL_MAX_ENTRIES + 1];
+    uint32_t gblocks[RMACOLL__NVL_MAX_ENTRIES]; /* at a leader: its group's blocks */
+    uint8_t group[RMACOLL__NVL_MAX_ENTRIES];    /* leader of entry e's group */
+    rmacoll__nvl_entry_t e[RMACOLL__NVL_MAX_ENTRIES];
+} rmacoll__nvl_batch_t;
+
+/* Launches the copy kernel for *b on stream s (b is copied into the
+ * launch: it may be reused at once). Returns the launch's error. */
+cudaError_t rmacoll__nvl_launch(const rmacoll__nvl_batch_t *b, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RMACOLL_TRANSPORT_NVL_H */
