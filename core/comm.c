@@ -71,7 +71,7 @@ void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
 
     lay->nnet = rmacoll__net_peers(topo, pcfg, rank, NULL);
     lay->nsig_plan = rmacoll__sig_count(topo, pcfg, rank);
-    lay->nsig = lay->nsig_plan + 2 * (uint32_t)lay->nnet + (uint32_t)topo->nranks;
+    lay->nsig = lay->nsig_plan + 2 * (uint32_t)lay->nnet + (uint32_t)topo->nranks + 3;
     lay->local_rec_bytes = align64(sizeof(rmacoll__local_rec_t) +
                                    2 * (size_t)topo->nranks * sizeof(int64_t));
     lay->net_rec_bytes = align64(sizeof(rmacoll__net_rec_t) +
@@ -497,6 +497,7 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
 
 static void comm_free(rmacoll_comm_t *comm)
 {
+    rmacoll__stage_stop(comm);
     if (comm->proxy_started) {
         rmacoll__proxy_stop(comm);
     }
@@ -513,8 +514,16 @@ static void comm_free(rmacoll_comm_t *comm)
         comm->nvl_ops->finalize(comm->nvl);
     }
     if (comm->ce != NULL) {
+        if (comm->stage_send_pin != NULL) {
+            comm->ce_ops->mem_deregister(comm->ce, comm->stage_send_pin);
+        }
+        if (comm->stage_recv_pin != NULL) {
+            comm->ce_ops->mem_deregister(comm->ce, comm->stage_recv_pin);
+        }
         comm->ce_ops->finalize(comm->ce);
     }
+    free(comm->stage_send);
+    free(comm->stage_recv);
     for (int r = 0; comm->peer_ctrl != NULL && r < comm->nranks; r++) {
         if (r != comm->rank && comm->peer_ctrl[r].addr != NULL) {
             rmacoll__shm_destroy(&comm->peer_ctrl[r]);
@@ -535,6 +544,8 @@ static void comm_free(rmacoll_comm_t *comm)
         rmacoll__bootstrap_destroy(comm->bs);
     }
     pthread_mutex_destroy(&comm->net_lock);
+    pthread_mutex_destroy(&comm->stage_lock);
+    pthread_cond_destroy(&comm->stage_cond);
     free(comm->peer_ctrl);
     free(comm->peer_lay);
     free(comm->peer_nsig);
@@ -579,6 +590,8 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
         return RMACOLL_ERR_NO_MEMORY;
     }
     pthread_mutex_init(&comm->net_lock, NULL);
+    pthread_mutex_init(&comm->stage_lock, NULL);
+    pthread_cond_init(&comm->stage_cond, NULL);
     rmacoll__plan_init(&comm->plan);
     comm->rank = params->rank;
     comm->nranks = params->nranks;
@@ -715,6 +728,10 @@ rmacoll_status_t rmacoll_comm_destroy(rmacoll_comm_t *comm)
 
     if (comm == NULL) {
         return RMACOLL_SUCCESS;
+    }
+    /* a staged device call still in flight finishes first */
+    if (comm->stage_last != 0 && !comm->broken) {
+        rmacoll__stage_wait(comm);
     }
     if (comm->proxy_started) {
         rmacoll__proxy_flush(comm);

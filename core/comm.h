@@ -10,7 +10,10 @@
  * Signal words: the planner's (plan.h), then META_A(k) and META_B(k) for
  * each network peer k (metadata record / agreement record arrived), then
  * READY(p) for every rank p: p's stream reached call e, so this rank's
- * stream may write into p's device receive buffer (device memory only).
+ * stream may write into p's device receive buffer (device memory only),
+ * then STAGE_GO, STAGE_DONE, STAGE_COPIED (device memory across nodes:
+ * send buffer staged to host / host data phase done / receive blocks
+ * copied back to the device).
  */
 #ifndef RMACOLL_CORE_COMM_H
 #define RMACOLL_CORE_COMM_H
@@ -131,6 +134,21 @@ struct rmacoll_comm {
     size_t wait_cap;
     rmacoll_put_t *meta_puts;         /* [2][nranks]: metadata, agreement */
 
+    /* device memory across nodes: host staging and its worker thread */
+    void *stage_send, *stage_recv;
+    uint64_t stage_send_bytes, stage_recv_bytes;
+    rmacoll_mem_t *stage_send_pin, *stage_recv_pin; /* pinned by ce */
+    rmacoll_mem_t *stage_send_mem, *stage_recv_mem; /* network registrations of the call */
+    pthread_t stage_thread;
+    int stage_started;
+    pthread_mutex_t stage_lock;
+    pthread_cond_t stage_cond;
+    uint64_t stage_job;               /* epoch handed to the worker, 0 = none */
+    uint64_t stage_last;              /* epoch of the last staged call */
+    int stage_stop;
+    _Atomic uint64_t stage_finished;  /* last epoch the worker completed */
+    _Atomic int stage_status;         /* first error of the worker */
+
     /* proxy thread: owns progress of the network transport */
     pthread_t proxy;
     int proxy_started;
@@ -166,6 +184,12 @@ void rmacoll__proxy_poll(rmacoll_comm_t *comm);
 /* Waits until the proxy posted every job and the transport has no
  * pending put (sources reusable). */
 rmacoll_status_t rmacoll__proxy_flush(rmacoll_comm_t *comm);
+
+/* exec.c: the staging worker of device calls across nodes. stage_wait
+ * waits until the previous staged call's receive blocks are back on the
+ * device (its stream reached them); stage_stop joins the worker. */
+rmacoll_status_t rmacoll__stage_wait(rmacoll_comm_t *comm);
+void rmacoll__stage_stop(rmacoll_comm_t *comm);
 
 /* exec.c: waits until *word >= value; names `peer` and `what` on timeout. */
 rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,

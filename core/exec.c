@@ -562,6 +562,210 @@ static void net_deregister(rmacoll_comm_t *comm, rmacoll_mem_t *mem)
     }
 }
 
+/* ---- device memory across nodes: host staging ----
+ * The host runs the metadata round and agreement in the call, as always;
+ * the stream then copies the send blocks to a pinned host buffer and
+ * raises STAGE_GO; a worker thread runs the host plan on the staging
+ * buffers (CE by cross-memory attach, network by the proxy) and raises
+ * STAGE_DONE; the stream waits for it, copies the receive blocks back and
+ * raises STAGE_COPIED. The call returns without host synchronisation; the
+ * next call on the communicator waits for STAGE_COPIED of this one (one
+ * staged call in flight, so staging buffers are never overwritten early). */
+
+static uint32_t stage_word(const rmacoll_comm_t *comm, int k)
+{
+    return comm->lay.nsig_plan + 2 * (uint32_t)comm->nnet + (uint32_t)comm->nranks +
+           (uint32_t)k;
+}
+
+enum { STAGE_GO = 0, STAGE_DONE = 1, STAGE_COPIED = 2 };
+
+static void *stage_main(void *arg)
+{
+    rmacoll_comm_t *comm = arg;
+
+    pthread_mutex_lock(&comm->stage_lock);
+    for (;;) {
+        uint64_t e;
+        rmacoll_status_t st;
+        while (!comm->stage_stop && comm->stage_job == 0) {
+            pthread_cond_wait(&comm->stage_cond, &comm->stage_lock);
+        }
+        if (comm->stage_stop) {
+            break;
+        }
+        e = comm->stage_job;
+        comm->stage_job = 0;
+        pthread_mutex_unlock(&comm->stage_lock);
+
+        atomic_store(&comm->proxy_active, 1);
+        st = rmacoll__wait_word(comm, &comm->signals[stage_word(comm, STAGE_GO)], e,
+                                comm->rank, "own stream: send blocks staged to host");
+        if (st == RMACOLL_SUCCESS) {
+            st = run_plan(comm, comm->stage_send, comm->stage_recv, comm->stage_send_mem);
+        }
+        atomic_store(&comm->proxy_active, 0);
+        if (st != RMACOLL_SUCCESS) {
+            int expected = RMACOLL_SUCCESS;
+            atomic_compare_exchange_strong(&comm->stage_status, &expected, (int)st);
+        }
+        /* release the stream even on failure; the next call reports it */
+        __atomic_store_n(&comm->signals[stage_word(comm, STAGE_DONE)], e, __ATOMIC_RELEASE);
+        atomic_store(&comm->stage_finished, e);
+        pthread_mutex_lock(&comm->stage_lock);
+    }
+    pthread_mutex_unlock(&comm->stage_lock);
+    return NULL;
+}
+
+rmacoll_status_t rmacoll__stage_wait(rmacoll_comm_t *comm)
+{
+    uint64_t e = comm->stage_last;
+    rmacoll_status_t st;
+    int err;
+
+    if (e == 0) {
+        return RMACOLL_SUCCESS;
+    }
+    st = rmacoll__wait_word(comm, &comm->signals[stage_word(comm, STAGE_COPIED)], e,
+                            comm->rank, "own stream: previous call's receive blocks "
+                            "copied back to the device");
+    while (st == RMACOLL_SUCCESS && atomic_load(&comm->stage_finished) < e) {
+        sched_yield();
+    }
+    net_deregister(comm, comm->stage_send_mem);
+    comm->stage_send_mem = NULL;
+    net_deregister(comm, comm->stage_recv_mem);
+    comm->stage_recv_mem = NULL;
+    comm->stage_last = 0;
+    err = atomic_load(&comm->stage_status);
+    if (st == RMACOLL_SUCCESS && err != RMACOLL_SUCCESS) {
+        comm->broken = 1;
+        return (rmacoll_status_t)err; /* the worker logged the cause */
+    }
+    if (st != RMACOLL_SUCCESS) {
+        comm->broken = 1;
+    }
+    return st;
+}
+
+void rmacoll__stage_stop(rmacoll_comm_t *comm)
+{
+    if (!comm->stage_started) {
+        return;
+    }
+    pthread_mutex_lock(&comm->stage_lock);
+    comm->stage_stop = 1;
+    pthread_cond_signal(&comm->stage_cond);
+    pthread_mutex_unlock(&comm->stage_lock);
+    pthread_join(comm->stage_thread, NULL);
+    comm->stage_started = 0;
+}
+
+/* Grows a pinned host staging buffer to at least `bytes`. */
+static rmacoll_status_t stage_grow(rmacoll_comm_t *comm, void **buf, uint64_t *cap,
+                                   rmacoll_mem_t **pin, uint64_t bytes)
+{
+    rmacoll_status_t st;
+    void *p = NULL;
+
+    if (bytes <= *cap) {
+        return RMACOLL_SUCCESS;
+    }
+    if (*pin != NULL) {
+        comm->ce_ops->mem_deregister(comm->ce, *pin);
+        *pin = NULL;
+    }
+    free(*buf);
+    *buf = NULL;
+    *cap = 0;
+    if (posix_memalign(&p, 4096, bytes) != 0) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    st = comm->ce_ops->mem_register(comm->ce, p, bytes, RMACOLL_MEM_HOST, pin, NULL);
+    if (st != RMACOLL_SUCCESS) {
+        free(p);
+        return st;
+    }
+    *buf = p;
+    *cap = bytes;
+    return RMACOLL_SUCCESS;
+}
+
+/* Enqueues the staging copies and hands the data phase to the worker. */
+static rmacoll_status_t stage_enqueue(rmacoll_comm_t *comm, const void *sendbuf,
+                                      const int64_t *sendcounts, const int64_t *sdispls,
+                                      void *recvbuf, const int64_t *recvcounts,
+                                      const int64_t *rdispls, size_t es, void *stream)
+{
+    int n = comm->nranks, me = comm->rank;
+    rmacoll_put_t *puts;
+    size_t k = 0;
+    uint32_t w;
+    uint64_t e = comm->epoch;
+    rmacoll_status_t st = grow_puts(comm, (size_t)n);
+
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    puts = comm->puts;
+    for (int j = 0; j < n; j++) { /* send blocks: device -> host */
+        if (sendcounts[j] != 0) {
+            uint64_t off = (uint64_t)sdispls[j] * es;
+            memset(&puts[k], 0, sizeof(puts[k]));
+            puts[k].peer = me;
+            puts[k].src = (const char *)sendbuf + off;
+            puts[k].dst_addr = (uint64_t)(uintptr_t)comm->stage_send + off;
+            puts[k].bytes = (uint64_t)sendcounts[j] * es;
+            puts[k++].sig_index = RMACOLL_NO_SIGNAL;
+        }
+    }
+    st = k ? comm->ce_ops->post_puts_stream(comm->ce, puts, k, stream) : RMACOLL_SUCCESS;
+    if (st == RMACOLL_SUCCESS) {
+        st = comm->ce_ops->signal_stream(comm->ce, me, stage_word(comm, STAGE_GO), e, stream);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        w = stage_word(comm, STAGE_DONE);
+        st = comm->ce_ops->wait_stream(comm->ce, &w, &e, 1, stream);
+    }
+    k = 0;
+    for (int i = 0; st == RMACOLL_SUCCESS && i < n; i++) { /* receive blocks back */
+        if (recvcounts[i] != 0) {
+            uint64_t off = (uint64_t)rdispls[i] * es;
+            memset(&puts[k], 0, sizeof(puts[k]));
+            puts[k].peer = me;
+            puts[k].src = (const char *)comm->stage_recv + off;
+            puts[k].dst_addr = (uint64_t)(uintptr_t)recvbuf + off;
+            puts[k].bytes = (uint64_t)recvcounts[i] * es;
+            puts[k++].sig_index = RMACOLL_NO_SIGNAL;
+        }
+    }
+    if (st == RMACOLL_SUCCESS && k) {
+        st = comm->ce_ops->post_puts_stream(comm->ce, puts, k, stream);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = comm->ce_ops->signal_stream(comm->ce, me, stage_word(comm, STAGE_COPIED), e,
+                                         stream);
+    }
+    if (st != RMACOLL_SUCCESS) {
+        return rmacoll__comm_fail(comm, st, "rank %d: enqueueing the staging copies on the "
+                                  "stream failed: %s", me, rmacoll_status_string(st));
+    }
+    if (!comm->stage_started) {
+        if (pthread_create(&comm->stage_thread, NULL, stage_main, comm) != 0) {
+            return rmacoll__comm_fail(comm, RMACOLL_ERR_NO_MEMORY, "rank %d: cannot start "
+                                      "the staging thread", me);
+        }
+        comm->stage_started = 1;
+    }
+    comm->stage_last = e;
+    pthread_mutex_lock(&comm->stage_lock);
+    comm->stage_job = e;
+    pthread_cond_signal(&comm->stage_cond);
+    pthread_mutex_unlock(&comm->stage_lock);
+    return RMACOLL_SUCCESS;
+}
+
 rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcounts,
                                    const int64_t *sdispls, void *recvbuf,
                                    const int64_t *recvcounts, const int64_t *rdispls,
@@ -577,9 +781,20 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
     uint64_t send_extent = 0, recv_extent = 0;
     char msg[512];
     rmacoll_status_t st;
+    int staged;
+    const void *hsend;   /* the buffers the host machinery works on: the  */
+    void *hrecv;         /* user's, or the staging buffers               */
 
     if (comm == NULL) {
         return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (comm->stage_last != 0) {
+        st = rmacoll__stage_wait(comm);
+        if (st != RMACOLL_SUCCESS) {
+            return rmacoll__comm_fail(comm, st, "rank %d: the previous call on device "
+                                      "buffers failed: %s", comm->rank,
+                                      rmacoll_status_string(st));
+        }
     }
     if (comm->broken) {
         return rmacoll__comm_fail(comm, RMACOLL_ERR_PEER,
@@ -587,6 +802,9 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
                                   "and must be destroyed", comm->rank);
     }
     topo = comm->topo;
+    staged = stream != NULL && topo->nnodes > 1;
+    hsend = sendbuf;
+    hrecv = recvbuf;
     me = comm->rank;
     A = topo->node_of[me];
     ls = topo->node_size[A];
@@ -609,10 +827,6 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
             st = RMACOLL_ERR_UNSUPPORTED;
             snprintf(msg, sizeof(msg), "rank %d: stream: device buffers need the CUDA "
                      "backend of the ce transport, which this build lacks", me);
-        } else if (topo->nnodes > 1) {
-            st = RMACOLL_ERR_UNSUPPORTED;
-            snprintf(msg, sizeof(msg), "rank %d: stream: device buffers across nodes "
-                     "(proxy staging) are not supported yet; %d nodes", me, topo->nnodes);
         } else {
             /* n == 0 checks the stream can take work (not being captured) */
             st = comm->ce_ops->post_puts_stream(comm->ce, NULL, 0, stream);
@@ -622,7 +836,23 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
                          rmacoll_status_string(st));
             }
         }
-        if (st == RMACOLL_SUCCESS && recv_extent > 0) {
+        if (st == RMACOLL_SUCCESS && staged) {
+            /* across nodes: pinned host staging buffers carry the data */
+            st = stage_grow(comm, &comm->stage_send, &comm->stage_send_bytes,
+                            &comm->stage_send_pin, send_extent);
+            if (st == RMACOLL_SUCCESS) {
+                st = stage_grow(comm, &comm->stage_recv, &comm->stage_recv_bytes,
+                                &comm->stage_recv_pin, recv_extent);
+            }
+            if (st != RMACOLL_SUCCESS) {
+                snprintf(msg, sizeof(msg), "rank %d: cannot allocate pinned staging "
+                         "buffers (%llu + %llu bytes): %s", me,
+                         (unsigned long long)send_extent,
+                         (unsigned long long)recv_extent, rmacoll_status_string(st));
+            }
+            hsend = comm->stage_send;
+            hrecv = comm->stage_recv;
+        } else if (st == RMACOLL_SUCCESS && recv_extent > 0) {
             st = comm->ce_ops->mem_export(comm->ce, recvbuf, recv_extent,
                                           local_rec(comm, me, par)->recv_blob);
             if (st != RMACOLL_SUCCESS) {
@@ -632,10 +862,10 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
             }
         }
     }
-    if (st == RMACOLL_SUCCESS && stream == NULL) {
-        st = net_register(comm, sendbuf, send_extent, &send_mem, NULL);
+    if (st == RMACOLL_SUCCESS && (stream == NULL || staged)) {
+        st = net_register(comm, hsend, send_extent, &send_mem, NULL);
         if (st == RMACOLL_SUCCESS) {
-            st = net_register(comm, recvbuf, recv_extent, &recv_mem, &recv_rkey);
+            st = net_register(comm, hrecv, recv_extent, &recv_mem, &recv_rkey);
         }
         if (st != RMACOLL_SUCCESS) {
             snprintf(msg, sizeof(msg), "rank %d: cannot register the send/receive "
@@ -650,7 +880,7 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
 
     /* 2. metadata: node peers read it from the control window ... */
     lr = local_rec(comm, me, par);
-    lr->recv_addr = (uint64_t)(uintptr_t)recvbuf;
+    lr->recv_addr = (uint64_t)(uintptr_t)hrecv;
     lr->st_a = local;
     for (int r = 0; r < comm->nranks; r++) {
         int ok = local.code == RMACOLL_SUCCESS;
@@ -712,7 +942,7 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
         if (st != RMACOLL_SUCCESS) {
             snprintf(msg, sizeof(msg), "rank %d: %s", me, comm->plan.errmsg);
             status_set(&acc, st, me, msg);
-        } else if (stream != NULL) {
+        } else if (stream != NULL && !staged) {
             st = import_peers(comm, par, sendcounts, msg, sizeof(msg));
             if (st != RMACOLL_SUCCESS) {
                 status_set(&acc, st, me, msg);
@@ -767,6 +997,23 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
     }
 
     /* 5. data rounds */
+    if (staged) {
+        comm->stage_send_mem = send_mem;
+        comm->stage_recv_mem = recv_mem;
+        st = stage_enqueue(comm, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
+                           rmacoll_datatype_size(dtype), stream);
+        atomic_store(&comm->proxy_active, 0);
+        if (st != RMACOLL_SUCCESS) {
+            comm->broken = 1;
+            return st;
+        }
+        {
+            rmacoll__sigstate_t *t = comm->sig;
+            comm->sig = comm->sig_next;
+            comm->sig_next = t;
+        }
+        return RMACOLL_SUCCESS;
+    }
     if (stream != NULL) {
         st = run_plan_stream(comm, sendbuf, recvbuf, sendcounts, recvcounts, stream);
     } else {

@@ -4,13 +4,13 @@
  * mprun.h); each touches CUDA only after the fork, inside the body, and
  * uses GPU rank % device count, so several ranks share a GPU. The GPU path
  * is single-node for now: every case runs with all ranks on one virtual
- * node, and a cross-node device call must fail with RMACOLL_ERR_UNSUPPORTED.
+ * node, and across virtual nodes through the relay (host staging).
  *
  * Cases: every count-matrix file of the shared cases directory (mismatch
  * included: every rank fails, no byte of a receive buffer changes); stream
  * order (stale NaNs written on the stream just before the real data must
  * never arrive); back-to-back calls with changing counts and no host
- * synchronisation; CUDA graph capture refused; cross-node refused; and,
+ * synchronisation; CUDA graph capture refused; cross-node relay; and,
  * when the library has NCCL, a communicator made from an NCCL one.
  *
  * Exits 77 (skipped) when no GPU is usable: the probe runs in a forked
@@ -596,33 +596,71 @@ static void test_graph_capture(void **state)
     rmacoll_case_free(c4);
 }
 
-/* Device memory across (virtual) nodes: RMACOLL_ERR_UNSUPPORTED on every
- * rank, receive buffers untouched. */
-static void test_cross_node_unsupported(void **state)
+/* Device memory across (virtual) nodes: the relay through pinned host
+ * staging, ofi over loopback TCP between the nodes. 4 ranks on 2 GPUs as
+ * 2 virtual nodes with random and skewed counts (relay slots far smaller
+ * than the data, too), then every shared case with its own topology. */
+static void test_cross_node_relay(void **state)
 {
     static const int node_of[4] = {0, 0, 1, 1};
     rmacoll_config_t cfg = base_config();
-    rmacoll_case_t *c;
+    rmacoll_case_t *c1, *c2;
     gpu_arg_t arg;
+    DIR *d;
+    struct dirent *e;
 
     (void)state;
-    /* Two nodes need an inter-node transport to create the communicator:
-     * ofi over loopback TCP (FI_TCP_IFACE=lo, set in main). */
     if (strstr(rmacoll_build_transports(), "ofi") == NULL) {
         print_message("no ofi transport in this build: skipped\n");
         skip();
     }
     snprintf(cfg.inter_node, sizeof(cfg.inter_node), "ofi");
     snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "tcp;ofi_rxm");
-    c = gen(4, "uniform", 3000, 5, RMACOLL_FLOAT32);
+    c1 = gen(4, "random", 30000, 5, RMACOLL_FLOAT32);
+    c2 = gen(4, "zipf:1.2", 50000, 6, RMACOLL_BFLOAT16);
     memset(&arg, 0, sizeof(arg));
     arg.mode = GPU_MODE_CASE;
-    arg.cases[0] = c;
-    arg.ncases = 1;
-    arg.ncalls = 2;
-    arg.expect = RMACOLL_ERR_UNSUPPORTED;
+    arg.cases[0] = c1;
+    arg.cases[1] = c2;
+    arg.ncases = 2;
+    arg.ncalls = 4;
+    arg.expect = RMACOLL_SUCCESS;
     run_cfg(&arg, 4, node_of, &cfg);
-    rmacoll_case_free(c);
+    cfg.relay_buffer_bytes = 4096; /* many slot reuses per call */
+    run_cfg(&arg, 4, node_of, &cfg);
+    rmacoll_case_free(c1);
+    rmacoll_case_free(c2);
+
+    cfg = base_config();
+    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "tcp;ofi_rxm");
+    d = opendir(RMACOLL_CASES_DIR);
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL) {
+        char path[1024], err[256];
+        rmacoll_case_t *c = NULL;
+        size_t l = strlen(e->d_name);
+        if (l < 5 || strcmp(e->d_name + l - 4, ".txt") != 0) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "%s/%s", RMACOLL_CASES_DIR, e->d_name);
+        if (rmacoll_case_load(path, &c, err, sizeof(err)) != RMACOLL_SUCCESS)
+            fail_msg("%s", err);
+        if (c->nranks > GPU_MAX_RANKS) {
+            rmacoll_case_free(c);
+            continue;
+        }
+        print_message("case %s: %d ranks on %d nodes, device memory\n", e->d_name,
+                      c->nranks, c->nnodes);
+        memset(&arg, 0, sizeof(arg));
+        arg.mode = GPU_MODE_CASE;
+        arg.cases[0] = c;
+        arg.ncases = 1;
+        arg.ncalls = 2;
+        arg.expect = c->has_mismatch ? RMACOLL_ERR_MISMATCH : RMACOLL_SUCCESS;
+        run_cfg(&arg, c->nranks, c->node_of, &cfg);
+        rmacoll_case_free(c);
+    }
+    closedir(d);
 }
 
 /* rmacoll_comm_create_from_nccl: one rank per GPU (NCCL's rule). */
@@ -677,7 +715,7 @@ int main(void)
         cmocka_unit_test(test_stream_order_nan),
         cmocka_unit_test(test_back_to_back),
         cmocka_unit_test(test_graph_capture),
-        cmocka_unit_test(test_cross_node_unsupported),
+        cmocka_unit_test(test_cross_node_relay),
         cmocka_unit_test(test_from_nccl),
     };
 

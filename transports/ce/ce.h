@@ -71,6 +71,10 @@ rmacoll_status_t rmacoll__ce_set_iov_max(rmacoll_transport_t *tp,
  * or RMACOLL_ERR_CUDA) and logs the reason.
  */
 rmacoll_status_t rmacoll__ce_cuda_init(rmacoll_transport_t *tp);
+/* Pins host memory (cudaHostRegister, portable); *mem is freed and the
+ * range unpinned by rmacoll__ce_cuda_mem_deregister. */
+rmacoll_status_t rmacoll__ce_cuda_host_pin(rmacoll_transport_t *tp, void *addr,
+                                           size_t bytes, rmacoll_mem_t **mem);
 void rmacoll__ce_cuda_finalize(rmacoll_transport_t *tp);
 /* CUDA memory needs no registration for the copy engine: *mem is NULL and
  * rkey (may be NULL) gets {addr, bytes}; the range must be device memory

@@ -504,9 +504,50 @@ rmacoll_status_t rmacoll__ce_cuda_mem_register(rmacoll_transport_t *tp,
     return RMACOLL_SUCCESS;
 }
 
+/* A pinned host range (the only non-NULL registration of this backend). */
+struct rmacoll_mem {
+    uint64_t magic;
+    void *addr;
+};
+
+#define CC_PIN_MAGIC 0x63635f70696e6e64ull /* "cc_pinnd" */
+
+rmacoll_status_t rmacoll__ce_cuda_host_pin(rmacoll_transport_t *tp, void *addr,
+                                           size_t bytes, rmacoll_mem_t **mem)
+{
+    struct rmacoll_mem *m;
+    cudaError_t e;
+
+    *mem = NULL;
+    if (tp->cuda == NULL) {
+        return cc_off(tp, "host_pin");
+    }
+    m = calloc(1, sizeof(*m));
+    if (m == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    e = cudaHostRegister(addr, bytes, cudaHostRegisterPortable);
+    if (e != cudaSuccess) {
+        CC_LOG(tp, RMACOLL_LOG_ERROR, "ce: cudaHostRegister of %zu bytes at %p "
+               "failed: %s", bytes, addr, cudaGetErrorString(e));
+        free(m);
+        return RMACOLL_ERR_CUDA;
+    }
+    m->magic = CC_PIN_MAGIC;
+    m->addr = addr;
+    *mem = m;
+    return RMACOLL_SUCCESS;
+}
+
 rmacoll_status_t rmacoll__ce_cuda_mem_deregister(rmacoll_transport_t *tp,
                                                  rmacoll_mem_t *mem)
 {
+    if (mem != NULL && mem->magic == CC_PIN_MAGIC) {
+        cudaHostUnregister(mem->addr);
+        mem->magic = 0;
+        free(mem);
+        return RMACOLL_SUCCESS;
+    }
     return mem == NULL ? RMACOLL_SUCCESS : RMACOLL_ERR_INVALID_ARG;
 }
 

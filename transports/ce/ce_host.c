@@ -358,6 +358,13 @@ static rmacoll_status_t ce_mem_register(rmacoll_transport_t *tp, void *addr,
             rkey->addr = (uint64_t)(uintptr_t)addr;
             rkey->bytes = (uint64_t)bytes;
         }
+#ifdef RMACOLL_HAVE_CE_CUDA
+        /* with a GPU, host memory is pinned so that stream copies to and
+         * from it stay asynchronous (staging buffers) */
+        if (tp->cuda != NULL && bytes > 0) {
+            return rmacoll__ce_cuda_host_pin(tp, addr, bytes, mem);
+        }
+#endif
         return RMACOLL_SUCCESS;
     case RMACOLL_MEM_CUDA:
 #ifdef RMACOLL_HAVE_CE_CUDA
