@@ -27,6 +27,15 @@ if(TARGET rmacoll-perf AND RMACOLL_HAVE_CUDA AND TARGET CUDA::cudart)
   else()
     message(STATUS "rmacoll: rmacoll-perf --memory cuda enabled; NCCL not found, no --baseline nccl")
   endif()
+  # --gemm (SM interference): cuBLAS in rmacoll-perf only, when the toolkit
+  # has it; without it the option fails with a clear message at run time.
+  if(TARGET CUDA::cublas)
+    target_link_libraries(rmacoll-perf PRIVATE CUDA::cublas)
+    target_compile_definitions(rmacoll-perf PRIVATE RMACOLL_PERF_HAVE_CUBLAS=1)
+    message(STATUS "rmacoll: rmacoll-perf --gemm enabled (cuBLAS)")
+  else()
+    message(STATUS "rmacoll: cuBLAS not found; rmacoll-perf --gemm disabled")
+  endif()
 endif()
 
 find_package(MPI COMPONENTS C QUIET)
@@ -58,6 +67,15 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
   add_test(NAME perf_baseline_needs_cuda COMMAND rmacoll-perf --baseline nccl)
   set_tests_properties(perf_baseline_needs_cuda PROPERTIES TIMEOUT 30
     PASS_REGULAR_EXPRESSION "--baseline nccl needs --memory cuda")
+  # --gemm without --memory cuda, and a bad --gemm, are refused up front.
+  add_test(NAME perf_gemm_needs_cuda COMMAND rmacoll-perf --gemm 1024)
+  set_tests_properties(perf_gemm_needs_cuda PROPERTIES TIMEOUT 30
+    PASS_REGULAR_EXPRESSION "--gemm needs --memory cuda")
+  add_test(NAME perf_gemm_bad_size COMMAND rmacoll-perf --memory cuda --gemm 0)
+  set_tests_properties(perf_gemm_bad_size PROPERTIES TIMEOUT 30 WILL_FAIL TRUE)
+  add_test(NAME perf_help_gemm COMMAND rmacoll-perf --help)
+  set_tests_properties(perf_help_gemm PROPERTIES TIMEOUT 30
+    PASS_REGULAR_EXPRESSION "--gemm N.*--gemm-iters K")
   add_test(NAME perf_help_gpu COMMAND rmacoll-perf --help)
   set_tests_properties(perf_help_gpu PROPERTIES TIMEOUT 30
     PASS_REGULAR_EXPRESSION "--memory host\\|cuda.*--baseline none\\|nccl")

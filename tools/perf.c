@@ -17,6 +17,12 @@
  * on that stream. --baseline nccl (RMACOLL_PERF_HAVE_NCCL) times NCCL's
  * grouped ncclSend/ncclRecv (what PyTorch's all_to_all_single does) on the
  * same counts and buffers. See docs/perf.md and docs/gpu.md.
+ *
+ * --gemm N (RMACOLL_PERF_HAVE_CUBLAS): SM interference. Each rank also
+ * makes a second stream and a cuBLAS handle on it, allocates bf16 N x N
+ * A, B, C and hands perfrun a load (a batch of --gemm-iters cublasGemmEx
+ * between two events on that stream), which is timed alone and while the
+ * alltoallv (rmacoll, then NCCL) loops on the collective's stream.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +41,9 @@
 #ifdef RMACOLL_PERF_HAVE_NCCL
 #include <nccl.h>
 #endif
+#ifdef RMACOLL_PERF_HAVE_CUBLAS
+#include <cublas_v2.h>
+#endif
 
 #define PERF_NAME "rmacoll-perf"
 
@@ -52,6 +61,14 @@ typedef struct perf_rmacoll {
 #endif
 #ifdef RMACOLL_PERF_HAVE_NCCL
     ncclComm_t nccl;        /* --baseline nccl, else NULL */
+#endif
+#ifdef RMACOLL_PERF_HAVE_CUBLAS
+    /* --gemm: the interfering load, on a stream of its own */
+    cublasHandle_t blas;    /* NULL when --gemm is off */
+    cudaStream_t gemm_stream;
+    cudaEvent_t gemm_start, gemm_stop;
+    void *gemm_a, *gemm_b, *gemm_c; /* bf16 n x n, column-major */
+    int gemm_n, gemm_iters;
 #endif
 } perf_rmacoll_t;
 
@@ -117,6 +134,29 @@ static rmacoll_status_t perf_gather(void *ctx, const double *mine, int k,
                            RMACOLL_FLOAT64, p->comm, NULL);
     if (st != RMACOLL_SUCCESS)
         return perf_fail(p, st, "gather (rmacoll_alltoallv)", err, errlen);
+    return RMACOLL_SUCCESS;
+}
+
+/* All-gather of k doubles per rank (host memory): an AlltoAllV sending the
+ * same k values to every rank. */
+static rmacoll_status_t perf_allgather(void *ctx, const double *mine, int k,
+                                       double *all, char *err, size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+    int n = p->nranks;
+    int64_t *sc = p->counts, *sd = sc + n, *rc = sc + 2 * n, *rd = sc + 3 * n;
+    rmacoll_status_t st;
+
+    for (int j = 0; j < n; j++) {
+        sc[j] = k;
+        sd[j] = 0;
+        rc[j] = k;
+        rd[j] = (int64_t)j * k;
+    }
+    st = rmacoll_alltoallv(mine, sc, sd, all, rc, rd, RMACOLL_FLOAT64,
+                           p->comm, NULL);
+    if (st != RMACOLL_SUCCESS)
+        return perf_fail(p, st, "allgather (rmacoll_alltoallv)", err, errlen);
     return RMACOLL_SUCCESS;
 }
 
@@ -269,6 +309,171 @@ static void perf_cuda_teardown(perf_rmacoll_t *p)
     p->stream = NULL;
 }
 #endif /* RMACOLL_PERF_HAVE_CUDA */
+
+/* ---- --gemm: the interfering bf16 GEMMs (cuBLAS) ---- */
+
+#ifdef RMACOLL_PERF_HAVE_CUBLAS
+static rmacoll_status_t perf_blas(cublasStatus_t bs, const char *what,
+                                  const perf_rmacoll_t *p, char *err,
+                                  size_t errlen)
+{
+    if (bs == CUBLAS_STATUS_SUCCESS)
+        return RMACOLL_SUCCESS;
+    snprintf(err, errlen, "rank %d: %s (n %d) on device %d: %s", p->rank,
+             what, p->gemm_n, p->device, cublasGetStatusString(bs));
+    return RMACOLL_ERR_CUDA;
+}
+
+/* C = A * B, bf16 in and out, fp32 compute, on the GEMM stream. */
+static rmacoll_status_t perf_gemm_one(perf_rmacoll_t *p, char *err,
+                                      size_t errlen)
+{
+    const float alpha = 1.0f, beta = 0.0f;
+    int n = p->gemm_n;
+
+    return perf_blas(cublasGemmEx(p->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n,
+                                  &alpha, p->gemm_a, CUDA_R_16BF, n,
+                                  p->gemm_b, CUDA_R_16BF, n, &beta, p->gemm_c,
+                                  CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT),
+                     "cublasGemmEx", p, err, errlen);
+}
+
+static rmacoll_status_t perf_gemm_start(void *ctx, char *err, size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+    rmacoll_status_t st;
+
+    st = perf_cuda(cudaEventRecord(p->gemm_start, p->gemm_stream),
+                   "gemm event record", 0, p, err, errlen);
+    for (int i = 0; i < p->gemm_iters && st == RMACOLL_SUCCESS; i++)
+        st = perf_gemm_one(p, err, errlen);
+    if (st == RMACOLL_SUCCESS)
+        st = perf_cuda(cudaEventRecord(p->gemm_stop, p->gemm_stream),
+                       "gemm event record", 0, p, err, errlen);
+    return st;
+}
+
+static rmacoll_status_t perf_gemm_finish(void *ctx, double *us, char *err,
+                                         size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+    rmacoll_status_t st;
+    float ms = 0;
+
+    st = perf_cuda(cudaEventSynchronize(p->gemm_stop),
+                   "gemm event synchronize", 0, p, err, errlen);
+    if (st == RMACOLL_SUCCESS)
+        st = perf_cuda(cudaEventElapsedTime(&ms, p->gemm_start, p->gemm_stop),
+                       "gemm event elapsed time", 0, p, err, errlen);
+    *us = (double)ms * 1e3;
+    return st;
+}
+
+static const rmacoll_perf_loadops_t perf_gemm_loadops = {
+    perf_gemm_start,
+    perf_gemm_finish,
+};
+
+/* bf16 of a float: the top 16 bits (truncation is fine for test data). */
+static uint16_t perf_bf16(float f)
+{
+    uint32_t u;
+
+    memcpy(&u, &f, sizeof(u));
+    return (uint16_t)(u >> 16);
+}
+
+/* Second stream, handle, A/B (pseudo-random values in [-1, 1), so the
+ * tensor cores do not see zeros), C, events, then three warm-up GEMMs. */
+static int perf_gemm_setup(perf_rmacoll_t *p, int n, int iters)
+{
+    size_t elems = (size_t)n * (size_t)n, bytes = elems * 2;
+    uint16_t *h = NULL;
+    uint64_t x = 0x9e3779b97f4a7c15ull ^ (uint64_t)p->rank;
+    char err[512] = "";
+    rmacoll_status_t st;
+    void **mats[3];
+
+    p->gemm_n = n;
+    p->gemm_iters = iters;
+    mats[0] = &p->gemm_a;
+    mats[1] = &p->gemm_b;
+    mats[2] = &p->gemm_c;
+    st = perf_cuda(cudaStreamCreateWithFlags(&p->gemm_stream,
+                                             cudaStreamNonBlocking),
+                   "gemm stream create", 0, p, err, sizeof(err));
+    if (st == RMACOLL_SUCCESS)
+        st = perf_cuda(cudaEventCreate(&p->gemm_start), "gemm event create",
+                       0, p, err, sizeof(err));
+    if (st == RMACOLL_SUCCESS)
+        st = perf_cuda(cudaEventCreate(&p->gemm_stop), "gemm event create", 0,
+                       p, err, sizeof(err));
+    if (st == RMACOLL_SUCCESS)
+        st = perf_blas(cublasCreate(&p->blas), "cublasCreate", p, err,
+                       sizeof(err));
+    if (st == RMACOLL_SUCCESS)
+        st = perf_blas(cublasSetStream(p->blas, p->gemm_stream),
+                       "cublasSetStream", p, err, sizeof(err));
+    for (int m = 0; m < 3 && st == RMACOLL_SUCCESS; m++)
+        st = perf_cuda(cudaMalloc(mats[m], bytes), "gemm matrix cudaMalloc",
+                       bytes, p, err, sizeof(err));
+    if (st == RMACOLL_SUCCESS) {
+        h = malloc(bytes);
+        if (h == NULL) {
+            snprintf(err, sizeof(err), "rank %d: no host memory for %zu "
+                     "bytes of gemm input", p->rank, bytes);
+            st = RMACOLL_ERR_NO_MEMORY;
+        }
+    }
+    for (int m = 0; m < 2 && st == RMACOLL_SUCCESS; m++) {
+        for (size_t i = 0; i < elems; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            h[i] = perf_bf16((float)(int32_t)(x >> 32) / 2147483648.0f);
+        }
+        st = perf_cuda(cudaMemcpy(*mats[m], h, bytes, cudaMemcpyHostToDevice),
+                       "gemm input copy", bytes, p, err, sizeof(err));
+    }
+    free(h);
+    if (st == RMACOLL_SUCCESS)
+        st = perf_cuda(cudaMemset(p->gemm_c, 0, bytes), "gemm output memset",
+                       bytes, p, err, sizeof(err));
+    for (int i = 0; i < 3 && st == RMACOLL_SUCCESS; i++)
+        st = perf_gemm_one(p, err, sizeof(err));
+    if (st == RMACOLL_SUCCESS)
+        st = perf_cuda(cudaStreamSynchronize(p->gemm_stream),
+                       "gemm warm-up", 0, p, err, sizeof(err));
+    if (st != RMACOLL_SUCCESS) {
+        fprintf(stderr, PERF_NAME ": --gemm %d: %s\n", n, err);
+        return 1;
+    }
+    return 0;
+}
+
+/* Safe on a partial setup (every field NULL until made). */
+static void perf_gemm_teardown(perf_rmacoll_t *p)
+{
+    if (p->gemm_stream != NULL)
+        cudaStreamSynchronize(p->gemm_stream);
+    if (p->blas != NULL)
+        cublasDestroy(p->blas);
+    cudaFree(p->gemm_a);
+    cudaFree(p->gemm_b);
+    cudaFree(p->gemm_c);
+    if (p->gemm_start != NULL)
+        cudaEventDestroy(p->gemm_start);
+    if (p->gemm_stop != NULL)
+        cudaEventDestroy(p->gemm_stop);
+    if (p->gemm_stream != NULL)
+        cudaStreamDestroy(p->gemm_stream);
+    p->blas = NULL;
+    p->gemm_a = p->gemm_b = p->gemm_c = NULL;
+    p->gemm_start = p->gemm_stop = NULL;
+    p->gemm_stream = NULL;
+}
+#endif /* RMACOLL_PERF_HAVE_CUBLAS */
 
 /* ---- NCCL baseline ---- */
 
@@ -434,6 +639,7 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
     perf_rmacoll_t p;
     rmacoll_perf_backend_t be;
     char err[512] = "", header[4096], json[2048], gpu[256] = "";
+    char auto_thr[96] = "";
     int rc;
 
     if (o->dry_run)
@@ -457,6 +663,14 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
         if (env->rank == 0)
             fprintf(stderr, PERF_NAME ": --baseline nccl: built without NCCL "
                     "(nccl.h/libnccl not found at configure time)\n");
+        return 1;
+    }
+#endif
+#ifndef RMACOLL_PERF_HAVE_CUBLAS
+    if (o->gemm_n > 0) {
+        if (env->rank == 0)
+            fprintf(stderr, PERF_NAME ": --gemm: built without cuBLAS "
+                    "(CUDA::cublas not found at configure time)\n");
         return 1;
     }
 #endif
@@ -525,6 +739,12 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
         goto out;
     }
 #endif
+#ifdef RMACOLL_PERF_HAVE_CUBLAS
+    if (o->gemm_n > 0 && perf_gemm_setup(&p, o->gemm_n, o->gemm_iters) != 0) {
+        rc = 1;
+        goto out;
+    }
+#endif
 #ifdef RMACOLL_PERF_HAVE_CUDA
     if (p.stream != NULL) {
         int rt = 0;
@@ -539,12 +759,17 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
     }
 #endif
 
+    if (!strcmp(cfg.intra_node, "auto"))
+        snprintf(auto_thr, sizeof(auto_thr), " (auto: nvlink_kernel up to "
+                 "%llu B per queue, ce above)",
+                 (unsigned long long)cfg.nvlink_kernel_threshold);
     snprintf(header, sizeof(header),
-             "%s# transports: intra_node %s, inter_node %s (built: %s)\n"
+             "%s# transports: intra_node %s%s, inter_node %s (built: %s)\n"
              "# relay: %s (buffer %llu B, %u slots)\n"
              "# scheduler: %s%s%s (seed %llu)\n"
              "# max_task_bytes %llu, timeout_ms %llu, config %s\n",
-             gpu, cfg.intra_node, cfg.inter_node, rmacoll_build_transports(),
+             gpu, cfg.intra_node, auto_thr, cfg.inter_node,
+             rmacoll_build_transports(),
              cfg.relay_enabled ? "on" : "off",
              (unsigned long long)cfg.relay_buffer_bytes, cfg.relay_slots,
              cfg.scheduler, cfg.scheduler_plugin[0] ? ", plugin " : "",
@@ -558,11 +783,12 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
              "\"intra_node\": \"%s\", \"inter_node\": \"%s\", "
              "\"relay\": %s, \"relay_buffer_bytes\": %llu, "
              "\"relay_slots\": %u, \"scheduler\": \"%s\", "
-             "\"max_task_bytes\": %llu",
+             "\"max_task_bytes\": %llu, \"nvlink_kernel_threshold\": %llu",
              cfg.intra_node, cfg.inter_node,
              cfg.relay_enabled ? "true" : "false",
              (unsigned long long)cfg.relay_buffer_bytes, cfg.relay_slots,
-             cfg.scheduler, (unsigned long long)cfg.max_task_bytes);
+             cfg.scheduler, (unsigned long long)cfg.max_task_bytes,
+             (unsigned long long)cfg.nvlink_kernel_threshold);
 
     memset(&be, 0, sizeof(be));
     be.name = PERF_NAME;
@@ -576,6 +802,11 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
     be.json_config = json;
     be.launch = rmacoll_launch_kind_name(env->kind);
     be.coll_name = "rmacoll";
+    be.allgather_f64 = perf_allgather;
+#ifdef RMACOLL_PERF_HAVE_CUBLAS
+    if (p.blas != NULL)
+        be.load = &perf_gemm_loadops;
+#endif
 #ifdef RMACOLL_PERF_HAVE_CUDA
     if (p.stream != NULL)
         be.dev = &perf_cuda_devops;
@@ -594,6 +825,9 @@ out:
             cudaStreamSynchronize((cudaStream_t)p.stream);
         ncclCommDestroy(p.nccl);
     }
+#endif
+#ifdef RMACOLL_PERF_HAVE_CUBLAS
+    perf_gemm_teardown(&p);
 #endif
     free(p.counts);
     free(p.bar_send);

@@ -28,6 +28,7 @@ void rmacoll_perf_opts_init(rmacoll_perf_opts_t *o)
     o->warmup = 5;
     o->check = 1;
     o->seed = 1;
+    o->gemm_iters = 50;
 }
 
 void rmacoll_perf_usage(const char *prog, FILE *out)
@@ -57,6 +58,12 @@ void rmacoll_perf_usage(const char *prog, FILE *out)
 "  --baseline none|nccl   also time NCCL grouped ncclSend/ncclRecv on the\n"
 "                         same counts (needs --memory cuda, one rank per\n"
 "                         GPU); prints both rows and the busbw ratio\n"
+"  --gemm N               SM interference (needs --memory cuda): time K\n"
+"                         bf16 N x N GEMMs (cuBLAS) on a second stream alone,\n"
+"                         then while the -b size runs back to back on the\n"
+"                         collective's stream (and the baseline's); prints\n"
+"                         the GEMM slowdown and the busbw; implies --no-check\n"
+"  --gemm-iters K         GEMMs per timed batch (default 50)\n"
 "Benchmark:\n"
 "  -b, --minbytes SIZE    smallest bytes per rank sent in total (default 1K)\n"
 "  -e, --maxbytes SIZE    largest (default 16M)\n"
@@ -178,6 +185,10 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
         } else if ((m = OPT(1, "--baseline")) != 0) {
             bad = m < 0 || (strcmp(v, "none") != 0 && strcmp(v, "nccl") != 0) ||
                   perf_copy(o->baseline, sizeof(o->baseline), v);
+        } else if ((m = OPT(1, "--gemm-iters")) != 0) {
+            bad = m < 0 || perf_int(v, 1, 1000000, &o->gemm_iters);
+        } else if ((m = OPT(1, "--gemm")) != 0) {
+            bad = m < 0 || perf_int(v, 16, 65536, &o->gemm_n);
         } else if ((m = OPT(1, "--topology")) != 0) {
             bad = m < 0 || perf_copy(o->topology, sizeof(o->topology), v);
             o->topology_given = 1;
@@ -265,6 +276,12 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
         snprintf(err, errlen, "--baseline nccl needs --memory cuda");
         return -1;
     }
+    if (o->gemm_n > 0 && o->memory != RMACOLL_PERF_MEM_CUDA) {
+        snprintf(err, errlen, "--gemm needs --memory cuda");
+        return -1;
+    }
+    if (o->gemm_n > 0)
+        o->check = 0;   /* calls are queued back to back: nothing to check */
     if (o->memory == RMACOLL_PERF_MEM_CUDA) {
         /* Device memory is single-node for now: one node unless told. */
         if (!o->np_given)
@@ -496,11 +513,26 @@ static rmacoll_status_t perf_measure(perf_state_t *s, perf_bufs_t *b,
     return RMACOLL_SUCCESS;
 }
 
-/* Times one row on every collective (the primary, then the baseline, on
- * the same counts and buffers); fills mine[ncoll * PERF_G_N]. */
-static rmacoll_status_t perf_row(perf_state_t *s, const rmacoll_case_t *c,
-                                 rmacoll_datatype_t dtype, uint64_t row_id,
-                                 double *mine)
+static void perf_bufs_close(perf_state_t *s, perf_bufs_t *b)
+{
+    if (s->dev != NULL) {
+        if (b->ds != NULL)
+            s->dev->release(s->be->ctx, b->ds);
+        if (b->dr != NULL)
+            s->dev->release(s->be->ctx, b->dr);
+    }
+    free(b->hs);
+    free(b->hr);
+    memset(b, 0, sizeof(*b));
+}
+
+/* Sets this rank's counts from case c and allocates the buffers of one
+ * row (host, and device twins with device memory); on failure everything
+ * is released. */
+static rmacoll_status_t perf_bufs_open(perf_state_t *s,
+                                       const rmacoll_case_t *c,
+                                       rmacoll_datatype_t dtype,
+                                       perf_bufs_t *bp)
 {
     const rmacoll_perf_backend_t *be = s->be;
     const rmacoll_perf_devops_t *dev = s->dev;
@@ -510,6 +542,7 @@ static rmacoll_status_t perf_row(perf_state_t *s, const rmacoll_case_t *c,
     rmacoll_status_t st = RMACOLL_SUCCESS;
 
     memset(&b, 0, sizeof(b));
+    memset(bp, 0, sizeof(*bp));
     b.esize = rmacoll_datatype_size(dtype);
     for (int j = 0; j < n; j++) {
         s->sendcounts[j] = c->send[(size_t)r * n + j];
@@ -536,30 +569,36 @@ static rmacoll_status_t perf_row(perf_state_t *s, const rmacoll_case_t *c,
         if (st == RMACOLL_SUCCESS)
             st = dev->alloc(be->ctx, b.rbytes ? b.rbytes : 1, &b.dr, s->err,
                             sizeof(s->err));
-        if (st != RMACOLL_SUCCESS)
-            goto out;
     }
-    if (be->prepare != NULL) {
+    *bp = b;
+    if (st == RMACOLL_SUCCESS && be->prepare != NULL)
         st = be->prepare(be->ctx, s->sendcounts, s->sdispls, s->recvcounts,
                          s->rdispls, s->err, sizeof(s->err));
-        if (st != RMACOLL_SUCCESS)
-            goto out;
-    }
+    if (st != RMACOLL_SUCCESS)
+        perf_bufs_close(s, bp);
+    return st;
+}
+
+/* Times one row on every collective (the primary, then the baseline, on
+ * the same counts and buffers); fills mine[ncoll * PERF_G_N]. */
+static rmacoll_status_t perf_row(perf_state_t *s, const rmacoll_case_t *c,
+                                 rmacoll_datatype_t dtype, uint64_t row_id,
+                                 double *mine)
+{
+    const rmacoll_perf_backend_t *be = s->be;
+    perf_bufs_t b;
+    rmacoll_status_t st;
+
+    st = perf_bufs_open(s, c, dtype, &b);
+    if (st != RMACOLL_SUCCESS)
+        return st;
     st = perf_measure(s, &b, be->alltoallv,
                       be->coll_name ? be->coll_name : be->name, dtype, row_id,
                       mine);
     if (st == RMACOLL_SUCCESS && s->ncoll > 1)
         st = perf_measure(s, &b, be->baseline_alltoallv, be->baseline_name,
                           dtype, row_id, mine + PERF_G_N);
-out:
-    if (dev != NULL) {
-        if (b.ds != NULL)
-            dev->release(be->ctx, b.ds);
-        if (b.dr != NULL)
-            dev->release(be->ctx, b.dr);
-    }
-    free(b.hs);
-    free(b.hr);
+    perf_bufs_close(s, &b);
     return st;
 }
 
@@ -626,6 +665,292 @@ static const char *perf_dtype_name(rmacoll_datatype_t d)
     return s != NULL ? s : "?";
 }
 
+/* ---- --gemm: SM interference ---- */
+
+/* Per-rank record of one collective in --gemm mode. */
+enum {
+    PERF_L_ALONE,   /* us: the GEMM batch alone */
+    PERF_L_ONE,     /* us: one call alone (mean over -n back-to-back calls) */
+    PERF_L_GEMM,    /* us: the GEMM batch with the collective looping */
+    PERF_L_COMM,    /* us: the whole loop of calls */
+    PERF_L_CALLS,   /* calls in the loop */
+    PERF_L_SENT,
+    PERF_L_RECV,
+    PERF_L_N
+};
+
+#define PERF_GEMM_COVER 1.5       /* loop planned for 1.5 x the GEMM batch */
+#define PERF_GEMM_MAX_CALLS 100000
+
+/* One collective against the load: warm-ups and the one-call time, the
+ * GEMM batch alone (right before, so that both see the same clocks), the
+ * loop length agreed by every rank, then the GEMM batch and the loop
+ * started together after a barrier; fills g[PERF_L_N]. */
+static rmacoll_status_t perf_gemm_coll(perf_state_t *s, perf_bufs_t *b,
+                                       rmacoll_perf_a2av_fn_t fn,
+                                       const char *label,
+                                       rmacoll_datatype_t dtype, double *g)
+{
+    const rmacoll_perf_backend_t *be = s->be;
+    const rmacoll_perf_loadops_t *ld = be->load;
+    double one[PERF_G_N] = {0}, mine[2], *all = NULL;
+    double batch = 0, call = -1, comm_us = 0, gemm_us = 0, alone_us = 0;
+    rmacoll_status_t st;
+    long calls;
+
+    /* Warm-ups, then -n calls back to back: one call's time. */
+    st = perf_measure(s, b, fn, label, dtype, 0, one);
+    if (st == RMACOLL_SUCCESS)
+        st = be->barrier(be->ctx, s->err, sizeof(s->err));
+    if (st == RMACOLL_SUCCESS)
+        st = ld->start(be->ctx, s->err, sizeof(s->err));
+    if (st == RMACOLL_SUCCESS)
+        st = ld->finish(be->ctx, &alone_us, s->err, sizeof(s->err));
+    if (st != RMACOLL_SUCCESS)
+        return st;
+    /* Same loop length on every rank: the longest batch over the shortest
+     * call, so that the loop outlasts the GEMMs everywhere. */
+    all = calloc((size_t)s->n * 2, sizeof(double));
+    if (all == NULL) {
+        snprintf(s->err, sizeof(s->err), "rank %d: out of memory", s->rank);
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    mine[0] = alone_us;
+    mine[1] = one[PERF_G_TIME];
+    st = be->allgather_f64(be->ctx, mine, 2, all, s->err, sizeof(s->err));
+    if (st != RMACOLL_SUCCESS) {
+        free(all);
+        return st;
+    }
+    for (int i = 0; i < s->n; i++) {
+        if (all[2 * i] > batch)
+            batch = all[2 * i];
+        if (call < 0 || all[2 * i + 1] < call)
+            call = all[2 * i + 1];
+    }
+    free(all);
+    calls = call > 0 ? (long)ceil(PERF_GEMM_COVER * batch / call) + 1 : 1;
+    if (calls > PERF_GEMM_MAX_CALLS)
+        calls = PERF_GEMM_MAX_CALLS;
+
+    /* Both streams after one barrier: the GEMMs first (cheap to enqueue),
+     * then the calls; each stream timed by its own events. */
+    st = be->barrier(be->ctx, s->err, sizeof(s->err));
+    if (st == RMACOLL_SUCCESS)
+        st = ld->start(be->ctx, s->err, sizeof(s->err));
+    if (st == RMACOLL_SUCCESS)
+        st = s->dev->timer_start(be->ctx, s->err, sizeof(s->err));
+    for (long it = 0; it < calls && st == RMACOLL_SUCCESS; it++)
+        st = fn(be->ctx, b->ds, s->sendcounts, s->sdispls, b->dr,
+                s->recvcounts, s->rdispls, dtype, s->err, sizeof(s->err));
+    if (st == RMACOLL_SUCCESS)
+        st = s->dev->timer_stop(be->ctx, &comm_us, s->err, sizeof(s->err));
+    if (st == RMACOLL_SUCCESS)
+        st = ld->finish(be->ctx, &gemm_us, s->err, sizeof(s->err));
+    if (st != RMACOLL_SUCCESS)
+        return st;
+    g[PERF_L_ALONE] = alone_us;
+    g[PERF_L_ONE] = one[PERF_G_TIME];
+    g[PERF_L_GEMM] = gemm_us;
+    g[PERF_L_COMM] = comm_us;
+    g[PERF_L_CALLS] = (double)calls;
+    g[PERF_L_SENT] = (double)b->sbytes;
+    g[PERF_L_RECV] = (double)b->rbytes;
+    return RMACOLL_SUCCESS;
+}
+
+/* Rank 0's summary of one collective. */
+typedef struct perf_gemm_res {
+    double alone_us, gemm_us;   /* max over ranks */
+    double slowdown_pct;        /* gemm_us / alone_us - 1, in % */
+    double worst_rank_pct;      /* max over ranks of the rank's own slowdown */
+    double call_us, one_us;     /* max over ranks: per call in the loop, alone */
+    double max_bytes;
+    double busbw, busbw_alone;  /* GB/s */
+    double coverage;            /* min over ranks: loop time / GEMM time */
+    double calls;
+} perf_gemm_res_t;
+
+static void perf_gemm_reduce(const perf_state_t *s, const double *gathered,
+                             int k, perf_gemm_res_t *r)
+{
+    int n = s->n;
+
+    memset(r, 0, sizeof(*r));
+    r->coverage = -1;
+    r->worst_rank_pct = -1e300;
+    for (int i = 0; i < n; i++) {
+        const double *g = gathered +
+                          ((size_t)i * (size_t)s->ncoll + (size_t)k) * PERF_L_N;
+        double bytes = g[PERF_L_SENT] > g[PERF_L_RECV] ? g[PERF_L_SENT]
+                                                       : g[PERF_L_RECV];
+        double per_call = g[PERF_L_CALLS] > 0 ? g[PERF_L_COMM] / g[PERF_L_CALLS]
+                                              : 0;
+        double cover = g[PERF_L_GEMM] > 0 ? g[PERF_L_COMM] / g[PERF_L_GEMM] : 0;
+        double pct = g[PERF_L_ALONE] > 0
+                         ? (g[PERF_L_GEMM] / g[PERF_L_ALONE] - 1) * 100 : 0;
+
+        if (g[PERF_L_ALONE] > r->alone_us)
+            r->alone_us = g[PERF_L_ALONE];
+        if (g[PERF_L_GEMM] > r->gemm_us)
+            r->gemm_us = g[PERF_L_GEMM];
+        if (per_call > r->call_us)
+            r->call_us = per_call;
+        if (g[PERF_L_ONE] > r->one_us)
+            r->one_us = g[PERF_L_ONE];
+        if (bytes > r->max_bytes)
+            r->max_bytes = bytes;
+        if (r->coverage < 0 || cover < r->coverage)
+            r->coverage = cover;
+        if (pct > r->worst_rank_pct)
+            r->worst_rank_pct = pct;
+        r->calls = g[PERF_L_CALLS];
+    }
+    r->slowdown_pct = r->alone_us > 0 ? (r->gemm_us / r->alone_us - 1) * 100
+                                      : 0;
+    r->busbw = r->call_us > 0 ? r->max_bytes / r->call_us / 1e3 *
+                                    (double)(n - 1) / (double)n : 0;
+    r->busbw_alone = r->one_us > 0 ? r->max_bytes / r->one_us / 1e3 *
+                                         (double)(n - 1) / (double)n : 0;
+}
+
+/* --gemm: the GEMM batch alone, then against each collective on the -b
+ * size of case c; prints on rank 0 and writes json (rank 0, may be NULL).
+ * Returns 0 or 1 (error). */
+static int perf_gemm_run(perf_state_t *s, const rmacoll_case_t *c,
+                         rmacoll_datatype_t dtype, uint64_t size,
+                         FILE *json)
+{
+    const rmacoll_perf_backend_t *be = s->be;
+    const rmacoll_perf_opts_t *o = s->o;
+    double mine[2 * PERF_L_N] = {0};
+    double *gathered = NULL;
+    double gemm_flops = 2.0 * (double)o->gemm_n * (double)o->gemm_n *
+                        (double)o->gemm_n;
+    perf_gemm_res_t res[2];
+    perf_bufs_t b;
+    rmacoll_status_t st;
+    const char *names[2];
+
+    names[0] = be->coll_name ? be->coll_name : be->name;
+    names[1] = s->ncoll > 1 ? be->baseline_name : "";
+    gathered = calloc((size_t)s->n * (size_t)s->ncoll * PERF_L_N,
+                      sizeof(double));
+    if (gathered == NULL) {
+        fprintf(stderr, "%s: rank %d: out of memory\n", be->name, s->rank);
+        return 1;
+    }
+    st = perf_bufs_open(s, c, dtype, &b);
+    if (st == RMACOLL_SUCCESS) {
+        /* Payload once (contents do not matter: nothing is checked). */
+        st = perf_put_send(s, &b, 0);
+        if (st == RMACOLL_SUCCESS)
+            st = perf_reset_recv(s, &b);
+        if (st == RMACOLL_SUCCESS)
+            st = perf_gemm_coll(s, &b, be->alltoallv, names[0], dtype, mine);
+        if (st == RMACOLL_SUCCESS && s->ncoll > 1)
+            st = perf_gemm_coll(s, &b, be->baseline_alltoallv, names[1],
+                                dtype, mine + PERF_L_N);
+        perf_bufs_close(s, &b);
+    }
+    if (st == RMACOLL_SUCCESS)
+        st = be->gather_f64(be->ctx, mine, s->ncoll * PERF_L_N, gathered,
+                            s->err, sizeof(s->err));
+    if (st != RMACOLL_SUCCESS) {
+        fprintf(stderr, "%s: rank %d: --gemm %d at %llu bytes failed: %s "
+                "(%s)\n", be->name, s->rank, o->gemm_n,
+                (unsigned long long)size, s->err, rmacoll_status_name(st));
+        free(gathered);
+        return 1;
+    }
+    if (s->rank != 0) {
+        free(gathered);
+        return 0;
+    }
+    for (int k = 0; k < s->ncoll; k++)
+        perf_gemm_reduce(s, gathered, k, &res[k]);
+    free(gathered);
+
+    {
+        double per_ms = res[0].alone_us / o->gemm_iters / 1e3;
+        double tflops = per_ms > 0 ? gemm_flops / (per_ms * 1e-3) / 1e12 : 0;
+
+        printf("gemm alone: %.3f ms (%.1f TFLOP/s)", per_ms, tflops);
+        for (int k = 0; k < s->ncoll; k++)
+            printf("; with %s: %.3f ms (%+.2f%%), %s busbw %.1f GB/s",
+                   names[k], res[k].gemm_us / o->gemm_iters / 1e3,
+                   res[k].slowdown_pct, names[k], res[k].busbw);
+        printf("\n");
+        if (!o->quiet) {
+            printf("#\n# %8s %12s %10s %10s %10s %10s %8s %10s %10s %8s\n",
+                   "coll", "size", "gemm", "gemm", "slowdown", "worst",
+                   "calls", "busbw", "busbw", "cover");
+            printf("# %8s %12s %10s %10s %10s %10s %8s %10s %10s %8s\n", "",
+                   "(B)", "alone(ms)", "with(ms)", "(%)", "rank (%)", "",
+                   "(overlap)", "(alone)", "");
+            for (int k = 0; k < s->ncoll; k++)
+                printf("  %8s %12.0f %10.3f %10.3f %+10.2f %+10.2f %8.0f "
+                       "%10.2f %10.2f %8.2f\n",
+                       names[k], res[k].max_bytes,
+                       res[k].alone_us / o->gemm_iters / 1e3,
+                       res[k].gemm_us / o->gemm_iters / 1e3,
+                       res[k].slowdown_pct, res[k].worst_rank_pct,
+                       res[k].calls, res[k].busbw, res[k].busbw_alone,
+                       res[k].coverage);
+            printf("#\n");
+        }
+        for (int k = 0; k < s->ncoll; k++)
+            if (res[k].coverage < 1.0)
+                fprintf(stderr, "%s: warning: the %s loop ended before the "
+                        "GEMMs on some rank (it covered %.0f%% of the "
+                        "batch): the slowdown is understated\n", be->name,
+                        names[k], res[k].coverage * 100);
+        fflush(stdout);
+
+        if (json != NULL) {
+            fprintf(json, "{\n  \"tool\": ");
+            perf_json_str(json, be->name);
+            fprintf(json, ",\n  \"mode\": \"gemm\",\n  \"launch\": ");
+            perf_json_str(json, be->launch ? be->launch : "");
+            fprintf(json, ",\n  \"nranks\": %d,\n  \"dist\": ", s->n);
+            perf_json_str(json, o->dist);
+            fprintf(json, ",\n  \"seed\": %llu,\n  \"dtype\": ",
+                    (unsigned long long)o->seed);
+            perf_json_str(json, perf_dtype_name(dtype));
+            fprintf(json, ",\n  \"size\": %llu,\n  \"iters\": %d,"
+                    "\n  \"warmup\": %d,\n  \"memory\": \"cuda\","
+                    "\n  \"baseline\": ",
+                    (unsigned long long)size, o->iters, o->warmup);
+            perf_json_str(json, s->ncoll > 1 ? be->baseline_name : "none");
+            fprintf(json, ",\n  \"status\": \"ok\",\n  \"config\": {%s},",
+                    be->json_config ? be->json_config : "");
+            fprintf(json, "\n  \"gemm\": {\"n\": %d, \"dtype\": \"bfloat16\", "
+                    "\"compute\": \"float32\", \"iters\": %d, "
+                    "\"alone_ms\": %.6f, \"alone_tflops\": %.3f},"
+                    "\n  \"results\": [",
+                    o->gemm_n, o->gemm_iters, per_ms, tflops);
+            for (int k = 0; k < s->ncoll; k++)
+                fprintf(json,
+                        "%s\n    {\"coll\": \"%s\", \"gemm_alone_ms\": %.6f, "
+                        "\"gemm_ms\": %.6f, "
+                        "\"slowdown_pct\": %.4f, \"worst_rank_slowdown_pct\": "
+                        "%.4f, \"calls\": %.0f, \"max_rank_bytes\": %.0f, "
+                        "\"call_us\": %.3f, \"busbw_gbs\": %.6f, "
+                        "\"alone_call_us\": %.3f, \"alone_busbw_gbs\": %.6f, "
+                        "\"coverage\": %.4f}",
+                        k ? "," : "", names[k],
+                        res[k].alone_us / o->gemm_iters / 1e3,
+                        res[k].gemm_us / o->gemm_iters / 1e3,
+                        res[k].slowdown_pct, res[k].worst_rank_pct,
+                        res[k].calls, res[k].max_bytes, res[k].call_us,
+                        res[k].busbw, res[k].one_us, res[k].busbw_alone,
+                        res[k].coverage);
+            fprintf(json, "\n  ]\n}\n");
+        }
+    }
+    return 0;
+}
+
 int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                      const rmacoll_perf_backend_t *be)
 {
@@ -669,6 +994,13 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
             return 1;
         }
         s.ncoll = 2;
+    }
+    if (o->gemm_n > 0 && (s.dev == NULL || be->load == NULL ||
+                          be->allgather_f64 == NULL)) {
+        if (s.rank == 0)
+            fprintf(stderr, "%s: --gemm is not supported by this tool or "
+                    "build (needs --memory cuda and cuBLAS)\n", be->name);
+        return 1;
     }
 
     if (is_matrix) {
@@ -743,8 +1075,15 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                s.dev ? "cuda events on the stream" : "host clock",
                s.ncoll > 1 ? ", baseline " : "",
                s.ncoll > 1 ? be->baseline_name : "");
+        if (o->gemm_n > 0)
+            printf("# gemm interference: %d x bf16 %dx%dx%d GEMM (fp32 "
+                   "compute) on a second stream, alltoallv of -b %llu B "
+                   "looped on its own stream\n", o->gemm_iters, o->gemm_n,
+                   o->gemm_n, o->gemm_n, (unsigned long long)o->minbytes);
         printf("#\n");
-        if (s.ncoll > 1) {
+        if (o->gemm_n > 0) {
+            /* printed by perf_gemm_run */
+        } else if (s.ncoll > 1) {
             /* Two rows per size; ratio = busbw of the first / the second. */
             printf("# %10s %12s %8s %8s %10s %8s %8s %8s %7s\n", "size",
                    "count", "type", "coll", "time", "algbw", "busbw",
@@ -759,6 +1098,31 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                    "(elements)", "", "(us)", "(GB/s)", "(GB/s)", "");
         }
         fflush(stdout);
+    }
+
+    if (o->gemm_n > 0) {
+        /* One size, the -b one (or the matrix), against the GEMMs. */
+        rmacoll_case_t *c = matrix;
+        uint64_t size = o->minbytes;
+
+        if (!is_matrix) {
+            int one_node = s.n;
+            int64_t count = (int64_t)(size / rmacoll_datatype_size(dtype));
+
+            st = rmacoll_case_random(1, &one_node, &dist, count / s.n,
+                                     o->seed * 1000003u + size, dtype, &c);
+            if (st != RMACOLL_SUCCESS) {
+                fprintf(stderr, "%s: rank %d: generator failed for %llu "
+                        "bytes: %s\n", be->name, s.rank,
+                        (unsigned long long)size, rmacoll_status_name(st));
+                rc = 1;
+                goto out;
+            }
+        }
+        rc = perf_gemm_run(&s, c, dtype, size, json);
+        if (!is_matrix)
+            rmacoll_case_free(c);
+        goto out;
     }
 
     for (uint64_t size = o->minbytes, row_id = 0;; row_id++) {
@@ -964,6 +1328,8 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
         }
     }
 out:
+    if (json != NULL && o->gemm_n > 0)
+        fclose(json);
     free(rows);
     free(keys);
     free(s.gathered);

@@ -25,6 +25,13 @@
  * run on the same counts and buffers in the same row; both rows are
  * printed with the ratio of bus bandwidths (primary / baseline).
  *
+ * SM interference (--gemm N, rmacoll-perf with --memory cuda): instead of
+ * the size rows, one size (-b) is run against a load on another stream of
+ * the same GPU (K bf16 N x N GEMMs, rmacoll_perf_loadops_t): the load alone,
+ * then the load while the collective runs back to back on its own stream
+ * (primary, then baseline); the load's slowdown and the collective's busbw
+ * during the overlap are printed (see docs/perf.md).
+ *
  * Not thread-safe: one run per process.
  */
 #ifndef RMACOLL_TOOLS_PERFRUN_H
@@ -76,6 +83,9 @@ typedef struct rmacoll_perf_opts {
     uint64_t seed;               /* --seed */
     char json_path[RMACOLL_PERF_STR]; /* --json FILE ("" = none) */
     int quiet;                   /* -q: rows only */
+    /* SM interference (rmacoll-perf, --memory cuda) */
+    int gemm_n;                  /* --gemm N: bf16 N x N GEMMs (0 = off); implies --no-check */
+    int gemm_iters;              /* --gemm-iters K: GEMMs per timed batch (default 50) */
 } rmacoll_perf_opts_t;
 
 /** The no-argument defaults: 2 virtual nodes x 2 ranks, zipf:1.2, relay
@@ -124,6 +134,18 @@ typedef struct rmacoll_perf_devops {
                                    size_t errlen);
 } rmacoll_perf_devops_t;
 
+/** The interfering load of --gemm: a batch of work on a stream of its own
+ *  (not the collective's), timed there by the backend. Every hook returns
+ *  RMACOLL_SUCCESS or an error with err filled. */
+typedef struct rmacoll_perf_loadops {
+    /** Enqueues one batch (o->gemm_iters GEMMs between two events) and
+     *  returns without waiting for it. */
+    rmacoll_status_t (*start)(void *ctx, char *err, size_t errlen);
+    /** Waits for the batch started last; *us = its device time (us). */
+    rmacoll_status_t (*finish)(void *ctx, double *us, char *err,
+                               size_t errlen);
+} rmacoll_perf_loadops_t;
+
 /** A tool's collective operations. Every op is collective over all ranks
  *  and returns RMACOLL_SUCCESS or an error with err filled. */
 typedef struct rmacoll_perf_backend {
@@ -163,6 +185,13 @@ typedef struct rmacoll_perf_backend {
     /** Optional baseline on the same counts and buffers ("nccl"). */
     const char *baseline_name;
     rmacoll_perf_a2av_fn_t baseline_alltoallv;
+    /** Optional (needed by --gemm): every rank receives nranks * k doubles
+     *  (rank r's at r * k) in all. */
+    rmacoll_status_t (*allgather_f64)(void *ctx, const double *mine, int k,
+                                      double *all, char *err, size_t errlen);
+    /** Optional: the --gemm load, set up by the tool for o->gemm_n and
+     *  o->gemm_iters; NULL = --gemm refused. */
+    const rmacoll_perf_loadops_t *load;
 } rmacoll_perf_backend_t;
 
 /**
