@@ -973,13 +973,16 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
             status_merge(&acc, inbox2(comm, k, par));
         }
     }
-    lr->st_c = acc;
-    publish(lr, 2, comm->epoch);
-    st = wait_node(comm, par, 2);
-    if (st != RMACOLL_SUCCESS) {
-        goto broken;
+    /* one node: after stage B every rank holds every status already */
+    if (topo->nnodes > 1) {
+        lr->st_c = acc;
+        publish(lr, 2, comm->epoch);
+        st = wait_node(comm, par, 2);
+        if (st != RMACOLL_SUCCESS) {
+            goto broken;
+        }
+        node_merge(comm, par, 2, &acc);
     }
-    node_merge(comm, par, 2, &acc);
     if (acc.code != RMACOLL_SUCCESS) {
         /* everyone returns the same error; nothing was written */
         if (comm->proxy_started) {
