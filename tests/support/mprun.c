@@ -13,15 +13,46 @@ int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
 {
     rmacoll_unique_id_t id;
     pid_t *pids = calloc((size_t)opts->nranks, sizeof(pid_t));
+    pid_t root;
+    int idpipe[2];
     int failed = 0, left;
     time_t deadline;
 
-    if (pids == NULL || rmacoll_get_unique_id(&id) != RMACOLL_SUCCESS) {
+    /* The rendezvous root runs as a thread of the process that makes the
+     * id. Forking ranks from a process with a live thread can hand them a
+     * lock held at fork time (seen under ASan), so a separate child makes
+     * the id and hosts the root; this process stays single-threaded. */
+    if (pids == NULL || pipe(idpipe) != 0) {
         free(pids);
         return opts->nranks;
     }
     fflush(stdout);
     fflush(stderr);
+    root = fork();
+    if (root == 0) {
+        int ok;
+        close(idpipe[0]);
+        alarm(opts->timeout_s + 30);
+        ok = rmacoll_get_unique_id(&id) == RMACOLL_SUCCESS;
+        if (!ok || write(idpipe[1], &id, sizeof(id)) != (ssize_t)sizeof(id)) {
+            _exit(1);
+        }
+        close(idpipe[1]);
+        for (;;) {
+            pause(); /* the parent kills this process when the ranks are done */
+        }
+    }
+    close(idpipe[1]);
+    if (root < 0 || read(idpipe[0], &id, sizeof(id)) != (ssize_t)sizeof(id)) {
+        close(idpipe[0]);
+        if (root > 0) {
+            kill(root, SIGKILL);
+            waitpid(root, NULL, 0);
+        }
+        free(pids);
+        return opts->nranks;
+    }
+    close(idpipe[0]);
     for (int r = 0; r < opts->nranks; r++) {
         pid_t pid = fork();
         if (pid == 0) {
@@ -82,6 +113,8 @@ int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
         }
         usleep(2000);
     }
+    kill(root, SIGKILL);
+    waitpid(root, NULL, 0);
     for (int r = 0; r < opts->nranks; r++) {
         if (codes[r] != 0 && r != opts->kill_rank) {
             failed++;
