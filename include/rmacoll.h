@@ -264,7 +264,14 @@ const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm);
  * Memory: host memory with stream == NULL (the call blocks until the
  * receive buffer is complete and the send buffer may be reused), or CUDA
  * device memory with a cudaStream_t (the call enqueues on the stream and
- * returns without host synchronisation).
+ * returns without host synchronisation). Successive device calls on one
+ * communicator must use the same stream, or streams the caller orders; a
+ * host-memory call on a communicator must come after the stream of its
+ * previous device call has completed (e.g. cudaStreamSynchronize), as
+ * both raise the same signal words. Capture into a CUDA graph returns
+ * RMACOLL_ERR_UNSUPPORTED. Device memory across nodes is staged through
+ * pinned host memory; one such call is in flight at a time (the next call
+ * on the communicator waits for its receive blocks to reach the device).
  *
  * Errors (the same code on every rank; rmacoll_comm_last_error names the
  * rank and the argument; on error no receive buffer is written):
