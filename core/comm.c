@@ -132,21 +132,22 @@ static const rmacoll_transport_ops_t *find_transport(const char *name)
 
 const char *rmacoll_build_transports(void)
 {
-    static const char names[] =
+    /* each name is preceded by a comma; the first comma is skipped */
+    static const char names[] = ""
 #ifdef RMACOLL_HAVE_CE
-        "ce,"
+        ",ce"
 #endif
 #ifdef RMACOLL_HAVE_NVLINK_KERNEL
-        "nvlink_kernel,"
+        ",nvlink_kernel"
 #endif
 #ifdef RMACOLL_HAVE_OFI
-        "ofi,"
+        ",ofi"
 #endif
 #ifdef RMACOLL_HAVE_VERBS
-        "verbs,"
+        ",verbs"
 #endif
-        "";
-    return names;
+        ;
+    return names[0] == ',' ? names + 1 : names;
 }
 
 const char *rmacoll_build_schedulers(void)
@@ -231,6 +232,30 @@ static rmacoll_status_t check_config(rmacoll_comm_t *comm)
     }
     free(all);
     return st;
+}
+
+/* Every relay's slots must hold at least one element of the widest type;
+ * a relay divides its buffer among all the senders it serves, so this
+ * depends on the topology, not only on buffer_bytes / slots. */
+static rmacoll_status_t check_relay_slots(rmacoll_comm_t *comm)
+{
+    for (int r = 0; comm->pcfg.relay_enabled && r < comm->nranks; r++) {
+        int nin = rmacoll__plan_nin(comm->topo, &comm->pcfg, r);
+        uint64_t slot = rmacoll__plan_slot_bytes(comm->topo, &comm->pcfg, r);
+        if (nin > 0 && slot < 8) {
+            return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
+                                      "rank %d: relay.buffer_bytes = %llu is too small: "
+                                      "rank %d relays for %d senders with %u slots each, "
+                                      "leaving %llu-byte slots (at least 8 needed; "
+                                      "buffer_bytes >= %llu)", comm->rank,
+                                      (unsigned long long)comm->pcfg.relay_buffer_bytes, r,
+                                      nin, comm->pcfg.relay_slots,
+                                      (unsigned long long)slot,
+                                      (unsigned long long)8 * (uint64_t)nin *
+                                          comm->pcfg.relay_slots);
+        }
+    }
+    return RMACOLL_SUCCESS;
 }
 
 static void ctrl_name(const rmacoll_comm_t *comm, int rank, char *name, size_t len)
@@ -637,6 +662,9 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
     }
     if (st == RMACOLL_SUCCESS) {
         comm->nin = rmacoll__plan_nin(comm->topo, &comm->pcfg, comm->rank);
+        st = check_relay_slots(comm);
+    }
+    if (st == RMACOLL_SUCCESS) {
         st = alloc_arrays(comm);
     }
     if (st == RMACOLL_SUCCESS) {

@@ -14,6 +14,7 @@
  * which is why two parities of metadata suffice.
  */
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -939,7 +940,11 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
         in.chan_rcount = comm->chan_rcount;
         in.chan_rdispl = comm->chan_rdispl;
         st = rmacoll__plan_build(&in, comm->sig, comm->sig_next, &comm->plan);
-        if (st != RMACOLL_SUCCESS) {
+        if (st == RMACOLL_ERR_NO_MEMORY) {
+            snprintf(msg, sizeof(msg), "rank %d: out of memory building the plan (%zu tasks "
+                     "so far; max_task_bytes = %llu)", me, comm->plan.ntasks,
+                     (unsigned long long)comm->cfg.max_task_bytes);
+        } else if (st != RMACOLL_SUCCESS) {
             snprintf(msg, sizeof(msg), "rank %d: %s", me, comm->plan.errmsg);
             status_set(&acc, st, me, msg);
         } else if (stream != NULL && !staged) {
@@ -1060,7 +1065,9 @@ rmacoll_status_t rmacoll_alltoall(const void *sendbuf, void *recvbuf, int64_t co
     arr = comm->uniform; /* counts, then displacements */
     for (int r = 0; r < n; r++) {
         arr[r] = count;
-        arr[n + r] = count * r;
+        /* an overflowing displacement becomes -1, which validation turns
+         * into RMACOLL_ERR_OVERFLOW on every rank */
+        arr[n + r] = (count < 0 || (r > 0 && count > INT64_MAX / r)) ? -1 : count * r;
     }
     st = rmacoll_alltoallv(sendbuf, arr, arr + n, recvbuf, arr, arr + n, dtype, comm,
                            stream);

@@ -6,6 +6,8 @@
  */
 #include "core/validate.h"
 
+#define RMACOLL__MAX_EXTENT (1ull << 48)
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -222,6 +224,16 @@ rmacoll_status_t rmacoll__validate_args(int nranks, int rank,
         }
     }
 
+    /* Larger than any node's memory (256 TiB): a caller's error, not something
+     * to plan for (the plan would need bytes / max_task_bytes tasks). */
+    if (sext > RMACOLL__MAX_EXTENT || rext > RMACOLL__MAX_EXTENT) {
+        validate_msg(errbuf, errlen,
+                     "rank %d: %s buffer extent of %" PRIu64 " bytes exceeds any "
+                     "node's memory (2^48 bytes)", rank,
+                     sext > RMACOLL__MAX_EXTENT ? "send" : "receive",
+                     sext > RMACOLL__MAX_EXTENT ? sext : rext);
+        return RMACOLL_ERR_OVERFLOW;
+    }
     if (send_extent != NULL) {
         *send_extent = sext;
     }

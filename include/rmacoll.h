@@ -185,7 +185,8 @@ typedef struct rmacoll_unique_id {
 } rmacoll_unique_id_t;
 
 /**
- * Makes a unique id; call on one rank, then share the bytes. Starts the
+ * Makes a unique id; call on one rank, then share the bytes. One id serves
+ * one communicator: make a new id for every rmacoll_comm_create. Starts the
  * rendezvous listener of that process, on the address in RMACOLL_BOOTSTRAP_ADDR
  * ("host:port", default 127.0.0.1 on an ephemeral port).
  * Errors: RMACOLL_ERR_BOOTSTRAP when no socket can be opened.
@@ -283,7 +284,15 @@ const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm);
  *  RMACOLL_ERR_MISMATCH     sendcounts of i for j != recvcounts of j for i
  *  RMACOLL_ERR_TIMEOUT      a peer was silent longer than timeout_ms
  *                           (the message names it)
- *  RMACOLL_ERR_TRANSPORT, RMACOLL_ERR_CUDA, RMACOLL_ERR_NO_MEMORY
+ *  RMACOLL_ERR_TRANSPORT    the network reported a failure (a dead peer is
+ *                           often seen this way, before any timeout)
+ *  RMACOLL_ERR_PEER         a node peer vanished during a copy, or the
+ *                           communicator already failed in an earlier call
+ *  RMACOLL_ERR_CUDA, RMACOLL_ERR_NO_MEMORY
+ * After TIMEOUT, TRANSPORT, PEER or CUDA the communicator is unusable and
+ * must be destroyed; these failures are seen by each rank when it meets
+ * them, so ranks may report different codes (and a rank may already have
+ * completed the call when a peer dies).
  */
 rmacoll_status_t rmacoll_alltoallv(const void *sendbuf,
                                    const int64_t *sendcounts,

@@ -237,7 +237,10 @@ static void test_overflow_edge(void **state)
         int64_t esize = (int64_t)rmacoll_datatype_size(types[t]);
         int64_t max_end = INT64_MAX / esize; /* largest displ + count */
 
-        /* Fits: the block ends at max_end elements (on both sides). */
+        int64_t cap_end = ((int64_t)1 << 48) / esize; /* largest extent, elements */
+
+        /* 64-bit arithmetic fits at max_end elements, but no node has that
+         * much memory: rejected as an extent, naming the buffer. */
         args_init(&a);
         a.dtype = types[t];
         memset(a.recvcounts, 0, sizeof(a.recvcounts));
@@ -245,11 +248,22 @@ static void test_overflow_edge(void **state)
         a.sendcounts[0] = 7;
         a.rdispls[2] = max_end - 1;
         a.recvcounts[2] = 1;
-        assert_int_equal(run(&a), RMACOLL_SUCCESS);
-        assert_int_equal(a.send_extent, (uint64_t)(max_end * esize));
-        assert_int_equal(a.recv_extent, (uint64_t)(max_end * esize));
+        assert_int_equal(run(&a), RMACOLL_ERR_OVERFLOW);
+        assert_non_null(strstr(a.err, "send buffer extent"));
 
-        /* One element more does not. */
+        /* Fits: both blocks end exactly at 2^48 bytes. */
+        a.sdispls[0] = cap_end - 7;
+        a.rdispls[2] = cap_end - 1;
+        assert_int_equal(run(&a), RMACOLL_SUCCESS);
+        assert_int_equal(a.send_extent, (uint64_t)(cap_end * esize));
+        assert_int_equal(a.recv_extent, (uint64_t)(cap_end * esize));
+        a.recvcounts[2] = 2;
+        assert_int_equal(run(&a), RMACOLL_ERR_OVERFLOW);
+        assert_non_null(strstr(a.err, "receive buffer extent"));
+
+        /* One element past the 64-bit limit names the displacement. */
+        a.sdispls[0] = max_end - 7;
+        a.rdispls[2] = max_end - 1;
         a.recvcounts[2] = 2;
         assert_int_equal(run(&a), RMACOLL_ERR_OVERFLOW);
         assert_non_null(strstr(a.err, "rdispls[2]"));
