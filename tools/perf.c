@@ -43,6 +43,10 @@
 #endif
 #ifdef RMACOLL_PERF_HAVE_CUBLAS
 #include <cublas_v2.h>
+
+/* Exit codes: 0 all right, 1 a rank failed, 2 wrong data, 64 bad usage or
+ * configuration (sysexits' EX_USAGE), so scripts can tell them apart. */
+#define PERF_EXIT_USAGE 64
 #endif
 
 #define PERF_NAME "rmacoll-perf"
@@ -866,13 +870,13 @@ static int perf_spawn(const rmacoll_perf_opts_t *o, int argc, char **argv)
         if (rmacoll_case_load(o->dist + 7, &c, err, sizeof(err)) !=
             RMACOLL_SUCCESS) {
             fprintf(stderr, PERF_NAME ": %s\n", err);
-            return 2;
+            return PERF_EXIT_USAGE;
         }
         if (c->nranks > RMACOLL_LAUNCH_MAX_RANKS) {
             fprintf(stderr, PERF_NAME ": %s: too many ranks (%d)\n",
                     o->dist + 7, c->nranks);
             rmacoll_case_free(c);
-            return 2;
+            return PERF_EXIT_USAGE;
         }
         nranks = c->nranks;
         memcpy(node_of, c->node_of, (size_t)nranks * sizeof(int));
@@ -889,7 +893,7 @@ static int perf_spawn(const rmacoll_perf_opts_t *o, int argc, char **argv)
         if (st != RMACOLL_SUCCESS) {
             fprintf(stderr, PERF_NAME ": bad topology (%s)\n",
                     o->topology[0] ? o->topology : "-np/--ppn");
-            return 2;
+            return PERF_EXIT_USAGE;
         }
         for (int nd = 0, r = 0; nd < nnodes; nd++)
             for (int k = 0; k < sizes[nd]; k++)
@@ -907,7 +911,7 @@ static int perf_spawn(const rmacoll_perf_opts_t *o, int argc, char **argv)
         if (st != RMACOLL_SUCCESS) {
             fprintf(stderr, PERF_NAME ": config: %s (%s)\n", err,
                     rmacoll_status_name(st));
-            return 2;
+            return PERF_EXIT_USAGE;
         }
     }
     st = rmacoll_get_unique_id(&id);
@@ -960,11 +964,11 @@ int main(int argc, char **argv)
         return 0;
     if (pr < 0) {
         fprintf(stderr, PERF_NAME ": %s\n", err);
-        return 2;
+        return PERF_EXIT_USAGE;
     }
     if (rmacoll_launch_detect(&env, err, sizeof(err)) != RMACOLL_SUCCESS) {
         fprintf(stderr, PERF_NAME ": %s\n", err);
-        return 2;
+        return PERF_EXIT_USAGE;
     }
     if (o.force_spawn && env.kind != RMACOLL_LAUNCH_SPAWNED)
         env.kind = RMACOLL_LAUNCH_NONE;
