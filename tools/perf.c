@@ -35,6 +35,10 @@
 #include "perfrun.h"
 #include "rmacoll.h"
 
+/* Exit codes: 0 all right, 1 a rank failed, 2 wrong data, 64 bad usage or
+ * configuration (sysexits' EX_USAGE), so scripts can tell them apart. */
+#define PERF_EXIT_USAGE 64
+
 #ifdef RMACOLL_PERF_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -44,9 +48,6 @@
 #ifdef RMACOLL_PERF_HAVE_CUBLAS
 #include <cublas_v2.h>
 
-/* Exit codes: 0 all right, 1 a rank failed, 2 wrong data, 64 bad usage or
- * configuration (sysexits' EX_USAGE), so scripts can tell them apart. */
-#define PERF_EXIT_USAGE 64
 #endif
 
 #define PERF_NAME "rmacoll-perf"
