@@ -32,6 +32,18 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* Per-call stage timing, logged at TRACE (cheap when off). */
+static uint64_t prof_ns(const rmacoll_comm_t *comm)
+{
+    struct timespec ts;
+
+    if (comm->log.level < RMACOLL_LOG_TRACE) {
+        return 0;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static uint64_t load_acquire(const volatile uint64_t *w)
 {
     return __atomic_load_n(w, __ATOMIC_ACQUIRE);
@@ -783,6 +795,7 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
     char msg[512];
     rmacoll_status_t st;
     int staged;
+    uint64_t prof[5] = {0, 0, 0, 0, 0};
     const void *hsend;   /* the buffers the host machinery works on: the  */
     void *hrecv;         /* user's, or the staging buffers               */
 
@@ -815,6 +828,7 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
     memset(&recv_rkey, 0, sizeof(recv_rkey));
     atomic_store(&comm->proxy_active, 1);
 
+    prof[0] = prof_ns(comm);
     /* 1. local validation; a local error still joins the metadata round */
     memset(&local, 0, sizeof(local));
     local.rank = me;
@@ -879,6 +893,7 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
         status_set(&local, st, me, msg);
     }
 
+    prof[1] = prof_ns(comm);
     /* 2. metadata: node peers read it from the control window ... */
     lr = local_rec(comm, me, par);
     lr->recv_addr = (uint64_t)(uintptr_t)hrecv;
@@ -916,6 +931,7 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
         goto broken;
     }
 
+    prof[2] = prof_ns(comm);
     /* 3. plan, if everyone's arguments were valid */
     acc = local;
     node_merge(comm, par, 0, &acc);
@@ -955,6 +971,7 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
         }
     }
 
+    prof[3] = prof_ns(comm);
     /* 4. agreement: node, rail, node */
     lr->st_b = acc;
     publish(lr, 1, comm->epoch);
@@ -1004,6 +1021,7 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
                                   acc.msg);
     }
 
+    prof[4] = prof_ns(comm);
     /* 5. data rounds */
     if (staged) {
         comm->stage_send_mem = send_mem;
@@ -1026,6 +1044,16 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
         st = run_plan_stream(comm, sendbuf, recvbuf, sendcounts, recvcounts, stream);
     } else {
         st = run_plan(comm, sendbuf, recvbuf, send_mem);
+    }
+    if (prof[0] != 0) {
+        uint64_t end = prof_ns(comm);
+        rmacoll__log(&comm->log, RMACOLL_LOG_TRACE, RMACOLL_LOG_SUBSYS_CORE,
+                     "call %llu: validate %.1f us, metadata %.1f us, plan %.1f us, "
+                     "agreement %.1f us, data %.1f us (%s)",
+                     (unsigned long long)comm->epoch, (prof[1] - prof[0]) / 1e3,
+                     (prof[2] - prof[1]) / 1e3, (prof[3] - prof[2]) / 1e3,
+                     (prof[4] - prof[3]) / 1e3, (end - prof[4]) / 1e3,
+                     stream != NULL ? "enqueued" : "completed");
     }
     net_deregister(comm, send_mem);
     net_deregister(comm, recv_mem);
