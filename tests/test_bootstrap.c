@@ -306,7 +306,12 @@ static void run_id(int n)
 {
     id_arg_t a = {.n = n};
     int status[MAX_CHILDREN];
-    int base = count_threads();
+    int base;
+
+    /* a root thread of an earlier test may still be on its way out: let
+     * the process settle to its main thread before taking the baseline */
+    assert_threads_return_to(1);
+    base = count_threads();
 
     assert_int_equal(rmacoll_get_unique_id(&a.id), RMACOLL_SUCCESS);
     assert_int_equal(count_threads(), base + 1); /* the root thread */
@@ -513,7 +518,7 @@ static void test_missing_rank(void **state)
 {
     id_arg_t a = {.n = 4};
     int status[MAX_CHILDREN];
-    int base = count_threads();
+    int base = (assert_threads_return_to(1), count_threads()); /* settle first */
 
     (void)state;
     assert_int_equal(rmacoll_get_unique_id(&a.id), RMACOLL_SUCCESS);
@@ -577,7 +582,7 @@ static void test_killed_rank(void **state)
 {
     id_arg_t a = {.n = 4};
     int status[MAX_CHILDREN];
-    int base = count_threads();
+    int base = (assert_threads_return_to(1), count_threads()); /* settle first */
 
     (void)state;
     assert_int_equal(rmacoll_get_unique_id(&a.id), RMACOLL_SUCCESS);
@@ -634,7 +639,7 @@ static void test_silent_rank(void **state)
 {
     id_arg_t a = {.n = 3};
     int status[MAX_CHILDREN];
-    int base = count_threads();
+    int base = (assert_threads_return_to(1), count_threads()); /* settle first */
 
     (void)state;
     assert_int_equal(rmacoll_get_unique_id(&a.id), RMACOLL_SUCCESS);
@@ -715,7 +720,7 @@ static void run_reject(int mode)
 {
     reject_arg_t a = {.mode = mode};
     int status[MAX_CHILDREN];
-    int base = count_threads();
+    int base = (assert_threads_return_to(1), count_threads()); /* settle first */
 
     assert_int_equal(rmacoll_get_unique_id(&a.id), RMACOLL_SUCCESS);
     run_children(4, child_reject, &a, status);
@@ -765,7 +770,7 @@ static void test_size_mismatch(void **state)
 {
     id_arg_t a = {.n = 3};
     int status[MAX_CHILDREN];
-    int base = count_threads();
+    int base = (assert_threads_return_to(1), count_threads()); /* settle first */
 
     (void)state;
     assert_int_equal(rmacoll_get_unique_id(&a.id), RMACOLL_SUCCESS);
@@ -818,7 +823,7 @@ static void test_two_ids(void **state)
 {
     id_arg_t a = {.n = 3};
     int status[MAX_CHILDREN];
-    int base = count_threads();
+    int base = (assert_threads_return_to(1), count_threads()); /* settle first */
 
     (void)state;
     assert_int_equal(rmacoll_get_unique_id(&a.id), RMACOLL_SUCCESS);
@@ -947,7 +952,7 @@ static void test_hex_real_id(void **state)
     char hex[RMACOLL__UNIQUE_ID_HEX_LEN + 1];
     char addr[64];
     int status[2];
-    int base = count_threads();
+    int base = (assert_threads_return_to(1), count_threads()); /* settle first */
 
     (void)state;
     assert_int_equal(rmacoll_get_unique_id(&id), RMACOLL_SUCCESS);
