@@ -34,6 +34,7 @@
 #include "launch.h"
 #include "perfrun.h"
 #include "rmacoll.h"
+#include "core/bootstrap.h" /* unique id <-> hex text for spawned ranks */
 
 /* Exit codes: 0 all right, 1 a rank failed, 2 wrong data, 64 bad usage or
  * configuration (sysexits' EX_USAGE), so scripts can tell them apart. */
@@ -702,7 +703,7 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
         rmacoll_unique_id_t id;
         rmacoll_comm_params_t params;
 
-        if (rmacoll_launch_id_from_hex(env->id_hex, &id) != RMACOLL_SUCCESS) {
+        if (rmacoll__unique_id_from_hex(env->id_hex, &id) != RMACOLL_SUCCESS) {
             fprintf(stderr, PERF_NAME ": rank %d: bad or missing %s\n",
                     env->rank, RMACOLL_LAUNCH_ENV_ID);
             return 1;
@@ -921,7 +922,7 @@ static int perf_spawn(const rmacoll_perf_opts_t *o, int argc, char **argv)
                 rmacoll_status_name(st));
         return 1;
     }
-    rmacoll_launch_id_to_hex(&id, hex);
+    rmacoll__unique_id_to_hex(&id, hex);
 
     /* The children run the same command line; --spawn is dropped by
      * nothing: RMACOLL_RANK takes precedence over every other variable. */

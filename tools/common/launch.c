@@ -1,6 +1,6 @@
 /*
  * launch.c - process launcher of the benchmark tools: launcher variable
- * detection, topology strings, unique-id hex, and fork+exec of N local
+ * detection, topology strings, and fork+exec of N local
  * ranks with a deadline (see launch.h).
  */
 #include "launch.h"
@@ -193,45 +193,6 @@ rmacoll_status_t rmacoll_launch_even_topology(int np, int ppn, int *sizes,
     }
     *nnodes = n;
     *nranks = np;
-    return RMACOLL_SUCCESS;
-}
-
-void rmacoll_launch_id_to_hex(const rmacoll_unique_id_t *id, char *hex)
-{
-    static const char digits[] = "0123456789abcdef";
-    const unsigned char *b = (const unsigned char *)id->internal;
-
-    for (size_t i = 0; i < RMACOLL_UNIQUE_ID_BYTES; i++) {
-        hex[2 * i] = digits[b[i] >> 4];
-        hex[2 * i + 1] = digits[b[i] & 0xf];
-    }
-    hex[2 * RMACOLL_UNIQUE_ID_BYTES] = '\0';
-}
-
-static int launch_hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-rmacoll_status_t rmacoll_launch_id_from_hex(const char *hex,
-                                            rmacoll_unique_id_t *id)
-{
-    if (hex == NULL || strlen(hex) != 2 * RMACOLL_UNIQUE_ID_BYTES)
-        return RMACOLL_ERR_INVALID_ARG;
-    for (size_t i = 0; i < RMACOLL_UNIQUE_ID_BYTES; i++) {
-        int hi = launch_hexval(hex[2 * i]);
-        int lo = launch_hexval(hex[2 * i + 1]);
-
-        if (hi < 0 || lo < 0)
-            return RMACOLL_ERR_INVALID_ARG;
-        id->internal[i] = (char)((hi << 4) | lo);
-    }
     return RMACOLL_SUCCESS;
 }
 

@@ -103,18 +103,6 @@ rmacoll_status_t rmacoll_launch_even_topology(int np, int ppn, int *sizes,
                                               int max_nodes, int *nnodes,
                                               int *nranks);
 
-/**
- * Hex text of the id: 2 * RMACOLL_UNIQUE_ID_BYTES lower-case digits and a
- * NUL, so hex must hold 2 * RMACOLL_UNIQUE_ID_BYTES + 1 chars. The same
- * text as rmacoll__unique_id_to_hex (core/bootstrap.h), repeated here so
- * that the tools need no internal symbol.
- */
-void rmacoll_launch_id_to_hex(const rmacoll_unique_id_t *id, char *hex);
-
-/** Inverse of id_to_hex (either case). RMACOLL_ERR_INVALID_ARG if bad. */
-rmacoll_status_t rmacoll_launch_id_from_hex(const char *hex,
-                                            rmacoll_unique_id_t *id);
-
 typedef struct rmacoll_launch_spec {
     int nranks;              /* children to start, 1..RMACOLL_LAUNCH_MAX_RANKS */
     const int *node_of_rank; /* [nranks] virtual node id of each rank */
