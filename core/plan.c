@@ -444,6 +444,15 @@ static uint64_t stream_total(const stream_t *s)
     return total;
 }
 
+/* Rounds between consecutive chunks of a relay stream: the credit that
+ * frees a slot is put two rounds after the chunk's arrival and waited one
+ * round before the next put into that slot, so stride * S >= 3. Sender and
+ * relay must use the same rule. */
+static int relay_stride(uint32_t S)
+{
+    return S >= 3 ? 1 : (S == 2 ? 2 : 3);
+}
+
 /* Sender side of the stream from this rank to node B through its relay. */
 static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
                                         const rmacoll__sigstate_t *st, int B,
@@ -457,7 +466,7 @@ static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
     int lsB = topo->node_size[B];
     int c = rmacoll__plan_chan_index(topo, r, me);
     uint32_t S = cfg->relay_slots;
-    int stride = S >= 3 ? 1 : (S == 2 ? 2 : 3);
+    int stride = relay_stride(S);
     int t0 = sched_round(in, me, r);
     uint64_t cb = rmacoll__plan_slot_bytes(topo, cfg, r);
     stream_t s = {in->sendcounts, topo->node_members + topo->node_first[B], lsB,
@@ -537,7 +546,7 @@ static rmacoll_status_t plan_stream_in(plan_ctx_t *ctx,
     int ls = topo->node_size[A];
     int i = rmacoll__plan_chan_src(topo, me, c);
     uint32_t S = cfg->relay_slots;
-    int stride = S >= 3 ? 1 : (S == 2 ? 2 : 3);
+    int stride = relay_stride(S);
     int t0 = sched_round(in, i, me);
     uint64_t cb = rmacoll__plan_slot_bytes(topo, cfg, me);
     stream_t s = {in->chan_sendcount + (size_t)c * ls, NULL, ls,
