@@ -33,7 +33,7 @@ static void plan_usage(FILE *out)
             "[--scheduler-seed S]\n"
             "       [--relay on|off] [--relay-buffer BYTES] [--slots S] "
             "[--max-task-bytes BYTES]\n"
-            "  --case FILE          count-matrix case (shared/cases format)\n"
+            "  --case FILE          count-matrix case (tests/cases format)\n"
             "  --topology L,L,...   ranks per node, to generate a matrix\n"
             "  --dist D             uniform | random | zipf:ALPHA | sparse:P "
             "(default uniform)\n"

@@ -1,5 +1,5 @@
 /*
- * cases.h - count-matrix cases (the format of ../shared/cases/README.md):
+ * cases.h - count-matrix cases (the format of tests/cases/README.md):
  * reader, random generators, displacement helpers, and the fill pattern
  * that everything checking data (tests, reference executor, benchmark)
  * shares: every element encodes (source rank, destination rank, index,
