@@ -107,6 +107,19 @@ def _i64_array(values, n, what):
     return (ctypes.c_int64 * n)(*[int(v) for v in vals])
 
 
+def _address(buf, what):
+    """(address, DataType or None) of an int address, None, or an array."""
+    if buf is None:
+        return None, None
+    if isinstance(buf, int):
+        return buf, None
+    try:
+        info = describe(buf)
+    except (TypeError, ValueError) as e:
+        raise type(e)("%s %s" % (what, e)) from None
+    return info.ptr, info.dtype
+
+
 def stream_handle(stream):
     """A cudaStream_t value for the C API from None (host memory), an int
     handle (0 = the legacy default stream), a torch.cuda.Stream (.cuda_stream)
@@ -342,6 +355,12 @@ class Communicator:
                                 "succeeded)" % (self._rank, reason), rank=self._rank)
         self._raise(st, prefix="rank %d: %s" % (self._rank, reason))
 
+    def _stream_or_fail(self, stream):
+        try:
+            return stream_handle(stream)
+        except TypeError as e:
+            self.fail_collectively(InvalidArgumentError, str(e), None)
+
     def alltoallv(self, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
                   dtype=None, stream=None):
         """AlltoAllV (rmacoll_alltoallv); collective.
@@ -360,21 +379,19 @@ class Communicator:
         """
         h = self._handle()
         n = self._size
-        sh = stream_handle(stream)
-        dt = to_datatype(dtype) if dtype is not None else None
-        if dtype is None and not isinstance(sendbuf, int) and sendbuf is not None:
-            dt = describe(sendbuf).dtype
-        if dt is None:
-            self.fail_collectively(DatatypeError, "dtype %r is not one rmacoll moves" %
-                                   (dtype,), sh)
+        sh = self._stream_or_fail(stream)
         try:
+            sp, sdt = _address(sendbuf, "sendbuf")
+            rp, _ = _address(recvbuf, "recvbuf")
             arrs = [_i64_array(a, n, name) for a, name in
                     ((sendcounts, "sendcounts"), (sdispls, "sdispls"),
                      (recvcounts, "recvcounts"), (rdispls, "rdispls"))]
         except (TypeError, ValueError) as e:
             self.fail_collectively(InvalidArgumentError, str(e), sh)
-        sp = sendbuf if isinstance(sendbuf, int) or sendbuf is None else describe(sendbuf).ptr
-        rp = recvbuf if isinstance(recvbuf, int) or recvbuf is None else describe(recvbuf).ptr
+        dt = to_datatype(dtype) if dtype is not None else sdt
+        if dt is None:
+            self.fail_collectively(DatatypeError, "dtype %r is not one rmacoll moves (give "
+                                   "dtype= for raw addresses)" % (dtype,), sh)
         st = self._lib.rmacoll_alltoallv(sp, arrs[0], arrs[1], rp, arrs[2], arrs[3],
                                          int(dt), h, sh)
         if st != 0:
@@ -385,13 +402,17 @@ class Communicator:
         rank; rank i's block for j is at element j * count of sendbuf and
         lands at element i * count of j's recvbuf. Arguments as alltoallv."""
         h = self._handle()
-        sh = stream_handle(stream)
-        dt = to_datatype(dtype) if dtype is not None else describe(sendbuf).dtype
+        sh = self._stream_or_fail(stream)
+        try:
+            sp, sdt = _address(sendbuf, "sendbuf")
+            rp, _ = _address(recvbuf, "recvbuf")
+            count = int(count)
+        except (TypeError, ValueError) as e:
+            self.fail_collectively(InvalidArgumentError, str(e), sh)
+        dt = to_datatype(dtype) if dtype is not None else sdt
         if dt is None:
-            self.fail_collectively(DatatypeError, "dtype %r is not one rmacoll moves" %
-                                   (dtype,), sh)
-        sp = sendbuf if isinstance(sendbuf, int) or sendbuf is None else describe(sendbuf).ptr
-        rp = recvbuf if isinstance(recvbuf, int) or recvbuf is None else describe(recvbuf).ptr
-        st = self._lib.rmacoll_alltoall(sp, rp, int(count), int(dt), h, sh)
+            self.fail_collectively(DatatypeError, "dtype %r is not one rmacoll moves (give "
+                                   "dtype= for raw addresses)" % (dtype,), sh)
+        st = self._lib.rmacoll_alltoall(sp, rp, count, int(dt), h, sh)
         if st != 0:
             self._raise(st)

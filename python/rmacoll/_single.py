@@ -20,7 +20,7 @@ closed one.
 import ctypes
 
 from ._buffers import describe, split_list
-from ._comm import CUDA_STREAM_LEGACY, stream_handle
+from ._comm import CUDA_STREAM_LEGACY
 from ._errors import DatatypeError, InvalidArgumentError
 
 _SUPPORTED = "int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64"
@@ -172,7 +172,8 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
             tstream = torch.cuda.current_stream(dev_info.torch_device)
             sh = tstream.cuda_stream or CUDA_STREAM_LEGACY
         else:
-            sh = stream_handle(stream) if stream is not None else CUDA_STREAM_LEGACY
+            sh = (comm._stream_or_fail(stream) if stream is not None
+                  else CUDA_STREAM_LEGACY)
 
     if problem is None:
         try:
