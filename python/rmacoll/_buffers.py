@@ -78,15 +78,26 @@ class BufferInfo:
     row_elems: elements per row (product of the other dims); dtype: DataType
     or None; dtype_text: the array's own dtype spelling; device: "cpu" or
     "cuda"; device_index: CUDA ordinal or None; contiguous, writable: bools;
-    torch_device: the torch.device of a tensor, else None.
+    torch_device: the torch.device of a tensor, else None; kind: "torch",
+    "array" (numpy, __array_interface__) or "cuda_array".
     """
 
     __slots__ = ("ptr", "rows", "row_elems", "dtype", "dtype_text", "device",
                  "device_index", "contiguous", "writable", "torch_device", "kind")
 
-    def __init__(self, **kw):
-        for k in self.__slots__:
-            setattr(self, k, kw.get(k))
+    def __init__(self, ptr, rows, row_elems, dtype, dtype_text, device, device_index,
+                 contiguous, writable, torch_device, kind):
+        self.ptr = ptr
+        self.rows = rows
+        self.row_elems = row_elems
+        self.dtype = dtype
+        self.dtype_text = dtype_text
+        self.device = device
+        self.device_index = device_index
+        self.contiguous = contiguous
+        self.writable = writable
+        self.torch_device = torch_device
+        self.kind = kind
 
 
 def _prod(dims):
@@ -96,25 +107,39 @@ def _prod(dims):
     return p
 
 
-def _is_torch_tensor(obj):
-    mod = type(obj).__module__
-    return (mod.startswith("torch") and hasattr(obj, "data_ptr")
-            and hasattr(obj, "is_contiguous"))
+# dtype object (numpy or torch) -> (DataType or None, text); dtype.name is slow
+_DTYPES = {}
 
 
-def describe(obj):
-    """BufferInfo of a torch tensor, numpy array, or an object with
-    __cuda_array_interface__ / __array_interface__. Raises TypeError for
-    anything else and ValueError for a 0-d array (no dim 0 to split)."""
-    if _is_torch_tensor(obj):
-        if obj.dim() == 0:
-            raise ValueError("is a 0-d tensor; all_to_all_single splits dim 0")
-        dev = obj.device
-        return BufferInfo(
-            ptr=obj.data_ptr(), rows=int(obj.shape[0]), row_elems=_prod(obj.shape[1:]),
-            dtype=to_datatype(obj.dtype), dtype_text=str(obj.dtype), device=dev.type,
-            device_index=dev.index, contiguous=obj.is_contiguous(),
-            writable=True, torch_device=dev, kind="torch")
+def _dtype_of(dt):
+    r = _DTYPES.get(dt)
+    if r is None:
+        r = (to_datatype(dt), str(dt))
+        _DTYPES[dt] = r
+    return r
+
+
+def _torch_info(obj):
+    shape = obj.shape
+    if len(shape) == 0:
+        raise ValueError("is a 0-d tensor; all_to_all_single splits dim 0")
+    dt, text = _dtype_of(obj.dtype)
+    dev = obj.device
+    return BufferInfo(obj.data_ptr(), shape[0], _prod(shape[1:]), dt, text, dev.type,
+                      dev.index, obj.is_contiguous(), True, dev, "torch")
+
+
+def _numpy_info(obj):
+    shape = obj.shape
+    if len(shape) == 0:
+        raise ValueError("is a 0-d array; all_to_all_single splits dim 0")
+    dt, text = _dtype_of(obj.dtype)
+    fl = obj.flags
+    return BufferInfo(obj.__array_interface__["data"][0], shape[0], _prod(shape[1:]), dt,
+                      text, "cpu", None, fl.c_contiguous, fl.writeable, None, "array")
+
+
+def _iface_info(obj):
     cai = getattr(obj, "__cuda_array_interface__", None)
     ai = None if cai is not None else getattr(obj, "__array_interface__", None)
     iface = cai if cai is not None else ai
@@ -133,8 +158,7 @@ def describe(obj):
         import numpy as np
         npdt = getattr(obj, "dtype", None)
         npdt = np.dtype(npdt) if npdt is not None else np.dtype(typestr)
-        dtype_text = npdt.name
-        dt = to_datatype(npdt)
+        dt, dtype_text = _dtype_of(npdt)
     except (ImportError, TypeError):
         pass
     itemsize = int(typestr[2:]) if typestr[2:].isdigit() else 0
@@ -145,11 +169,34 @@ def describe(obj):
             if dim != 1 and st != expect:
                 contiguous = False
             expect *= dim
-    return BufferInfo(
-        ptr=int(ptr or 0), rows=int(shape[0]), row_elems=_prod(shape[1:]), dtype=dt,
-        dtype_text=dtype_text, device="cuda" if cai is not None else "cpu",
-        device_index=None, contiguous=contiguous, writable=not readonly,
-        torch_device=None, kind="cuda_array" if cai is not None else "array")
+    return BufferInfo(int(ptr or 0), int(shape[0]), _prod(shape[1:]), dt, dtype_text,
+                      "cuda" if cai is not None else "cpu", None, contiguous, not readonly,
+                      None, "cuda_array" if cai is not None else "array")
+
+
+_HANDLERS = {}  # type -> describe function
+
+
+def _handler(t):
+    mod = t.__module__
+    if mod.startswith("torch") and hasattr(t, "data_ptr") and hasattr(t, "is_contiguous"):
+        return _torch_info
+    if mod == "numpy" and t.__name__ in ("ndarray", "memmap", "matrix") or any(
+            b.__module__ == "numpy" and b.__name__ == "ndarray" for b in t.__mro__):
+        return _numpy_info
+    return _iface_info
+
+
+def describe(obj):
+    """BufferInfo of a torch tensor, numpy array, or an object with
+    __cuda_array_interface__ / __array_interface__. Raises TypeError for
+    anything else and ValueError for a 0-d array (no dim 0 to split)."""
+    t = type(obj)
+    h = _HANDLERS.get(t)
+    if h is None:
+        h = _handler(t)
+        _HANDLERS[t] = h
+    return h(obj)
 
 
 def split_list(sizes, what):
@@ -158,6 +205,8 @@ def split_list(sizes, what):
     TypeError with a message starting with `what`."""
     if sizes is None:
         return None
+    if type(sizes) is list and all(type(s) is int for s in sizes):
+        return sizes if sizes else None  # the common case, read only
     if hasattr(sizes, "tolist"):  # numpy array or torch tensor (a CUDA one syncs)
         sizes = sizes.tolist()
     try:

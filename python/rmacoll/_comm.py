@@ -189,6 +189,8 @@ class Communicator:
         lib.rmacoll_comm_size(handle, ctypes.byref(n))
         self._rank, self._size = r.value, n.value
         self._zeros = (ctypes.c_int64 * self._size)()
+        # count/displacement arrays all_to_all_single fills (no allocation per call)
+        self._args = tuple((ctypes.c_int64 * self._size)() for _ in range(4))
         self._device_stream = None  # torch stream of the last device call (all_to_all_single)
 
     @classmethod

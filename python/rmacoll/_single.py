@@ -17,7 +17,7 @@ communicator (group=None without torch.distributed initialised) or a
 closed one.
 """
 
-import ctypes
+from itertools import accumulate
 
 from ._buffers import describe, split_list
 from ._comm import CUDA_STREAM_LEGACY
@@ -74,14 +74,11 @@ def _splits(sizes, info, n, what, tensor_name):
     return rows
 
 
-def _counts(rows, row_elems):
-    counts = [r * row_elems for r in rows]
-    displs = []
-    off = 0
-    for c in counts:
-        displs.append(off)
-        off += c
-    return counts, displs
+def _fill(counts, displs, rows, row_elems):
+    """counts/displs (ctypes int64 arrays) from rows per rank, in elements."""
+    c = [r * row_elems for r in rows]
+    counts[:] = c
+    displs[:] = [0] + list(accumulate(c[:-1]))
 
 
 def _check(out, inp):
@@ -184,10 +181,9 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     if problem is not None:
         comm.fail_collectively(problem[0], problem[1], sh)
 
-    scounts, sdispls = _counts(irows, inp.row_elems)
-    rcounts, rdispls = _counts(orows, out.row_elems)
-    arr = ctypes.c_int64 * n
-    sc, sd, rc, rd = arr(*scounts), arr(*sdispls), arr(*rcounts), arr(*rdispls)
+    sc, sd, rc, rd = comm._args  # the communicator's own (one thread per comm)
+    _fill(sc, sd, irows, inp.row_elems)
+    _fill(rc, rd, orows, out.row_elems)
 
     lib = comm._lib
     if tstream is not None:
