@@ -114,7 +114,9 @@ _DTYPES = {}
 def _dtype_of(dt):
     r = _DTYPES.get(dt)
     if r is None:
-        r = (to_datatype(dt), str(dt))
+        # a byte-swapped numpy dtype (">f4" here) is not the datatype it names
+        native = getattr(dt, "isnative", True)
+        r = (to_datatype(dt) if native else None, str(dt))
         _DTYPES[dt] = r
     return r
 

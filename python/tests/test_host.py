@@ -134,6 +134,28 @@ class TestOneRank(unittest.TestCase):
         with self.assertRaises(rmacoll.InvalidArgumentError):
             rmacoll.all_to_all_single(np.zeros(1), np.zeros(1), comm=c)
 
+    def test_local_errors_one_rank(self):
+        y = np.full(4, 7, dtype=np.float32)
+        cases = [
+            (np.arange(4, dtype=">f4"), y, rmacoll.DatatypeError, "input has dtype >f4, which rmacoll does not move"),
+            (np.arange(4, dtype=np.float64), y, rmacoll.DatatypeError,
+             "input has dtype float64 but output has dtype float32"),
+            (np.arange(8, dtype=np.float32)[::2], y, rmacoll.InvalidArgumentError,
+             "input is not contiguous"),
+            # one rank: 5 rows split equally is all 5 to itself, 4 expected
+            (np.arange(5, dtype=np.float32), y, rmacoll.MismatchError,
+             "count mismatch: rank 0 sends 5 elements to rank 0, which expects 4"),
+        ]
+        for x, out, cls, text in cases:
+            with self.assertRaises(cls) as cm:
+                rmacoll.all_to_all_single(out, x, comm=self.comm)
+            self.assertIn("rank 0: " + text, str(cm.exception))
+            self.assertEqual(cm.exception.rank, 0)
+            self.assertEqual(y.tolist(), [7.0] * 4)  # nothing written
+        with self.assertRaises(rmacoll.InvalidArgumentError) as cm:
+            rmacoll.all_to_all_single(y, np.zeros(4, np.float32), [4], [2.5], comm=self.comm)
+        self.assertIn("non-integer", str(cm.exception))
+
     def test_last_error_after_failure(self):
         x = np.zeros(4, dtype=np.int32)
         with self.assertRaises(rmacoll.CountOverflowError):
