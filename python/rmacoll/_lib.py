@@ -73,9 +73,9 @@ _REQUIRED = {
 }
 
 # Bound when the library has them (builds with NCCL; newer versions).
-# rmacoll_get_version is assumed NCCL-style (int *version out, status back):
-# adjust here if the C API settles on another shape.
+# rmacoll_get_version is as ncclGetVersion: major * 10000 + minor * 100 + patch.
 _OPTIONAL = {
+    "rmacoll_version_string": (ctypes.c_char_p, []),
     "rmacoll_comm_create_from_nccl": (_st, [_vp, _vp, _vp, ctypes.POINTER(_vp),
                                             ctypes.POINTER(_vp)]),
     "rmacoll_comm_destroy_nccl": (_st, [_vp, _vp]),

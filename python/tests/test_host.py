@@ -49,6 +49,13 @@ class TestLibrary(unittest.TestCase):
         self.assertIsInstance(e, rmacoll.UnknownStatusError)
         self.assertEqual(e.status, 99)
 
+    def test_version(self):
+        v = rmacoll.library_version()
+        if rmacoll.has_symbol("rmacoll_get_version"):
+            self.assertEqual(v, tuple(int(x) for x in rmacoll.__version__.split(".")))
+        else:
+            self.assertIsNone(v)
+
     def test_builtin_bases(self):
         self.assertTrue(issubclass(rmacoll.InvalidArgumentError, ValueError))
         self.assertTrue(issubclass(rmacoll.MismatchError, rmacoll.InvalidArgumentError))
