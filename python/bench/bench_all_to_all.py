@@ -53,6 +53,8 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--baselines", default="gloo,nccl",
                    help="comma separated: gloo, nccl (nccl skipped without a GPU per rank)")
+    p.add_argument("--nodes", type=int, default=1,
+                   help="with --nprocs: virtual nodes (RMACOLL_NODE_ID), ranks in blocks")
     p.add_argument("--json", default=None, help="write the rows here (rank 0)")
     return p.parse_args()
 
@@ -68,6 +70,8 @@ def spawn(args):
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         env.setdefault("FI_TCP_IFACE", "lo")
         env.setdefault("NCCL_NVLS_ENABLE", "0")
+        if args.nodes > 1:
+            env["RMACOLL_NODE_ID"] = "vnode-%d" % (r * args.nodes // args.nprocs)
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] +
                                       sys.argv[1:] + ["--nprocs", "0"], env=env))
     return max(p.wait() for p in procs)
@@ -204,8 +208,9 @@ def main_rank(args):
 def main():
     args = parse_args()
     if args.nprocs > 0:
-        print("# %d ranks, %s tensors of %s, %s splits, %d iterations after %d warm-up"
-              % (args.nprocs, args.device, args.dtype, args.dist, args.iters, args.warmup),
+        print("# %d ranks on %d node(s), %s tensors of %s, %s splits, %d iterations after %d "
+              "warm-up" % (args.nprocs, args.nodes, args.device, args.dtype, args.dist,
+                           args.iters, args.warmup),
               flush=True)
         print("#    bytes  dist       backend  memory      time per call    algbw", flush=True)
         return spawn(args)
