@@ -12,85 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/call.h"
 #include "core/config_internal.h"
 #include "core/sched_registry.h"
 #include "core/topo.h"
 
-#define CTRL_MAGIC 0x726d61636f6c6c31ull /* "rmacoll1" */
 #define NODE_KEY_BYTES 128
-
-static size_t align64(size_t x)
-{
-    return (x + 63) & ~(size_t)63;
-}
-
-static int max_node_size(const rmacoll_topo_t *topo)
-{
-    int m = 0;
-
-    for (int n = 0; n < topo->nnodes; n++) {
-        if (topo->node_size[n] > m) {
-            m = topo->node_size[n];
-        }
-    }
-    return m;
-}
-
-/* Network peers of rank: relays it sends through and senders it relays
- * for (relay on), or every rank of another node (relay off). The set is
- * symmetric. list may be NULL; returns the count; sorted by rank. */
-int rmacoll__net_peers(const rmacoll_topo_t *topo,
-                       const rmacoll__plan_cfg_t *pcfg, int rank, int *list)
-{
-    int A = topo->node_of[rank];
-    int n = 0;
-
-    for (int p = 0; p < topo->nranks; p++) {
-        int B = topo->node_of[p];
-        int in;
-        if (B == A) {
-            continue;
-        }
-        in = !pcfg->relay_enabled || rmacoll__topo_relay(topo, rank, B) == p ||
-             rmacoll__topo_relay(topo, p, A) == rank;
-        if (in) {
-            if (list != NULL) {
-                list[n] = p;
-            }
-            n++;
-        }
-    }
-    return n;
-}
-
-void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
-                          const rmacoll__plan_cfg_t *pcfg, int rank,
-                          rmacoll__ctrl_layout_t *lay)
-{
-    size_t off;
-
-    lay->nnet = rmacoll__net_peers(topo, pcfg, rank, NULL);
-    lay->nsig_plan = rmacoll__sig_count(topo, pcfg, rank);
-    lay->nsig = lay->nsig_plan + 2 * (uint32_t)lay->nnet + (uint32_t)topo->nranks + 3;
-    lay->local_rec_bytes = align64(sizeof(rmacoll__local_rec_t) +
-                                   2 * (size_t)topo->nranks * sizeof(int64_t));
-    lay->net_rec_bytes = align64(sizeof(rmacoll__net_rec_t) +
-                                 (size_t)max_node_size(topo) * sizeof(int64_t));
-    lay->status_rec_bytes = align64(sizeof(rmacoll__status_rec_t) + 8);
-    lay->off_sig = 64;
-    off = align64(lay->off_sig + (size_t)lay->nsig * sizeof(uint64_t));
-    lay->off_local = off;
-    off += 2 * lay->local_rec_bytes;
-    lay->off_inbox = off;
-    off += 2 * (size_t)lay->nnet * lay->net_rec_bytes;
-    lay->off_inbox2 = off;
-    off += 2 * (size_t)lay->nnet * lay->status_rec_bytes;
-    lay->off_outbox = off;
-    off += 2 * (size_t)lay->nnet * lay->net_rec_bytes;
-    lay->off_outbox2 = off;
-    off += 2 * (size_t)lay->nnet * lay->status_rec_bytes;
-    lay->bytes = align64(off);
-}
 
 rmacoll_status_t rmacoll__comm_fail(rmacoll_comm_t *comm, rmacoll_status_t st,
                                     const char *fmt, ...)
@@ -279,7 +206,7 @@ static rmacoll_status_t setup_ctrl(rmacoll_comm_t *comm)
         return rmacoll__comm_fail(comm, st, "rank %d: cannot create control window "
                                   "%s of %zu bytes", comm->rank, name, comm->lay.bytes);
     }
-    ((uint64_t *)comm->ctrl.addr)[0] = CTRL_MAGIC;
+    ((uint64_t *)comm->ctrl.addr)[0] = RMACOLL__CTRL_MAGIC;
     comm->signals = (volatile uint64_t *)((char *)comm->ctrl.addr + comm->lay.off_sig);
     st = rmacoll__bootstrap_barrier(comm->bs);
     if (st != RMACOLL_SUCCESS) {
@@ -522,10 +449,8 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
 
 static void comm_free(rmacoll_comm_t *comm)
 {
-    rmacoll__stage_stop(comm);
-    if (comm->proxy_started) {
-        rmacoll__proxy_stop(comm);
-    }
+    rmacoll__staged_fini(comm);
+    rmacoll__proxy_fini(&comm->proxy);
     if (comm->net != NULL) {
         if (comm->relay_mem != NULL) {
             comm->net_ops->mem_deregister(comm->net, comm->relay_mem);
@@ -539,16 +464,8 @@ static void comm_free(rmacoll_comm_t *comm)
         comm->nvl_ops->finalize(comm->nvl);
     }
     if (comm->ce != NULL) {
-        if (comm->stage_send_pin != NULL) {
-            comm->ce_ops->mem_deregister(comm->ce, comm->stage_send_pin);
-        }
-        if (comm->stage_recv_pin != NULL) {
-            comm->ce_ops->mem_deregister(comm->ce, comm->stage_recv_pin);
-        }
         comm->ce_ops->finalize(comm->ce);
     }
-    free(comm->stage_send);
-    free(comm->stage_recv);
     for (int r = 0; comm->peer_ctrl != NULL && r < comm->nranks; r++) {
         if (r != comm->rank && comm->peer_ctrl[r].addr != NULL) {
             rmacoll__shm_destroy(&comm->peer_ctrl[r]);
@@ -568,9 +485,8 @@ static void comm_free(rmacoll_comm_t *comm)
     if (comm->bs != NULL) {
         rmacoll__bootstrap_destroy(comm->bs);
     }
-    pthread_mutex_destroy(&comm->net_lock);
-    pthread_mutex_destroy(&comm->stage_lock);
-    pthread_cond_destroy(&comm->stage_cond);
+    pthread_mutex_destroy(&comm->stage.lock);
+    pthread_cond_destroy(&comm->stage.cond);
     free(comm->peer_ctrl);
     free(comm->peer_lay);
     free(comm->peer_nsig);
@@ -614,14 +530,15 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
     if (comm == NULL) {
         return RMACOLL_ERR_NO_MEMORY;
     }
-    pthread_mutex_init(&comm->net_lock, NULL);
-    pthread_mutex_init(&comm->stage_lock, NULL);
-    pthread_cond_init(&comm->stage_cond, NULL);
+    pthread_mutex_init(&comm->stage.lock, NULL);
+    pthread_cond_init(&comm->stage.cond, NULL);
     rmacoll__plan_init(&comm->plan);
     comm->rank = params->rank;
     comm->nranks = params->nranks;
     rmacoll__logger_default(&comm->log);
     comm->log.rank = comm->rank;
+    rmacoll__proxy_init(&comm->proxy, comm->rank, 0, &comm->log, comm->last_error,
+                        sizeof(comm->last_error));
     if (params->config != NULL) {
         comm->cfg = *params->config;
     } else {
@@ -633,6 +550,7 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
             return st;
         }
     }
+    comm->proxy.timeout_ms = comm->cfg.timeout_ms;
     comm->log.level = comm->cfg.log_level;
     comm->log.subsys = comm->cfg.log_subsystems;
     if (params->log_fn != NULL) {
@@ -708,7 +626,7 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
         st = setup_registrations(comm);
     }
     if (st == RMACOLL_SUCCESS && comm->net != NULL) {
-        st = rmacoll__proxy_start(comm);
+        st = rmacoll__proxy_start(&comm->proxy, comm->net_ops, comm->net);
     }
     if (st == RMACOLL_SUCCESS) {
         st = rmacoll__bootstrap_barrier(comm->bs);
@@ -758,12 +676,10 @@ rmacoll_status_t rmacoll_comm_destroy(rmacoll_comm_t *comm)
         return RMACOLL_SUCCESS;
     }
     /* a staged device call still in flight finishes first */
-    if (comm->stage_last != 0 && !comm->broken) {
-        rmacoll__stage_wait(comm);
+    if (!comm->broken) {
+        rmacoll__staged_drain(comm);
     }
-    if (comm->proxy_started) {
-        rmacoll__proxy_flush(comm);
-    }
+    rmacoll__proxy_flush(&comm->proxy);
     /* no rank tears down while a peer may still write into it */
     if (!comm->broken) {
         st = rmacoll__bootstrap_barrier(comm->bs);
