@@ -9,12 +9,14 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "core/bind.h"
 #include "core/bootstrap.h"
 #include "core/ctrl.h"
 #include "core/log.h"
 #include "core/plan.h"
 #include "core/proxy.h"
 #include "core/shm.h"
+#include "core/transport.h"
 #include "rmacoll_transport.h"
 
 /* Device memory across nodes: pinned host staging and its worker thread. */
@@ -33,6 +35,17 @@ typedef struct rmacoll__stage {
     _Atomic uint64_t finished;        /* last epoch the worker completed */
     _Atomic int status;               /* first error of the worker */
 } rmacoll__stage_t;
+
+/* The transports a communicator may choose from: the built-ins and the
+ * plugins its config names (intra_node, inter_node). */
+#define RMACOLL__MAX_AVAIL 16
+
+/* One transport instance of a communicator. */
+typedef struct rmacoll__tinst {
+    const rmacoll__tops_t *ops;       /* complete (no NULL op) */
+    rmacoll_transport_t *tp;
+    rmacoll_transport_env_t env;
+} rmacoll__tinst_t;
 
 struct rmacoll_comm {
     int rank, nranks;
@@ -68,12 +81,14 @@ struct rmacoll_comm {
     int *net_slot_at;               /* [nnet]: my index in that peer's list */
     int *net_index;                 /* [nranks]: index in net_list or -1 */
 
-    /* transports */
-    const rmacoll_transport_ops_t *ce_ops, *net_ops, *nvl_ops;
-    rmacoll_transport_t *ce, *net, *nvl;
-    rmacoll_transport_env_t ce_env, net_env, nvl_env;
-    uint8_t *ce_peers, *net_peers;
-    rmacoll_mem_t *ctrl_mem, *relay_mem;
+    /* transports: what could serve (built-ins, plugins the config names),
+     * the instances made, and the bindings over them (bind.h) */
+    rmacoll__tops_t avail[RMACOLL__MAX_AVAIL];
+    int navail;
+    rmacoll__bind_plan_t bp;
+    rmacoll__tinst_t inst[RMACOLL__MAX_INST]; /* bp.ninst */
+    uint8_t *path_peers[2];           /* [rmacoll__path_t][nranks]: peers to reach */
+    rmacoll_mem_t *ctrl_mem, *relay_mem; /* network registrations */
     rmacoll_rkey_t *peer_ctrl_rkey;   /* [nranks] */
     rmacoll_rkey_t *peer_relay_rkey;  /* [nranks] */
 
@@ -98,6 +113,15 @@ struct rmacoll_comm {
     rmacoll__stage_t stage;           /* device memory across nodes */
     rmacoll__proxy_t proxy;           /* owns the network transport's progress */
 };
+
+/* comm.c: the instance bound to (path, mem) for a queue of n tasks (its
+ * largest put selects among size-bounded candidates), or NULL if none. */
+rmacoll__tinst_t *rmacoll__comm_bound(rmacoll_comm_t *comm, int path,
+                                      rmacoll_memtype_t mem, const rmacoll__task_t *t,
+                                      size_t n);
+/* comm.c: the control instance of (path, mem): mappings, stream waits and
+ * signals, staging pins; NULL if none. */
+rmacoll__tinst_t *rmacoll__comm_ctl(rmacoll_comm_t *comm, int path, rmacoll_memtype_t mem);
 
 /* comm.c: records st with a message in comm->last_error and logs it. */
 rmacoll_status_t rmacoll__comm_fail(rmacoll_comm_t *comm, rmacoll_status_t st,

@@ -1364,6 +1364,21 @@ static int config_value_string(const rmacoll_config_t *cfg, config_id_t id, char
     return -1;
 }
 
+rmacoll_status_t rmacoll__config_get_size(const rmacoll_config_t *cfg, const char *key,
+                                          uint64_t *bytes)
+{
+    for (int id = 0; cfg != NULL && key != NULL && id < CFG_NKEYS; id++) {
+        if (strcmp(config_keys[id].key, key) == 0) {
+            if (config_fields[id].kind != CFG_KIND_SIZE) {
+                return RMACOLL_ERR_CONFIG;
+            }
+            *bytes = config_get_u64(cfg, (config_id_t)id);
+            return RMACOLL_SUCCESS;
+        }
+    }
+    return RMACOLL_ERR_CONFIG;
+}
+
 int rmacoll__config_value_string(const rmacoll_config_t *cfg, size_t index, char *buf,
                                  size_t len)
 {

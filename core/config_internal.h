@@ -37,6 +37,14 @@ int rmacoll__config_value_string(const rmacoll_config_t *cfg, size_t index,
                                  char *buf, size_t len);
 
 /**
+ * Reads the size key `key` (dotted name, e.g. "relay.buffer_bytes") of cfg
+ * into *bytes. RMACOLL_ERR_CONFIG when there is no such key or it is not
+ * a size. Thread-safe.
+ */
+rmacoll_status_t rmacoll__config_get_size(const rmacoll_config_t *cfg, const char *key,
+                                          uint64_t *bytes);
+
+/**
  * Writes cfg as YAML (nested mappings, one key a line) into buf (always
  * NUL-terminated when len > 0). The text loads back to the same config.
  * Returns the length it needed, snprintf-style.

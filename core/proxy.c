@@ -37,7 +37,7 @@ static rmacoll_status_t proxy_fail(rmacoll__proxy_t *px, rmacoll_status_t st,
 static void proxy_set_error(rmacoll__proxy_t *px, rmacoll_status_t st)
 {
     int expected = RMACOLL_SUCCESS;
-    int peer = px->ops->error_peer ? px->ops->error_peer(px->tp) : -1;
+    int peer = px->ops->base.error_peer(px->tp);
 
     atomic_store(&px->err_peer, peer);
     atomic_compare_exchange_strong(&px->status, &expected, (int)st);
@@ -59,14 +59,14 @@ static int proxy_drive_locked(rmacoll__proxy_t *px)
     while (next < posted) {
         const rmacoll__proxy_job_t *job = &px->ring[next % RMACOLL__PROXY_RING];
         if (st == RMACOLL_SUCCESS && atomic_load(&px->status) == RMACOLL_SUCCESS) {
-            st = px->ops->post_puts(px->tp, job->puts, job->n);
+            st = px->ops->host.post_puts(px->tp, job->puts, job->n);
         }
         next++;
         atomic_store_explicit(&px->jobs_done, next, memory_order_release);
         worked = 1;
     }
     if (st == RMACOLL_SUCCESS) {
-        st = px->ops->progress(px->tp);
+        st = px->ops->base.progress(px->tp);
     }
     if (st != RMACOLL_SUCCESS) {
         proxy_set_error(px, st);
@@ -127,7 +127,7 @@ static void *proxy_main(void *arg)
 }
 
 rmacoll_status_t rmacoll__proxy_start(rmacoll__proxy_t *px,
-                                      const rmacoll_transport_ops_t *ops,
+                                      const rmacoll__tops_t *ops,
                                       rmacoll_transport_t *tp)
 {
     int rc;
@@ -217,7 +217,7 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
         pthread_mutex_lock(&px->lock);
         proxy_drive_locked(px);
         if (atomic_load_explicit(&px->jobs_done, memory_order_acquire) >= posted) {
-            pending = px->ops->pending(px->tp);
+            pending = px->ops->base.pending(px->tp);
         }
         pthread_mutex_unlock(&px->lock);
         if (pending == 0) {
@@ -245,7 +245,7 @@ rmacoll_status_t rmacoll__proxy_register(rmacoll__proxy_t *px, const void *buf,
         return RMACOLL_SUCCESS;
     }
     pthread_mutex_lock(&px->lock);
-    st = px->ops->mem_register(px->tp, (void *)buf, bytes, RMACOLL_MEM_HOST, mem, rkey);
+    st = px->ops->mem.mem_register(px->tp, (void *)buf, bytes, RMACOLL_MEM_HOST, mem, rkey);
     pthread_mutex_unlock(&px->lock);
     return st;
 }
@@ -254,7 +254,7 @@ void rmacoll__proxy_deregister(rmacoll__proxy_t *px, rmacoll_mem_t *mem)
 {
     if (mem != NULL && px->tp != NULL) {
         pthread_mutex_lock(&px->lock);
-        px->ops->mem_deregister(px->tp, mem);
+        px->ops->mem.mem_deregister(px->tp, mem);
         pthread_mutex_unlock(&px->lock);
     }
 }

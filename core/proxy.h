@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "core/log.h"
-#include "rmacoll_transport.h"
+#include "core/transport.h"
 
 #define RMACOLL__PROXY_RING 1024
 
@@ -29,7 +29,7 @@ typedef struct rmacoll__proxy_job {
 } rmacoll__proxy_job_t;
 
 typedef struct rmacoll__proxy {
-    const rmacoll_transport_ops_t *ops; /* the network transport, or NULL */
+    const rmacoll__tops_t *ops;       /* the network transport, or NULL */
     rmacoll_transport_t *tp;
     int rank;
     uint64_t timeout_ms;
@@ -54,7 +54,7 @@ void rmacoll__proxy_init(rmacoll__proxy_t *px, int rank, uint64_t timeout_ms,
                          rmacoll__logger_t *log, char *errbuf, size_t errlen);
 /** Binds the network transport and starts the thread. */
 rmacoll_status_t rmacoll__proxy_start(rmacoll__proxy_t *px,
-                                      const rmacoll_transport_ops_t *ops,
+                                      const rmacoll__tops_t *ops,
                                       rmacoll_transport_t *tp);
 /** Joins the thread (if started) and releases the lock. */
 void rmacoll__proxy_fini(rmacoll__proxy_t *px);

@@ -102,21 +102,14 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, const void *sendbu
         /* cePut: on this thread */
         n = bt->count[RMACOLL__Q_CE_PUT];
         if (st == RMACOLL_SUCCESS && n) {
-            const rmacoll__task_t *t = &plan->tasks[bt->first[RMACOLL__Q_CE_PUT]];
-            if (comm->ce != NULL) {
-                st = comm->ce_ops->post_puts(comm->ce, &comm->puts[bt->first[RMACOLL__Q_CE_PUT]],
-                                             n);
-                if (st != RMACOLL_SUCCESS) {
-                    int peer = comm->ce_ops->error_peer ? comm->ce_ops->error_peer(comm->ce)
-                                                        : -1;
-                    st = rmacoll__comm_fail(comm, st, "rank %d: copy to rank %d failed: %s",
-                                            comm->rank, peer, rmacoll_status_string(st));
-                }
-            } else {
-                for (uint32_t k = 0; k < n; k++) { /* only self copies without CE */
-                    memcpy((char *)recvbuf + t[k].dst_off,
-                           (const char *)sendbuf + t[k].src_off, t[k].bytes);
-                }
+            uint32_t f = bt->first[RMACOLL__Q_CE_PUT];
+            rmacoll__tinst_t *ce = rmacoll__comm_bound(comm, RMACOLL__PATH_CE,
+                                                       RMACOLL_MEM_HOST, &plan->tasks[f], n);
+            st = ce->ops->host.post_puts(ce->tp, &comm->puts[f], n);
+            if (st != RMACOLL_SUCCESS) {
+                st = rmacoll__comm_fail(comm, st, "rank %d: copy to rank %d failed: %s",
+                                        comm->rank, ce->ops->base.error_peer(ce->tp),
+                                        rmacoll_status_string(st));
             }
         }
         /* proxyWait and ceWait: signals land in the control window */
@@ -148,7 +141,7 @@ static rmacoll_status_t host_prepare(rmacoll__call_t *c)
         snprintf(c->msg, sizeof(c->msg), "rank %d: cannot register the send/receive "
                  "buffers (%llu/%llu bytes) with %s", comm->rank,
                  (unsigned long long)c->send_extent, (unsigned long long)c->recv_extent,
-                 comm->net_ops->name);
+                 comm->proxy.ops->name);
     }
     return st;
 }

@@ -105,17 +105,19 @@ void rmacoll__staged_fini(rmacoll_comm_t *comm)
         pthread_join(sg->thread, NULL);
         sg->started = 0;
     }
+    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+
     /* a broken communicator may still hold a call's registrations */
     rmacoll__proxy_deregister(&comm->proxy, sg->send_mem);
     rmacoll__proxy_deregister(&comm->proxy, sg->recv_mem);
     sg->send_mem = NULL;
     sg->recv_mem = NULL;
-    if (comm->ce != NULL) {
+    if (ctl != NULL) { /* pins exist only with a control instance */
         if (sg->send_pin != NULL) {
-            comm->ce_ops->mem_deregister(comm->ce, sg->send_pin);
+            ctl->ops->mem.mem_deregister(ctl->tp, sg->send_pin);
         }
         if (sg->recv_pin != NULL) {
-            comm->ce_ops->mem_deregister(comm->ce, sg->recv_pin);
+            ctl->ops->mem.mem_deregister(ctl->tp, sg->recv_pin);
         }
     }
     sg->send_pin = NULL;
@@ -130,6 +132,7 @@ void rmacoll__staged_fini(rmacoll_comm_t *comm)
 static rmacoll_status_t stage_grow(rmacoll_comm_t *comm, void **buf, uint64_t *cap,
                                    rmacoll_mem_t **pin, uint64_t bytes)
 {
+    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
     rmacoll_status_t st;
     void *p = NULL;
 
@@ -137,7 +140,7 @@ static rmacoll_status_t stage_grow(rmacoll_comm_t *comm, void **buf, uint64_t *c
         return RMACOLL_SUCCESS;
     }
     if (*pin != NULL) {
-        comm->ce_ops->mem_deregister(comm->ce, *pin);
+        ctl->ops->mem.mem_deregister(ctl->tp, *pin);
         *pin = NULL;
     }
     free(*buf);
@@ -146,7 +149,7 @@ static rmacoll_status_t stage_grow(rmacoll_comm_t *comm, void **buf, uint64_t *c
     if (posix_memalign(&p, 4096, bytes) != 0) {
         return RMACOLL_ERR_NO_MEMORY;
     }
-    st = comm->ce_ops->mem_register(comm->ce, p, bytes, RMACOLL_MEM_HOST, pin, NULL);
+    st = ctl->ops->mem.mem_register(ctl->tp, p, bytes, RMACOLL_MEM_HOST, pin, NULL);
     if (st != RMACOLL_SUCCESS) {
         free(p);
         return st;
@@ -199,6 +202,7 @@ static rmacoll_status_t staged_run(rmacoll__call_t *c)
     size_t k = 0;
     uint32_t w;
     uint64_t e = comm->epoch;
+    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
     rmacoll_status_t st;
 
     /* the worker owns the registrations until rmacoll__staged_drain */
@@ -222,15 +226,15 @@ static rmacoll_status_t staged_run(rmacoll__call_t *c)
             puts[k++].sig_index = RMACOLL_NO_SIGNAL;
         }
     }
-    st = k ? comm->ce_ops->post_puts_stream(comm->ce, puts, k, stream) : RMACOLL_SUCCESS;
+    st = k ? ctl->ops->stream.post_puts_stream(ctl->tp, puts, k, stream) : RMACOLL_SUCCESS;
     if (st == RMACOLL_SUCCESS) {
-        st = comm->ce_ops->signal_stream(comm->ce, me,
+        st = ctl->ops->stream.signal_stream(ctl->tp, me,
                                          rmacoll__ctrl_sig_stage(&comm->lay, RMACOLL__STAGE_GO),
                                          e, stream);
     }
     if (st == RMACOLL_SUCCESS) {
         w = rmacoll__ctrl_sig_stage(&comm->lay, RMACOLL__STAGE_DONE);
-        st = comm->ce_ops->wait_stream(comm->ce, &w, &e, 1, stream);
+        st = ctl->ops->stream.wait_stream(ctl->tp, &w, &e, 1, stream);
     }
     k = 0;
     for (int i = 0; st == RMACOLL_SUCCESS && i < n; i++) { /* receive blocks back */
@@ -245,11 +249,11 @@ static rmacoll_status_t staged_run(rmacoll__call_t *c)
         }
     }
     if (st == RMACOLL_SUCCESS && k) {
-        st = comm->ce_ops->post_puts_stream(comm->ce, puts, k, stream);
+        st = ctl->ops->stream.post_puts_stream(ctl->tp, puts, k, stream);
     }
     if (st == RMACOLL_SUCCESS) {
-        st = comm->ce_ops->signal_stream(
-            comm->ce, me, rmacoll__ctrl_sig_stage(&comm->lay, RMACOLL__STAGE_COPIED), e,
+        st = ctl->ops->stream.signal_stream(
+            ctl->tp, me, rmacoll__ctrl_sig_stage(&comm->lay, RMACOLL__STAGE_COPIED), e,
             stream);
     }
     if (st != RMACOLL_SUCCESS) {

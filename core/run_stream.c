@@ -15,17 +15,18 @@
 rmacoll_status_t rmacoll__stream_usable(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
+    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
     rmacoll_status_t st;
 
-    /* device memory: the ce transport with the CUDA backend */
-    if (!(comm->ce_ops->caps & RMACOLL_TCAP_MEM_CUDA) ||
-        comm->ce_ops->post_puts_stream == NULL) {
-        snprintf(c->msg, sizeof(c->msg), "rank %d: stream: device buffers need the CUDA "
-                 "backend of the ce transport, which this build lacks", comm->rank);
+    /* device memory: a transport bound to node peers x CUDA memory */
+    if (ctl == NULL) {
+        snprintf(c->msg, sizeof(c->msg), "rank %d: stream: device buffers need a transport "
+                 "for node peers in CUDA memory (RMACOLL_TCAP_MEM_CUDA), which this build "
+                 "lacks (the ce transport has one with the CUDA toolkit)", comm->rank);
         return RMACOLL_ERR_UNSUPPORTED;
     }
     /* n == 0 checks the stream can take work (not being captured) */
-    st = comm->ce_ops->post_puts_stream(comm->ce, NULL, 0, c->stream);
+    st = ctl->ops->stream.post_puts_stream(ctl->tp, NULL, 0, c->stream);
     if (st != RMACOLL_SUCCESS) {
         snprintf(c->msg, sizeof(c->msg), "rank %d: stream: cannot enqueue on this "
                  "stream (CUDA graph capture is not supported): %s", comm->rank,
@@ -39,9 +40,10 @@ static rmacoll_status_t stream_prepare(rmacoll__call_t *c)
     rmacoll_comm_t *comm = c->comm;
     rmacoll__local_rec_t *lr = rmacoll__ctrl_local(comm->ctrl.addr, &comm->lay, c->par);
     rmacoll_status_t st = rmacoll__stream_usable(c);
+    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
 
     if (st == RMACOLL_SUCCESS && c->recv_extent > 0) {
-        st = comm->ce_ops->mem_export(comm->ce, c->recvbuf, c->recv_extent, lr->recv_blob);
+        st = ctl->ops->mem.mem_export(ctl->tp, c->recvbuf, c->recv_extent, lr->recv_blob);
         if (st != RMACOLL_SUCCESS) {
             snprintf(c->msg, sizeof(c->msg), "rank %d: recvbuf: cannot export the device "
                      "receive buffer (%llu bytes): %s", comm->rank,
@@ -57,6 +59,7 @@ static rmacoll_status_t stream_planned(rmacoll__call_t *c)
     rmacoll_comm_t *comm = c->comm;
     const rmacoll_topo_t *topo = comm->topo;
     int A = topo->node_of[comm->rank];
+    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
 
     for (int l = 0; l < topo->node_size[A]; l++) {
         int j = rmacoll__topo_rank(topo, A, l);
@@ -66,7 +69,7 @@ static rmacoll_status_t stream_planned(rmacoll__call_t *c)
             continue;
         }
         lr = rmacoll__ctrl_local(comm->peer_ctrl[j].addr, &comm->peer_lay[j], c->par);
-        st = comm->ce_ops->mem_import(comm->ce, j, lr->recv_blob, &comm->peer_recv_addr[j]);
+        st = ctl->ops->mem.mem_import(ctl->tp, j, lr->recv_blob, &comm->peer_recv_addr[j]);
         if (st != RMACOLL_SUCCESS) {
             snprintf(c->msg, sizeof(c->msg), "rank %d: cannot map the device receive "
                      "buffer of rank %d: %s", comm->rank, j, rmacoll_status_string(st));
@@ -74,24 +77,6 @@ static rmacoll_status_t stream_planned(rmacoll__call_t *c)
         }
     }
     return RMACOLL_SUCCESS;
-}
-
-/* The transport for one CE queue of device puts: nvlink_kernel for small
- * queues (auto) or always (nvlink_kernel), else the copy engine. */
-static int use_nvl(const rmacoll_comm_t *comm, const rmacoll__task_t *t, uint32_t n)
-{
-    uint64_t largest = 0;
-
-    if (comm->nvl == NULL) {
-        return 0;
-    }
-    if (strcmp(comm->cfg.intra_node, "nvlink_kernel") == 0) {
-        return 1;
-    }
-    for (uint32_t k = 0; k < n; k++) {
-        largest = t[k].bytes > largest ? t[k].bytes : largest;
-    }
-    return largest <= comm->cfg.nvlink_kernel_threshold;
 }
 
 static rmacoll_status_t grow_waits(rmacoll_comm_t *comm, size_t n)
@@ -118,6 +103,7 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
     const rmacoll_topo_t *topo = comm->topo;
     int me = comm->rank, A = topo->node_of[me];
     void *stream = c->stream;
+    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
     rmacoll_status_t st = rmacoll__grow_puts(comm, plan->ntasks);
     size_t nw = 0;
 
@@ -138,7 +124,7 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
     for (int l = 0; st == RMACOLL_SUCCESS && l < topo->node_size[A]; l++) {
         int p = rmacoll__topo_rank(topo, A, l);
         if (p != me && c->recvcounts[p] != 0) {
-            st = comm->ce_ops->signal_stream(comm->ce, p,
+            st = ctl->ops->stream.signal_stream(ctl->tp, p,
                                              rmacoll__ctrl_sig_ready(&comm->peer_lay[p], me),
                                              comm->epoch, stream);
         }
@@ -151,7 +137,7 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
         }
     }
     if (st == RMACOLL_SUCCESS && nw) {
-        st = comm->ce_ops->wait_stream(comm->ce, comm->wait_idx, comm->wait_val, nw, stream);
+        st = ctl->ops->stream.wait_stream(ctl->tp, comm->wait_idx, comm->wait_val, nw, stream);
     }
     for (size_t b = 0; b < plan->nbatches && st == RMACOLL_SUCCESS; b++) {
         const rmacoll__batch_t *bt = &plan->batches[b];
@@ -161,12 +147,10 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
         if (bt->count[RMACOLL__Q_PROXY_PUT] || bt->count[RMACOLL__Q_PROXY_WAIT]) {
             return RMACOLL_ERR_INTERNAL; /* excluded before the call */
         }
-        if (n) {
-            if (use_nvl(comm, &plan->tasks[f], n)) {
-                st = comm->nvl_ops->post_puts_stream(comm->nvl, &comm->puts[f], n, stream);
-            } else {
-                st = comm->ce_ops->post_puts_stream(comm->ce, &comm->puts[f], n, stream);
-            }
+        if (n) { /* the binding picks by the queue's largest put */
+            rmacoll__tinst_t *ti = rmacoll__comm_bound(comm, RMACOLL__PATH_CE,
+                                                       RMACOLL_MEM_CUDA, &plan->tasks[f], n);
+            st = ti->ops->stream.post_puts_stream(ti->tp, &comm->puts[f], n, stream);
         }
         nw = 0;
         for (uint32_t k = 0; k < bt->count[RMACOLL__Q_CE_WAIT]; k++) {
@@ -175,7 +159,7 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
             comm->wait_val[nw++] = t->sig_value;
         }
         if (st == RMACOLL_SUCCESS && nw) {
-            st = comm->ce_ops->wait_stream(comm->ce, comm->wait_idx, comm->wait_val, nw,
+            st = ctl->ops->stream.wait_stream(ctl->tp, comm->wait_idx, comm->wait_val, nw,
                                            stream);
         }
     }

@@ -952,6 +952,36 @@ static int nvl_error_peer(rmacoll_transport_t *tp)
     return tp != NULL ? tp->error_peer : -1;
 }
 
+static const rmacoll_transport_base_ops_t nvl_base_ops = {
+    .size = sizeof(rmacoll_transport_base_ops_t),
+    .init = nvl_init,
+    .finalize = nvl_finalize,
+    .progress = nvl_progress,
+    .pending = nvl_pending,
+    .error_peer = nvl_error_peer,
+};
+
+static const rmacoll_transport_mem_ops_t nvl_mem_ops = {
+    .size = sizeof(rmacoll_transport_mem_ops_t),
+    .mem_register = nvl_mem_register,
+    .mem_deregister = nvl_mem_deregister,
+    .mem_export = nvl_mem_export,
+    .mem_import = nvl_mem_import,
+};
+
+/* device memory from the host thread, on the transport's own stream */
+static const rmacoll_transport_host_ops_t nvl_host_ops = {
+    .size = sizeof(rmacoll_transport_host_ops_t),
+    .post_puts = nvl_post_puts,
+};
+
+static const rmacoll_transport_stream_ops_t nvl_stream_ops = {
+    .size = sizeof(rmacoll_transport_stream_ops_t),
+    .post_puts_stream = nvl_post_puts_stream,
+    .wait_stream = nvl_wait_stream,
+    .signal_stream = nvl_signal_stream,
+};
+
 const rmacoll_transport_ops_t rmacoll_transport_nvlink_kernel_ops = {
     .abi_version = RMACOLL_TRANSPORT_ABI_VERSION,
     .struct_size = sizeof(rmacoll_transport_ops_t),
@@ -959,17 +989,9 @@ const rmacoll_transport_ops_t rmacoll_transport_nvlink_kernel_ops = {
     .desc = "node peers, device memory: one CUDA kernel per queue copies over "
             "IPC-mapped peer pointers and signals (small messages)",
     .caps = RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_CUDA,
-    .init = nvl_init,
-    .finalize = nvl_finalize,
-    .mem_register = nvl_mem_register,
-    .mem_deregister = nvl_mem_deregister,
-    .post_puts = nvl_post_puts,
-    .progress = nvl_progress,
-    .pending = nvl_pending,
-    .error_peer = nvl_error_peer,
-    .mem_export = nvl_mem_export,
-    .mem_import = nvl_mem_import,
-    .post_puts_stream = nvl_post_puts_stream,
-    .wait_stream = nvl_wait_stream,
-    .signal_stream = nvl_signal_stream,
+    .small_max_key = "nvlink_kernel_threshold",
+    .base = &nvl_base_ops,
+    .mem = &nvl_mem_ops,
+    .host = &nvl_host_ops,
+    .stream = &nvl_stream_ops,
 };
