@@ -103,12 +103,12 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, const void *sendbu
         n = bt->count[RMACOLL__Q_CE_PUT];
         if (st == RMACOLL_SUCCESS && n) {
             uint32_t f = bt->first[RMACOLL__Q_CE_PUT];
-            rmacoll__tinst_t *ce = rmacoll__comm_bound(comm, RMACOLL__PATH_CE,
+            rmacoll__tinst_t *ti = rmacoll__comm_bound(comm, RMACOLL__PATH_CE,
                                                        RMACOLL_MEM_HOST, &plan->tasks[f], n);
-            st = ce->ops->host.post_puts(ce->tp, &comm->puts[f], n);
+            st = ti->ops->host.post_puts(ti->tp, &comm->puts[f], n);
             if (st != RMACOLL_SUCCESS) {
                 st = rmacoll__comm_fail(comm, st, "rank %d: copy to rank %d failed: %s",
-                                        comm->rank, ce->ops->base.error_peer(ce->tp),
+                                        comm->rank, ti->ops->base.error_peer(ti->tp),
                                         rmacoll_status_string(st));
             }
         }

@@ -22,7 +22,7 @@ rmacoll_status_t rmacoll__stream_usable(rmacoll__call_t *c)
     if (ctl == NULL) {
         snprintf(c->msg, sizeof(c->msg), "rank %d: stream: device buffers need a transport "
                  "for node peers in CUDA memory (RMACOLL_TCAP_MEM_CUDA), which this build "
-                 "lacks (the ce transport has one with the CUDA toolkit)", comm->rank);
+                 "lacks (the copy-engine transport has one when built with CUDA)", comm->rank);
         return RMACOLL_ERR_UNSUPPORTED;
     }
     /* n == 0 checks the stream can take work (not being captured) */
