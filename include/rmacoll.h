@@ -137,8 +137,8 @@ typedef void (*rmacoll_log_fn_t)(void *ctx, rmacoll_log_level_t level,
  */
 typedef struct rmacoll_config {
     size_t struct_size;            /* sizeof(rmacoll_config_t) */
-    char intra_node[RMACOLL_CONFIG_STR_MAX];  /* transports.intra_node: ce | nvlink_kernel | auto */
-    char inter_node[RMACOLL_CONFIG_STR_MAX];  /* transports.inter_node: ofi | verbs */
+    char intra_node[RMACOLL_CONFIG_STR_MAX];  /* transports.intra_node: ce | nvlink_kernel | auto | plugin:PATH */
+    char inter_node[RMACOLL_CONFIG_STR_MAX];  /* transports.inter_node: ofi | verbs | plugin:PATH */
     char scheduler[RMACOLL_CONFIG_STR_MAX];   /* shift | node_shift | xor | random */
     char scheduler_plugin[RMACOLL_CONFIG_STR_MAX]; /* path of a .so, or "" */
     uint64_t scheduler_seed;       /* seed of the random scheduler */
@@ -173,6 +173,29 @@ void rmacoll_config_init(rmacoll_config_t *cfg);
  */
 rmacoll_status_t rmacoll_config_load(const char *path, rmacoll_config_t *cfg,
                                      char *errbuf, size_t errbuf_len);
+
+/**
+ * Sets one key of cfg from text, as the YAML file would: key is the dotted
+ * name rmacoll-info lists ("ofi.provider", "relay.slots",
+ * "transports.inter_node"), value its text ("shm", "4", "64MiB", "true",
+ * "plugin:/path/libx.so"). Lets an embedder configure any key, including
+ * keys added later, without naming a struct field. cfg is unchanged on
+ * error. Errors: RMACOLL_ERR_INVALID_ARG (NULL argument, cfg not
+ * initialised by rmacoll_config_init), RMACOLL_ERR_CONFIG (unknown key,
+ * value not of the key's type or out of its range). Not thread-safe on
+ * one cfg.
+ */
+rmacoll_status_t rmacoll_config_set(rmacoll_config_t *cfg, const char *key,
+                                    const char *value);
+
+/**
+ * Reads one key of cfg as text into buf (len bytes, always NUL-terminated;
+ * longer values are truncated), written as rmacoll_config_set reads it.
+ * Errors: RMACOLL_ERR_INVALID_ARG (NULL argument, len 0),
+ * RMACOLL_ERR_CONFIG (unknown key). Thread-safe for concurrent readers.
+ */
+rmacoll_status_t rmacoll_config_get(const rmacoll_config_t *cfg, const char *key,
+                                    char *buf, size_t len);
 
 /* Opaque communicator. */
 typedef struct rmacoll_comm rmacoll_comm_t;
