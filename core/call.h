@@ -9,12 +9,14 @@
  * of the call (host, stream, staged), chosen per call, behind the small
  * interface below (run_host.c, run_stream.c, run_staged.c).
  *
- * Dependencies go one way: exec.c, meta.c and the runners include
- * comm.h (the communicator) and this header; comm.h includes neither.
+ * Dependencies go one way: exec.c, meta.c, request.c and the runners
+ * include comm.h (the communicator), which includes this header; this
+ * header includes neither comm.h nor any .c module's header.
  */
 #ifndef RMACOLL_CORE_CALL_H
 #define RMACOLL_CORE_CALL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,6 +69,28 @@ struct rmacoll__runner {
 extern const rmacoll__runner_t rmacoll__run_host;   /* host memory: blocking */
 extern const rmacoll__runner_t rmacoll__run_stream; /* device memory, one node */
 extern const rmacoll__runner_t rmacoll__run_staged; /* device memory across nodes */
+
+/* ---- the pipeline (exec.c) ---- */
+
+/** Opens a call on comm into *call (comm NULL, a request in flight, a
+ * previous staged call that failed, a broken communicator: returned here;
+ * nothing else is done then). Advances the epoch. */
+rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *call, rmacoll_comm_t *comm,
+                                     const void *sendbuf, const int64_t *sendcounts,
+                                     const int64_t *sdispls, void *recvbuf,
+                                     const int64_t *recvcounts, const int64_t *rdispls,
+                                     rmacoll_datatype_t dtype, void *stream);
+/** Runs an opened call to its end: validate -> prepare -> control exchange
+ * -> plan -> agree -> run -> commit. Returns the call's status (the same
+ * on every rank for argument errors). */
+rmacoll_status_t rmacoll__call_pipeline(rmacoll__call_t *call);
+
+/* A non-blocking call (request.c): one per communicator at a time. */
+struct rmacoll_request {
+    rmacoll__call_t call;
+    rmacoll_status_t status;          /* the call's, once done */
+    _Atomic int done;
+};
 
 /* ---- control exchange and agreement (meta.c) ---- */
 

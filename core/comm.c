@@ -445,6 +445,7 @@ static void comm_free(rmacoll_comm_t *comm)
 {
     rmacoll__tinst_t *net;
 
+    rmacoll__async_fini(comm);
     rmacoll__staged_fini(comm);
     rmacoll__proxy_fini(&comm->proxy);
     net = rmacoll__comm_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
@@ -485,6 +486,8 @@ static void comm_free(rmacoll_comm_t *comm)
     }
     pthread_mutex_destroy(&comm->stage.lock);
     pthread_cond_destroy(&comm->stage.cond);
+    pthread_mutex_destroy(&comm->async.lock);
+    pthread_cond_destroy(&comm->async.cond);
     free(comm->peer_ctrl);
     free(comm->peer_lay);
     free(comm->peer_nsig);
@@ -530,6 +533,8 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
     }
     pthread_mutex_init(&comm->stage.lock, NULL);
     pthread_cond_init(&comm->stage.cond, NULL);
+    pthread_mutex_init(&comm->async.lock, NULL);
+    pthread_cond_init(&comm->async.cond, NULL);
     rmacoll__plan_init(&comm->plan);
     comm->rank = params->rank;
     comm->nranks = params->nranks;
@@ -680,7 +685,9 @@ rmacoll_status_t rmacoll_comm_destroy(rmacoll_comm_t *comm)
     if (comm == NULL) {
         return RMACOLL_SUCCESS;
     }
-    /* a staged device call still in flight finishes first */
+    /* a started host call, then a staged device call, still in flight
+     * finish first */
+    rmacoll__async_fini(comm);
     if (!comm->broken) {
         rmacoll__staged_drain(comm);
     }

@@ -11,6 +11,7 @@
 
 #include "core/bind.h"
 #include "core/bootstrap.h"
+#include "core/call.h"
 #include "core/ctrl.h"
 #include "core/log.h"
 #include "core/plan.h"
@@ -46,6 +47,19 @@ typedef struct rmacoll__tinst {
     rmacoll_transport_t *tp;
     rmacoll_transport_env_t env;
 } rmacoll__tinst_t;
+
+/* Non-blocking calls: the communicator's own thread runs a started call
+ * (request.c). */
+typedef struct rmacoll__async {
+    pthread_t thread;
+    int started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;              /* a job queued, or a job done */
+    int stop;
+    int queued;                       /* req waits for the thread */
+    int busy;                         /* started, not completed by test/wait */
+    struct rmacoll_request req;       /* the one request of the communicator */
+} rmacoll__async_t;
 
 struct rmacoll_comm {
     int rank, nranks;
@@ -112,7 +126,12 @@ struct rmacoll_comm {
 
     rmacoll__stage_t stage;           /* device memory across nodes */
     rmacoll__proxy_t proxy;           /* owns the network transport's progress */
+    rmacoll__async_t async;           /* rmacoll_alltoallv_start */
 };
+
+/* request.c: completes a request in flight (comm destroy) and joins the
+ * thread. */
+void rmacoll__async_fini(rmacoll_comm_t *comm);
 
 /* comm.c: the instance bound to (path, mem) for a queue of n tasks (its
  * largest put selects among size-bounded candidates), or NULL if none. */

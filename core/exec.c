@@ -40,7 +40,7 @@ static const rmacoll__runner_t *choose_runner(const rmacoll_comm_t *comm, void *
 
 /* Opens a call on comm: the previous staged call is drained, a broken
  * communicator refused; the epoch advances. */
-static rmacoll_status_t call_begin(rmacoll__call_t *c, rmacoll_comm_t *comm,
+rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *c, rmacoll_comm_t *comm,
                                    const void *sendbuf, const int64_t *sendcounts,
                                    const int64_t *sdispls, void *recvbuf,
                                    const int64_t *recvcounts, const int64_t *rdispls,
@@ -49,6 +49,14 @@ static rmacoll_status_t call_begin(rmacoll__call_t *c, rmacoll_comm_t *comm,
     rmacoll_status_t st;
 
     if (comm == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (comm->async.busy) {
+        /* logged, not recorded: the call in flight owns last_error */
+        rmacoll__log(&comm->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE,
+                     "rank %d: a call started with rmacoll_alltoallv_start is in flight "
+                     "on this communicator: complete it with rmacoll_test or "
+                     "rmacoll_wait first", comm->rank);
         return RMACOLL_ERR_INVALID_ARG;
     }
     st = rmacoll__staged_drain(comm);
@@ -203,6 +211,23 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
     return RMACOLL_SUCCESS;
 }
 
+rmacoll_status_t rmacoll__call_pipeline(rmacoll__call_t *call)
+{
+    rmacoll_status_t st;
+
+    call_validate(call);                   /* + runner prepare: call->local */
+    st = rmacoll__meta_exchange(call);     /* control exchange: call->acc */
+    if (st == RMACOLL_SUCCESS) {
+        call_plan(call);                   /* + runner planned */
+        st = rmacoll__meta_agree(call);    /* every rank's outcome */
+    }
+    call->prof[4] = prof_ns(call->comm);
+    if (st == RMACOLL_SUCCESS && call->acc.code == RMACOLL_SUCCESS) {
+        st = call->runner->run(call);      /* data rounds */
+    }
+    return call_end(call, st);             /* commit signal state */
+}
+
 rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcounts,
                                    const int64_t *sdispls, void *recvbuf,
                                    const int64_t *recvcounts, const int64_t *rdispls,
@@ -210,23 +235,10 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
                                    void *stream)
 {
     rmacoll__call_t call;
-    rmacoll_status_t st = call_begin(&call, comm, sendbuf, sendcounts, sdispls, recvbuf,
-                                     recvcounts, rdispls, dtype, stream);
+    rmacoll_status_t st = rmacoll__call_begin(&call, comm, sendbuf, sendcounts, sdispls,
+                                              recvbuf, recvcounts, rdispls, dtype, stream);
 
-    if (st != RMACOLL_SUCCESS) {
-        return st;
-    }
-    call_validate(&call);                  /* + runner prepare: call.local */
-    st = rmacoll__meta_exchange(&call);    /* control exchange: call.acc */
-    if (st == RMACOLL_SUCCESS) {
-        call_plan(&call);                  /* + runner planned */
-        st = rmacoll__meta_agree(&call);   /* every rank's outcome */
-    }
-    call.prof[4] = prof_ns(comm);
-    if (st == RMACOLL_SUCCESS && call.acc.code == RMACOLL_SUCCESS) {
-        st = call.runner->run(&call);      /* data rounds */
-    }
-    return call_end(&call, st);            /* commit signal state */
+    return st == RMACOLL_SUCCESS ? rmacoll__call_pipeline(&call) : st;
 }
 
 rmacoll_status_t rmacoll_alltoall(const void *sendbuf, void *recvbuf, int64_t count,
