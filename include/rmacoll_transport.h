@@ -146,11 +146,12 @@ typedef enum rmacoll_config_type {
 } rmacoll_config_type_t;
 
 /**
- * A configuration key a transport owns: "<transport>.<name>" in YAML
- * (`ofi: {provider: shm}`), RMACOLL_<TRANSPORT>_<NAME> in the environment,
- * rmacoll_config_set(cfg, "ofi.provider", "shm") for embedders. The
- * transport reads it at init with rmacoll_config_get. Integers are
- * checked against [min, max] (both 0: no range).
+ * A configuration key a transport owns, named "<transport>.<name>".
+ * Declared in the ops table (keys, nkeys) so that tools can list it
+ * (rmacoll-info does for built-in transports). Values of keys in the
+ * core's table are read with rmacoll_config_get(env->config, ...); values
+ * of a plugin's own keys cannot be set through the configuration yet.
+ * Integers are meant to lie in [min, max] (both 0: no range).
  */
 typedef struct rmacoll_transport_key {
     const char *name;          /* without the transport's prefix: "provider" */
