@@ -7,6 +7,7 @@
 #include "core/transport.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -149,17 +150,39 @@ static rmacoll_status_t complete(rmacoll__tops_t *t, char *err, size_t len)
             return RMACOLL_ERR_CONFIG;
         }
     }
-    if (t->base.progress == NULL) t->base.progress = stub_progress;
-    if (t->base.pending == NULL) t->base.pending = stub_pending;
-    if (t->base.error_peer == NULL) t->base.error_peer = stub_error_peer;
-    if (t->mem.mem_register == NULL) t->mem.mem_register = stub_mem_register;
-    if (t->mem.mem_deregister == NULL) t->mem.mem_deregister = stub_mem_deregister;
-    if (t->mem.mem_export == NULL) t->mem.mem_export = stub_mem_export;
-    if (t->mem.mem_import == NULL) t->mem.mem_import = stub_mem_import;
-    if (t->host.post_puts == NULL) t->host.post_puts = stub_post_puts;
-    if (t->stream.post_puts_stream == NULL) t->stream.post_puts_stream = stub_post_puts_stream;
-    if (t->stream.wait_stream == NULL) t->stream.wait_stream = stub_wait_stream;
-    if (t->stream.signal_stream == NULL) t->stream.signal_stream = stub_signal_stream;
+    if (t->base.progress == NULL) {
+        t->base.progress = stub_progress;
+    }
+    if (t->base.pending == NULL) {
+        t->base.pending = stub_pending;
+    }
+    if (t->base.error_peer == NULL) {
+        t->base.error_peer = stub_error_peer;
+    }
+    if (t->mem.mem_register == NULL) {
+        t->mem.mem_register = stub_mem_register;
+    }
+    if (t->mem.mem_deregister == NULL) {
+        t->mem.mem_deregister = stub_mem_deregister;
+    }
+    if (t->mem.mem_export == NULL) {
+        t->mem.mem_export = stub_mem_export;
+    }
+    if (t->mem.mem_import == NULL) {
+        t->mem.mem_import = stub_mem_import;
+    }
+    if (t->host.post_puts == NULL) {
+        t->host.post_puts = stub_post_puts;
+    }
+    if (t->stream.post_puts_stream == NULL) {
+        t->stream.post_puts_stream = stub_post_puts_stream;
+    }
+    if (t->stream.wait_stream == NULL) {
+        t->stream.wait_stream = stub_wait_stream;
+    }
+    if (t->stream.signal_stream == NULL) {
+        t->stream.signal_stream = stub_signal_stream;
+    }
     return RMACOLL_SUCCESS;
 }
 
@@ -251,22 +274,26 @@ rmacoll_status_t rmacoll__tops_adopt_v1(const rmacoll__transport_ops_v1_t *ops,
     return complete(out, err, len);
 }
 
+static char builtin_names[256];
+static pthread_once_t builtin_names_once = PTHREAD_ONCE_INIT;
+
+static void builtin_names_make(void)
+{
+    size_t off = 0;
+
+    builtin_names[0] = '\0';
+    for (int i = 0; rmacoll__builtin_transports[i] != NULL && off < sizeof(builtin_names);
+         i++) {
+        int n = snprintf(builtin_names + off, sizeof(builtin_names) - off, "%s%s",
+                         i ? "," : "", rmacoll__builtin_transports[i]->name);
+        off += n > 0 ? (size_t)n : 0;
+    }
+}
+
 const char *rmacoll__tops_builtin_names(void)
 {
-    static char names[256];
-    static int done;
-
-    if (!done) { /* the table is constant: racing writers write the same bytes */
-        size_t off = 0;
-        names[0] = '\0';
-        for (int i = 0; rmacoll__builtin_transports[i] != NULL && off < sizeof(names); i++) {
-            int n = snprintf(names + off, sizeof(names) - off, "%s%s", i ? "," : "",
-                             rmacoll__builtin_transports[i]->name);
-            off += n > 0 ? (size_t)n : 0;
-        }
-        done = 1;
-    }
-    return names;
+    pthread_once(&builtin_names_once, builtin_names_make);
+    return builtin_names;
 }
 
 static rmacoll_status_t load_plugin(const char *path, const char *spec, const char *what,
