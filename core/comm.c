@@ -12,85 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/call.h"
 #include "core/config_internal.h"
 #include "core/sched_registry.h"
 #include "core/topo.h"
 
-#define CTRL_MAGIC 0x726d61636f6c6c31ull /* "rmacoll1" */
 #define NODE_KEY_BYTES 128
-
-static size_t align64(size_t x)
-{
-    return (x + 63) & ~(size_t)63;
-}
-
-static int max_node_size(const rmacoll_topo_t *topo)
-{
-    int m = 0;
-
-    for (int n = 0; n < topo->nnodes; n++) {
-        if (topo->node_size[n] > m) {
-            m = topo->node_size[n];
-        }
-    }
-    return m;
-}
-
-/* Network peers of rank: relays it sends through and senders it relays
- * for (relay on), or every rank of another node (relay off). The set is
- * symmetric. list may be NULL; returns the count; sorted by rank. */
-int rmacoll__net_peers(const rmacoll_topo_t *topo,
-                       const rmacoll__plan_cfg_t *pcfg, int rank, int *list)
-{
-    int A = topo->node_of[rank];
-    int n = 0;
-
-    for (int p = 0; p < topo->nranks; p++) {
-        int B = topo->node_of[p];
-        int in;
-        if (B == A) {
-            continue;
-        }
-        in = !pcfg->relay_enabled || rmacoll__topo_relay(topo, rank, B) == p ||
-             rmacoll__topo_relay(topo, p, A) == rank;
-        if (in) {
-            if (list != NULL) {
-                list[n] = p;
-            }
-            n++;
-        }
-    }
-    return n;
-}
-
-void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
-                          const rmacoll__plan_cfg_t *pcfg, int rank,
-                          rmacoll__ctrl_layout_t *lay)
-{
-    size_t off;
-
-    lay->nnet = rmacoll__net_peers(topo, pcfg, rank, NULL);
-    lay->nsig_plan = rmacoll__sig_count(topo, pcfg, rank);
-    lay->nsig = lay->nsig_plan + 2 * (uint32_t)lay->nnet + (uint32_t)topo->nranks + 3;
-    lay->local_rec_bytes = align64(sizeof(rmacoll__local_rec_t) +
-                                   2 * (size_t)topo->nranks * sizeof(int64_t));
-    lay->net_rec_bytes = align64(sizeof(rmacoll__net_rec_t) +
-                                 (size_t)max_node_size(topo) * sizeof(int64_t));
-    lay->status_rec_bytes = align64(sizeof(rmacoll__status_rec_t) + 8);
-    lay->off_sig = 64;
-    off = align64(lay->off_sig + (size_t)lay->nsig * sizeof(uint64_t));
-    lay->off_local = off;
-    off += 2 * lay->local_rec_bytes;
-    lay->off_inbox = off;
-    off += 2 * (size_t)lay->nnet * lay->net_rec_bytes;
-    lay->off_inbox2 = off;
-    off += 2 * (size_t)lay->nnet * lay->status_rec_bytes;
-    lay->off_outbox = off;
-    off += 2 * (size_t)lay->nnet * lay->net_rec_bytes;
-    lay->off_outbox2 = off;
-    off += 2 * (size_t)lay->nnet * lay->status_rec_bytes;
-    lay->bytes = align64(off);
-}
 
 rmacoll_status_t rmacoll__comm_fail(rmacoll_comm_t *comm, rmacoll_status_t st,
                                     const char *fmt, ...)
@@ -115,39 +42,33 @@ static void env_log(void *ctx, rmacoll_log_level_t level, uint32_t subsys,
     va_end(ap);
 }
 
-static const rmacoll_transport_ops_t *find_transport(const char *name)
-{
-    for (int i = 0; rmacoll__builtin_transports[i] != NULL; i++) {
-        const rmacoll_transport_ops_t *ops = rmacoll__builtin_transports[i];
-        if (strcmp(ops->name, name) == 0) {
-            if (ops->abi_version != RMACOLL_TRANSPORT_ABI_VERSION ||
-                ops->struct_size < sizeof(rmacoll_transport_ops_t)) {
-                return NULL;
-            }
-            return ops;
-        }
-    }
-    return NULL;
-}
-
 const char *rmacoll_build_transports(void)
 {
-    /* each name is preceded by a comma; the first comma is skipped */
-    static const char names[] = ""
-#ifdef RMACOLL_HAVE_CE
-        ",ce"
-#endif
-#ifdef RMACOLL_HAVE_NVLINK_KERNEL
-        ",nvlink_kernel"
-#endif
-#ifdef RMACOLL_HAVE_OFI
-        ",ofi"
-#endif
-#ifdef RMACOLL_HAVE_VERBS
-        ",verbs"
-#endif
-        ;
-    return names[0] == ',' ? names + 1 : names;
+    return rmacoll__tops_builtin_names();
+}
+
+rmacoll__tinst_t *rmacoll__comm_bound(rmacoll_comm_t *comm, int path,
+                                      rmacoll_memtype_t mem, const rmacoll__task_t *t,
+                                      size_t n)
+{
+    const rmacoll__binding_t *b = &comm->bp.bind[path][mem];
+    uint64_t largest = 0;
+    int i;
+
+    if (b->n > 1) { /* size-bounded candidates: the queue's largest put picks */
+        for (size_t k = 0; k < n; k++) {
+            largest = t[k].bytes > largest ? t[k].bytes : largest;
+        }
+    }
+    i = rmacoll__bind_pick(b, largest);
+    return i >= 0 ? &comm->inst[i] : NULL;
+}
+
+rmacoll__tinst_t *rmacoll__comm_ctl(rmacoll_comm_t *comm, int path, rmacoll_memtype_t mem)
+{
+    int i = comm->bp.bind[path][mem].ctl;
+
+    return i >= 0 && i < comm->bp.ninst ? &comm->inst[i] : NULL;
 }
 
 const char *rmacoll_build_schedulers(void)
@@ -279,7 +200,7 @@ static rmacoll_status_t setup_ctrl(rmacoll_comm_t *comm)
         return rmacoll__comm_fail(comm, st, "rank %d: cannot create control window "
                                   "%s of %zu bytes", comm->rank, name, comm->lay.bytes);
     }
-    ((uint64_t *)comm->ctrl.addr)[0] = CTRL_MAGIC;
+    ((uint64_t *)comm->ctrl.addr)[0] = RMACOLL__CTRL_MAGIC;
     comm->signals = (volatile uint64_t *)((char *)comm->ctrl.addr + comm->lay.off_sig);
     st = rmacoll__bootstrap_barrier(comm->bs);
     if (st != RMACOLL_SUCCESS) {
@@ -328,7 +249,7 @@ static rmacoll_status_t setup_net_peers(rmacoll_comm_t *comm)
         int p = comm->net_list[k];
         int n = rmacoll__net_peers(topo, &comm->pcfg, p, other);
         comm->net_index[p] = k;
-        comm->net_peers[p] = 1;
+        comm->path_peers[RMACOLL__PATH_PROXY][p] = 1;
         rmacoll__ctrl_layout(topo, &comm->pcfg, p, &comm->peer_lay[p]);
         comm->net_slot_at[k] = -1;
         for (int i = 0; i < n; i++) {
@@ -364,80 +285,79 @@ static void fill_env(rmacoll_comm_t *comm, rmacoll_transport_env_t *env,
     env->peer_nsignals = comm->peer_nsig;
 }
 
+/* The transports to choose from: every built-in, then the plugins the
+ * config names. */
+static rmacoll_status_t load_avail(rmacoll_comm_t *comm)
+{
+    const char *spec[2] = {comm->cfg.intra_node, comm->cfg.inter_node};
+    const char *what[2] = {"transports.intra_node", "transports.inter_node"};
+    char err[512];
+    rmacoll_status_t st;
+
+    for (int i = 0; rmacoll__builtin_transports[i] != NULL; i++) {
+        if (comm->navail == RMACOLL__MAX_AVAIL) {
+            break;
+        }
+        st = rmacoll__tops_adopt(rmacoll__builtin_transports[i],
+                                 &comm->avail[comm->navail], err, sizeof(err));
+        if (st != RMACOLL_SUCCESS) {
+            return rmacoll__comm_fail(comm, st, "rank %d: built-in %s", comm->rank, err);
+        }
+        comm->navail++;
+    }
+    for (int k = 0; k < 2; k++) {
+        int known = 0;
+        for (int i = 0; i < comm->navail; i++) {
+            known |= strcmp(comm->avail[i].spec, spec[k]) == 0;
+        }
+        if (known || strncmp(spec[k], "plugin:", 7) != 0 ||
+            comm->navail == RMACOLL__MAX_AVAIL) {
+            continue;
+        }
+        st = rmacoll__tops_find(spec[k], what[k], &comm->avail[comm->navail], err,
+                                sizeof(err));
+        if (st != RMACOLL_SUCCESS) {
+            return rmacoll__comm_fail(comm, st, "rank %d: %s", comm->rank, err);
+        }
+        comm->navail++;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* Bindings, then one instance per transport bound (each init is
+ * collective; every rank resolves alike from the shared config). */
 static rmacoll_status_t setup_transports(rmacoll_comm_t *comm)
 {
     const rmacoll_topo_t *topo = comm->topo;
     int A = topo->node_of[comm->rank];
-    rmacoll_status_t st;
-    const char *ce_name = comm->cfg.intra_node;
+    char err[512];
+    rmacoll_status_t st = load_avail(comm);
 
-    const rmacoll_transport_ops_t *nvl;
-
-    /* The ce transport always runs (it also makes the self copy); the
-     * nvlink_kernel transport joins it for device memory when configured
-     * (intra_node nvlink_kernel, or auto: small queues). Each init is
-     * collective, and every rank decides alike from the shared config. */
-    comm->ce_ops = find_transport("ce");
-    if (comm->ce_ops == NULL) {
-        return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
-                                  "rank %d: the ce transport is not built in (built: %s)",
-                                  comm->rank, rmacoll_build_transports());
+    if (st != RMACOLL_SUCCESS) {
+        return st;
     }
-    if (strcmp(ce_name, "ce") != 0 && strcmp(ce_name, "auto") != 0 &&
-        strcmp(ce_name, "nvlink_kernel") != 0) {
-        return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
-                                  "rank %d: transports.intra_node '%s' is not one of "
-                                  "ce, nvlink_kernel, auto", comm->rank, ce_name);
+    st = rmacoll__bind_resolve(comm->avail, comm->navail, &comm->cfg, topo->nnodes > 1,
+                               comm->rank, &comm->bp, err, sizeof(err));
+    if (st != RMACOLL_SUCCESS) {
+        return rmacoll__comm_fail(comm, st, "%s", err);
     }
     for (int l = 0; l < topo->node_size[A]; l++) {
-        comm->ce_peers[rmacoll__topo_rank(topo, A, l)] = 1;
+        comm->path_peers[RMACOLL__PATH_CE][rmacoll__topo_rank(topo, A, l)] = 1;
     }
-    comm->ce_peers[comm->rank] = 0;
-    fill_env(comm, &comm->ce_env, comm->ce_peers);
-    st = comm->ce_ops->init(&comm->ce_env, &comm->ce);
-    if (st != RMACOLL_SUCCESS) {
-        return rmacoll__comm_fail(comm, st, "rank %d: transport %s failed to "
-                                  "initialise: %s", comm->rank, comm->ce_ops->name,
-                                  rmacoll_status_string(st));
-    }
-    nvl = find_transport("nvlink_kernel");
-    if (nvl != NULL && strcmp(ce_name, "ce") != 0) {
-        comm->nvl_ops = nvl;
-        fill_env(comm, &comm->nvl_env, comm->ce_peers);
-        st = nvl->init(&comm->nvl_env, &comm->nvl);
+    comm->path_peers[RMACOLL__PATH_CE][comm->rank] = 0;
+    for (int i = 0; i < comm->bp.ninst; i++) {
+        rmacoll__tinst_t *ti = &comm->inst[i];
+        ti->ops = comm->bp.ops[i];
+        fill_env(comm, &ti->env, comm->path_peers[comm->bp.path[i]]);
+        st = ti->ops->base.init(&ti->env, &ti->tp);
         if (st != RMACOLL_SUCCESS) {
-            return rmacoll__comm_fail(comm, st, "rank %d: transport nvlink_kernel failed "
-                                      "to initialise: %s", comm->rank,
+            ti->tp = NULL;
+            return rmacoll__comm_fail(comm, st, "rank %d: transport %s (%s) failed to "
+                                      "initialise: %s", comm->rank, ti->ops->name,
+                                      comm->bp.path[i] == RMACOLL__PATH_PROXY
+                                          ? "transports.inter_node"
+                                          : "transports.intra_node",
                                       rmacoll_status_string(st));
-        }
-    } else if (strcmp(ce_name, "nvlink_kernel") == 0) {
-        return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
-                                  "rank %d: transports.intra_node nvlink_kernel is not "
-                                  "built in (needs the CUDA toolkit at build time)",
-                                  comm->rank);
-    }
-    if (topo->nnodes > 1) {
-        comm->net_ops = find_transport(comm->cfg.inter_node);
-        if (comm->net_ops == NULL) {
-            return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
-                                      "rank %d: transports.inter_node '%s' is not "
-                                      "built in (built: %s)",
-                                      comm->rank, comm->cfg.inter_node,
-                                      rmacoll_build_transports());
-        }
-        fill_env(comm, &comm->net_env, comm->net_peers);
-        st = comm->net_ops->init(&comm->net_env, &comm->net);
-        if (st != RMACOLL_SUCCESS) {
-            const char *dev = strcmp(comm->net_ops->name, "verbs") == 0
-                                  ? comm->cfg.verbs_device
-                                  : comm->cfg.ofi_provider;
-            return rmacoll__comm_fail(comm, st, "rank %d: transport %s failed to "
-                                      "initialise (%s '%s'): %s", comm->rank,
-                                      comm->net_ops->name,
-                                      strcmp(comm->net_ops->name, "verbs") == 0
-                                          ? "verbs.device"
-                                          : "ofi.provider",
-                                      dev[0] ? dev : "auto", rmacoll_status_string(st));
         }
     }
     return RMACOLL_SUCCESS;
@@ -450,18 +370,19 @@ static rmacoll_status_t setup_registrations(rmacoll_comm_t *comm)
     rmacoll_rkey_t *all;
     rmacoll_status_t st;
 
+    rmacoll__tinst_t *net = rmacoll__comm_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
+
     memset(mine, 0, sizeof(mine));
-    if (comm->net != NULL) {
-        st = comm->net_ops->mem_register(comm->net, comm->ctrl.addr, comm->lay.bytes,
-                                         RMACOLL_MEM_HOST, &comm->ctrl_mem, &mine[0]);
+    if (net != NULL) {
+        st = net->ops->mem.mem_register(net->tp, comm->ctrl.addr, comm->lay.bytes,
+                                        RMACOLL_MEM_HOST, &comm->ctrl_mem, &mine[0]);
         if (st != RMACOLL_SUCCESS) {
             return rmacoll__comm_fail(comm, st, "rank %d: cannot register the control "
                                       "window (%zu bytes)", comm->rank, comm->lay.bytes);
         }
         if (comm->relay_bytes > 0) {
-            st = comm->net_ops->mem_register(comm->net, comm->relay_buf,
-                                             comm->relay_bytes, RMACOLL_MEM_HOST,
-                                             &comm->relay_mem, &mine[1]);
+            st = net->ops->mem.mem_register(net->tp, comm->relay_buf, comm->relay_bytes,
+                                            RMACOLL_MEM_HOST, &comm->relay_mem, &mine[1]);
             if (st != RMACOLL_SUCCESS) {
                 return rmacoll__comm_fail(comm, st, "rank %d: cannot register the "
                                           "relay buffer (%llu bytes)", comm->rank,
@@ -495,8 +416,8 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->net_list = calloc(n, sizeof(int));
     comm->net_slot_at = calloc(n, sizeof(int));
     comm->net_index = calloc(n, sizeof(int));
-    comm->ce_peers = calloc(n, 1);
-    comm->net_peers = calloc(n, 1);
+    comm->path_peers[RMACOLL__PATH_CE] = calloc(n, 1);
+    comm->path_peers[RMACOLL__PATH_PROXY] = calloc(n, 1);
     comm->peer_ctrl_rkey = calloc(n, sizeof(rmacoll_rkey_t));
     comm->peer_relay_rkey = calloc(n, sizeof(rmacoll_rkey_t));
     comm->scratch = calloc(2 * n, sizeof(int64_t));
@@ -510,8 +431,8 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->chan_rdispl = calloc(nc, sizeof(int64_t));
     comm->meta_puts = calloc(2 * n, sizeof(rmacoll_put_t));
     if (!comm->peer_ctrl || !comm->peer_lay || !comm->peer_nsig || !comm->peer_signals || !comm->net_list ||
-        !comm->net_slot_at || !comm->net_index || !comm->ce_peers ||
-        !comm->net_peers || !comm->peer_ctrl_rkey || !comm->peer_relay_rkey ||
+        !comm->net_slot_at || !comm->net_index || !comm->path_peers[0] ||
+        !comm->path_peers[1] || !comm->peer_ctrl_rkey || !comm->peer_relay_rkey ||
         !comm->scratch || !comm->uniform || !comm->peer_rcount || !comm->peer_rdispl ||
         !comm->peer_recv_addr || !comm->peer_recv_rkey || !comm->chan_sendcount ||
         !comm->chan_rcount || !comm->chan_rdispl || !comm->meta_puts) {
@@ -522,33 +443,28 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
 
 static void comm_free(rmacoll_comm_t *comm)
 {
-    rmacoll__stage_stop(comm);
-    if (comm->proxy_started) {
-        rmacoll__proxy_stop(comm);
-    }
-    if (comm->net != NULL) {
+    rmacoll__tinst_t *net;
+
+    rmacoll__async_fini(comm);
+    rmacoll__staged_fini(comm);
+    rmacoll__proxy_fini(&comm->proxy);
+    net = rmacoll__comm_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
+    if (net != NULL && net->tp != NULL) {
         if (comm->relay_mem != NULL) {
-            comm->net_ops->mem_deregister(comm->net, comm->relay_mem);
+            net->ops->mem.mem_deregister(net->tp, comm->relay_mem);
         }
         if (comm->ctrl_mem != NULL) {
-            comm->net_ops->mem_deregister(comm->net, comm->ctrl_mem);
+            net->ops->mem.mem_deregister(net->tp, comm->ctrl_mem);
         }
-        comm->net_ops->finalize(comm->net);
     }
-    if (comm->nvl != NULL) {
-        comm->nvl_ops->finalize(comm->nvl);
-    }
-    if (comm->ce != NULL) {
-        if (comm->stage_send_pin != NULL) {
-            comm->ce_ops->mem_deregister(comm->ce, comm->stage_send_pin);
+    for (int i = comm->bp.ninst - 1; i >= 0; i--) { /* reverse of init */
+        if (comm->inst[i].tp != NULL) {
+            comm->inst[i].ops->base.finalize(comm->inst[i].tp);
         }
-        if (comm->stage_recv_pin != NULL) {
-            comm->ce_ops->mem_deregister(comm->ce, comm->stage_recv_pin);
-        }
-        comm->ce_ops->finalize(comm->ce);
     }
-    free(comm->stage_send);
-    free(comm->stage_recv);
+    for (int i = 0; i < comm->navail; i++) {
+        rmacoll__tops_release(&comm->avail[i]);
+    }
     for (int r = 0; comm->peer_ctrl != NULL && r < comm->nranks; r++) {
         if (r != comm->rank && comm->peer_ctrl[r].addr != NULL) {
             rmacoll__shm_destroy(&comm->peer_ctrl[r]);
@@ -568,9 +484,10 @@ static void comm_free(rmacoll_comm_t *comm)
     if (comm->bs != NULL) {
         rmacoll__bootstrap_destroy(comm->bs);
     }
-    pthread_mutex_destroy(&comm->net_lock);
-    pthread_mutex_destroy(&comm->stage_lock);
-    pthread_cond_destroy(&comm->stage_cond);
+    pthread_mutex_destroy(&comm->stage.lock);
+    pthread_cond_destroy(&comm->stage.cond);
+    pthread_mutex_destroy(&comm->async.lock);
+    pthread_cond_destroy(&comm->async.cond);
     free(comm->peer_ctrl);
     free(comm->peer_lay);
     free(comm->peer_nsig);
@@ -578,8 +495,8 @@ static void comm_free(rmacoll_comm_t *comm)
     free(comm->net_list);
     free(comm->net_slot_at);
     free(comm->net_index);
-    free(comm->ce_peers);
-    free(comm->net_peers);
+    free(comm->path_peers[0]);
+    free(comm->path_peers[1]);
     free(comm->peer_ctrl_rkey);
     free(comm->peer_relay_rkey);
     free(comm->scratch);
@@ -614,14 +531,17 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
     if (comm == NULL) {
         return RMACOLL_ERR_NO_MEMORY;
     }
-    pthread_mutex_init(&comm->net_lock, NULL);
-    pthread_mutex_init(&comm->stage_lock, NULL);
-    pthread_cond_init(&comm->stage_cond, NULL);
+    pthread_mutex_init(&comm->stage.lock, NULL);
+    pthread_cond_init(&comm->stage.cond, NULL);
+    pthread_mutex_init(&comm->async.lock, NULL);
+    pthread_cond_init(&comm->async.cond, NULL);
     rmacoll__plan_init(&comm->plan);
     comm->rank = params->rank;
     comm->nranks = params->nranks;
     rmacoll__logger_default(&comm->log);
     comm->log.rank = comm->rank;
+    rmacoll__proxy_init(&comm->proxy, comm->rank, 0, &comm->log, comm->last_error,
+                        sizeof(comm->last_error));
     if (params->config != NULL) {
         comm->cfg = *params->config;
     } else {
@@ -633,6 +553,7 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
             return st;
         }
     }
+    comm->proxy.timeout_ms = comm->cfg.timeout_ms;
     comm->log.level = comm->cfg.log_level;
     comm->log.subsys = comm->cfg.log_subsystems;
     if (params->log_fn != NULL) {
@@ -707,8 +628,11 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
     if (st == RMACOLL_SUCCESS) {
         st = setup_registrations(comm);
     }
-    if (st == RMACOLL_SUCCESS && comm->net != NULL) {
-        st = rmacoll__proxy_start(comm);
+    if (st == RMACOLL_SUCCESS) {
+        rmacoll__tinst_t *net = rmacoll__comm_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
+        if (net != NULL) {
+            st = rmacoll__proxy_start(&comm->proxy, net->ops, net->tp);
+        }
     }
     if (st == RMACOLL_SUCCESS) {
         st = rmacoll__bootstrap_barrier(comm->bs);
@@ -726,8 +650,12 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
                  "%d relay channels, intra %s, inter %s", comm->rank, comm->nranks,
                  comm->topo->node_of[comm->rank], comm->topo->local_rank[comm->rank],
                  comm->topo->node_size[comm->topo->node_of[comm->rank]], comm->nnet,
-                 comm->nin, comm->ce_ops ? comm->ce_ops->name : "-",
-                 comm->net_ops ? comm->net_ops->name : "-");
+                 comm->nin,
+                 comm->inst[comm->bp.bind[RMACOLL__PATH_CE][RMACOLL_MEM_HOST].ctl].ops->name,
+                 comm->bp.bind[RMACOLL__PATH_PROXY][RMACOLL_MEM_HOST].n
+                     ? comm->inst[comm->bp.bind[RMACOLL__PATH_PROXY][RMACOLL_MEM_HOST].ctl]
+                           .ops->name
+                     : "-");
     *out = comm;
     return RMACOLL_SUCCESS;
 }
@@ -757,13 +685,13 @@ rmacoll_status_t rmacoll_comm_destroy(rmacoll_comm_t *comm)
     if (comm == NULL) {
         return RMACOLL_SUCCESS;
     }
-    /* a staged device call still in flight finishes first */
-    if (comm->stage_last != 0 && !comm->broken) {
-        rmacoll__stage_wait(comm);
+    /* a started host call, then a staged device call, still in flight
+     * finish first */
+    rmacoll__async_fini(comm);
+    if (!comm->broken) {
+        rmacoll__staged_drain(comm);
     }
-    if (comm->proxy_started) {
-        rmacoll__proxy_flush(comm);
-    }
+    rmacoll__proxy_flush(&comm->proxy);
     /* no rank tears down while a peer may still write into it */
     if (!comm->broken) {
         st = rmacoll__bootstrap_barrier(comm->bs);

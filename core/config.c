@@ -74,6 +74,7 @@ typedef struct config_field {
     const uint64_t *allowed;     /* integers: the only values allowed, or NULL */
     size_t nallowed;
     int nonempty;                /* STRING: "" is an error */
+    int plugin_ok;               /* ENUM: "plugin:PATH" allowed too */
 } config_field_t;
 
 static const char *const intra_names[] = {"ce", "nvlink_kernel", "auto", NULL};
@@ -85,13 +86,16 @@ static const char *const subsys_names[] = {"core",  "plan",      "sched",  "boot
 static const uint64_t mtu_allowed[] = {0, 256, 512, 1024, 2048, 4096};
 
 #define CFG_OFF(member) offsetof(rmacoll_config_t, member)
+#define CONFIG_PLUGIN_PREFIX "plugin:" /* a transport loaded from a shared object */
 
 static const rmacoll__config_key_t config_keys[CFG_NKEYS] = {
     [CFG_INTRA_NODE] = {"transports.intra_node", "enum(ce|nvlink_kernel|auto)", "ce",
                         "transport between ranks of one node: copy engine, NVLink kernel, "
-                        "or auto (kernel up to nvlink_kernel_threshold bytes)"},
+                        "auto (kernel up to nvlink_kernel_threshold bytes), or "
+                        "plugin:PATH (docs/plugins.md)"},
     [CFG_INTER_NODE] = {"transports.inter_node", "enum(ofi|verbs)", "ofi",
-                        "network transport between nodes: libfabric or ibverbs"},
+                        "network transport between nodes: libfabric, ibverbs, or "
+                        "plugin:PATH (a shared object, docs/plugins.md)"},
     [CFG_SCHEDULER] = {"scheduler", "string", "node_shift",
                        "round scheduler by name (shift, node_shift, xor, random, ...); "
                        "checked against the compiled-in schedulers at create"},
@@ -146,9 +150,9 @@ static const rmacoll__config_key_t config_keys[CFG_NKEYS] = {
 
 static const config_field_t config_fields[CFG_NKEYS] = {
     [CFG_INTRA_NODE] = {.kind = CFG_KIND_ENUM, .offset = CFG_OFF(intra_node),
-                        .names = intra_names},
+                        .names = intra_names, .plugin_ok = 1},
     [CFG_INTER_NODE] = {.kind = CFG_KIND_ENUM, .offset = CFG_OFF(inter_node),
-                        .names = inter_names},
+                        .names = inter_names, .plugin_ok = 1},
     [CFG_SCHEDULER] = {.kind = CFG_KIND_STRING, .offset = CFG_OFF(scheduler), .nonempty = 1},
     [CFG_SCHEDULER_PLUGIN] = {.kind = CFG_KIND_STRING, .offset = CFG_OFF(scheduler_plugin)},
     [CFG_SCHEDULER_SEED] = {.kind = CFG_KIND_U64, .offset = CFG_OFF(scheduler_seed),
@@ -514,7 +518,9 @@ static rmacoll_status_t config_set(rmacoll_config_t *cfg, config_id_t id, const 
                        RMACOLL_CONFIG_STR_MAX - 1);
             return RMACOLL_ERR_CONFIG;
         }
-        if (f->kind == CFG_KIND_ENUM && config_name_index(f->names, text) < 0) {
+        if (f->kind == CFG_KIND_ENUM && config_name_index(f->names, text) < 0 &&
+            !(f->plugin_ok && strncmp(text, CONFIG_PLUGIN_PREFIX, strlen(CONFIG_PLUGIN_PREFIX)) == 0 &&
+              text[strlen(CONFIG_PLUGIN_PREFIX)] != '\0')) {
             config_join_names(f->names, names, sizeof(names));
             config_msg(problem, plen, "'%s' is not one of %s", text, names);
             return RMACOLL_ERR_CONFIG;
@@ -1362,6 +1368,67 @@ static int config_value_string(const rmacoll_config_t *cfg, config_id_t id, char
         return snprintf(buf, len, "%" PRIu64, config_get_u64(cfg, id));
     }
     return -1;
+}
+
+static int config_id_of(const char *key)
+{
+    for (int id = 0; key != NULL && id < CFG_NKEYS; id++) {
+        if (strcmp(config_keys[id].key, key) == 0) {
+            return id;
+        }
+    }
+    return -1;
+}
+
+rmacoll_status_t rmacoll_config_set(rmacoll_config_t *cfg, const char *key, const char *value)
+{
+    rmacoll_config_t tmp;
+    int id;
+    rmacoll_status_t st;
+
+    if (cfg == NULL || key == NULL || value == NULL || cfg->struct_size < sizeof(*cfg)) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    id = config_id_of(key);
+    if (id < 0) {
+        return RMACOLL_ERR_CONFIG;
+    }
+    tmp = *cfg; /* cfg is unchanged on error */
+    st = config_set(&tmp, (config_id_t)id, value, NULL, 0, NULL, 0);
+    if (st == RMACOLL_SUCCESS) {
+        *cfg = tmp;
+    }
+    return st;
+}
+
+rmacoll_status_t rmacoll_config_get(const rmacoll_config_t *cfg, const char *key, char *buf,
+                                    size_t len)
+{
+    int id;
+
+    if (cfg == NULL || key == NULL || buf == NULL || len == 0 ||
+        cfg->struct_size < sizeof(*cfg)) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    id = config_id_of(key);
+    if (id < 0) {
+        buf[0] = '\0';
+        return RMACOLL_ERR_CONFIG;
+    }
+    config_value_string(cfg, (config_id_t)id, buf, len, 0);
+    return RMACOLL_SUCCESS;
+}
+
+rmacoll_status_t rmacoll__config_get_size(const rmacoll_config_t *cfg, const char *key,
+                                          uint64_t *bytes)
+{
+    int id = cfg != NULL ? config_id_of(key) : -1;
+
+    if (id < 0 || config_fields[id].kind != CFG_KIND_SIZE) {
+        return RMACOLL_ERR_CONFIG;
+    }
+    *bytes = config_get_u64(cfg, (config_id_t)id);
+    return RMACOLL_SUCCESS;
 }
 
 int rmacoll__config_value_string(const rmacoll_config_t *cfg, size_t index, char *buf,

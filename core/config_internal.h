@@ -15,7 +15,7 @@
 /* One configuration key. */
 typedef struct rmacoll__config_key {
     const char *key;         /* dotted YAML path, e.g. "relay.slots" */
-    const char *type;        /* "size", "u32", "bool", "enum(ce|nvlink_kernel|auto)", ... */
+    const char *type;        /* "size", "u32", "bool", "enum(a|b|c)", ... */
     const char *default_str; /* default value as written in YAML, e.g. "64MiB" */
     const char *meaning;     /* one line */
 } rmacoll__config_key_t;
@@ -35,6 +35,14 @@ const rmacoll__config_key_t *rmacoll__config_keys(size_t *n);
  */
 int rmacoll__config_value_string(const rmacoll_config_t *cfg, size_t index,
                                  char *buf, size_t len);
+
+/**
+ * Reads the size key `key` (dotted name, e.g. "relay.buffer_bytes") of cfg
+ * into *bytes. RMACOLL_ERR_CONFIG when there is no such key or it is not
+ * a size. Thread-safe.
+ */
+rmacoll_status_t rmacoll__config_get_size(const rmacoll_config_t *cfg, const char *key,
+                                          uint64_t *bytes);
 
 /**
  * Writes cfg as YAML (nested mappings, one key a line) into buf (always

@@ -1,18 +1,14 @@
 /*
- * proxy.c - the proxy thread of a communicator. It owns the progress of
- * the network transport: it posts the proxyPut queues the calling thread
- * hands it (in order, through a single-producer ring) and calls
- * progress() continuously, so that manual-progress providers deliver
- * incoming data and signals even while the calling thread copies or waits.
- * Every call into the network transport holds net_lock.
+ * proxy.c - the proxy of a communicator (proxy.h): its thread, the job
+ * ring, and every call into the network transport.
  */
-#include <errno.h>
+#include "core/proxy.h"
+
 #include <sched.h>
-#include <stdlib.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-#include "core/comm.h"
 
 static uint64_t now_ms(void)
 {
@@ -22,70 +18,104 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static void proxy_set_error(rmacoll_comm_t *comm, rmacoll_status_t st)
+static rmacoll_status_t proxy_fail(rmacoll__proxy_t *px, rmacoll_status_t st,
+                                   const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static rmacoll_status_t proxy_fail(rmacoll__proxy_t *px, rmacoll_status_t st,
+                                   const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(px->errbuf, px->errlen, fmt, ap);
+    va_end(ap);
+    rmacoll__log(px->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE, "%s", px->errbuf);
+    return st;
+}
+
+static void proxy_set_error(rmacoll__proxy_t *px, rmacoll_status_t st)
 {
     int expected = RMACOLL_SUCCESS;
-    int peer = comm->net_ops->error_peer ? comm->net_ops->error_peer(comm->net) : -1;
+    int peer = px->ops->base.error_peer(px->tp);
 
-    atomic_store(&comm->proxy_err_peer, peer);
-    atomic_compare_exchange_strong(&comm->proxy_status, &expected, (int)st);
+    atomic_store(&px->err_peer, peer);
+    atomic_compare_exchange_strong(&px->status, &expected, (int)st);
 }
 
 /*
  * Posts the jobs handed over so far, in order, then drives progress once.
- * Called with net_lock held, by the proxy thread or by a calling thread
+ * Called with the lock held, by the proxy thread or by a calling thread
  * that is waiting anyway (on a host with fewer cores than threads, the
  * waiter doing the work beats waking the proxy). Returns 1 if it posted.
  */
-static int proxy_drive_locked(rmacoll_comm_t *comm)
+static int proxy_drive_locked(rmacoll__proxy_t *px)
 {
-    uint64_t posted = atomic_load_explicit(&comm->jobs_posted, memory_order_acquire);
-    uint64_t next = atomic_load_explicit(&comm->jobs_done, memory_order_relaxed);
+    uint64_t posted = atomic_load_explicit(&px->jobs_posted, memory_order_acquire);
+    uint64_t next = atomic_load_explicit(&px->jobs_done, memory_order_relaxed);
     rmacoll_status_t st = RMACOLL_SUCCESS;
     int worked = 0;
 
     while (next < posted) {
-        const rmacoll__proxy_job_t *job = &comm->ring[next % RMACOLL__PROXY_RING];
-        if (st == RMACOLL_SUCCESS && atomic_load(&comm->proxy_status) == RMACOLL_SUCCESS) {
-            st = comm->net_ops->post_puts(comm->net, job->puts, job->n);
+        const rmacoll__proxy_job_t *job = &px->ring[next % RMACOLL__PROXY_RING];
+        if (st == RMACOLL_SUCCESS && atomic_load(&px->status) == RMACOLL_SUCCESS) {
+            st = px->ops->host.post_puts(px->tp, job->puts, job->n);
         }
         next++;
-        atomic_store_explicit(&comm->jobs_done, next, memory_order_release);
+        atomic_store_explicit(&px->jobs_done, next, memory_order_release);
         worked = 1;
     }
     if (st == RMACOLL_SUCCESS) {
-        st = comm->net_ops->progress(comm->net);
+        st = px->ops->base.progress(px->tp);
     }
     if (st != RMACOLL_SUCCESS) {
-        proxy_set_error(comm, st);
+        proxy_set_error(px, st);
     }
     return worked;
 }
 
-void rmacoll__proxy_poll(rmacoll_comm_t *comm)
+void rmacoll__proxy_init(rmacoll__proxy_t *px, int rank, uint64_t timeout_ms,
+                         rmacoll__logger_t *log, char *errbuf, size_t errlen)
 {
-    if (comm->net != NULL && pthread_mutex_trylock(&comm->net_lock) == 0) {
-        proxy_drive_locked(comm);
-        pthread_mutex_unlock(&comm->net_lock);
+    memset(px, 0, sizeof(*px));
+    px->rank = rank;
+    px->timeout_ms = timeout_ms;
+    px->log = log;
+    px->errbuf = errbuf;
+    px->errlen = errlen;
+    atomic_store(&px->err_peer, -1);
+    pthread_mutex_init(&px->lock, NULL);
+}
+
+int rmacoll__proxy_bound(const rmacoll__proxy_t *px)
+{
+    return px->tp != NULL;
+}
+
+void rmacoll__proxy_poll(rmacoll__proxy_t *px)
+{
+    if (px->started && pthread_mutex_trylock(&px->lock) == 0) {
+        proxy_drive_locked(px);
+        pthread_mutex_unlock(&px->lock);
     }
 }
 
 static void *proxy_main(void *arg)
 {
-    rmacoll_comm_t *comm = arg;
+    rmacoll__proxy_t *px = arg;
     unsigned idle = 0;
 
-    while (!atomic_load_explicit(&comm->proxy_stop, memory_order_acquire)) {
+    while (!atomic_load_explicit(&px->stop, memory_order_acquire)) {
         int worked;
 
-        pthread_mutex_lock(&comm->net_lock);
-        worked = proxy_drive_locked(comm);
-        pthread_mutex_unlock(&comm->net_lock);
+        pthread_mutex_lock(&px->lock);
+        worked = proxy_drive_locked(px);
+        pthread_mutex_unlock(&px->lock);
         /* poll hard while a call is in flight, gently between calls */
         if (worked) {
             idle = 0;
         } else if (++idle > 64) {
-            if (atomic_load_explicit(&comm->proxy_active, memory_order_relaxed)) {
+            if (atomic_load_explicit(&px->active, memory_order_relaxed)) {
                 sched_yield();
             } else {
                 struct timespec ts = {0, 200000};
@@ -96,89 +126,135 @@ static void *proxy_main(void *arg)
     return NULL;
 }
 
-rmacoll_status_t rmacoll__proxy_start(rmacoll_comm_t *comm)
+rmacoll_status_t rmacoll__proxy_start(rmacoll__proxy_t *px,
+                                      const rmacoll__tops_t *ops,
+                                      rmacoll_transport_t *tp)
 {
     int rc;
 
-    atomic_store(&comm->proxy_stop, 0);
-    atomic_store(&comm->proxy_status, RMACOLL_SUCCESS);
-    atomic_store(&comm->proxy_err_peer, -1);
-    rc = pthread_create(&comm->proxy, NULL, proxy_main, comm);
+    px->ops = ops;
+    px->tp = tp;
+    atomic_store(&px->stop, 0);
+    atomic_store(&px->status, RMACOLL_SUCCESS);
+    atomic_store(&px->err_peer, -1);
+    rc = pthread_create(&px->thread, NULL, proxy_main, px);
     if (rc != 0) {
-        return rmacoll__comm_fail(comm, RMACOLL_ERR_NO_MEMORY,
-                                  "rank %d: cannot start the proxy thread: %s",
-                                  comm->rank, strerror(rc));
+        return proxy_fail(px, RMACOLL_ERR_NO_MEMORY,
+                          "rank %d: cannot start the proxy thread: %s", px->rank,
+                          strerror(rc));
     }
-    comm->proxy_started = 1;
+    px->started = 1;
     return RMACOLL_SUCCESS;
 }
 
-void rmacoll__proxy_stop(rmacoll_comm_t *comm)
+void rmacoll__proxy_fini(rmacoll__proxy_t *px)
 {
-    atomic_store_explicit(&comm->proxy_stop, 1, memory_order_release);
-    pthread_join(comm->proxy, NULL);
-    comm->proxy_started = 0;
+    if (px->started) {
+        atomic_store_explicit(&px->stop, 1, memory_order_release);
+        pthread_join(px->thread, NULL);
+        px->started = 0;
+    }
+    pthread_mutex_destroy(&px->lock);
 }
 
-rmacoll_status_t rmacoll__proxy_submit(rmacoll_comm_t *comm,
-                                       const rmacoll_put_t *puts, size_t n)
+void rmacoll__proxy_set_active(rmacoll__proxy_t *px, int active)
 {
-    uint64_t posted = atomic_load_explicit(&comm->jobs_posted, memory_order_relaxed);
+    atomic_store(&px->active, active);
+}
+
+rmacoll_status_t rmacoll__proxy_error(rmacoll__proxy_t *px, int *peer)
+{
+    int st = px->started ? atomic_load(&px->status) : RMACOLL_SUCCESS;
+
+    *peer = st != RMACOLL_SUCCESS ? atomic_load(&px->err_peer) : -1;
+    return (rmacoll_status_t)st;
+}
+
+rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t *puts,
+                                       size_t n)
+{
+    uint64_t posted = atomic_load_explicit(&px->jobs_posted, memory_order_relaxed);
     uint64_t start = now_ms();
 
     if (n == 0) {
         return RMACOLL_SUCCESS;
     }
     /* ring full: wait for the proxy (bounded by the timeout) */
-    while (posted - atomic_load_explicit(&comm->jobs_done, memory_order_acquire) >=
+    while (posted - atomic_load_explicit(&px->jobs_done, memory_order_acquire) >=
            RMACOLL__PROXY_RING) {
-        if (now_ms() - start > comm->cfg.timeout_ms) {
-            return rmacoll__comm_fail(comm, RMACOLL_ERR_TIMEOUT,
-                                      "rank %d: proxy thread stalled for %llu ms",
-                                      comm->rank,
-                                      (unsigned long long)comm->cfg.timeout_ms);
+        if (now_ms() - start > px->timeout_ms) {
+            return proxy_fail(px, RMACOLL_ERR_TIMEOUT,
+                              "rank %d: proxy thread stalled for %llu ms", px->rank,
+                              (unsigned long long)px->timeout_ms);
         }
         sched_yield();
     }
-    comm->ring[posted % RMACOLL__PROXY_RING].puts = puts;
-    comm->ring[posted % RMACOLL__PROXY_RING].n = n;
-    atomic_store_explicit(&comm->jobs_posted, posted + 1, memory_order_release);
+    px->ring[posted % RMACOLL__PROXY_RING].puts = puts;
+    px->ring[posted % RMACOLL__PROXY_RING].n = n;
+    atomic_store_explicit(&px->jobs_posted, posted + 1, memory_order_release);
     return RMACOLL_SUCCESS;
 }
 
-rmacoll_status_t rmacoll__proxy_flush(rmacoll_comm_t *comm)
+rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
 {
     uint64_t start = now_ms();
-    uint64_t posted = atomic_load(&comm->jobs_posted);
+    uint64_t posted = atomic_load(&px->jobs_posted);
     unsigned spins = 0;
 
+    if (!px->started) {
+        return RMACOLL_SUCCESS;
+    }
     for (;;) {
-        int st = atomic_load(&comm->proxy_status);
+        int st = atomic_load(&px->status);
         size_t pending = 1;
         if (st != RMACOLL_SUCCESS) {
-            int peer = atomic_load(&comm->proxy_err_peer);
-            return rmacoll__comm_fail(comm, (rmacoll_status_t)st,
-                                      "rank %d: network transport failed%s%d: %s",
-                                      comm->rank, peer >= 0 ? " towards rank " : " ",
-                                      peer, rmacoll_status_string(st));
+            int peer = atomic_load(&px->err_peer);
+            return proxy_fail(px, (rmacoll_status_t)st,
+                              "rank %d: network transport failed%s%d: %s", px->rank,
+                              peer >= 0 ? " towards rank " : " ", peer,
+                              rmacoll_status_string(st));
         }
-        pthread_mutex_lock(&comm->net_lock);
-        proxy_drive_locked(comm);
-        if (atomic_load_explicit(&comm->jobs_done, memory_order_acquire) >= posted) {
-            pending = comm->net_ops->pending(comm->net);
+        pthread_mutex_lock(&px->lock);
+        proxy_drive_locked(px);
+        if (atomic_load_explicit(&px->jobs_done, memory_order_acquire) >= posted) {
+            pending = px->ops->base.pending(px->tp);
         }
-        pthread_mutex_unlock(&comm->net_lock);
+        pthread_mutex_unlock(&px->lock);
         if (pending == 0) {
             return RMACOLL_SUCCESS;
         }
-        if (now_ms() - start > comm->cfg.timeout_ms) {
-            return rmacoll__comm_fail(comm, RMACOLL_ERR_TIMEOUT,
-                                      "rank %d: %zu network puts still incomplete after "
-                                      "%llu ms", comm->rank, pending,
-                                      (unsigned long long)comm->cfg.timeout_ms);
+        if (now_ms() - start > px->timeout_ms) {
+            return proxy_fail(px, RMACOLL_ERR_TIMEOUT,
+                              "rank %d: %zu network puts still incomplete after "
+                              "%llu ms", px->rank, pending,
+                              (unsigned long long)px->timeout_ms);
         }
         if (++spins > 64) {
             sched_yield();
         }
+    }
+}
+
+rmacoll_status_t rmacoll__proxy_register(rmacoll__proxy_t *px, const void *buf,
+                                         uint64_t bytes, rmacoll_mem_t **mem,
+                                         rmacoll_rkey_t *rkey)
+{
+    rmacoll_status_t st;
+
+    if (px->tp == NULL || bytes == 0 || buf == NULL) {
+        return RMACOLL_SUCCESS;
+    }
+    pthread_mutex_lock(&px->lock);
+    st = px->ops->mem.mem_register(px->tp, (void *)buf, bytes, RMACOLL_MEM_HOST, mem, rkey);
+    pthread_mutex_unlock(&px->lock);
+    return st;
+}
+
+void rmacoll__proxy_deregister(rmacoll__proxy_t *px, rmacoll_mem_t *mem)
+{
+    if (mem != NULL && px->tp != NULL) {
+        pthread_mutex_lock(&px->lock);
+        px->ops->mem.mem_deregister(px->tp, mem);
+        pthread_mutex_unlock(&px->lock);
     }
 }

@@ -137,8 +137,8 @@ typedef void (*rmacoll_log_fn_t)(void *ctx, rmacoll_log_level_t level,
  */
 typedef struct rmacoll_config {
     size_t struct_size;            /* sizeof(rmacoll_config_t) */
-    char intra_node[RMACOLL_CONFIG_STR_MAX];  /* transports.intra_node: ce | nvlink_kernel | auto */
-    char inter_node[RMACOLL_CONFIG_STR_MAX];  /* transports.inter_node: ofi | verbs */
+    char intra_node[RMACOLL_CONFIG_STR_MAX];  /* transports.intra_node: ce | nvlink_kernel | auto | plugin:PATH */
+    char inter_node[RMACOLL_CONFIG_STR_MAX];  /* transports.inter_node: ofi | verbs | plugin:PATH */
     char scheduler[RMACOLL_CONFIG_STR_MAX];   /* shift | node_shift | xor | random */
     char scheduler_plugin[RMACOLL_CONFIG_STR_MAX]; /* path of a .so, or "" */
     uint64_t scheduler_seed;       /* seed of the random scheduler */
@@ -173,6 +173,29 @@ void rmacoll_config_init(rmacoll_config_t *cfg);
  */
 rmacoll_status_t rmacoll_config_load(const char *path, rmacoll_config_t *cfg,
                                      char *errbuf, size_t errbuf_len);
+
+/**
+ * Sets one key of cfg from text, as the YAML file would: key is the dotted
+ * name rmacoll-info lists ("ofi.provider", "relay.slots",
+ * "transports.inter_node"), value its text ("shm", "4", "64MiB", "true",
+ * "plugin:/path/libx.so"). Lets an embedder configure any key, including
+ * keys added later, without naming a struct field. cfg is unchanged on
+ * error. Errors: RMACOLL_ERR_INVALID_ARG (NULL argument, cfg not
+ * initialised by rmacoll_config_init), RMACOLL_ERR_CONFIG (unknown key,
+ * value not of the key's type or out of its range). Not thread-safe on
+ * one cfg.
+ */
+rmacoll_status_t rmacoll_config_set(rmacoll_config_t *cfg, const char *key,
+                                    const char *value);
+
+/**
+ * Reads one key of cfg as text into buf (len bytes, always NUL-terminated;
+ * longer values are truncated), written as rmacoll_config_set reads it.
+ * Errors: RMACOLL_ERR_INVALID_ARG (NULL argument, len 0),
+ * RMACOLL_ERR_CONFIG (unknown key). Thread-safe for concurrent readers.
+ */
+rmacoll_status_t rmacoll_config_get(const rmacoll_config_t *cfg, const char *key,
+                                    char *buf, size_t len);
 
 /* Opaque communicator. */
 typedef struct rmacoll_comm rmacoll_comm_t;
@@ -310,6 +333,59 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf,
 rmacoll_status_t rmacoll_alltoall(const void *sendbuf, void *recvbuf,
                                   int64_t count, rmacoll_datatype_t dtype,
                                   rmacoll_comm_t *comm, void *stream);
+
+/* A non-blocking call in flight (opaque; owned by its communicator). */
+typedef struct rmacoll_request rmacoll_request_t;
+
+/**
+ * Non-blocking AlltoAllV of host memory (as MPI_Ialltoallv): starts the
+ * call and returns at once; the communicator's own thread carries it out
+ * (metadata round, agreement, data rounds) while the caller does other
+ * work, including calls on other communicators. Complete it with
+ * rmacoll_test or rmacoll_wait; rmacoll_alltoallv is the same pipeline run
+ * on the calling thread.
+ *
+ * Shapes and units as rmacoll_alltoallv (host memory only). The buffers
+ * and the four arrays are borrowed until the call completes: the caller
+ * must neither modify them nor read recvbuf before then.
+ *
+ * One call per communicator at a time: another call on comm (blocking or
+ * not) before the request completes fails with RMACOLL_ERR_INVALID_ARG and
+ * starts nothing. Collective: every rank starts (or makes) the same calls
+ * in the same order.
+ *
+ * Errors returned here: RMACOLL_ERR_INVALID_ARG (NULL comm or req, a
+ * request in flight), RMACOLL_ERR_PEER (communicator failed earlier),
+ * RMACOLL_ERR_NO_MEMORY (no thread); *req is then NULL. Every other error
+ * of rmacoll_alltoallv (the same code on every rank for argument errors)
+ * is returned by rmacoll_test / rmacoll_wait.
+ *
+ * Thread-safety: until completion only rmacoll_test / rmacoll_wait may be
+ * called on the request, from one thread at a time.
+ */
+rmacoll_status_t rmacoll_alltoallv_start(const void *sendbuf,
+                                         const int64_t *sendcounts,
+                                         const int64_t *sdispls, void *recvbuf,
+                                         const int64_t *recvcounts,
+                                         const int64_t *rdispls,
+                                         rmacoll_datatype_t dtype,
+                                         rmacoll_comm_t *comm,
+                                         rmacoll_request_t **req);
+
+/**
+ * Checks a started call without blocking: *done = 0 while it runs
+ * (returns RMACOLL_SUCCESS); once complete *done = 1, the call's status is
+ * returned and the request is released (req must not be used again).
+ * Errors: RMACOLL_ERR_INVALID_ARG (NULL, or not a request in flight).
+ */
+rmacoll_status_t rmacoll_test(rmacoll_request_t *req, int *done);
+
+/**
+ * Blocks until a started call completes; returns its status and releases
+ * the request. Errors: RMACOLL_ERR_INVALID_ARG (NULL, or not a request in
+ * flight), else those of rmacoll_alltoallv.
+ */
+rmacoll_status_t rmacoll_wait(rmacoll_request_t *req);
 
 /** Build information: comma-separated transports and schedulers compiled in. */
 const char *rmacoll_build_transports(void);

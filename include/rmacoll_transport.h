@@ -1,13 +1,16 @@
 /*
- * rmacoll_transport.h - the transport vtable, for transport authors.
+ * rmacoll_transport.h - the transport interface, for transport authors
+ * (built in, or loaded from a shared object: docs/plugins.md).
  *
  * A transport moves bytes into a peer's memory and raises a 64-bit signal
- * word there (PutSignal). Two kinds exist:
+ * word there (PutSignal). It serves one or both paths of the plan:
  *  - CE path (capability RMACOLL_TCAP_CE): node peers; the copy engine
  *    (cudaMemcpyAsync over IPC mappings) or, host-only, cross-memory attach
  *    into the peer process plus stores into its shared control window.
- *  - PROXY path (RMACOLL_TCAP_PROXY): network (libfabric, ibverbs), driven
- *    by the communicator's proxy thread.
+ *  - PROXY path (RMACOLL_TCAP_PROXY): network peers (libfabric, ibverbs),
+ *    driven by the communicator's proxy thread.
+ * At communicator creation the core binds each (path, memory) pair to one
+ * transport instance, from the capabilities below and the config.
  *
  * Signal contract. Every rank owns an array of 64-bit signal words
  * (env->signals) in its control window. A put may carry a signal
@@ -20,10 +23,21 @@
  * carrying the index, applied by the target's progress()). Words are never
  * reset. The target reads words with acquire semantics.
  *
- * One indirect call per queue: post_puts takes a whole queue.
- * Ops tables only grow by appending; the core checks abi_version and
- * reads struct_size. Optional ops left NULL are filled by the core with
- * stubs returning RMACOLL_ERR_UNSUPPORTED.
+ * The ops table (as libfabric's fi_ops_* and NCCL's ncclNet_vN_t):
+ * rmacoll_transport_ops_t names the transport, its capabilities and its
+ * configuration keys, and points to four groups of ops, each starting with
+ * its size so that it can grow by appending: base (life cycle, progress),
+ * mem (registration, device-memory export/import), host (the host-driven
+ * data path) and stream (the data path enqueued on a CUDA stream). The core
+ * checks abi_version and every size (a mismatch is reported as such),
+ * checks that each capability claimed has its ops (see RMACOLL_TCAP_*), and
+ * fills every op left NULL, or beyond a group's size, with a typed stub
+ * (RMACOLL_ERR_UNSUPPORTED; for progress success, pending 0, error_peer
+ * -1), so that it never tests an op for NULL. One indirect call per queue:
+ * post_puts takes a whole queue.
+ *
+ * Threading: the core calls one instance from one thread at a time (the
+ * network transport under the proxy's lock).
  */
 #ifndef RMACOLL_TRANSPORT_H
 #define RMACOLL_TRANSPORT_H
@@ -35,14 +49,28 @@
 extern "C" {
 #endif
 
-#define RMACOLL_TRANSPORT_ABI_VERSION 1
+/* Version of rmacoll_transport_ops_t. 2: grouped ops with sizes, config
+ * keys. Version 1 (one flat table) is still accepted and adapted. */
+#define RMACOLL_TRANSPORT_ABI_VERSION 2
 
-/* Capability bits. */
-#define RMACOLL_TCAP_CE (1ull << 0)        /* node peers, copy path */
-#define RMACOLL_TCAP_PROXY (1ull << 1)     /* network, proxy thread */
-#define RMACOLL_TCAP_MEM_HOST (1ull << 2)  /* host memory buffers */
-#define RMACOLL_TCAP_MEM_CUDA (1ull << 3)  /* CUDA device buffers */
-#define RMACOLL_TCAP_HMEM (1ull << 4)      /* registers device memory directly */
+/* Capability bits; each has one meaning and names the ops it requires. */
+/* node peers: the CE path of the plan */
+#define RMACOLL_TCAP_CE (1ull << 0)
+/* network peers: the PROXY path, driven by the proxy thread; requires
+ * mem.mem_register / mem_deregister (puts carry registrations and rkeys) */
+#define RMACOLL_TCAP_PROXY (1ull << 1)
+/* host memory through the host data path; requires host.post_puts */
+#define RMACOLL_TCAP_MEM_HOST (1ull << 2)
+/* CUDA device memory as put source and target. How depends on the path,
+ * and so do the ops it requires: on the CE path through the stream data
+ * path (node peers' buffers mapped by mem_export / mem_import; puts, waits
+ * and signals enqueued on the user's stream): requires mem.mem_export,
+ * mem.mem_import and every stream op; on the PROXY path by registering
+ * device memory for the network: requires RMACOLL_TCAP_HMEM */
+#define RMACOLL_TCAP_MEM_CUDA (1ull << 3)
+/* mem_register accepts RMACOLL_MEM_CUDA (device memory registered for the
+ * network directly, GPUDirect RDMA); requires mem.mem_register */
+#define RMACOLL_TCAP_HMEM (1ull << 4)
 
 #define RMACOLL_NO_SIGNAL UINT32_MAX
 
@@ -108,20 +136,54 @@ typedef struct rmacoll_transport_env {
     const uint32_t *peer_nsignals;
 } rmacoll_transport_env_t;
 
-typedef struct rmacoll_transport_ops {
-    uint32_t abi_version;   /* RMACOLL_TRANSPORT_ABI_VERSION */
-    uint32_t struct_size;   /* sizeof(rmacoll_transport_ops_t) */
-    const char *name;       /* "ofi", "ce", "verbs", "nvlink_kernel" */
-    const char *desc;       /* one line for rmacoll-info */
-    uint64_t caps;          /* RMACOLL_TCAP_* */
+/* Type of a transport configuration key. */
+typedef enum rmacoll_config_type {
+    RMACOLL_CONFIG_STRING = 0, /* text, at most RMACOLL_CONFIG_STR_MAX - 1 bytes */
+    RMACOLL_CONFIG_U32 = 1,    /* unsigned 32-bit integer */
+    RMACOLL_CONFIG_I32 = 2,    /* signed 32-bit integer */
+    RMACOLL_CONFIG_SIZE = 3,   /* bytes: integer with an optional K/M/G suffix */
+    RMACOLL_CONFIG_BOOL = 4    /* true/false, yes/no, on/off, 1/0 */
+} rmacoll_config_type_t;
 
+/**
+ * A configuration key a transport owns, named "<transport>.<name>".
+ * Declared in the ops table (keys, nkeys) so that tools can list it
+ * (rmacoll-info does for built-in transports). Values of keys in the
+ * core's table are read with rmacoll_config_get(env->config, ...); values
+ * of a plugin's own keys cannot be set through the configuration yet.
+ * Integers are meant to lie in [min, max] (both 0: no range).
+ */
+typedef struct rmacoll_transport_key {
+    const char *name;          /* without the transport's prefix: "provider" */
+    rmacoll_config_type_t type;
+    const char *default_str;   /* default as written in YAML: "tcp;ofi_rxm", "1" */
+    const char *help;          /* one line for rmacoll-info */
+    int64_t min, max;          /* integer range (inclusive) */
+} rmacoll_transport_key_t;
+
+/* Life cycle and progress. */
+typedef struct rmacoll_transport_base_ops {
+    size_t size;    /* sizeof(rmacoll_transport_base_ops_t) */
     /* Collective over all ranks (uses env->allgather): open resources,
-     * exchange addresses, connect the peers in env->peers. */
+     * exchange addresses, connect the peers in env->peers. Required. */
     rmacoll_status_t (*init)(const rmacoll_transport_env_t *env,
                              rmacoll_transport_t **tp);
-    /* Releases everything init made. Posted puts must have completed. */
+    /* Releases everything init made. Posted puts must have completed.
+     * Required. */
     void (*finalize)(rmacoll_transport_t *tp);
+    /* Drives progress: retires local completions and applies incoming
+     * signals to env->signals. Non-blocking. Called by the proxy thread
+     * (PROXY) or the waiting thread (CE). */
+    rmacoll_status_t (*progress)(rmacoll_transport_t *tp);
+    /* Number of posted puts whose source may not yet be reused. */
+    size_t (*pending)(rmacoll_transport_t *tp);
+    /* Rank of the peer whose failure caused the last error, or -1. */
+    int (*error_peer)(rmacoll_transport_t *tp);
+} rmacoll_transport_base_ops_t;
 
+/* Memory: registration, and device memory shared with node peers. */
+typedef struct rmacoll_transport_mem_ops {
+    size_t size;    /* sizeof(rmacoll_transport_mem_ops_t) */
     /* Registers [addr, addr + bytes) for use as put source or target;
      * rkey (may be NULL) receives the descriptor peers need. Cached:
      * registering the same range again is cheap. */
@@ -131,22 +193,6 @@ typedef struct rmacoll_transport_ops {
                                      rmacoll_rkey_t *rkey);
     rmacoll_status_t (*mem_deregister)(rmacoll_transport_t *tp,
                                        rmacoll_mem_t *mem);
-
-    /* Posts a queue of puts, in order; returns once all are posted (it
-     * may drive progress to make room). The signal contract above holds. */
-    rmacoll_status_t (*post_puts)(rmacoll_transport_t *tp,
-                                  const rmacoll_put_t *puts, size_t n);
-    /* Drives progress: retires local completions and applies incoming
-     * signals to env->signals. Non-blocking. Called by the proxy thread
-     * (PROXY) or the waiting thread (CE). */
-    rmacoll_status_t (*progress)(rmacoll_transport_t *tp);
-    /* Number of posted puts whose source may not yet be reused. */
-    size_t (*pending)(rmacoll_transport_t *tp);
-    /* Rank of the peer whose failure caused the last error, or -1. */
-    int (*error_peer)(rmacoll_transport_t *tp);
-
-    /* ---- CUDA memory (RMACOLL_TCAP_MEM_CUDA), appended in ABI 1 ---- */
-
     /* Exports [addr, addr + bytes) of device memory for node peers:
      * blob (RMACOLL_EXPORT_BYTES) receives what mem_import needs
      * (an IPC handle of the allocation and the offset in it). */
@@ -157,6 +203,20 @@ typedef struct rmacoll_transport_ops {
      * live until finalize. */
     rmacoll_status_t (*mem_import)(rmacoll_transport_t *tp, int peer,
                                    const void *blob, uint64_t *addr);
+} rmacoll_transport_mem_ops_t;
+
+/* The host-driven data path. */
+typedef struct rmacoll_transport_host_ops {
+    size_t size;    /* sizeof(rmacoll_transport_host_ops_t) */
+    /* Posts a queue of puts, in order; returns once all are posted (it
+     * may drive progress to make room). The signal contract above holds. */
+    rmacoll_status_t (*post_puts)(rmacoll_transport_t *tp,
+                                  const rmacoll_put_t *puts, size_t n);
+} rmacoll_transport_host_ops_t;
+
+/* The data path enqueued on a CUDA stream (no host synchronisation). */
+typedef struct rmacoll_transport_stream_ops {
+    size_t size;    /* sizeof(rmacoll_transport_stream_ops_t) */
     /* Enqueues the puts on `stream` (a cudaStream_t) in order and returns
      * without host synchronisation. dst_addr is a LOCAL address (from
      * mem_import, or own memory for peer == rank); each signal is written
@@ -179,7 +239,39 @@ typedef struct rmacoll_transport_ops {
     rmacoll_status_t (*signal_stream)(rmacoll_transport_t *tp, int peer,
                                       uint32_t idx, uint64_t value,
                                       void *stream);
+} rmacoll_transport_stream_ops_t;
+
+typedef struct rmacoll_transport_ops {
+    uint32_t abi_version;   /* RMACOLL_TRANSPORT_ABI_VERSION */
+    uint32_t struct_size;   /* sizeof(rmacoll_transport_ops_t) */
+    const char *name;       /* [a-z0-9_]+: config value and key prefix */
+    const char *desc;       /* one line for rmacoll-info */
+    uint64_t caps;          /* RMACOLL_TCAP_* */
+    /* A transport made for small messages names the config key (a size in
+     * bytes) that bounds it: with transports.intra_node auto it serves the
+     * device-memory queues whose largest put is at most that many bytes,
+     * the other CE transport the larger ones. NULL: no bound. */
+    const char *small_max_key;
+    /* Groups; base is required, the others as the capabilities say (NULL:
+     * every op of the group is a stub). */
+    const rmacoll_transport_base_ops_t *base;
+    const rmacoll_transport_mem_ops_t *mem;
+    const rmacoll_transport_host_ops_t *host;
+    const rmacoll_transport_stream_ops_t *stream;
+    /* Configuration keys of this transport (nkeys entries, may be NULL). */
+    const rmacoll_transport_key_t *keys;
+    size_t nkeys;
 } rmacoll_transport_ops_t;
+
+/**
+ * Plugin entry points, resolved by name with dlsym in a shared object
+ * named in the config (`transports: {inter_node: plugin:/path/libx.so}`),
+ * newest first: rmacoll_transport_plugin_v2 (a rmacoll_transport_ops_t of
+ * ABI 2), then rmacoll_transport_plugin_v1 (the flat table of ABI 1,
+ * adapted). Define the one your headers give you:
+ *   const rmacoll_transport_ops_t RMACOLL_TRANSPORT_PLUGIN_SYMBOL = {...};
+ */
+#define RMACOLL_TRANSPORT_PLUGIN_SYMBOL rmacoll_transport_plugin_v2
 
 /* Bytes of a mem_export blob. */
 #define RMACOLL_EXPORT_BYTES 96

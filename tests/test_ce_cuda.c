@@ -238,18 +238,18 @@ static void child_run(child_t *c, const scenario_t *x)
     stride = maxsz + GUARD;
     total = GUARD + (uint64_t)NR * stride;
     if (x->init_ce_too || ops == CE) {
-        CHECK(c, CE->init(&c->env, &ce) == RMACOLL_SUCCESS);
+        CHECK(c, CE->base->init(&c->env, &ce) == RMACOLL_SUCCESS);
         CHECK(c, ce != NULL);
     }
     if (ops == CE) {
         tp = ce;
     } else {
-        CHECK(c, ops->init(&c->env, &tp) == RMACOLL_SUCCESS);
+        CHECK(c, ops->base->init(&c->env, &tp) == RMACOLL_SUCCESS);
         CHECK(c, tp != NULL);
     }
     CUCHECK(c, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     /* the stream can take work (n == 0 probes it, as the core does) */
-    CHECK(c, ops->post_puts_stream(tp, NULL, 0, s) == RMACOLL_SUCCESS);
+    CHECK(c, ops->stream->post_puts_stream(tp, NULL, 0, s) == RMACOLL_SUCCESS);
     CUCHECK(c, cudaMalloc((void **)&recv_d, total));
     CUCHECK(c, cudaMalloc((void **)&src_d, maxsz));
     CUCHECK(c, cudaMallocHost((void **)&host_src, maxsz));
@@ -259,15 +259,15 @@ static void child_run(child_t *c, const scenario_t *x)
     CUCHECK(c, cudaDeviceSynchronize());
 
     /* export the receive buffer at an offset (base + offset path) */
-    CHECK(c, ops->mem_export(tp, recv_d + GUARD, total - GUARD,
+    CHECK(c, ops->mem->mem_export(tp, recv_d + GUARD, total - GUARD,
                              c->sh->blob[r]) == RMACOLL_SUCCESS);
     CHECK(c, sh_barrier(c) == 0);
     for (int p = 0; p < NR; p++) {
         uint64_t a = 0, again = 0;
 
-        CHECK(c, ops->mem_import(tp, p, c->sh->blob[p], &a) == RMACOLL_SUCCESS);
+        CHECK(c, ops->mem->mem_import(tp, p, c->sh->blob[p], &a) == RMACOLL_SUCCESS);
         /* cached: the same export imported again maps nothing new */
-        CHECK(c, ops->mem_import(tp, p, c->sh->blob[p], &again) ==
+        CHECK(c, ops->mem->mem_import(tp, p, c->sh->blob[p], &again) ==
                      RMACOLL_SUCCESS);
         CHECK(c, a != 0 && a == again);
         if (p == r) {
@@ -279,7 +279,7 @@ static void child_run(child_t *c, const scenario_t *x)
     {
         uint64_t a = 0;
 
-        CHECK(c, ops->mem_import(tp, 1 - r, c->sh->blob[r], &a) ==
+        CHECK(c, ops->mem->mem_import(tp, 1 - r, c->sh->blob[r], &a) ==
                      RMACOLL_ERR_INVALID_ARG);
     }
     CHECK(c, sh_barrier(c) == 0);
@@ -300,7 +300,7 @@ static void child_run(child_t *c, const scenario_t *x)
                 aidx[d] = (uint32_t)ACK(d);
                 aval[d] = it;
             }
-            CHECK(c, ops->wait_stream(tp, aidx, aval, NR, s) == RMACOLL_SUCCESS);
+            CHECK(c, ops->stream->wait_stream(tp, aidx, aval, NR, s) == RMACOLL_SUCCESS);
             if (x->memset_fill) {
                 /* the puts must read what this stream-ordered memset
                  * writes, never the previous iteration's bytes */
@@ -326,14 +326,14 @@ static void child_run(child_t *c, const scenario_t *x)
                 };
             }
             /* one queue: self and peer */
-            CHECK(c, ops->post_puts_stream(tp, puts, NR, s) == RMACOLL_SUCCESS);
+            CHECK(c, ops->stream->post_puts_stream(tp, puts, NR, s) == RMACOLL_SUCCESS);
 
             /* receiver */
             for (int p = 0; p < NR; p++) {
                 widx[p] = (uint32_t)DATA(p);
                 wval[p] = v;
             }
-            CHECK(c, ops->wait_stream(tp, widx, wval, NR, s) == RMACOLL_SUCCESS);
+            CHECK(c, ops->stream->wait_stream(tp, widx, wval, NR, s) == RMACOLL_SUCCESS);
             CUCHECK(c, cudaMemcpyAsync(host_recv, recv_d, total,
                                        cudaMemcpyDeviceToHost, s));
             CUCHECK(c, cudaStreamSynchronize(s));
@@ -369,7 +369,7 @@ static void child_run(child_t *c, const scenario_t *x)
             }
             CUCHECK(c, cudaMemsetAsync(recv_d, FILL, total, s));
             for (int d = 0; d < NR; d++) {
-                CHECK(c, ops->signal_stream(tp, d, (uint32_t)ACK(r), v, s) ==
+                CHECK(c, ops->stream->signal_stream(tp, d, (uint32_t)ACK(r), v, s) ==
                              RMACOLL_SUCCESS);
             }
         }
@@ -382,11 +382,11 @@ static void child_run(child_t *c, const scenario_t *x)
         uint32_t wi = NSIGW;
         uint64_t wv = 1;
 
-        CHECK(c, ops->post_puts_stream(tp, &bad, 1, s) == RMACOLL_ERR_INVALID_ARG);
+        CHECK(c, ops->stream->post_puts_stream(tp, &bad, 1, s) == RMACOLL_ERR_INVALID_ARG);
         bad.peer = r;
         bad.sig_index = NSIGW;
-        CHECK(c, ops->post_puts_stream(tp, &bad, 1, s) == RMACOLL_ERR_INVALID_ARG);
-        CHECK(c, ops->wait_stream(tp, &wi, &wv, 1, s) == RMACOLL_ERR_INVALID_ARG);
+        CHECK(c, ops->stream->post_puts_stream(tp, &bad, 1, s) == RMACOLL_ERR_INVALID_ARG);
+        CHECK(c, ops->stream->wait_stream(tp, &wi, &wv, 1, s) == RMACOLL_ERR_INVALID_ARG);
     }
     /* the last acks are in before anyone unmaps */
     for (int d = 0; d < NR; d++) {
@@ -399,13 +399,13 @@ static void child_run(child_t *c, const scenario_t *x)
         }
     }
     CHECK(c, sh_barrier(c) == 0);
-    CHECK(c, ops->progress(tp) == RMACOLL_SUCCESS);
-    CHECK(c, ops->pending(tp) == 0);
+    CHECK(c, ops->base->progress(tp) == RMACOLL_SUCCESS);
+    CHECK(c, ops->base->pending(tp) == 0);
     if (tp != ce) {
-        ops->finalize(tp);
+        ops->base->finalize(tp);
     }
     if (ce != NULL) {
-        CE->finalize(ce);
+        CE->base->finalize(ce);
     }
     CHECK(c, sh_barrier(c) == 0);
     cudaFreeHost(host_src);
@@ -514,14 +514,14 @@ static const uint64_t small[] = {1, 3, 17, 4096 + 5, 100000};
 static void test_ops_tables(void **state)
 {
     assert_true(CE->caps & RMACOLL_TCAP_MEM_CUDA);
-    assert_non_null(CE->mem_export);
-    assert_non_null(CE->mem_import);
-    assert_non_null(CE->post_puts_stream);
-    assert_non_null(CE->wait_stream);
-    assert_non_null(CE->signal_stream);
+    assert_non_null(CE->mem->mem_export);
+    assert_non_null(CE->mem->mem_import);
+    assert_non_null(CE->stream->post_puts_stream);
+    assert_non_null(CE->stream->wait_stream);
+    assert_non_null(CE->stream->signal_stream);
     assert_string_equal(NVL->name, "nvlink_kernel");
     assert_int_equal(NVL->caps, RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_CUDA);
-    assert_non_null(NVL->post_puts_stream);
+    assert_non_null(NVL->stream->post_puts_stream);
 }
 
 static void test_ce_sizes(void **state)

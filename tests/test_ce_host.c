@@ -183,7 +183,7 @@ static rmacoll_transport_t *child_init(child_t *c)
 {
     rmacoll_transport_t *tp = NULL;
 
-    CHECK(c, OPS->init(&c->env, &tp) == RMACOLL_SUCCESS);
+    CHECK(c, OPS->base->init(&c->env, &tp) == RMACOLL_SUCCESS);
     CHECK(c, tp != NULL);
     return tp;
 }
@@ -302,8 +302,8 @@ static void child_exchange(child_t *c, void *arg)
 
                 wait_word(c, &c->sh->signals[r][ACK(dst)], it);
                 fill_pat(src, r, dst, it, sz);
-                CHECK(c, OPS->post_puts(tp, &put, 1) == RMACOLL_SUCCESS);
-                CHECK(c, OPS->pending(tp) == 0);
+                CHECK(c, OPS->host->post_puts(tp, &put, 1) == RMACOLL_SUCCESS);
+                CHECK(c, OPS->base->pending(tp) == 0);
             }
             for (int d = 0; d < n; d++) {
                 int s = (r - d + n) % n;
@@ -320,7 +320,7 @@ static void child_exchange(child_t *c, void *arg)
                 CHECK(c, find_not_fill(slot + sz, stride - sz) ==
                              stride - sz);
                 memset(slot, FILL, sz);
-                CHECK(c, OPS->post_puts(tp, &ack, 1) == RMACOLL_SUCCESS);
+                CHECK(c, OPS->host->post_puts(tp, &ack, 1) == RMACOLL_SUCCESS);
             }
         }
     }
@@ -331,10 +331,10 @@ static void child_exchange(child_t *c, void *arg)
     }
     barrier(c);
     CHECK(c, find_not_fill(buf, total) == total);
-    CHECK(c, OPS->progress(tp) == RMACOLL_SUCCESS);
-    CHECK(c, OPS->error_peer(tp) == -1);
+    CHECK(c, OPS->base->progress(tp) == RMACOLL_SUCCESS);
+    CHECK(c, OPS->base->error_peer(tp) == -1);
     barrier(c); /* no peer writes into buf after this */
-    OPS->finalize(tp);
+    OPS->base->finalize(tp);
     free(buf);
     free(src);
 }
@@ -496,24 +496,24 @@ static void child_dead_peer(child_t *c, void *arg)
         .sig_index = idx,
         .sig_value = 1,
     };
-    CHECK(c, OPS->post_puts(tp, &put, 1) == RMACOLL_SUCCESS);
+    CHECK(c, OPS->host->post_puts(tp, &put, 1) == RMACOLL_SUCCESS);
     barrier(c);
     barrier(c);
     deadline = now_s() + SPIN_S;
     for (k = 2; now_s() < deadline; k++) {
         put.sig_value = k;
-        st = OPS->post_puts(tp, &put, 1);
+        st = OPS->host->post_puts(tp, &put, 1);
         if (st != RMACOLL_SUCCESS) {
             break;
         }
         usleep(1000);
     }
     CHECK(c, st == RMACOLL_ERR_PEER);
-    CHECK(c, OPS->error_peer(tp) == 1);
+    CHECK(c, OPS->base->error_peer(tp) == 1);
     CHECK(c, strstr(c->lastlog, "peer 1") != NULL);
     /* the failed put raised no signal: the word holds the last good one */
     CHECK(c, c->sh->signals[1][idx] == k - 1);
-    OPS->finalize(tp);
+    OPS->base->finalize(tp);
     free(buf);
 }
 
@@ -548,7 +548,7 @@ static void child_bad_dst(child_t *c, void *arg)
         CHECK(c, find_not_fill(page + 16, (uint64_t)pg - 16 - 100) ==
                      (uint64_t)pg - 16 - 100);
         CHECK(c, c->sh->signals[1][idx] == 1);
-        OPS->finalize(tp);
+        OPS->base->finalize(tp);
         munmap(page, (size_t)pg);
         return;
     }
@@ -565,15 +565,15 @@ static void child_bad_dst(child_t *c, void *arg)
     };
 
     /* unmapped destination in the peer */
-    CHECK(c, OPS->post_puts(tp, &put, 1) == RMACOLL_ERR_INVALID_ARG);
+    CHECK(c, OPS->host->post_puts(tp, &put, 1) == RMACOLL_ERR_INVALID_ARG);
     CHECK(c, strstr(c->lastlog, "peer 1") != NULL);
     CHECK(c, strstr(c->lastlog, "0x1000") != NULL);
     CHECK(c, strstr(c->lastlog, "64 bytes") != NULL);
-    CHECK(c, OPS->error_peer(tp) == -1);
+    CHECK(c, OPS->base->error_peer(tp) == -1);
     /* a destination that runs off the end of the peer's mapping */
     put.dst_addr = base + (uint64_t)pg - 100;
     put.bytes = 200;
-    CHECK(c, OPS->post_puts(tp, &put, 1) == RMACOLL_ERR_INVALID_ARG);
+    CHECK(c, OPS->host->post_puts(tp, &put, 1) == RMACOLL_ERR_INVALID_ARG);
     snprintf(expect, sizeof(expect), "0x%llx",
              (unsigned long long)put.dst_addr);
     CHECK(c, strstr(c->lastlog, expect) != NULL);
@@ -581,19 +581,19 @@ static void child_bad_dst(child_t *c, void *arg)
     put.dst_addr = base;
     put.bytes = 16;
     put.peer = 7;
-    CHECK(c, OPS->post_puts(tp, &put, 1) == RMACOLL_ERR_INVALID_ARG);
+    CHECK(c, OPS->host->post_puts(tp, &put, 1) == RMACOLL_ERR_INVALID_ARG);
     put.peer = 1;
     put.sig_index = NSIGW;
-    CHECK(c, OPS->post_puts(tp, &put, 1) == RMACOLL_ERR_INVALID_ARG);
+    CHECK(c, OPS->host->post_puts(tp, &put, 1) == RMACOLL_ERR_INVALID_ARG);
     put.sig_index = idx;
     put.src = NULL;
-    CHECK(c, OPS->post_puts(tp, &put, 1) == RMACOLL_ERR_INVALID_ARG);
+    CHECK(c, OPS->host->post_puts(tp, &put, 1) == RMACOLL_ERR_INVALID_ARG);
     CHECK(c, c->sh->signals[1][idx] == 0);
     /* still usable */
     put.src = src;
-    CHECK(c, OPS->post_puts(tp, &put, 1) == RMACOLL_SUCCESS);
+    CHECK(c, OPS->host->post_puts(tp, &put, 1) == RMACOLL_SUCCESS);
     barrier(c);
-    OPS->finalize(tp);
+    OPS->base->finalize(tp);
 }
 
 static void test_bad_dst(void **state)
@@ -618,7 +618,7 @@ static void child_eperm(child_t *c, void *arg)
     if (c->sh->skip) {
         _exit(CHILD_SKIP);
     }
-    st = OPS->init(&c->env, &tp);
+    st = OPS->base->init(&c->env, &tp);
     CHECK(c, st == RMACOLL_ERR_TRANSPORT);
     CHECK(c, tp == NULL);
     if (c->rank == 0) {
@@ -657,14 +657,14 @@ static void test_ops_table(void **state)
     assert_true(OPS->caps & RMACOLL_TCAP_CE);
     assert_true(OPS->caps & RMACOLL_TCAP_MEM_HOST);
     assert_false(OPS->caps & RMACOLL_TCAP_PROXY);
-    assert_non_null(OPS->init);
-    assert_non_null(OPS->finalize);
-    assert_non_null(OPS->mem_register);
-    assert_non_null(OPS->mem_deregister);
-    assert_non_null(OPS->post_puts);
-    assert_non_null(OPS->progress);
-    assert_non_null(OPS->pending);
-    assert_non_null(OPS->error_peer);
+    assert_non_null(OPS->base->init);
+    assert_non_null(OPS->base->finalize);
+    assert_non_null(OPS->mem->mem_register);
+    assert_non_null(OPS->mem->mem_deregister);
+    assert_non_null(OPS->host->post_puts);
+    assert_non_null(OPS->base->progress);
+    assert_non_null(OPS->base->pending);
+    assert_non_null(OPS->base->error_peer);
 }
 
 /* One rank alone: self puts are memcpy plus a store into env->signals;
@@ -692,27 +692,27 @@ static void test_solo(void **state)
     uint8_t dst[300 + 2 * 64];
 
     bad.struct_size = sizeof(env) - 8;
-    assert_int_equal(OPS->init(&bad, &tp), RMACOLL_ERR_INVALID_ARG);
+    assert_int_equal(OPS->base->init(&bad, &tp), RMACOLL_ERR_INVALID_ARG);
     bad = env;
     bad.allgather = NULL;
-    assert_int_equal(OPS->init(&bad, &tp), RMACOLL_ERR_INVALID_ARG);
+    assert_int_equal(OPS->base->init(&bad, &tp), RMACOLL_ERR_INVALID_ARG);
     assert_null(tp);
-    assert_int_equal(OPS->init(NULL, &tp), RMACOLL_ERR_INVALID_ARG);
+    assert_int_equal(OPS->base->init(NULL, &tp), RMACOLL_ERR_INVALID_ARG);
 
-    assert_int_equal(OPS->init(&env, &tp), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->base->init(&env, &tp), RMACOLL_SUCCESS);
     assert_non_null(tp);
 
     memset(&rkey, 0xee, sizeof(rkey));
-    assert_int_equal(OPS->mem_register(tp, dst, sizeof(dst), RMACOLL_MEM_HOST,
+    assert_int_equal(OPS->mem->mem_register(tp, dst, sizeof(dst), RMACOLL_MEM_HOST,
                                        &mem, &rkey),
                      RMACOLL_SUCCESS);
     assert_null(mem);
     assert_int_equal(rkey.addr, (uint64_t)(uintptr_t)dst);
     assert_int_equal(rkey.bytes, sizeof(dst));
     assert_int_equal(rkey.len, 0);
-    assert_int_equal(OPS->mem_deregister(tp, mem), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_deregister(tp, mem), RMACOLL_SUCCESS);
     if (!(OPS->caps & RMACOLL_TCAP_MEM_CUDA)) {
-        assert_int_equal(OPS->mem_register(tp, dst, sizeof(dst),
+        assert_int_equal(OPS->mem->mem_register(tp, dst, sizeof(dst),
                                            RMACOLL_MEM_CUDA, &mem, &rkey),
                          RMACOLL_ERR_UNSUPPORTED);
     }
@@ -734,8 +734,8 @@ static void test_solo(void **state)
          .sig_index = 2, .sig_value = 5},
         {.peer = 0, .bytes = 0, .sig_index = 3, .sig_value = 9},
     };
-    assert_int_equal(OPS->post_puts(tp, puts, 3), RMACOLL_SUCCESS);
-    assert_int_equal(OPS->pending(tp), 0);
+    assert_int_equal(OPS->host->post_puts(tp, puts, 3), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->base->pending(tp), 0);
     assert_memory_equal(dst + 64, src, 300);
     for (size_t i = 0; i < 64; i++) {
         assert_int_equal(dst[i], FILL);
@@ -745,10 +745,10 @@ static void test_solo(void **state)
     assert_int_equal(sig[1], 0);
     assert_int_equal(sig[2], 5);
     assert_int_equal(sig[3], 9);
-    assert_int_equal(OPS->post_puts(tp, NULL, 0), RMACOLL_SUCCESS);
-    assert_int_equal(OPS->progress(tp), RMACOLL_SUCCESS);
-    assert_int_equal(OPS->error_peer(tp), -1);
-    OPS->finalize(tp);
+    assert_int_equal(OPS->host->post_puts(tp, NULL, 0), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->base->progress(tp), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->base->error_peer(tp), -1);
+    OPS->base->finalize(tp);
 }
 
 int main(void)

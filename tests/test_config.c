@@ -766,6 +766,47 @@ static void test_long_string(void **state)
     assert_has(err, "longer than 127");
 }
 
+/* rmacoll_config_set / rmacoll_config_get: any key by name, cfg untouched
+ * on error. */
+static void test_set_get(void **state)
+{
+    rmacoll_config_t cfg, before;
+    char buf[RMACOLL_CONFIG_STR_MAX];
+
+    (void)state;
+    rmacoll_config_init(&cfg);
+    assert_int_equal(rmacoll_config_set(&cfg, "ofi.provider", "shm"), RMACOLL_SUCCESS);
+    assert_string_equal(cfg.ofi_provider, "shm");
+    assert_int_equal(rmacoll_config_get(&cfg, "ofi.provider", buf, sizeof(buf)),
+                     RMACOLL_SUCCESS);
+    assert_string_equal(buf, "shm");
+    assert_int_equal(rmacoll_config_set(&cfg, "relay.buffer_bytes", "1MiB"), RMACOLL_SUCCESS);
+    assert_int_equal(cfg.relay_buffer_bytes, 1u << 20);
+    assert_int_equal(rmacoll_config_get(&cfg, "relay.buffer_bytes", buf, sizeof(buf)),
+                     RMACOLL_SUCCESS);
+    assert_string_equal(buf, "1MiB");
+    assert_int_equal(rmacoll_config_set(&cfg, "relay.enabled", "false"), RMACOLL_SUCCESS);
+    assert_int_equal(cfg.relay_enabled, 0);
+    assert_int_equal(rmacoll_config_set(&cfg, "transports.inter_node",
+                                        "plugin:/opt/x/libt.so"), RMACOLL_SUCCESS);
+    assert_string_equal(cfg.inter_node, "plugin:/opt/x/libt.so");
+
+    before = cfg;
+    assert_int_equal(rmacoll_config_set(&cfg, "ofi.no_such_key", "1"), RMACOLL_ERR_CONFIG);
+    assert_int_equal(rmacoll_config_set(&cfg, "relay.slots", "0"), RMACOLL_ERR_CONFIG);
+    assert_int_equal(rmacoll_config_set(&cfg, "relay.slots", "four"), RMACOLL_ERR_CONFIG);
+    assert_int_equal(rmacoll_config_set(&cfg, "transports.inter_node", "plugin:"),
+                     RMACOLL_ERR_CONFIG);
+    assert_int_equal(rmacoll_config_set(&cfg, "transports.intra_node", "nvlink"),
+                     RMACOLL_ERR_CONFIG);
+    assert_memory_equal(&cfg, &before, sizeof(cfg));
+    assert_int_equal(rmacoll_config_get(&cfg, "no.such", buf, sizeof(buf)), RMACOLL_ERR_CONFIG);
+    assert_string_equal(buf, "");
+    assert_int_equal(rmacoll_config_set(NULL, "relay.slots", "2"), RMACOLL_ERR_INVALID_ARG);
+    assert_int_equal(rmacoll_config_set(&cfg, NULL, "2"), RMACOLL_ERR_INVALID_ARG);
+    assert_int_equal(rmacoll_config_get(&cfg, "relay.slots", buf, 0), RMACOLL_ERR_INVALID_ARG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -786,6 +827,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dump_round_trip, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_check, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_long_string, clean_env, cleanup),
+        cmocka_unit_test_setup_teardown(test_set_get, clean_env, cleanup),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

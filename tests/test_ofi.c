@@ -123,7 +123,7 @@ static rmacoll_status_t barrier(rank_ctx_t *c)
     }
     while (__atomic_load_n(&c->sh->gen, __ATOMIC_ACQUIRE) == gen) {
         if (c->tp != NULL) {
-            OPS->progress(c->tp);
+            OPS->base->progress(c->tp);
         } else {
             usleep(100);
         }
@@ -176,7 +176,7 @@ static rmacoll_status_t rank_init(rank_ctx_t *c, const char *prov, const char *i
     c->env.oob_ctx = c;
     c->env.log = test_log;
     c->tp = NULL;
-    return OPS->init(&c->env, &c->tp);
+    return OPS->base->init(&c->env, &c->tp);
 }
 
 /* Init, or exit 77 on every rank when the provider is absent here. */
@@ -205,7 +205,7 @@ static rmacoll_status_t wait_sig(rank_ctx_t *c, uint32_t idx, uint64_t value,
     uint64_t deadline = now_ms() + timeout_ms;
 
     for (;;) {
-        rmacoll_status_t st = OPS->progress(c->tp);
+        rmacoll_status_t st = OPS->base->progress(c->tp);
         if (st != RMACOLL_SUCCESS) {
             return st;
         }
@@ -222,8 +222,8 @@ static rmacoll_status_t wait_pending(rank_ctx_t *c, uint64_t timeout_ms)
 {
     uint64_t deadline = now_ms() + timeout_ms;
 
-    while (OPS->pending(c->tp) != 0) {
-        rmacoll_status_t st = OPS->progress(c->tp);
+    while (OPS->base->pending(c->tp) != 0) {
+        rmacoll_status_t st = OPS->base->progress(c->tp);
         if (st != RMACOLL_SUCCESS) {
             return st;
         }
@@ -238,7 +238,7 @@ static void rank_finish(rank_ctx_t *c)
 {
     CKST(wait_pending(c, 20000));
     CKST(barrier(c));
-    OPS->finalize(c->tp);
+    OPS->base->finalize(c->tp);
     c->tp = NULL;
 }
 
@@ -355,8 +355,8 @@ static int sc_sizes(rank_ctx_t *c, const void *arg)
     }
     memset(rbuf, 0xee, region * (uint64_t)c->n);
     rank_init_or_skip(c, prov, 20000);
-    CKST(OPS->mem_register(c->tp, sbuf, 2 * total, RMACOLL_MEM_HOST, &smem, NULL));
-    CKST(OPS->mem_register(c->tp, rbuf, region * (uint64_t)c->n, RMACOLL_MEM_HOST, &rmem,
+    CKST(OPS->mem->mem_register(c->tp, sbuf, 2 * total, RMACOLL_MEM_HOST, &smem, NULL));
+    CKST(OPS->mem->mem_register(c->tp, rbuf, region * (uint64_t)c->n, RMACOLL_MEM_HOST, &rmem,
                            &rk));
     CKST(shm_allgather(c, &rk, rks, sizeof(rk)));
 
@@ -381,7 +381,7 @@ static int sc_sizes(rank_ctx_t *c, const void *arg)
                                      .dst_addr = base + 2 * total, .dst_rkey = &rks[d],
                                      .bytes = 0, .sig_index = (uint32_t)c->rank,
                                      .sig_value = NSIZES + 1};
-        CKST(OPS->post_puts(c->tp, puts, np));
+        CKST(OPS->host->post_puts(c->tp, puts, np));
     }
     /* Receive: check at each signal that the bytes it covers are right. */
     for (int s = 0; s < c->n; s++) {
@@ -421,8 +421,8 @@ static int sc_sizes(rank_ctx_t *c, const void *arg)
     for (int s = 0; s < c->n; s++) {
         CK(sig_load((uint32_t)s) == (s == c->rank ? 0 : NSIZES + 1));
     }
-    CKST(OPS->mem_deregister(c->tp, smem));
-    CKST(OPS->mem_deregister(c->tp, rmem));
+    CKST(OPS->mem->mem_deregister(c->tp, smem));
+    CKST(OPS->mem->mem_deregister(c->tp, rmem));
     rank_finish(c);
     free(sbuf);
     free(rbuf);
@@ -457,8 +457,8 @@ static int sc_order(rank_ctx_t *c, const void *argp)
         setenv("RMACOLL_OFI_MAX_MSG_SIZE", arg->max_piece, 1);
     }
     rank_init_or_skip(c, arg->prov, 20000);
-    CKST(OPS->mem_register(c->tp, sbuf, ORDER_REGION, RMACOLL_MEM_HOST, &smem, NULL));
-    CKST(OPS->mem_register(c->tp, rbuf, ORDER_REGION, RMACOLL_MEM_HOST, &rmem, &rk));
+    CKST(OPS->mem->mem_register(c->tp, sbuf, ORDER_REGION, RMACOLL_MEM_HOST, &smem, NULL));
+    CKST(OPS->mem->mem_register(c->tp, rbuf, ORDER_REGION, RMACOLL_MEM_HOST, &rmem, &rk));
     CKST(shm_allgather(c, &rk, rks, sizeof(rk)));
 
     for (int it = 0; it < arg->iters; it++) {
@@ -489,7 +489,7 @@ static int sc_order(rank_ctx_t *c, const void *argp)
                                       .sig_value = (uint64_t)it + 1};
             off += lens[i];
         }
-        CKST(OPS->post_puts(c->tp, puts, ORDER_PIECES));
+        CKST(OPS->host->post_puts(c->tp, puts, ORDER_PIECES));
         /* receive from left: at the moment the signal shows, all is there */
         CKST(wait_sig(c, (uint32_t)left, (uint64_t)it + 1, 20000));
         CK(sig_load((uint32_t)left) == (uint64_t)it + 1);
@@ -506,13 +506,13 @@ static int sc_order(rank_ctx_t *c, const void *argp)
                               .dst_rkey = &rks[left], .bytes = 0,
                               .sig_index = ACK_BASE + (uint32_t)c->rank,
                               .sig_value = (uint64_t)it + 1};
-        CKST(OPS->post_puts(c->tp, &ack, 1));
+        CKST(OPS->host->post_puts(c->tp, &ack, 1));
         CKST(wait_sig(c, ACK_BASE + (uint32_t)right, (uint64_t)it + 1, 20000));
         CKST(wait_pending(c, 20000));
         CK(sig_load(ACK_BASE + (uint32_t)right) == (uint64_t)it + 1);
     }
-    CKST(OPS->mem_deregister(c->tp, smem));
-    CKST(OPS->mem_deregister(c->tp, rmem));
+    CKST(OPS->mem->mem_deregister(c->tp, smem));
+    CKST(OPS->mem->mem_deregister(c->tp, rmem));
     rank_finish(c);
     free(sbuf);
     free(rbuf);
@@ -542,8 +542,8 @@ static int sc_backpressure(rank_ctx_t *c, const void *arg)
         sbuf[o] = pat(c->rank, 5, o);
     }
     rank_init_or_skip(c, arg, 20000);
-    CKST(OPS->mem_register(c->tp, sbuf, total, RMACOLL_MEM_HOST, &smem, NULL));
-    CKST(OPS->mem_register(c->tp, rbuf, total, RMACOLL_MEM_HOST, &rmem, &rk));
+    CKST(OPS->mem->mem_register(c->tp, sbuf, total, RMACOLL_MEM_HOST, &smem, NULL));
+    CKST(OPS->mem->mem_register(c->tp, rbuf, total, RMACOLL_MEM_HOST, &rmem, &rk));
     CKST(shm_allgather(c, &rk, rks, sizeof(rk)));
     for (uint64_t i = 0, off = 0; i < BP_PUTS; i++) {
         uint64_t len = (i * 37) % 2048 + 1;
@@ -555,7 +555,7 @@ static int sc_backpressure(rank_ctx_t *c, const void *arg)
                                   .sig_value = 1};
         off += len;
     }
-    CKST(OPS->post_puts(c->tp, puts, BP_PUTS));
+    CKST(OPS->host->post_puts(c->tp, puts, BP_PUTS));
     CKST(wait_sig(c, (uint32_t)left, 1, 30000));
     for (uint64_t o = 0; o < total; o++) {
         CK(rbuf[o] == pat(left, 5, o));
@@ -563,8 +563,8 @@ static int sc_backpressure(rank_ctx_t *c, const void *arg)
     CK(sig_load((uint32_t)left) == 1);
     fprintf(stderr, "rank %d: %d puts, %llu bytes, %u back-pressure retries\n", c->rank,
             BP_PUTS, (unsigned long long)total, g_backpressure_logs);
-    CKST(OPS->mem_deregister(c->tp, smem));
-    CKST(OPS->mem_deregister(c->tp, rmem));
+    CKST(OPS->mem->mem_deregister(c->tp, smem));
+    CKST(OPS->mem->mem_deregister(c->tp, rmem));
     rank_finish(c);
     free(puts);
     free(sbuf);
@@ -587,36 +587,36 @@ static int sc_regcache(rank_ctx_t *c, const void *arg)
         a[o] = pat(0, 9, o);
     }
     rank_init_or_skip(c, arg, 5000);
-    CKST(OPS->mem_register(c->tp, a, len, RMACOLL_MEM_HOST, &m1, &k1));
-    CKST(OPS->mem_register(c->tp, a, len, RMACOLL_MEM_HOST, &m2, &k2));
+    CKST(OPS->mem->mem_register(c->tp, a, len, RMACOLL_MEM_HOST, &m1, &k1));
+    CKST(OPS->mem->mem_register(c->tp, a, len, RMACOLL_MEM_HOST, &m2, &k2));
     CK(m1 == m2);
     CK(k1.len == 8 && k2.len == 8 && memcmp(k1.key, k2.key, 8) == 0);
     CK(k1.addr == k2.addr && k1.bytes == len);
-    CKST(OPS->mem_register(c->tp, b + 4096, 8192, RMACOLL_MEM_HOST, &m3, &k3));
-    CKST(OPS->mem_register(c->tp, b, len, RMACOLL_MEM_HOST, &m4, &k4));
+    CKST(OPS->mem->mem_register(c->tp, b + 4096, 8192, RMACOLL_MEM_HOST, &m3, &k3));
+    CKST(OPS->mem->mem_register(c->tp, b, len, RMACOLL_MEM_HOST, &m4, &k4));
     CK(m4 != m1 && m3 != m1 && m3 != m4);   /* b + 4096 did not cover b */
     CK(memcmp(k4.key, k1.key, 8) != 0 && memcmp(k4.key, k3.key, 8) != 0);
     /* a sub-range reuses the first registration covering it (m3, base
      * b + 4096); its rkey still maps offset 0 to b + 8192 */
-    CKST(OPS->mem_register(c->tp, b + 8192, 100, RMACOLL_MEM_HOST, &m2, &k2));
+    CKST(OPS->mem->mem_register(c->tp, b + 8192, 100, RMACOLL_MEM_HOST, &m2, &k2));
     CK(m2 == m3);
     CK(k2.bytes == 100 && memcmp(k2.key, k3.key, 8) == 0);
-    CK(OPS->mem_register(c->tp, NULL, 10, RMACOLL_MEM_HOST, &bad, &k4) ==
+    CK(OPS->mem->mem_register(c->tp, NULL, 10, RMACOLL_MEM_HOST, &bad, &k4) ==
        RMACOLL_ERR_INVALID_ARG);
-    CK(OPS->mem_register(c->tp, a, len, RMACOLL_MEM_CUDA, &bad, &k4) ==
+    CK(OPS->mem->mem_register(c->tp, a, len, RMACOLL_MEM_CUDA, &bad, &k4) ==
        RMACOLL_ERR_UNSUPPORTED);
     /* self puts through both rkeys: a[0..4000) -> b + 4096 + 16 (k3),
      * a[0..100) -> b + 8192 + 0 (k2, signalled last) */
     put = (rmacoll_put_t){.peer = 0, .src = a, .src_mem = m1, .dst_addr = k3.addr + 16,
                           .dst_rkey = &k3, .bytes = 4000, .sig_index = RMACOLL_NO_SIGNAL};
-    CKST(OPS->post_puts(c->tp, &put, 1));
+    CKST(OPS->host->post_puts(c->tp, &put, 1));
     put.dst_addr = k2.addr;
     put.dst_rkey = &k2;
     put.src = a + 5000;
     put.bytes = 100;
     put.sig_index = 3;
     put.sig_value = 1;
-    CKST(OPS->post_puts(c->tp, &put, 1));
+    CKST(OPS->host->post_puts(c->tp, &put, 1));
     CKST(wait_sig(c, 3, 1, 5000));
     CKST(wait_pending(c, 5000));
     for (size_t o = 0; o < len; o++) {
@@ -633,16 +633,16 @@ static int sc_regcache(rank_ctx_t *c, const void *arg)
     /* out of the rkey's range: rejected, nothing written */
     put.dst_addr = k2.addr + 50;
     put.bytes = 51;
-    CK(OPS->post_puts(c->tp, &put, 1) == RMACOLL_ERR_INVALID_ARG);
-    CKST(OPS->mem_deregister(c->tp, m2));
-    CKST(OPS->mem_deregister(c->tp, m1));
-    CKST(OPS->mem_deregister(c->tp, m1));
-    CK(OPS->mem_deregister(c->tp, m1) == RMACOLL_ERR_INVALID_ARG);
-    CKST(OPS->mem_deregister(c->tp, m3));
-    CKST(OPS->mem_deregister(c->tp, m4));
-    CK(OPS->pending(c->tp) == 0);
-    CK(OPS->error_peer(c->tp) == -1);
-    OPS->finalize(c->tp);
+    CK(OPS->host->post_puts(c->tp, &put, 1) == RMACOLL_ERR_INVALID_ARG);
+    CKST(OPS->mem->mem_deregister(c->tp, m2));
+    CKST(OPS->mem->mem_deregister(c->tp, m1));
+    CKST(OPS->mem->mem_deregister(c->tp, m1));
+    CK(OPS->mem->mem_deregister(c->tp, m1) == RMACOLL_ERR_INVALID_ARG);
+    CKST(OPS->mem->mem_deregister(c->tp, m3));
+    CKST(OPS->mem->mem_deregister(c->tp, m4));
+    CK(OPS->base->pending(c->tp) == 0);
+    CK(OPS->base->error_peer(c->tp) == -1);
+    OPS->base->finalize(c->tp);
     free(a);
     free(b);
     return 0;
@@ -682,7 +682,7 @@ static int sc_peer_death(rank_ctx_t *c, const void *arg)
 
     CK(buf);
     rank_init_or_skip(c, arg, 1500);
-    CKST(OPS->mem_register(c->tp, buf, len, RMACOLL_MEM_HOST, &mem, &rk));
+    CKST(OPS->mem->mem_register(c->tp, buf, len, RMACOLL_MEM_HOST, &mem, &rk));
     CKST(shm_allgather(c, &rk, rks, sizeof(rk)));
     if (c->rank == 1) {
         _exit(0);   /* dies without finalize */
@@ -697,10 +697,10 @@ static int sc_peer_death(rank_ctx_t *c, const void *arg)
     }
     t0 = now_ms();
     deadline = t0 + 10000;
-    st = OPS->post_puts(c->tp, puts, 8);
+    st = OPS->host->post_puts(c->tp, puts, 8);
     /* the wait loop of the core: an ack that never comes */
     while (st == RMACOLL_SUCCESS && now_ms() < deadline) {
-        st = OPS->progress(c->tp);
+        st = OPS->base->progress(c->tp);
         if (st == RMACOLL_SUCCESS && sig_load(ACK_BASE + 1) >= 1) {
             break;
         }
@@ -710,13 +710,13 @@ static int sc_peer_death(rank_ctx_t *c, const void *arg)
     }
     fprintf(stderr, "survivor: %s after %llu ms, error_peer %d, pending %zu (%s)\n",
             rmacoll_status_name(st), (unsigned long long)(now_ms() - t0),
-            OPS->error_peer(c->tp), OPS->pending(c->tp), g_last_error);
+            OPS->base->error_peer(c->tp), OPS->base->pending(c->tp), g_last_error);
     CK(st == RMACOLL_ERR_TRANSPORT || st == RMACOLL_ERR_TIMEOUT);
     CK(sig_load(ACK_BASE + 1) == 0);
     if (st == RMACOLL_ERR_TRANSPORT) {
-        CK(OPS->error_peer(c->tp) == 1);
+        CK(OPS->base->error_peer(c->tp) == 1);
     }
-    OPS->finalize(c->tp);   /* must return, with puts possibly in flight */
+    OPS->base->finalize(c->tp);   /* must return, with puts possibly in flight */
     free(buf);
     return 0;
 }

@@ -221,7 +221,7 @@ static void *vt_init_thread(void *arg)
 {
     vt_rank_t *r = arg;
 
-    r->init_st = OPS->init(&r->env, &r->tp);
+    r->init_st = OPS->base->init(&r->env, &r->tp);
     return NULL;
 }
 
@@ -241,7 +241,7 @@ static void vt_world_fini(vt_world_t *w)
 {
     for (int i = 0; i < w->nranks; i++) {
         if (w->r[i].tp != NULL) {
-            OPS->finalize(w->r[i].tp);
+            OPS->base->finalize(w->r[i].tp);
             w->r[i].tp = NULL;
         }
     }
@@ -259,8 +259,8 @@ static void vt_settle(vt_world_t *w)
         size_t pend = 0;
 
         for (int i = 0; i < w->nranks; i++) {
-            assert_int_equal(OPS->progress(w->r[i].tp), RMACOLL_SUCCESS);
-            pend += OPS->pending(w->r[i].tp);
+            assert_int_equal(OPS->base->progress(w->r[i].tp), RMACOLL_SUCCESS);
+            pend += OPS->base->pending(w->r[i].tp);
         }
         quiet = pend == 0 ? quiet + 1 : 0;
     }
@@ -340,14 +340,14 @@ static void test_ops_table(void **state)
     assert_string_equal(OPS->name, "verbs");
     assert_int_equal(OPS->caps, RMACOLL_TCAP_PROXY | RMACOLL_TCAP_MEM_HOST |
                                     RMACOLL_TCAP_MEM_CUDA | RMACOLL_TCAP_HMEM);
-    assert_non_null(OPS->init);
-    assert_non_null(OPS->finalize);
-    assert_non_null(OPS->mem_register);
-    assert_non_null(OPS->mem_deregister);
-    assert_non_null(OPS->post_puts);
-    assert_non_null(OPS->progress);
-    assert_non_null(OPS->pending);
-    assert_non_null(OPS->error_peer);
+    assert_non_null(OPS->base->init);
+    assert_non_null(OPS->base->finalize);
+    assert_non_null(OPS->mem->mem_register);
+    assert_non_null(OPS->mem->mem_deregister);
+    assert_non_null(OPS->host->post_puts);
+    assert_non_null(OPS->base->progress);
+    assert_non_null(OPS->base->pending);
+    assert_non_null(OPS->base->error_peer);
 }
 
 static void test_no_device(void **state)
@@ -647,13 +647,13 @@ static void test_put_signal_exchange(void **state)
     vt_fill(src1, N, 101);
     memset(dst0, 0xee, N);
     memset(dst1, 0xee, N);
-    assert_int_equal(OPS->mem_register(w.r[0].tp, src0, N, RMACOLL_MEM_HOST, &ms0, &rk_unused),
+    assert_int_equal(OPS->mem->mem_register(w.r[0].tp, src0, N, RMACOLL_MEM_HOST, &ms0, &rk_unused),
                      RMACOLL_SUCCESS);
-    assert_int_equal(OPS->mem_register(w.r[0].tp, dst0, N, RMACOLL_MEM_HOST, &md0, &rk0),
+    assert_int_equal(OPS->mem->mem_register(w.r[0].tp, dst0, N, RMACOLL_MEM_HOST, &md0, &rk0),
                      RMACOLL_SUCCESS);
-    assert_int_equal(OPS->mem_register(w.r[1].tp, src1, N, RMACOLL_MEM_HOST, &ms1, NULL),
+    assert_int_equal(OPS->mem->mem_register(w.r[1].tp, src1, N, RMACOLL_MEM_HOST, &ms1, NULL),
                      RMACOLL_SUCCESS);
-    assert_int_equal(OPS->mem_register(w.r[1].tp, dst1, N, RMACOLL_MEM_HOST, &md1, &rk1),
+    assert_int_equal(OPS->mem->mem_register(w.r[1].tp, dst1, N, RMACOLL_MEM_HOST, &md1, &rk1),
                      RMACOLL_SUCCESS);
     assert_int_equal(rk1.addr, (uint64_t)(uintptr_t)dst1);
     assert_int_equal(rk1.bytes, N);
@@ -665,11 +665,11 @@ static void test_put_signal_exchange(void **state)
     p[2] = vt_put(1, src0 + 500, ms0, dst1 + 1000, &rk1, 200, RMACOLL_NO_SIGNAL, 0);
     p[3] = vt_put(1, src0, ms0, dst1 + 3000, &rk1, 50, 3, 2);
     p[4] = vt_put(1, NULL, NULL, NULL, NULL, 0, RMACOLL_NO_SIGNAL, 0); /* nothing */
-    assert_int_equal(OPS->post_puts(w.r[0].tp, p, 5), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->host->post_puts(w.r[0].tp, p, 5), RMACOLL_SUCCESS);
     {
         rmacoll_put_t back = vt_put(0, src1, ms1, dst0, &rk0, N, 0, 1);
 
-        assert_int_equal(OPS->post_puts(w.r[1].tp, &back, 1), RMACOLL_SUCCESS);
+        assert_int_equal(OPS->host->post_puts(w.r[1].tp, &back, 1), RMACOLL_SUCCESS);
     }
 
     rec = fake_verbs_wrs(&nrec);
@@ -706,7 +706,7 @@ static void test_put_signal_exchange(void **state)
         assert_int_equal(rec[4].length, N);
         assert_int_equal(rec[4].imm_host, 0);
     }
-    assert_int_equal(OPS->pending(w.r[0].tp), 4);
+    assert_int_equal(OPS->base->pending(w.r[0].tp), 4);
 
     vt_settle(&w);
 
@@ -720,17 +720,17 @@ static void test_put_signal_exchange(void **state)
         assert_int_equal(w.r[1].signals[s], s == 3 ? 2 : s == 5 ? 1 : 0);
         assert_int_equal(w.r[0].signals[s], s == 0 ? 1 : 0);
     }
-    assert_int_equal(OPS->pending(w.r[0].tp), 0);
-    assert_int_equal(OPS->error_peer(w.r[0].tp), -1);
-    assert_int_equal(OPS->error_peer(w.r[1].tp), -1);
+    assert_int_equal(OPS->base->pending(w.r[0].tp), 0);
+    assert_int_equal(OPS->base->error_peer(w.r[0].tp), -1);
+    assert_int_equal(OPS->base->error_peer(w.r[1].tp), -1);
     /* every consumed receive was re-posted */
     assert_int_equal(vt_qp_on("mlx5_1").recv_posted, 64);
     assert_int_equal(fake_verbs_counts().cq_overflows, 0);
 
-    assert_int_equal(OPS->mem_deregister(w.r[0].tp, ms0), RMACOLL_SUCCESS);
-    assert_int_equal(OPS->mem_deregister(w.r[0].tp, md0), RMACOLL_SUCCESS);
-    assert_int_equal(OPS->mem_deregister(w.r[1].tp, ms1), RMACOLL_SUCCESS);
-    assert_int_equal(OPS->mem_deregister(w.r[1].tp, md1), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_deregister(w.r[0].tp, ms0), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_deregister(w.r[0].tp, md0), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_deregister(w.r[1].tp, ms1), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_deregister(w.r[1].tp, md1), RMACOLL_SUCCESS);
     vt_world_fini(&w);
     free(src0);
     free(dst0);
@@ -759,13 +759,13 @@ static void test_split_large_put(void **state)
     vt_pair(&w, &f, 16);
     vt_fill(src, N, 9);
     memset(dst, 0, N);
-    assert_int_equal(OPS->mem_register(w.r[0].tp, src, N, RMACOLL_MEM_HOST, &ms, NULL),
+    assert_int_equal(OPS->mem->mem_register(w.r[0].tp, src, N, RMACOLL_MEM_HOST, &ms, NULL),
                      RMACOLL_SUCCESS);
-    assert_int_equal(OPS->mem_register(w.r[1].tp, dst, N, RMACOLL_MEM_HOST, &md, &rk),
+    assert_int_equal(OPS->mem->mem_register(w.r[1].tp, dst, N, RMACOLL_MEM_HOST, &md, &rk),
                      RMACOLL_SUCCESS);
     fake_verbs_clear_wrs();
     p = vt_put(1, src + 1, ms, dst + 100, &rk, B, 9, 1);
-    assert_int_equal(OPS->post_puts(w.r[0].tp, &p, 1), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->host->post_puts(w.r[0].tp, &p, 1), RMACOLL_SUCCESS);
     rec = fake_verbs_wrs(&nrec);
     assert_int_equal(nrec, 3);
     for (int i = 0; i < 3; i++) {
@@ -780,8 +780,8 @@ static void test_split_large_put(void **state)
     memcpy(want + 100, src + 1, B);
     assert_memory_equal(dst, want, N);
     assert_int_equal(w.r[1].signals[9], 1);
-    OPS->mem_deregister(w.r[0].tp, ms);
-    OPS->mem_deregister(w.r[1].tp, md);
+    OPS->mem->mem_deregister(w.r[0].tp, ms);
+    OPS->mem->mem_deregister(w.r[1].tp, md);
     vt_world_fini(&w);
     free(src);
     free(dst);
@@ -812,16 +812,16 @@ static void test_backpressure(void **state)
         fake_verbs_set_wire_budget(1);   /* the NIC executes one WR per poll */
         vt_fill(src, NP * SZ, 21);
         memset(dst, 0, NP * SZ);
-        assert_int_equal(OPS->mem_register(w.r[0].tp, src, NP * SZ, RMACOLL_MEM_HOST, &ms, NULL),
+        assert_int_equal(OPS->mem->mem_register(w.r[0].tp, src, NP * SZ, RMACOLL_MEM_HOST, &ms, NULL),
                          RMACOLL_SUCCESS);
-        assert_int_equal(OPS->mem_register(w.r[1].tp, dst, NP * SZ, RMACOLL_MEM_HOST, &md, &rk),
+        assert_int_equal(OPS->mem->mem_register(w.r[1].tp, dst, NP * SZ, RMACOLL_MEM_HOST, &md, &rk),
                          RMACOLL_SUCCESS);
         fake_verbs_clear_wrs();
         for (int i = 0; i < NP; i++) {
             p[i] = vt_put(1, src + i * SZ, ms, dst + (NP - 1 - i) * SZ, &rk, SZ, 7,
                           (uint64_t)i + 1);
         }
-        assert_int_equal(OPS->post_puts(w.r[0].tp, p, NP), RMACOLL_SUCCESS);
+        assert_int_equal(OPS->host->post_puts(w.r[0].tp, p, NP), RMACOLL_SUCCESS);
         vt_settle(&w);
         for (int i = 0; i < NP; i++) {
             assert_memory_equal(dst + (NP - 1 - i) * SZ, src + i * SZ, SZ);
@@ -843,8 +843,8 @@ static void test_backpressure(void **state)
             assert_true(nsig < NP);       /* selective signalling */
             assert_true(nsig >= NP / 4);
         }
-        OPS->mem_deregister(w.r[0].tp, ms);
-        OPS->mem_deregister(w.r[1].tp, md);
+        OPS->mem->mem_deregister(w.r[0].tp, ms);
+        OPS->mem->mem_deregister(w.r[1].tp, md);
         vt_world_fini(&w);
         free(src);
         free(dst);
@@ -878,9 +878,9 @@ static void test_backpressure_timeout(void **state)
         assert_int_equal(w.r[0].init_st, RMACOLL_SUCCESS);
     }
     vt_fill(src, sizeof(src), 1);
-    assert_int_equal(OPS->mem_register(w.r[0].tp, src, sizeof(src), RMACOLL_MEM_HOST, &ms, NULL),
+    assert_int_equal(OPS->mem->mem_register(w.r[0].tp, src, sizeof(src), RMACOLL_MEM_HOST, &ms, NULL),
                      RMACOLL_SUCCESS);
-    assert_int_equal(OPS->mem_register(w.r[1].tp, dst, sizeof(dst), RMACOLL_MEM_HOST, &md, &rk),
+    assert_int_equal(OPS->mem->mem_register(w.r[1].tp, dst, sizeof(dst), RMACOLL_MEM_HOST, &md, &rk),
                      RMACOLL_SUCCESS);
     fake_verbs_set_wire_budget(0);   /* nothing is ever delivered */
     fake_verbs_clear_wrs();
@@ -890,12 +890,12 @@ static void test_backpressure_timeout(void **state)
     {
         time_t t0 = time(NULL);
 
-        assert_int_equal(OPS->post_puts(w.r[0].tp, p, 10), RMACOLL_ERR_TIMEOUT);
+        assert_int_equal(OPS->host->post_puts(w.r[0].tp, p, 10), RMACOLL_ERR_TIMEOUT);
         assert_true(time(NULL) - t0 < 5);
     }
     assert_non_null(strstr(w.r[0].log, "timed out after 100 ms"));
     assert_non_null(strstr(w.r[0].log, "to rank 1"));
-    assert_int_equal(OPS->error_peer(w.r[0].tp), 1);
+    assert_int_equal(OPS->base->error_peer(w.r[0].tp), 1);
     rec = fake_verbs_wrs(&nrec);
     assert_int_equal(nrec, 2);   /* never more than max_inflight */
     (void)rec;
@@ -903,8 +903,8 @@ static void test_backpressure_timeout(void **state)
     fake_verbs_set_wire_budget(1000);
     vt_settle(&w);
     assert_int_equal(w.r[1].signals[1], 2);
-    OPS->mem_deregister(w.r[0].tp, ms);
-    OPS->mem_deregister(w.r[1].tp, md);
+    OPS->mem->mem_deregister(w.r[0].tp, ms);
+    OPS->mem->mem_deregister(w.r[1].tp, md);
     vt_world_fini(&w);
 }
 
@@ -929,24 +929,24 @@ static void test_error_completion_rkey(void **state)
     a = vt_qp_on("mlx5_0");
     memset(dst, 0x5a, sizeof(dst));
     vt_fill(src, sizeof(src), 4);
-    assert_int_equal(OPS->mem_register(w.r[0].tp, src, sizeof(src), RMACOLL_MEM_HOST, &ms, NULL),
+    assert_int_equal(OPS->mem->mem_register(w.r[0].tp, src, sizeof(src), RMACOLL_MEM_HOST, &ms, NULL),
                      RMACOLL_SUCCESS);
-    assert_int_equal(OPS->mem_register(w.r[1].tp, dst, sizeof(dst), RMACOLL_MEM_HOST, &md, &rk),
+    assert_int_equal(OPS->mem->mem_register(w.r[1].tp, dst, sizeof(dst), RMACOLL_MEM_HOST, &md, &rk),
                      RMACOLL_SUCCESS);
     bad = rk;
     key = vt_rkey_value(&rk) + 1;
     memcpy(bad.key, &key, sizeof(key));
     p = vt_put(1, src, ms, dst, &bad, 128, 2, 1);
-    assert_int_equal(OPS->post_puts(w.r[0].tp, &p, 1), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->host->post_puts(w.r[0].tp, &p, 1), RMACOLL_SUCCESS);
     for (int i = 0; i < 1000 && st == RMACOLL_SUCCESS; i++) {
-        st = OPS->progress(w.r[0].tp);
+        st = OPS->base->progress(w.r[0].tp);
     }
     assert_int_equal(st, RMACOLL_ERR_TRANSPORT);
-    assert_int_equal(OPS->error_peer(w.r[0].tp), 1);
+    assert_int_equal(OPS->base->error_peer(w.r[0].tp), 1);
     assert_non_null(strstr(w.r[0].log, "remote access error"));
     snprintf(want, sizeof(want), "to rank 1 failed on qp %u", a.qpn);
     assert_non_null(strstr(w.r[0].log, want));
-    assert_int_equal(OPS->pending(w.r[0].tp), 0);
+    assert_int_equal(OPS->base->pending(w.r[0].tp), 0);
     /* nothing landed, no signal */
     for (size_t i = 0; i < sizeof(dst); i++) {
         assert_int_equal(dst[i], 0x5a);
@@ -955,21 +955,21 @@ static void test_error_completion_rkey(void **state)
     /* later posts to that peer fail at once, posting nothing */
     fake_verbs_clear_wrs();
     p = vt_put(1, src, ms, dst, &rk, 16, 2, 1);
-    assert_int_equal(OPS->post_puts(w.r[0].tp, &p, 1), RMACOLL_ERR_TRANSPORT);
+    assert_int_equal(OPS->host->post_puts(w.r[0].tp, &p, 1), RMACOLL_ERR_TRANSPORT);
     fake_verbs_wrs(&nrec);
     assert_int_equal(nrec, 0);
     /* the error stays visible to the proxy thread */
-    assert_int_equal(OPS->progress(w.r[0].tp), RMACOLL_ERR_TRANSPORT);
+    assert_int_equal(OPS->base->progress(w.r[0].tp), RMACOLL_ERR_TRANSPORT);
     /* the target's QP failed too (responder error): its receives flush */
     st = RMACOLL_SUCCESS;
     for (int i = 0; i < 10 && st == RMACOLL_SUCCESS; i++) {
-        st = OPS->progress(w.r[1].tp);
+        st = OPS->base->progress(w.r[1].tp);
     }
     assert_int_equal(st, RMACOLL_ERR_TRANSPORT);
-    assert_int_equal(OPS->error_peer(w.r[1].tp), 0);
+    assert_int_equal(OPS->base->error_peer(w.r[1].tp), 0);
     assert_non_null(strstr(w.r[1].log, "Work Request Flushed Error"));
-    OPS->mem_deregister(w.r[0].tp, ms);
-    OPS->mem_deregister(w.r[1].tp, md);
+    OPS->mem->mem_deregister(w.r[0].tp, ms);
+    OPS->mem->mem_deregister(w.r[1].tp, md);
     vt_world_fini(&w);
 }
 
@@ -985,12 +985,12 @@ static void test_error_completion_retry(void **state)
     vt_pair(&w, &f, 16);
     fake_verbs_fail_next(IBV_WC_RETRY_EXC_ERR);
     p = vt_put(1, NULL, NULL, NULL, NULL, 0, 4, 1);
-    assert_int_equal(OPS->post_puts(w.r[0].tp, &p, 1), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->host->post_puts(w.r[0].tp, &p, 1), RMACOLL_SUCCESS);
     for (int i = 0; i < 1000 && st == RMACOLL_SUCCESS; i++) {
-        st = OPS->progress(w.r[0].tp);
+        st = OPS->base->progress(w.r[0].tp);
     }
     assert_int_equal(st, RMACOLL_ERR_TRANSPORT);
-    assert_int_equal(OPS->error_peer(w.r[0].tp), 1);
+    assert_int_equal(OPS->base->error_peer(w.r[0].tp), 1);
     assert_non_null(strstr(w.r[0].log, "transport retry counter exceeded"));
     assert_int_equal(w.r[1].signals[4], 0);
     vt_world_fini(&w);
@@ -1008,13 +1008,13 @@ static void test_bad_signal_index(void **state)
     vt_fake_default(&f, 2);
     vt_pair(&w, &f, 16);
     p = vt_put(1, NULL, NULL, NULL, NULL, 0, VT_NSIG, 1);
-    assert_int_equal(OPS->post_puts(w.r[0].tp, &p, 1), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->host->post_puts(w.r[0].tp, &p, 1), RMACOLL_SUCCESS);
     for (int i = 0; i < 100 && st == RMACOLL_SUCCESS; i++) {
-        assert_int_equal(OPS->progress(w.r[0].tp), RMACOLL_SUCCESS);
-        st = OPS->progress(w.r[1].tp);
+        assert_int_equal(OPS->base->progress(w.r[0].tp), RMACOLL_SUCCESS);
+        st = OPS->base->progress(w.r[1].tp);
     }
     assert_int_equal(st, RMACOLL_ERR_TRANSPORT);
-    assert_int_equal(OPS->error_peer(w.r[1].tp), 0);
+    assert_int_equal(OPS->base->error_peer(w.r[1].tp), 0);
     assert_non_null(strstr(w.r[1].log, "rank 0 signalled word 16"));
     for (int s = 0; s < VT_NSIG; s++) {
         assert_int_equal(w.r[1].signals[s], 0);
@@ -1035,23 +1035,23 @@ static void test_put_argument_checks(void **state)
     (void)state;
     vt_fake_default(&f, 2);
     vt_pair(&w, &f, 16);
-    assert_int_equal(OPS->mem_register(w.r[0].tp, src, sizeof(src), RMACOLL_MEM_HOST, &ms, NULL),
+    assert_int_equal(OPS->mem->mem_register(w.r[0].tp, src, sizeof(src), RMACOLL_MEM_HOST, &ms, NULL),
                      RMACOLL_SUCCESS);
-    assert_int_equal(OPS->mem_register(w.r[1].tp, dst, sizeof(dst), RMACOLL_MEM_HOST, &md, &rk),
+    assert_int_equal(OPS->mem->mem_register(w.r[1].tp, dst, sizeof(dst), RMACOLL_MEM_HOST, &md, &rk),
                      RMACOLL_SUCCESS);
     fake_verbs_clear_wrs();
     p = vt_put(1, src, ms, dst + 1, &rk, 64, 0, 1);    /* one byte past the region */
-    assert_int_equal(OPS->post_puts(w.r[0].tp, &p, 1), RMACOLL_ERR_INVALID_ARG);
+    assert_int_equal(OPS->host->post_puts(w.r[0].tp, &p, 1), RMACOLL_ERR_INVALID_ARG);
     p = vt_put(1, src + 1, ms, dst, &rk, 64, 0, 1);    /* source past its registration */
-    assert_int_equal(OPS->post_puts(w.r[0].tp, &p, 1), RMACOLL_ERR_INVALID_ARG);
+    assert_int_equal(OPS->host->post_puts(w.r[0].tp, &p, 1), RMACOLL_ERR_INVALID_ARG);
     p = vt_put(0, src, ms, dst, &rk, 8, 0, 1);         /* self is not a verbs peer */
-    assert_int_equal(OPS->post_puts(w.r[0].tp, &p, 1), RMACOLL_ERR_INVALID_ARG);
+    assert_int_equal(OPS->host->post_puts(w.r[0].tp, &p, 1), RMACOLL_ERR_INVALID_ARG);
     p = vt_put(2, src, ms, dst, &rk, 8, 0, 1);         /* no such rank */
-    assert_int_equal(OPS->post_puts(w.r[0].tp, &p, 1), RMACOLL_ERR_INVALID_ARG);
+    assert_int_equal(OPS->host->post_puts(w.r[0].tp, &p, 1), RMACOLL_ERR_INVALID_ARG);
     fake_verbs_wrs(&nrec);
     assert_int_equal(nrec, 0);
-    OPS->mem_deregister(w.r[0].tp, ms);
-    OPS->mem_deregister(w.r[1].tp, md);
+    OPS->mem->mem_deregister(w.r[0].tp, ms);
+    OPS->mem->mem_deregister(w.r[1].tp, md);
     vt_world_fini(&w);
 }
 
@@ -1079,10 +1079,10 @@ static void test_reg_cache_host(void **state)
 
     (void)state;
     rmacoll__verbs_set_cuda_ops(tp, NULL);
-    assert_int_equal(OPS->mem_register(tp, buf, 8192, RMACOLL_MEM_HOST, &m1, &r1), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_register(tp, buf, 8192, RMACOLL_MEM_HOST, &m1, &r1), RMACOLL_SUCCESS);
     assert_int_equal(fake_verbs_counts().reg_mr, 1);
     /* a sub-range of a live registration: cache hit */
-    assert_int_equal(OPS->mem_register(tp, buf + 100, 50, RMACOLL_MEM_HOST, &m2, &r2),
+    assert_int_equal(OPS->mem->mem_register(tp, buf + 100, 50, RMACOLL_MEM_HOST, &m2, &r2),
                      RMACOLL_SUCCESS);
     assert_int_equal(fake_verbs_counts().reg_mr, 1);
     assert_ptr_equal(m1, m2);
@@ -1090,36 +1090,36 @@ static void test_reg_cache_host(void **state)
     assert_int_equal(r2.addr, (uint64_t)(uintptr_t)buf);
     assert_int_equal(r2.bytes, 8192);
     /* a range that sticks out by one byte is not a hit */
-    assert_int_equal(OPS->mem_register(tp, buf + 4096, 4097, RMACOLL_MEM_HOST, &m4, NULL),
+    assert_int_equal(OPS->mem->mem_register(tp, buf + 4096, 4097, RMACOLL_MEM_HOST, &m4, NULL),
                      RMACOLL_SUCCESS);
     assert_int_equal(fake_verbs_counts().reg_mr, 2);
     assert_ptr_not_equal(m4, m1);
-    assert_int_equal(OPS->mem_deregister(tp, m4), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_deregister(tp, m4), RMACOLL_SUCCESS);
     assert_int_equal(fake_verbs_counts().dereg_mr, 1);
 
-    assert_int_equal(OPS->mem_deregister(tp, m2), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_deregister(tp, m2), RMACOLL_SUCCESS);
     assert_int_equal(fake_verbs_counts().dereg_mr, 1);
-    assert_int_equal(OPS->mem_deregister(tp, m1), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_deregister(tp, m1), RMACOLL_SUCCESS);
     assert_int_equal(fake_verbs_counts().dereg_mr, 2);
 
     /* the same range again (think: freed, malloc returned it again) */
-    assert_int_equal(OPS->mem_register(tp, buf, 8192, RMACOLL_MEM_HOST, &m3, &r3), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_register(tp, buf, 8192, RMACOLL_MEM_HOST, &m3, &r3), RMACOLL_SUCCESS);
     assert_int_equal(fake_verbs_counts().reg_mr, 3);
     assert_int_not_equal(vt_rkey_value(&r3), vt_rkey_value(&r1));
-    assert_int_equal(OPS->mem_deregister(tp, m3), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_deregister(tp, m3), RMACOLL_SUCCESS);
 
     /* registration failure is reported with the size and the cause */
     {
         rmacoll_mem_t *mx = NULL;
 
         fake_verbs_fail_next_reg(ENOMEM);
-        assert_int_equal(OPS->mem_register(tp, buf, 8192, RMACOLL_MEM_HOST, &mx, NULL),
+        assert_int_equal(OPS->mem->mem_register(tp, buf, 8192, RMACOLL_MEM_HOST, &mx, NULL),
                          RMACOLL_ERR_TRANSPORT);
         assert_non_null(strstr(w.r[0].log, "registering 8192 bytes of host memory"));
     }
-    assert_int_equal(OPS->mem_register(tp, NULL, 8, RMACOLL_MEM_HOST, &m3, NULL),
+    assert_int_equal(OPS->mem->mem_register(tp, NULL, 8, RMACOLL_MEM_HOST, &m3, NULL),
                      RMACOLL_ERR_INVALID_ARG);
-    assert_int_equal(OPS->mem_register(tp, buf, 0, RMACOLL_MEM_HOST, &m3, NULL),
+    assert_int_equal(OPS->mem->mem_register(tp, buf, 0, RMACOLL_MEM_HOST, &m3, NULL),
                      RMACOLL_ERR_INVALID_ARG);
     vt_world_fini(&w);
     free(buf);
@@ -1181,7 +1181,7 @@ static void test_reg_cuda_dmabuf(void **state)
     g_cu_buffer_id = 41;
     g_cu_handle_fail = 0;
 
-    assert_int_equal(OPS->mem_register(tp, dev + 100, 5000, RMACOLL_MEM_CUDA, &m1, &r1),
+    assert_int_equal(OPS->mem->mem_register(tp, dev + 100, 5000, RMACOLL_MEM_CUDA, &m1, &r1),
                      RMACOLL_SUCCESS);
     assert_int_equal(fake_verbs_counts().reg_dmabuf_mr, 1);
     assert_int_equal(fake_verbs_counts().reg_mr, 0);
@@ -1198,32 +1198,32 @@ static void test_reg_cuda_dmabuf(void **state)
     assert_int_equal(r1.addr, (uint64_t)(uintptr_t)(dev + 100));
 
     /* deregistered but cached: the same buffer id hits */
-    assert_int_equal(OPS->mem_deregister(tp, m1), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_deregister(tp, m1), RMACOLL_SUCCESS);
     assert_int_equal(fake_verbs_counts().dereg_mr, 0);
-    assert_int_equal(OPS->mem_register(tp, dev + 200, 1000, RMACOLL_MEM_CUDA, &m2, &r2),
+    assert_int_equal(OPS->mem->mem_register(tp, dev + 200, 1000, RMACOLL_MEM_CUDA, &m2, &r2),
                      RMACOLL_SUCCESS);
     assert_ptr_equal(m2, m1);
     assert_int_equal(vt_rkey_value(&r2), vt_rkey_value(&r1));
     assert_int_equal(fake_verbs_counts().reg_dmabuf_mr, 1);
-    assert_int_equal(OPS->mem_deregister(tp, m2), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_deregister(tp, m2), RMACOLL_SUCCESS);
 
     /* cudaFree + cudaMalloc at the same address: new buffer id, re-register */
     g_cu_buffer_id = 42;
-    assert_int_equal(OPS->mem_register(tp, dev + 100, 5000, RMACOLL_MEM_CUDA, &m3, &r3),
+    assert_int_equal(OPS->mem->mem_register(tp, dev + 100, 5000, RMACOLL_MEM_CUDA, &m3, &r3),
                      RMACOLL_SUCCESS);
     assert_int_equal(fake_verbs_counts().reg_dmabuf_mr, 2);
     assert_int_equal(fake_verbs_counts().dereg_mr, 1);   /* the stale one went */
     assert_int_not_equal(vt_rkey_value(&r3), vt_rkey_value(&r1));
-    assert_int_equal(OPS->mem_deregister(tp, m3), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_deregister(tp, m3), RMACOLL_SUCCESS);
 
     /* no dma-buf export: falls back to ibv_reg_mr (nvidia-peermem) */
     g_cu_handle_fail = 1;
     g_cu_buffer_id = 43;
-    assert_int_equal(OPS->mem_register(tp, dev, 4096, RMACOLL_MEM_CUDA, &m4, NULL),
+    assert_int_equal(OPS->mem->mem_register(tp, dev, 4096, RMACOLL_MEM_CUDA, &m4, NULL),
                      RMACOLL_SUCCESS);
     assert_int_equal(fake_verbs_counts().reg_mr, 1);
     assert_int_equal(fake_verbs_counts().reg_dmabuf_mr, 2);
-    assert_int_equal(OPS->mem_deregister(tp, m4), RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_deregister(tp, m4), RMACOLL_SUCCESS);
     vt_world_fini(&w);   /* idle cached entries are released by finalize */
     free(dev);
 }

@@ -31,6 +31,33 @@ static const struct {
 };
 #define INFO_NCAPS (sizeof(info_caps) / sizeof(info_caps[0]))
 
+/* The configuration keys a transport owns: "<name>.<key>" in the table,
+ * then those its ops declare; comma-separated into buf (JSON strings when
+ * json). */
+static void info_transport_keys(const rmacoll_transport_ops_t *t, int json, char *buf,
+                                size_t len)
+{
+    size_t nkeys = 0, off = 0, plen = t->name != NULL ? strlen(t->name) : 0;
+    const rmacoll__config_key_t *keys = rmacoll__config_keys(&nkeys);
+    int n = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; plen > 0 && i < nkeys && off < len; i++) {
+        if (strncmp(keys[i].key, t->name, plen) == 0 && keys[i].key[plen] == '.') {
+            off += (size_t)snprintf(buf + off, len - off, json ? "%s\"%s\"" : "%s%s",
+                                    n++ ? ", " : "", keys[i].key);
+        }
+    }
+    for (size_t i = 0; t->keys != NULL && i < t->nkeys && off < len; i++) {
+        off += (size_t)snprintf(buf + off, len - off, json ? "%s\"%s.%s\"" : "%s%s.%s",
+                                n++ ? ", " : "", t->name, t->keys[i].name);
+    }
+    for (size_t i = 0; t->small_max_key != NULL && i < 1 && off < len; i++) {
+        off += (size_t)snprintf(buf + off, len - off, json ? "%s\"%s\"" : "%s%s",
+                                n++ ? ", " : "", t->small_max_key);
+    }
+}
+
 static void info_usage(FILE *fp)
 {
     fprintf(fp,
@@ -107,9 +134,12 @@ static void info_text(const rmacoll_config_t *cfg, const char *file, const char 
     printf("transports compiled in:\n");
     for (n = 0; rmacoll__builtin_transports[n] != NULL; n++) {
         const rmacoll_transport_ops_t *t = rmacoll__builtin_transports[n];
+        char tkeys[512];
         info_caps_words(t->caps, ", ", 0, caps, sizeof(caps));
+        info_transport_keys(t, 0, tkeys, sizeof(tkeys));
         printf("  %-14s %s\n  %-14s caps: %s\n", info_or(t->name, "?"), info_or(t->desc, ""), "",
                caps[0] ? caps : "none");
+        printf("  %-14s keys: %s\n", "", tkeys[0] ? tkeys : "none");
     }
     if (n == 0) {
         printf("  (none)\n");
@@ -154,12 +184,14 @@ static void info_json(const rmacoll_config_t *cfg, const char *file, const char 
     printf("  \"transports\": [");
     for (int n = 0; rmacoll__builtin_transports[n] != NULL; n++) {
         const rmacoll_transport_ops_t *t = rmacoll__builtin_transports[n];
+        char tkeys[768];
         info_caps_words(t->caps, ", ", 1, caps, sizeof(caps));
+        info_transport_keys(t, 1, tkeys, sizeof(tkeys));
         printf("%s\n    {\"name\": ", n ? "," : "");
         json_str(t->name);
         printf(", \"desc\": ");
         json_str(t->desc);
-        printf(", \"caps\": [%s]}", caps);
+        printf(", \"caps\": [%s], \"keys\": [%s]}", caps, tkeys);
     }
     printf("%s],\n  \"schedulers\": [", rmacoll__builtin_transports[0] ? "\n  " : "");
     for (int n = 0; rmacoll__builtin_schedulers[n] != NULL; n++) {

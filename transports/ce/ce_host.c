@@ -629,6 +629,39 @@ static int ce_error_peer(rmacoll_transport_t *tp)
     return tp != NULL ? tp->error_peer : -1;
 }
 
+static const rmacoll_transport_base_ops_t ce_base_ops = {
+    .size = sizeof(rmacoll_transport_base_ops_t),
+    .init = ce_init,
+    .finalize = ce_finalize,
+    .progress = ce_progress,
+    .pending = ce_pending,
+    .error_peer = ce_error_peer,
+};
+
+static const rmacoll_transport_mem_ops_t ce_mem_ops = {
+    .size = sizeof(rmacoll_transport_mem_ops_t),
+    .mem_register = ce_mem_register,
+    .mem_deregister = ce_mem_deregister,
+#ifdef RMACOLL_HAVE_CE_CUDA
+    .mem_export = rmacoll__ce_cuda_mem_export,
+    .mem_import = rmacoll__ce_cuda_mem_import,
+#endif
+};
+
+static const rmacoll_transport_host_ops_t ce_host_ops = {
+    .size = sizeof(rmacoll_transport_host_ops_t),
+    .post_puts = ce_post_puts,
+};
+
+#ifdef RMACOLL_HAVE_CE_CUDA
+static const rmacoll_transport_stream_ops_t ce_stream_ops = {
+    .size = sizeof(rmacoll_transport_stream_ops_t),
+    .post_puts_stream = rmacoll__ce_cuda_post_puts_stream,
+    .wait_stream = rmacoll__ce_cuda_wait_stream,
+    .signal_stream = rmacoll__ce_cuda_signal_stream,
+};
+#endif
+
 const rmacoll_transport_ops_t rmacoll_transport_ce_ops = {
     .abi_version = RMACOLL_TRANSPORT_ABI_VERSION,
     .struct_size = sizeof(rmacoll_transport_ops_t),
@@ -636,23 +669,12 @@ const rmacoll_transport_ops_t rmacoll_transport_ce_ops = {
 #ifdef RMACOLL_HAVE_CE_CUDA
     .desc = "node peers: cross-memory attach (host), copy engine over IPC (CUDA)",
     .caps = RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_HOST | RMACOLL_TCAP_MEM_CUDA,
+    .stream = &ce_stream_ops,
 #else
     .desc = "node peers: cross-memory attach into the peer process (host memory)",
     .caps = RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_HOST,
 #endif
-    .init = ce_init,
-    .finalize = ce_finalize,
-    .mem_register = ce_mem_register,
-    .mem_deregister = ce_mem_deregister,
-    .post_puts = ce_post_puts,
-    .progress = ce_progress,
-    .pending = ce_pending,
-    .error_peer = ce_error_peer,
-#ifdef RMACOLL_HAVE_CE_CUDA
-    .mem_export = rmacoll__ce_cuda_mem_export,
-    .mem_import = rmacoll__ce_cuda_mem_import,
-    .post_puts_stream = rmacoll__ce_cuda_post_puts_stream,
-    .wait_stream = rmacoll__ce_cuda_wait_stream,
-    .signal_stream = rmacoll__ce_cuda_signal_stream,
-#endif
+    .base = &ce_base_ops,
+    .mem = &ce_mem_ops,
+    .host = &ce_host_ops,
 };

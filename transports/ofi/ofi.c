@@ -1008,6 +1008,26 @@ static int ofi_error_peer(rmacoll_transport_t *tp)
     return tp->err_peer;
 }
 
+static const rmacoll_transport_base_ops_t ofi_base_ops = {
+    .size = sizeof(rmacoll_transport_base_ops_t),
+    .init = ofi_init,
+    .finalize = ofi_finalize,
+    .progress = ofi_progress,
+    .pending = ofi_pending,
+    .error_peer = ofi_error_peer,
+};
+
+static const rmacoll_transport_mem_ops_t ofi_mem_ops = {
+    .size = sizeof(rmacoll_transport_mem_ops_t),
+    .mem_register = ofi_mem_register,
+    .mem_deregister = ofi_mem_deregister,
+};
+
+static const rmacoll_transport_host_ops_t ofi_host_ops = {
+    .size = sizeof(rmacoll_transport_host_ops_t),
+    .post_puts = ofi_post_puts,
+};
+
 const rmacoll_transport_ops_t rmacoll_transport_ofi_ops = {
     .abi_version = RMACOLL_TRANSPORT_ABI_VERSION,
     .struct_size = sizeof(rmacoll_transport_ops_t),
@@ -1015,12 +1035,7 @@ const rmacoll_transport_ops_t rmacoll_transport_ofi_ops = {
     .desc = "libfabric rdm: fi_writemsg + remote cq data signals (tcp;ofi_rxm, shm, "
             "sockets, efa, cxi)",
     .caps = RMACOLL_TCAP_PROXY | RMACOLL_TCAP_MEM_HOST,
-    .init = ofi_init,
-    .finalize = ofi_finalize,
-    .mem_register = ofi_mem_register,
-    .mem_deregister = ofi_mem_deregister,
-    .post_puts = ofi_post_puts,
-    .progress = ofi_progress,
-    .pending = ofi_pending,
-    .error_peer = ofi_error_peer,
+    .base = &ofi_base_ops,
+    .mem = &ofi_mem_ops,
+    .host = &ofi_host_ops,
 };

@@ -1427,19 +1427,35 @@ static int verbs_error_peer(rmacoll_transport_t *tp)
     return tp != NULL ? tp->err_peer : -1;
 }
 
+static const rmacoll_transport_base_ops_t verbs_base_ops = {
+    .size = sizeof(rmacoll_transport_base_ops_t),
+    .init = verbs_init,
+    .finalize = verbs_finalize,
+    .progress = verbs_progress,
+    .pending = verbs_pending,
+    .error_peer = verbs_error_peer,
+};
+
+static const rmacoll_transport_mem_ops_t verbs_mem_ops = {
+    .size = sizeof(rmacoll_transport_mem_ops_t),
+    .mem_register = verbs_mem_register,
+    .mem_deregister = verbs_mem_deregister,
+};
+
+static const rmacoll_transport_host_ops_t verbs_host_ops = {
+    .size = sizeof(rmacoll_transport_host_ops_t),
+    .post_puts = verbs_post_puts,
+};
+
 const rmacoll_transport_ops_t rmacoll_transport_verbs_ops = {
     .abi_version = RMACOLL_TRANSPORT_ABI_VERSION,
     .struct_size = sizeof(rmacoll_transport_ops_t),
     .name = "verbs",
     .desc = "rdma-core ibverbs: RC queue pairs, RDMA WRITE and WRITE_WITH_IMM signals",
+    /* device memory, registered for the network directly (GPUDirect RDMA) */
     .caps = RMACOLL_TCAP_PROXY | RMACOLL_TCAP_MEM_HOST | RMACOLL_TCAP_MEM_CUDA |
             RMACOLL_TCAP_HMEM,
-    .init = verbs_init,
-    .finalize = verbs_finalize,
-    .mem_register = verbs_mem_register,
-    .mem_deregister = verbs_mem_deregister,
-    .post_puts = verbs_post_puts,
-    .progress = verbs_progress,
-    .pending = verbs_pending,
-    .error_peer = verbs_error_peer,
+    .base = &verbs_base_ops,
+    .mem = &verbs_mem_ops,
+    .host = &verbs_host_ops,
 };

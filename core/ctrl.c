@@ -1,0 +1,155 @@
+/*
+ * ctrl.c - the control plane's layout, signal map and records (ctrl.h).
+ */
+#include "core/ctrl.h"
+
+#include <string.h>
+
+#include "core/topo.h"
+
+static size_t align64(size_t x)
+{
+    return (x + 63) & ~(size_t)63;
+}
+
+static int max_node_size(const rmacoll_topo_t *topo)
+{
+    int m = 0;
+
+    for (int n = 0; n < topo->nnodes; n++) {
+        if (topo->node_size[n] > m) {
+            m = topo->node_size[n];
+        }
+    }
+    return m;
+}
+
+int rmacoll__net_peers(const rmacoll_topo_t *topo,
+                       const rmacoll__plan_cfg_t *pcfg, int rank, int *list)
+{
+    int A = topo->node_of[rank];
+    int n = 0;
+
+    for (int p = 0; p < topo->nranks; p++) {
+        int B = topo->node_of[p];
+        int in;
+        if (B == A) {
+            continue;
+        }
+        in = !pcfg->relay_enabled || rmacoll__topo_relay(topo, rank, B) == p ||
+             rmacoll__topo_relay(topo, p, A) == rank;
+        if (in) {
+            if (list != NULL) {
+                list[n] = p;
+            }
+            n++;
+        }
+    }
+    return n;
+}
+
+void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
+                          const rmacoll__plan_cfg_t *pcfg, int rank,
+                          rmacoll__ctrl_layout_t *lay)
+{
+    size_t off;
+
+    lay->nranks = topo->nranks;
+    lay->nnet = rmacoll__net_peers(topo, pcfg, rank, NULL);
+    lay->nsig_plan = rmacoll__sig_count(topo, pcfg, rank);
+    lay->nsig = rmacoll__ctrl_sig_stage(lay, RMACOLL__NSTAGE_WORDS);
+    lay->local_rec_bytes = align64(sizeof(rmacoll__local_rec_t) +
+                                   2 * (size_t)topo->nranks * sizeof(int64_t));
+    lay->net_rec_bytes = align64(sizeof(rmacoll__net_rec_t) +
+                                 (size_t)max_node_size(topo) * sizeof(int64_t));
+    lay->status_rec_bytes = align64(sizeof(rmacoll__status_rec_t) + 8);
+    lay->off_sig = RMACOLL__CTRL_HEADER_BYTES;
+    off = align64(lay->off_sig + (size_t)lay->nsig * sizeof(uint64_t));
+    lay->off_local = off;
+    off += 2 * lay->local_rec_bytes;
+    lay->off_inbox = off;
+    off += 2 * (size_t)lay->nnet * lay->net_rec_bytes;
+    lay->off_inbox2 = off;
+    off += 2 * (size_t)lay->nnet * lay->status_rec_bytes;
+    lay->off_outbox = off;
+    off += 2 * (size_t)lay->nnet * lay->net_rec_bytes;
+    lay->off_outbox2 = off;
+    off += 2 * (size_t)lay->nnet * lay->status_rec_bytes;
+    lay->bytes = align64(off);
+}
+
+uint32_t rmacoll__ctrl_sig_rec(const rmacoll__ctrl_layout_t *lay,
+                               rmacoll__rec_kind_t kind, int k)
+{
+    return lay->nsig_plan + (kind == RMACOLL__REC_AGREE ? (uint32_t)lay->nnet : 0) +
+           (uint32_t)k;
+}
+
+uint32_t rmacoll__ctrl_sig_ready(const rmacoll__ctrl_layout_t *lay, int writer)
+{
+    return lay->nsig_plan + 2 * (uint32_t)lay->nnet + (uint32_t)writer;
+}
+
+uint32_t rmacoll__ctrl_sig_stage(const rmacoll__ctrl_layout_t *lay, int w)
+{
+    return rmacoll__ctrl_sig_ready(lay, lay->nranks) + (uint32_t)w;
+}
+
+rmacoll__local_rec_t *rmacoll__ctrl_local(void *base,
+                                          const rmacoll__ctrl_layout_t *lay,
+                                          int par)
+{
+    return (rmacoll__local_rec_t *)((char *)base + lay->off_local +
+                                    (size_t)par * lay->local_rec_bytes);
+}
+
+int64_t *rmacoll__ctrl_local_counts(rmacoll__local_rec_t *lr)
+{
+    return (int64_t *)(lr + 1);
+}
+
+size_t rmacoll__ctrl_rec_bytes(const rmacoll__ctrl_layout_t *lay,
+                               rmacoll__rec_kind_t kind)
+{
+    return kind == RMACOLL__REC_META ? lay->net_rec_bytes : lay->status_rec_bytes;
+}
+
+size_t rmacoll__ctrl_rec_off(const rmacoll__ctrl_layout_t *lay,
+                             rmacoll__rec_kind_t kind, int outbox, int k, int par)
+{
+    size_t base;
+
+    if (kind == RMACOLL__REC_META) {
+        base = outbox ? lay->off_outbox : lay->off_inbox;
+    } else {
+        base = outbox ? lay->off_outbox2 : lay->off_inbox2;
+    }
+    return base + ((size_t)par * (size_t)lay->nnet + (size_t)k) *
+                      rmacoll__ctrl_rec_bytes(lay, kind);
+}
+
+void rmacoll__status_merge(rmacoll__status_rec_t *acc, const rmacoll__status_rec_t *in)
+{
+    if (in->code == RMACOLL_SUCCESS) {
+        return;
+    }
+    if (acc->code == RMACOLL_SUCCESS || in->rank < acc->rank ||
+        (in->rank == acc->rank && in->code < acc->code)) {
+        *acc = *in;
+        acc->msg[sizeof(acc->msg) - 1] = '\0';
+    }
+}
+
+void rmacoll__status_set(rmacoll__status_rec_t *rec, rmacoll_status_t code, int rank,
+                         const char *msg)
+{
+    size_t n = strlen(msg);
+
+    rec->code = code;
+    rec->rank = rank;
+    if (n >= sizeof(rec->msg)) {
+        n = sizeof(rec->msg) - 1;
+    }
+    memcpy(rec->msg, msg, n);
+    rec->msg[n] = '\0';
+}

@@ -1,0 +1,152 @@
+/*
+ * ctrl.h - the control plane of one rank: the layout of its control
+ * window, the one map of its signal words, and the per-call records
+ * (metadata, agreement) that travel through it. Pure: computed from the
+ * topology and the planner settings, so every rank computes every other
+ * rank's layout alike. The exchange of the records is core/meta.c.
+ *
+ * Control window (host shared memory, mapped by node peers, registered
+ * with the network transport):
+ *   header (64 bytes: magic, the credit word, spare)
+ *   | signal words [nsig]
+ *   | local record [2 parities]          (node peers read it)
+ *   | inbox [2][nnet] | inbox2 [2][nnet]  (network peers write them)
+ *   | outbox [2][nnet] | outbox2 [2][nnet] (sources of those puts)
+ *
+ * Signal words of rank r (index into its signal array), one map:
+ *   DATA(p)        = p                                  p < nranks      (planner)
+ *   CREDIT(B)      = nranks + B                         B < nnodes      (planner)
+ *   ARRIVE(c, s)   = nranks + nnodes + c * S + s        c < nin(r)      (planner)
+ *   META(k)        = nsig_plan + k                      k < nnet: metadata record
+ *                                                       from network peer k arrived
+ *   AGREE(k)       = nsig_plan + nnet + k               agreement record arrived
+ *   READY(p)       = nsig_plan + 2 nnet + p             p < nranks: p's stream reached
+ *                                                       the call (device memory)
+ *   STAGE(w)       = nsig_plan + 2 nnet + nranks + w    w < 3: GO, DONE, COPIED
+ *                                                       (device memory across nodes)
+ * nsig_plan = rmacoll__sig_count(); the planner's words are computed by
+ * the planner's own functions (plan.h), the others only here. Every word
+ * rises by exactly one per signal, from a single writer, and is never reset.
+ */
+#ifndef RMACOLL_CORE_CTRL_H
+#define RMACOLL_CORE_CTRL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/plan.h"
+#include "rmacoll_transport.h"
+
+#define RMACOLL__CTRL_MAGIC 0x726d61636f6c6c31ull /* "rmacoll1" */
+/* Byte offset in the header of the word signal-only network puts carry
+ * (8 bytes from here to the same offset at the peer: some providers never
+ * complete zero-length writes carrying remote CQ data). */
+#define RMACOLL__CTRL_CREDIT_OFF 8
+#define RMACOLL__CTRL_HEADER_BYTES 64
+
+/* A status travelling between ranks: the error of the lowest rank wins. */
+typedef struct rmacoll__status_rec {
+    int32_t code;    /* rmacoll_status_t; 0 = success */
+    int32_t rank;    /* the rank that found it */
+    char msg[248];
+} rmacoll__status_rec_t;
+
+/* The three stages of the local record (node agreement goes node -> rail
+ * -> node). */
+typedef enum rmacoll__ctrl_stage {
+    RMACOLL__CTRL_A = 0, /* recv_addr, counts, st_a valid (metadata) */
+    RMACOLL__CTRL_B = 1, /* st_b valid (after planning) */
+    RMACOLL__CTRL_C = 2  /* st_c valid (after the rail round) */
+} rmacoll__ctrl_stage_t;
+
+/* Per-call metadata a rank publishes to its node peers (one per parity),
+ * followed by int64 recvcounts[nranks] and rdispls[nranks]. */
+typedef struct rmacoll__local_rec {
+    _Atomic uint64_t epoch[3];  /* [stage]: e + 1 when that stage is valid */
+    uint64_t recv_addr;         /* receive buffer in the owner's address space */
+    rmacoll__status_rec_t st[3];
+    uint8_t recv_blob[RMACOLL_EXPORT_BYTES]; /* device receive buffer export */
+} rmacoll__local_rec_t;
+
+/* Per-call record a rank sends to each network peer, followed by int64
+ * sendcounts[max node size]: the sender's counts for the receiver's node
+ * members by local rank. */
+typedef struct rmacoll__net_rec {
+    uint64_t epoch;
+    rmacoll__status_rec_t st;
+    int64_t rcount;             /* sender's recvcounts[receiver] */
+    int64_t rdispl;             /* sender's rdispls[receiver] */
+    rmacoll_rkey_t recv_rkey;   /* sender's receive buffer */
+} rmacoll__net_rec_t;
+
+/* The two kinds of network records. */
+typedef enum rmacoll__rec_kind {
+    RMACOLL__REC_META = 0,  /* rmacoll__net_rec_t + counts (metadata round) */
+    RMACOLL__REC_AGREE = 1  /* rmacoll__status_rec_t (agreement) */
+} rmacoll__rec_kind_t;
+
+/* Words past the planner's, in the order of the map above. */
+enum { RMACOLL__STAGE_GO = 0, RMACOLL__STAGE_DONE = 1, RMACOLL__STAGE_COPIED = 2,
+       RMACOLL__NSTAGE_WORDS = 3 };
+
+typedef struct rmacoll__ctrl_layout {
+    int nranks;
+    int nnet;             /* network peers of the owner */
+    uint32_t nsig_plan;   /* planner's words */
+    uint32_t nsig;        /* all words */
+    size_t local_rec_bytes, net_rec_bytes, status_rec_bytes;
+    size_t off_sig, off_local, off_inbox, off_inbox2, off_outbox, off_outbox2;
+    size_t bytes;         /* whole window */
+} rmacoll__ctrl_layout_t;
+
+/**
+ * Network peers of rank: relays it sends through and senders it relays for
+ * (relay on), or every rank of another node (relay off). The set is
+ * symmetric. list (may be NULL) receives them sorted by rank; returns the
+ * count.
+ */
+int rmacoll__net_peers(const rmacoll_topo_t *topo,
+                       const rmacoll__plan_cfg_t *pcfg, int rank, int *list);
+
+/** Layout of rank `rank`'s control window. */
+void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
+                          const rmacoll__plan_cfg_t *pcfg, int rank,
+                          rmacoll__ctrl_layout_t *lay);
+
+/* ---- the runtime's signal words (see the map above) ---- */
+
+/** META(k) or AGREE(k) in the window of layout lay: record `kind` from its
+ * network peer number k (k = the writer's slot in the owner's peer list). */
+uint32_t rmacoll__ctrl_sig_rec(const rmacoll__ctrl_layout_t *lay,
+                               rmacoll__rec_kind_t kind, int k);
+/** READY(writer) in the window of layout lay. */
+uint32_t rmacoll__ctrl_sig_ready(const rmacoll__ctrl_layout_t *lay, int writer);
+/** STAGE(w), w = RMACOLL__STAGE_*. */
+uint32_t rmacoll__ctrl_sig_stage(const rmacoll__ctrl_layout_t *lay, int w);
+
+/* ---- records (base = the window's address in this process) ---- */
+
+rmacoll__local_rec_t *rmacoll__ctrl_local(void *base,
+                                          const rmacoll__ctrl_layout_t *lay,
+                                          int par);
+/** recvcounts[nranks] then rdispls[nranks] after a local record. */
+int64_t *rmacoll__ctrl_local_counts(rmacoll__local_rec_t *lr);
+/** Byte offset of network record k of `kind` and parity par: in the inbox
+ * (received) or the outbox (to send). */
+size_t rmacoll__ctrl_rec_off(const rmacoll__ctrl_layout_t *lay,
+                             rmacoll__rec_kind_t kind, int outbox, int k, int par);
+/** Bytes of one record of `kind`. */
+size_t rmacoll__ctrl_rec_bytes(const rmacoll__ctrl_layout_t *lay,
+                               rmacoll__rec_kind_t kind);
+
+/* ---- statuses ---- */
+
+/** Keeps the error of the lowest rank (then the lowest code) in acc. */
+void rmacoll__status_merge(rmacoll__status_rec_t *acc,
+                           const rmacoll__status_rec_t *in);
+/** Sets rec to (code, rank, msg), msg truncated to fit. */
+void rmacoll__status_set(rmacoll__status_rec_t *rec, rmacoll_status_t code,
+                         int rank, const char *msg);
+
+#endif /* RMACOLL_CORE_CTRL_H */

@@ -1,0 +1,305 @@
+/*
+ * meta.c - the control exchange and the agreement of one call, and the
+ * one wait on a signal word every step uses.
+ *
+ * Metadata round (DESIGN.md, step 2): every rank publishes its receive
+ * address and recvcounts/rdispls in its control window for node peers,
+ * and sends each network peer a record with its counts for the peer's
+ * node, its recvcount/rdispl for the peer and the key of its receive
+ * buffer. Agreement: the status after planning travels node -> rail ->
+ * node, so that every rank learns the lowest-ranked error; on any error
+ * every rank returns it and no data is written. Calls never overlap in
+ * their data phases (a rank's agreement needs all ranks in the same call),
+ * which is why two parities of records suffice.
+ */
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/call.h"
+#include "core/comm.h"
+#include "core/topo.h"
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t load_acquire(const volatile uint64_t *w)
+{
+    return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+}
+
+rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
+                                    const volatile uint64_t *word,
+                                    uint64_t value, int peer, const char *what)
+{
+    uint64_t start = 0;
+    unsigned spins = 0;
+
+    while (load_acquire(word) < value) {
+        int ep;
+        rmacoll_status_t pst = rmacoll__proxy_error(&comm->proxy, &ep);
+        if (pst != RMACOLL_SUCCESS) {
+            return rmacoll__comm_fail(comm, pst,
+                                      "rank %d: network transport failed (peer %d) "
+                                      "while waiting for rank %d (%s): %s",
+                                      comm->rank, ep, peer, what,
+                                      rmacoll_status_string(pst));
+        }
+        rmacoll__proxy_poll(&comm->proxy);
+        if (++spins < 256) {
+            continue;
+        }
+        if (start == 0) {
+            start = now_ms();
+        } else if (now_ms() - start > comm->cfg.timeout_ms) {
+            return rmacoll__comm_fail(comm, RMACOLL_ERR_TIMEOUT,
+                                      "rank %d: timed out after %llu ms waiting for "
+                                      "rank %d (%s: signal at %llu, expected %llu)",
+                                      comm->rank,
+                                      (unsigned long long)comm->cfg.timeout_ms, peer,
+                                      what, (unsigned long long)load_acquire(word),
+                                      (unsigned long long)value);
+        }
+        if (spins > 4096) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        } else {
+            sched_yield();
+        }
+    }
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll__local_rec_t *local_rec(rmacoll_comm_t *comm, int j, int par)
+{
+    return rmacoll__ctrl_local(comm->peer_ctrl[j].addr, &comm->peer_lay[j], par);
+}
+
+/* Own network record k of `kind`, in the inbox or the outbox. */
+static void *own_rec(rmacoll_comm_t *comm, rmacoll__rec_kind_t kind, int outbox, int k,
+                     int par)
+{
+    return (char *)comm->ctrl.addr + rmacoll__ctrl_rec_off(&comm->lay, kind, outbox, k, par);
+}
+
+/* Sends record `kind` to every network peer, raising META(slot) or
+ * AGREE(slot) there. */
+static rmacoll_status_t send_records(rmacoll_comm_t *comm, int par,
+                                     rmacoll__rec_kind_t kind)
+{
+    rmacoll_put_t *puts = &comm->meta_puts[(size_t)kind * comm->nranks];
+    rmacoll_status_t st;
+
+    for (int k = 0; k < comm->nnet; k++) {
+        int p = comm->net_list[k];
+        const rmacoll__ctrl_layout_t *pl = &comm->peer_lay[p];
+        int slot = comm->net_slot_at[k];
+        /* the two kinds use separate put arrays: the proxy may not have
+         * posted the first job when the second is built */
+        rmacoll_put_t *put = &puts[k];
+
+        memset(put, 0, sizeof(*put));
+        put->peer = p;
+        put->src_mem = comm->ctrl_mem;
+        put->src = own_rec(comm, kind, 1, k, par);
+        put->bytes = rmacoll__ctrl_rec_bytes(&comm->lay, kind);
+        put->dst_rkey = &comm->peer_ctrl_rkey[p];
+        put->dst_addr = put->dst_rkey->addr + rmacoll__ctrl_rec_off(pl, kind, 0, slot, par);
+        put->sig_index = rmacoll__ctrl_sig_rec(pl, kind, slot);
+        put->sig_value = comm->epoch; /* epoch already counts this call */
+    }
+    st = rmacoll__proxy_submit(&comm->proxy, puts, (size_t)comm->nnet);
+    rmacoll__proxy_poll(&comm->proxy);
+    return st;
+}
+
+static rmacoll_status_t wait_records(rmacoll_comm_t *comm, rmacoll__rec_kind_t kind)
+{
+    for (int k = 0; k < comm->nnet; k++) {
+        uint32_t idx = rmacoll__ctrl_sig_rec(&comm->lay, kind, k);
+        rmacoll_status_t st = rmacoll__wait_word(
+            comm, &comm->signals[idx], comm->epoch, comm->net_list[k],
+            kind == RMACOLL__REC_AGREE ? "agreement record" : "metadata record");
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* Waits for every node peer's local record to reach `stage`. */
+static rmacoll_status_t wait_node(rmacoll_comm_t *comm, int par, int stage)
+{
+    const rmacoll_topo_t *topo = comm->topo;
+    int A = topo->node_of[comm->rank];
+
+    for (int l = 0; l < topo->node_size[A]; l++) {
+        int j = rmacoll__topo_rank(topo, A, l);
+        rmacoll__local_rec_t *lr = local_rec(comm, j, par);
+        rmacoll_status_t st;
+        if (j == comm->rank) {
+            continue;
+        }
+        st = rmacoll__wait_word(comm, (const volatile uint64_t *)&lr->epoch[stage],
+                                comm->epoch, j, "node metadata");
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
+    }
+    return RMACOLL_SUCCESS;
+}
+
+static void node_merge(rmacoll_comm_t *comm, int par, int stage,
+                       rmacoll__status_rec_t *acc)
+{
+    const rmacoll_topo_t *topo = comm->topo;
+    int A = topo->node_of[comm->rank];
+
+    for (int l = 0; l < topo->node_size[A]; l++) {
+        rmacoll__local_rec_t *lr = local_rec(comm, rmacoll__topo_rank(topo, A, l), par);
+        rmacoll__status_merge(acc, &lr->st[stage]);
+    }
+}
+
+/* Publishes own local record's stage with `st`. */
+static void publish(rmacoll_comm_t *comm, int par, int stage,
+                    const rmacoll__status_rec_t *st)
+{
+    rmacoll__local_rec_t *lr = local_rec(comm, comm->rank, par);
+
+    lr->st[stage] = *st;
+    atomic_store_explicit(&lr->epoch[stage], comm->epoch, memory_order_release);
+}
+
+rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    const rmacoll_topo_t *topo = comm->topo;
+    rmacoll__local_rec_t *lr = local_rec(comm, comm->rank, c->par);
+    int ok = c->local.code == RMACOLL_SUCCESS;
+    rmacoll_status_t st;
+
+    /* node peers read it from the control window ... */
+    lr->recv_addr = (uint64_t)(uintptr_t)c->hrecv;
+    for (int r = 0; r < comm->nranks; r++) {
+        rmacoll__ctrl_local_counts(lr)[r] = ok ? c->recvcounts[r] : 0;
+        rmacoll__ctrl_local_counts(lr)[comm->nranks + r] = ok ? c->rdispls[r] : 0;
+    }
+    publish(comm, c->par, RMACOLL__CTRL_A, &c->local);
+    /* ... network peers get a record */
+    for (int k = 0; k < comm->nnet; k++) {
+        int p = comm->net_list[k];
+        int B = topo->node_of[p];
+        rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 1, k, c->par);
+        int64_t *sc = (int64_t *)(rec + 1);
+        rec->epoch = comm->epoch;
+        rec->st = c->local;
+        rec->rcount = ok ? c->recvcounts[p] : 0;
+        rec->rdispl = ok ? c->rdispls[p] : 0;
+        rec->recv_rkey = c->recv_rkey;
+        for (int l = 0; l < topo->node_size[B]; l++) {
+            sc[l] = ok ? c->sendcounts[rmacoll__topo_rank(topo, B, l)] : 0;
+        }
+    }
+    st = comm->nnet ? send_records(comm, c->par, RMACOLL__REC_META) : RMACOLL_SUCCESS;
+    if (st == RMACOLL_SUCCESS) {
+        st = wait_node(comm, c->par, RMACOLL__CTRL_A);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = wait_records(comm, RMACOLL__REC_META);
+    }
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    /* everyone's validation outcome */
+    c->acc = c->local;
+    node_merge(comm, c->par, RMACOLL__CTRL_A, &c->acc);
+    for (int k = 0; k < comm->nnet; k++) {
+        rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 0, k, c->par);
+        rmacoll__status_merge(&c->acc, &rec->st);
+    }
+    return RMACOLL_SUCCESS;
+}
+
+void rmacoll__meta_inputs(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    const rmacoll_topo_t *topo = comm->topo;
+    int me = comm->rank, par = c->par;
+    int A = topo->node_of[me];
+    int ls = topo->node_size[A];
+
+    for (int l = 0; l < ls; l++) {
+        int j = rmacoll__topo_rank(topo, A, l);
+        rmacoll__local_rec_t *lr = local_rec(comm, j, par);
+        comm->peer_rcount[j] = rmacoll__ctrl_local_counts(lr)[me];
+        comm->peer_rdispl[j] = rmacoll__ctrl_local_counts(lr)[comm->nranks + me];
+        comm->peer_recv_addr[j] = lr->recv_addr;
+    }
+    for (int k = 0; k < comm->nnet; k++) {
+        int p = comm->net_list[k];
+        rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 0, k, par);
+        comm->peer_rcount[p] = rec->rcount;
+        comm->peer_rdispl[p] = rec->rdispl;
+        comm->peer_recv_rkey[p] = rec->recv_rkey;
+    }
+    for (int ch = 0; ch < comm->nin; ch++) {
+        int i = rmacoll__plan_chan_src(topo, me, ch);
+        rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 0, comm->net_index[i], par);
+        const int64_t *sc = (const int64_t *)(rec + 1);
+        for (int l = 0; l < ls; l++) {
+            rmacoll__local_rec_t *lr = local_rec(comm, rmacoll__topo_rank(topo, A, l), par);
+            const int64_t *cnt = rmacoll__ctrl_local_counts(lr);
+            comm->chan_sendcount[(size_t)ch * ls + l] = sc[l];
+            comm->chan_rcount[(size_t)ch * ls + l] = cnt[i];
+            comm->chan_rdispl[(size_t)ch * ls + l] = cnt[comm->nranks + i];
+        }
+    }
+}
+
+rmacoll_status_t rmacoll__meta_agree(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    rmacoll_status_t st;
+
+    publish(comm, c->par, RMACOLL__CTRL_B, &c->acc);
+    st = wait_node(comm, c->par, RMACOLL__CTRL_B);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    node_merge(comm, c->par, RMACOLL__CTRL_B, &c->acc);
+    if (comm->nnet) {
+        for (int k = 0; k < comm->nnet; k++) {
+            *(rmacoll__status_rec_t *)own_rec(comm, RMACOLL__REC_AGREE, 1, k, c->par) =
+                c->acc;
+        }
+        st = send_records(comm, c->par, RMACOLL__REC_AGREE);
+        if (st == RMACOLL_SUCCESS) {
+            st = wait_records(comm, RMACOLL__REC_AGREE);
+        }
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
+        for (int k = 0; k < comm->nnet; k++) {
+            rmacoll__status_merge(&c->acc,
+                                  own_rec(comm, RMACOLL__REC_AGREE, 0, k, c->par));
+        }
+    }
+    /* one node: after stage B every rank holds every status already */
+    if (comm->topo->nnodes > 1) {
+        publish(comm, c->par, RMACOLL__CTRL_C, &c->acc);
+        st = wait_node(comm, c->par, RMACOLL__CTRL_C);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
+        node_merge(comm, c->par, RMACOLL__CTRL_C, &c->acc);
+    }
+    return RMACOLL_SUCCESS;
+}

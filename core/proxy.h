@@ -1,0 +1,87 @@
+/*
+ * proxy.h - the proxy of a communicator: the one owner of every call into
+ * the network (PROXY-path) transport. Its thread posts the proxyPut queues
+ * a calling thread hands it (in order, through a single-producer ring) and
+ * drives progress() continuously, so that manual-progress providers
+ * deliver incoming data and signals even while the calling thread copies
+ * or waits. A waiting thread may drive it too (rmacoll__proxy_poll).
+ *
+ * Threading: one producer (the thread making the call, or the staging
+ * worker while it runs a call) submits; lock serialises every transport
+ * call; status and err_peer are read by any thread.
+ */
+#ifndef RMACOLL_CORE_PROXY_H
+#define RMACOLL_CORE_PROXY_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/log.h"
+#include "core/transport.h"
+
+#define RMACOLL__PROXY_RING 1024
+
+typedef struct rmacoll__proxy_job {
+    const rmacoll_put_t *puts;
+    size_t n;
+} rmacoll__proxy_job_t;
+
+typedef struct rmacoll__proxy {
+    const rmacoll__tops_t *ops;       /* the network transport, or NULL */
+    rmacoll_transport_t *tp;
+    int rank;
+    uint64_t timeout_ms;
+    rmacoll__logger_t *log;
+    char *errbuf;                     /* the communicator's last error */
+    size_t errlen;
+
+    pthread_t thread;
+    int started;
+    pthread_mutex_t lock;             /* every call into the transport */
+    _Atomic int stop;
+    _Atomic int active;               /* a call is in flight: poll hard */
+    _Atomic uint64_t jobs_posted;     /* written by the producer */
+    _Atomic uint64_t jobs_done;       /* written by whoever drives */
+    _Atomic int status;               /* first error of the transport */
+    _Atomic int err_peer;
+    rmacoll__proxy_job_t ring[RMACOLL__PROXY_RING];
+} rmacoll__proxy_t;
+
+/** Initialises px without a transport (every op a no-op until bound). */
+void rmacoll__proxy_init(rmacoll__proxy_t *px, int rank, uint64_t timeout_ms,
+                         rmacoll__logger_t *log, char *errbuf, size_t errlen);
+/** Binds the network transport and starts the thread. */
+rmacoll_status_t rmacoll__proxy_start(rmacoll__proxy_t *px,
+                                      const rmacoll__tops_t *ops,
+                                      rmacoll_transport_t *tp);
+/** Joins the thread (if started) and releases the lock. */
+void rmacoll__proxy_fini(rmacoll__proxy_t *px);
+/** Non-zero when a network transport is bound. */
+int rmacoll__proxy_bound(const rmacoll__proxy_t *px);
+
+/** Hands a queue of puts to the proxy, in order; puts stay borrowed until
+ * rmacoll__proxy_flush returned. */
+rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px,
+                                       const rmacoll_put_t *puts, size_t n);
+/** Drives the network once from a waiting thread, if nobody else is
+ * (trylock). */
+void rmacoll__proxy_poll(rmacoll__proxy_t *px);
+/** Waits until every job is posted and no put is pending (sources
+ * reusable); fails with the transport's error or after timeout_ms. */
+rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px);
+/** The transport's first error (RMACOLL_SUCCESS if none); *peer receives
+ * the rank it names, or -1. */
+rmacoll_status_t rmacoll__proxy_error(rmacoll__proxy_t *px, int *peer);
+/** Marks a call in flight (1) or not (0): the thread polls hard or gently. */
+void rmacoll__proxy_set_active(rmacoll__proxy_t *px, int active);
+
+/** mem_register / mem_deregister of the network transport under the lock;
+ * no-op success without a transport, a zero size or a NULL buffer. */
+rmacoll_status_t rmacoll__proxy_register(rmacoll__proxy_t *px, const void *buf,
+                                         uint64_t bytes, rmacoll_mem_t **mem,
+                                         rmacoll_rkey_t *rkey);
+void rmacoll__proxy_deregister(rmacoll__proxy_t *px, rmacoll_mem_t *mem);
+
+#endif /* RMACOLL_CORE_PROXY_H */

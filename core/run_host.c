@@ -1,0 +1,173 @@
+/*
+ * run_host.c - the host-memory runner: the call blocks; CE queues run on
+ * the calling thread, proxy queues through the proxy, waits spin on the
+ * control window. Also the put translation both data paths share.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/call.h"
+#include "core/comm.h"
+
+rmacoll_status_t rmacoll__grow_puts(rmacoll_comm_t *comm, size_t n)
+{
+    if (n > comm->puts_cap) {
+        rmacoll_put_t *p = realloc(comm->puts, n * sizeof(*p));
+        if (p == NULL) {
+            return RMACOLL_ERR_NO_MEMORY;
+        }
+        comm->puts = p;
+        comm->puts_cap = n;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+void rmacoll__translate(rmacoll_comm_t *comm, const rmacoll__task_t *t,
+                        const void *sendbuf, void *recvbuf, rmacoll_mem_t *send_mem,
+                        rmacoll_put_t *put)
+{
+    const char *src_base = t->src_win == RMACOLL__WIN_RELAY ? comm->relay_buf : sendbuf;
+
+    memset(put, 0, sizeof(*put));
+    put->peer = t->peer;
+    put->src = t->bytes ? src_base + t->src_off : NULL;
+    put->bytes = t->bytes;
+    put->sig_index = (t->flags & RMACOLL__TASK_SIGNAL) ? t->sig : RMACOLL_NO_SIGNAL;
+    put->sig_value = t->sig_value;
+    if (t->path == RMACOLL__PATH_CE) {
+        uint64_t base = t->peer == comm->rank ? (uint64_t)(uintptr_t)recvbuf
+                                              : comm->peer_recv_addr[t->peer];
+        put->dst_addr = base + t->dst_off;
+        return;
+    }
+    put->src_mem = t->src_win == RMACOLL__WIN_RELAY ? comm->relay_mem : send_mem;
+    if (t->dst_win == RMACOLL__WIN_RECV) {
+        put->dst_rkey = &comm->peer_recv_rkey[t->peer];
+    } else if (t->dst_win == RMACOLL__WIN_RELAY) {
+        put->dst_rkey = &comm->peer_relay_rkey[t->peer];
+    } else {
+        /* signal-only credit: 8 bytes into the credit word of the peer's
+         * control-window header (ctrl.h) */
+        put->dst_rkey = &comm->peer_ctrl_rkey[t->peer];
+        put->src = (const char *)comm->ctrl.addr + RMACOLL__CTRL_CREDIT_OFF;
+        put->src_mem = comm->ctrl_mem;
+        put->bytes = 8;
+        put->dst_addr = put->dst_rkey->addr + RMACOLL__CTRL_CREDIT_OFF;
+        return;
+    }
+    put->dst_addr = put->dst_rkey->addr + t->dst_off;
+}
+
+static rmacoll_status_t wait_task(rmacoll_comm_t *comm, const rmacoll__task_t *t)
+{
+    char what[96];
+    const char *kind = (t->flags & RMACOLL__TASK_CREDIT)    ? "relay credit"
+                       : (t->flags & RMACOLL__TASK_ARRIVAL) ? "relay chunk"
+                                                            : "data";
+
+    if (__atomic_load_n(&comm->signals[t->sig], __ATOMIC_ACQUIRE) >= t->sig_value) {
+        return RMACOLL_SUCCESS;
+    }
+    snprintf(what, sizeof(what), "%s from rank %d, signal %u", kind, t->origin, t->sig);
+    return rmacoll__wait_word(comm, &comm->signals[t->sig], t->sig_value, t->peer, what);
+}
+
+rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, const void *sendbuf,
+                                        void *recvbuf, rmacoll_mem_t *send_mem)
+{
+    const rmacoll__plan_t *plan = &comm->plan;
+    rmacoll_status_t st = rmacoll__grow_puts(comm, plan->ntasks);
+
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    for (size_t k = 0; k < plan->ntasks; k++) {
+        if (plan->tasks[k].op == RMACOLL__OP_PUT) {
+            rmacoll__translate(comm, &plan->tasks[k], sendbuf, recvbuf, send_mem,
+                               &comm->puts[k]);
+        }
+    }
+    for (size_t b = 0; b < plan->nbatches && st == RMACOLL_SUCCESS; b++) {
+        const rmacoll__batch_t *bt = &plan->batches[b];
+        uint32_t n;
+
+        /* proxyPut: handed to the proxy */
+        if (bt->count[RMACOLL__Q_PROXY_PUT]) {
+            st = rmacoll__proxy_submit(&comm->proxy,
+                                       &comm->puts[bt->first[RMACOLL__Q_PROXY_PUT]],
+                                       bt->count[RMACOLL__Q_PROXY_PUT]);
+            rmacoll__proxy_poll(&comm->proxy);
+        }
+        /* cePut: on this thread */
+        n = bt->count[RMACOLL__Q_CE_PUT];
+        if (st == RMACOLL_SUCCESS && n) {
+            uint32_t f = bt->first[RMACOLL__Q_CE_PUT];
+            rmacoll__tinst_t *ti = rmacoll__comm_bound(comm, RMACOLL__PATH_CE,
+                                                       RMACOLL_MEM_HOST, &plan->tasks[f], n);
+            st = ti->ops->host.post_puts(ti->tp, &comm->puts[f], n);
+            if (st != RMACOLL_SUCCESS) {
+                st = rmacoll__comm_fail(comm, st, "rank %d: copy to rank %d failed: %s",
+                                        comm->rank, ti->ops->base.error_peer(ti->tp),
+                                        rmacoll_status_string(st));
+            }
+        }
+        /* proxyWait and ceWait: signals land in the control window */
+        for (int q = RMACOLL__Q_PROXY_WAIT; q <= RMACOLL__Q_CE_WAIT; q++) {
+            for (uint32_t k = 0; st == RMACOLL_SUCCESS && k < bt->count[q]; k++) {
+                st = wait_task(comm, &plan->tasks[bt->first[q] + k]);
+            }
+        }
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = rmacoll__proxy_flush(&comm->proxy);
+    }
+    return st;
+}
+
+/* Registers the host buffers with the network transport (if any). */
+static rmacoll_status_t host_prepare(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    rmacoll_status_t st;
+
+    st = rmacoll__proxy_register(&comm->proxy, c->hsend, c->send_extent, &c->send_mem,
+                                 NULL);
+    if (st == RMACOLL_SUCCESS) {
+        st = rmacoll__proxy_register(&comm->proxy, c->hrecv, c->recv_extent, &c->recv_mem,
+                                     &c->recv_rkey);
+    }
+    if (st != RMACOLL_SUCCESS) {
+        snprintf(c->msg, sizeof(c->msg), "rank %d: cannot register the send/receive "
+                 "buffers (%llu/%llu bytes) with %s", comm->rank,
+                 (unsigned long long)c->send_extent, (unsigned long long)c->recv_extent,
+                 comm->proxy.ops->name);
+    }
+    return st;
+}
+
+static rmacoll_status_t host_planned(rmacoll__call_t *c)
+{
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t host_run(rmacoll__call_t *c)
+{
+    return rmacoll__run_host_plan(c->comm, c->sendbuf, c->recvbuf, c->send_mem);
+}
+
+static void host_release(rmacoll__call_t *c)
+{
+    rmacoll__proxy_deregister(&c->comm->proxy, c->send_mem);
+    rmacoll__proxy_deregister(&c->comm->proxy, c->recv_mem);
+    c->send_mem = NULL;
+    c->recv_mem = NULL;
+}
+
+const rmacoll__runner_t rmacoll__run_host = {
+    .name = "host",
+    .prepare = host_prepare,
+    .planned = host_planned,
+    .run = host_run,
+    .release = host_release,
+};

@@ -1,0 +1,315 @@
+/*
+ * test_bind.c - the transport interface as the core sees it (core/
+ * transport.c: ABI and size checks, capabilities against ops, typed stubs)
+ * and the bindings (core/bind.c), over fake ops tables: no transport runs.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/bind.h"
+#include "core/transport.h"
+
+static rmacoll_status_t f_init(const rmacoll_transport_env_t *env, rmacoll_transport_t **tp)
+{
+    return RMACOLL_SUCCESS;
+}
+
+static void f_finalize(rmacoll_transport_t *tp)
+{
+}
+
+static rmacoll_status_t f_reg(rmacoll_transport_t *tp, void *a, size_t b, rmacoll_memtype_t t,
+                              rmacoll_mem_t **m, rmacoll_rkey_t *k)
+{
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t f_dereg(rmacoll_transport_t *tp, rmacoll_mem_t *m)
+{
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t f_export(rmacoll_transport_t *tp, void *a, size_t b, void *blob)
+{
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t f_import(rmacoll_transport_t *tp, int p, const void *blob, uint64_t *a)
+{
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t f_puts(rmacoll_transport_t *tp, const rmacoll_put_t *p, size_t n)
+{
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t f_puts_s(rmacoll_transport_t *tp, const rmacoll_put_t *p, size_t n,
+                                 void *s)
+{
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t f_wait_s(rmacoll_transport_t *tp, const uint32_t *i, const uint64_t *v,
+                                 size_t n, void *s)
+{
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t f_sig_s(rmacoll_transport_t *tp, int p, uint32_t i, uint64_t v, void *s)
+{
+    return RMACOLL_SUCCESS;
+}
+
+static const rmacoll_transport_base_ops_t base = {sizeof(base), f_init, f_finalize, NULL, NULL,
+                                                  NULL};
+static const rmacoll_transport_mem_ops_t mem_all = {sizeof(mem_all), f_reg, f_dereg, f_export,
+                                                    f_import};
+static const rmacoll_transport_mem_ops_t mem_reg = {sizeof(mem_reg), f_reg, f_dereg, NULL, NULL};
+static const rmacoll_transport_host_ops_t host = {sizeof(host), f_puts};
+static const rmacoll_transport_stream_ops_t stream = {sizeof(stream), f_puts_s, f_wait_s,
+                                                      f_sig_s};
+
+static rmacoll_transport_ops_t table(const char *name, uint64_t caps)
+{
+    rmacoll_transport_ops_t t;
+
+    memset(&t, 0, sizeof(t));
+    t.abi_version = RMACOLL_TRANSPORT_ABI_VERSION;
+    t.struct_size = sizeof(t);
+    t.name = name;
+    t.desc = "fake";
+    t.caps = caps;
+    t.base = &base;
+    t.mem = &mem_all;
+    t.host = &host;
+    t.stream = &stream;
+    return t;
+}
+
+#define CE_HOST (RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_HOST)
+#define NET (RMACOLL_TCAP_PROXY | RMACOLL_TCAP_MEM_HOST)
+
+static void test_adopt_stubs(void **state)
+{
+    rmacoll_transport_ops_t t = table("net", NET);
+    rmacoll__tops_t o;
+    char err[256];
+
+    (void)state;
+    t.mem = &mem_reg;
+    t.stream = NULL;
+    assert_int_equal(rmacoll__tops_adopt(&t, &o, err, sizeof(err)), RMACOLL_SUCCESS);
+    assert_string_equal(o.name, "net");
+    assert_string_equal(o.spec, "net");
+    /* missing ops are typed stubs, never NULL */
+    assert_int_equal(o.base.progress(NULL), RMACOLL_SUCCESS);
+    assert_int_equal(o.base.pending(NULL), 0);
+    assert_int_equal(o.base.error_peer(NULL), -1);
+    assert_int_equal(o.mem.mem_export(NULL, NULL, 0, NULL), RMACOLL_ERR_UNSUPPORTED);
+    assert_int_equal(o.mem.mem_import(NULL, 0, NULL, NULL), RMACOLL_ERR_UNSUPPORTED);
+    assert_int_equal(o.stream.post_puts_stream(NULL, NULL, 0, NULL), RMACOLL_ERR_UNSUPPORTED);
+    assert_int_equal(o.stream.wait_stream(NULL, NULL, NULL, 0, NULL), RMACOLL_ERR_UNSUPPORTED);
+    assert_int_equal(o.stream.signal_stream(NULL, 0, 0, 0, NULL), RMACOLL_ERR_UNSUPPORTED);
+    assert_ptr_equal(o.host.post_puts, f_puts);
+}
+
+static void expect_refused(const rmacoll_transport_ops_t *t, const char *words)
+{
+    rmacoll__tops_t o;
+    char err[256];
+
+    assert_int_equal(rmacoll__tops_adopt(t, &o, err, sizeof(err)), RMACOLL_ERR_CONFIG);
+    if (strstr(err, words) == NULL) {
+        fail_msg("'%s' lacks '%s'", err, words);
+    }
+}
+
+static void test_adopt_refusals(void **state)
+{
+    rmacoll_transport_ops_t t;
+    rmacoll_transport_base_ops_t short_base = base;
+
+    (void)state;
+    t = table("x", NET);
+    t.abi_version = 1;
+    expect_refused(&t, "ABI mismatch: its ops table has abi_version 1");
+    t = table("x", NET);
+    t.struct_size = 16;
+    expect_refused(&t, "ABI mismatch: its ops table has struct_size 16");
+    t = table("x", NET);
+    t.host = NULL;
+    expect_refused(&t, "claims RMACOLL_TCAP_MEM_HOST but has no host.post_puts");
+    t = table("x", NET);
+    t.mem = NULL;
+    expect_refused(&t, "claims RMACOLL_TCAP_PROXY but has no mem.mem_register");
+    t = table("x", CE_HOST | RMACOLL_TCAP_MEM_CUDA);
+    t.stream = NULL;
+    expect_refused(&t, "claims RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_CUDA but has no "
+                       "stream.post_puts_stream");
+    t = table("x", CE_HOST | RMACOLL_TCAP_MEM_CUDA);
+    t.mem = &mem_reg;
+    expect_refused(&t, "has no mem.mem_export");
+    t = table("x", NET | RMACOLL_TCAP_MEM_CUDA);
+    expect_refused(&t, "without RMACOLL_TCAP_HMEM");
+    t = table("x", RMACOLL_TCAP_MEM_HOST);
+    expect_refused(&t, "neither RMACOLL_TCAP_CE nor RMACOLL_TCAP_PROXY");
+    t = table("x", NET);
+    short_base.size = 2;
+    t.base = &short_base;
+    expect_refused(&t, "ops group base has size 2");
+    /* a shorter (older) group is fine: what it lacks is a stub */
+    t = table("x", NET);
+    short_base = base;
+    short_base.size = offsetof(rmacoll_transport_base_ops_t, progress);
+    short_base.progress = NULL;
+    t.base = &short_base;
+    {
+        rmacoll__tops_t o;
+        char err[256];
+        assert_int_equal(rmacoll__tops_adopt(&t, &o, err, sizeof(err)), RMACOLL_SUCCESS);
+        assert_int_equal(o.base.pending(NULL), 0);
+    }
+}
+
+/* avail: ce-like (CE|HOST|CUDA), small (CE|CUDA, small_max_key), two nets. */
+static void make_avail(rmacoll__tops_t *avail, int with_cuda)
+{
+    rmacoll_transport_ops_t t[4];
+    char err[256];
+
+    t[0] = table("copy", CE_HOST | (with_cuda ? RMACOLL_TCAP_MEM_CUDA : 0));
+    t[1] = table("kern", RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_CUDA);
+    t[1].small_max_key = "nvlink_kernel_threshold";
+    t[2] = table("netA", NET);
+    t[3] = table("netB", NET | RMACOLL_TCAP_MEM_CUDA | RMACOLL_TCAP_HMEM);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(rmacoll__tops_adopt(&t[i], &avail[i], err, sizeof(err)),
+                         RMACOLL_SUCCESS);
+        avail[i].name = t[i].name; /* literals: outlive the local tables */
+    }
+}
+
+static rmacoll_config_t cfg_with(const char *intra, const char *inter)
+{
+    rmacoll_config_t cfg;
+
+    rmacoll_config_init(&cfg);
+    strcpy(cfg.intra_node, intra);
+    strcpy(cfg.inter_node, inter);
+    cfg.nvlink_kernel_threshold = 4096;
+    return cfg;
+}
+
+static const char *bound(const rmacoll__bind_plan_t *bp, int path, int mem, uint64_t largest)
+{
+    int i = rmacoll__bind_pick(&bp->bind[path][mem], largest);
+    return i < 0 ? "-" : bp->ops[i]->name;
+}
+
+static void test_resolve(void **state)
+{
+    rmacoll__tops_t avail[4];
+    rmacoll__bind_plan_t bp;
+    rmacoll_config_t cfg;
+    char err[256];
+
+    (void)state;
+    make_avail(avail, 1);
+    /* a named CE transport: it serves everything it can */
+    cfg = cfg_with("copy", "netA");
+    assert_int_equal(rmacoll__bind_resolve(avail, 4, &cfg, 1, 0, &bp, err, sizeof(err)),
+                     RMACOLL_SUCCESS);
+    assert_int_equal(bp.ninst, 2);
+    assert_string_equal(bound(&bp, RMACOLL__PATH_CE, RMACOLL_MEM_HOST, 1), "copy");
+    assert_string_equal(bound(&bp, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA, 1), "copy");
+    assert_string_equal(bound(&bp, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA, 1u << 30), "copy");
+    assert_string_equal(bound(&bp, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST, 1), "netA");
+    assert_string_equal(bound(&bp, RMACOLL__PATH_PROXY, RMACOLL_MEM_CUDA, 1), "-");
+    assert_int_equal(bp.path[1], RMACOLL__PATH_PROXY);
+    /* auto: the small transport up to its size key, the copy engine above */
+    cfg = cfg_with("auto", "netB");
+    assert_int_equal(rmacoll__bind_resolve(avail, 4, &cfg, 1, 0, &bp, err, sizeof(err)),
+                     RMACOLL_SUCCESS);
+    assert_int_equal(bp.ninst, 3);
+    assert_string_equal(bound(&bp, RMACOLL__PATH_CE, RMACOLL_MEM_HOST, 1), "copy");
+    assert_string_equal(bound(&bp, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA, 0), "kern");
+    assert_string_equal(bound(&bp, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA, 4096), "kern");
+    assert_string_equal(bound(&bp, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA, 4097), "copy");
+    assert_string_equal(bp.ops[bp.bind[RMACOLL__PATH_CE][RMACOLL_MEM_CUDA].ctl]->name, "copy");
+    assert_string_equal(bound(&bp, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST, 1), "netB");
+    /* a named device-only transport: every device queue, host by the copy one */
+    cfg = cfg_with("kern", "netA");
+    assert_int_equal(rmacoll__bind_resolve(avail, 4, &cfg, 0, 0, &bp, err, sizeof(err)),
+                     RMACOLL_SUCCESS);
+    assert_string_equal(bound(&bp, RMACOLL__PATH_CE, RMACOLL_MEM_HOST, 1), "copy");
+    assert_string_equal(bound(&bp, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA, 1u << 30), "kern");
+    assert_string_equal(bp.ops[bp.bind[RMACOLL__PATH_CE][RMACOLL_MEM_CUDA].ctl]->name, "copy");
+    /* one node: no network transport is made */
+    assert_string_equal(bound(&bp, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST, 1), "-");
+    assert_int_equal(bp.ninst, 2);
+    /* a host-only build: no device binding at all */
+    make_avail(avail, 0);
+    cfg = cfg_with("copy", "netA");
+    assert_int_equal(rmacoll__bind_resolve(avail, 1, &cfg, 0, 0, &bp, err, sizeof(err)),
+                     RMACOLL_SUCCESS);
+    assert_string_equal(bound(&bp, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA, 1), "-");
+    assert_int_equal(bp.bind[RMACOLL__PATH_CE][RMACOLL_MEM_CUDA].ctl, -1);
+}
+
+static void test_resolve_errors(void **state)
+{
+    rmacoll__tops_t avail[4];
+    rmacoll__bind_plan_t bp;
+    rmacoll_config_t cfg;
+    char err[256];
+
+    (void)state;
+    make_avail(avail, 1);
+    cfg = cfg_with("nope", "netA");
+    assert_int_equal(rmacoll__bind_resolve(avail, 4, &cfg, 1, 3, &bp, err, sizeof(err)),
+                     RMACOLL_ERR_CONFIG);
+    assert_non_null(strstr(err, "rank 3: transports.intra_node 'nope' is not built in"));
+    cfg = cfg_with("netA", "netA");
+    assert_int_equal(rmacoll__bind_resolve(avail, 4, &cfg, 1, 0, &bp, err, sizeof(err)),
+                     RMACOLL_ERR_CONFIG);
+    assert_non_null(strstr(err, "does not serve node peers"));
+    cfg = cfg_with("copy", "kern");
+    assert_int_equal(rmacoll__bind_resolve(avail, 4, &cfg, 1, 0, &bp, err, sizeof(err)),
+                     RMACOLL_ERR_CONFIG);
+    assert_non_null(strstr(err, "transports.inter_node 'kern' does not serve network peers"));
+    cfg = cfg_with("copy", "absent");
+    assert_int_equal(rmacoll__bind_resolve(avail, 4, &cfg, 1, 0, &bp, err, sizeof(err)),
+                     RMACOLL_ERR_CONFIG);
+    assert_non_null(strstr(err, "transports.inter_node 'absent' is not built in"));
+    /* the same config is fine on one node: no network transport needed */
+    assert_int_equal(rmacoll__bind_resolve(avail, 4, &cfg, 0, 0, &bp, err, sizeof(err)),
+                     RMACOLL_SUCCESS);
+    /* nothing serves node peers in host memory */
+    cfg = cfg_with("auto", "netA");
+    assert_int_equal(rmacoll__bind_resolve(avail + 1, 3, &cfg, 1, 0, &bp, err, sizeof(err)),
+                     RMACOLL_ERR_CONFIG);
+    assert_non_null(strstr(err, "no transport for node peers in host memory"));
+    /* a size key that is not one */
+    avail[1].small_max_key = "relay.slots";
+    assert_int_equal(rmacoll__bind_resolve(avail, 4, &cfg, 1, 0, &bp, err, sizeof(err)),
+                     RMACOLL_ERR_CONFIG);
+    assert_non_null(strstr(err, "names size key 'relay.slots'"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_adopt_stubs),
+        cmocka_unit_test(test_adopt_refusals),
+        cmocka_unit_test(test_resolve),
+        cmocka_unit_test(test_resolve_errors),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,167 @@
+/*
+ * test_transport_plugin.c - transports loaded from a shared object named
+ * in the config: the example plugin (tests/plugins/transport_example.c,
+ * built with the public headers only) carries the network path of the
+ * end-to-end cases, relay on and off, as the current ABI and as an
+ * adapted ABI-1 table; an ABI-0 plugin, a missing file and a shared object
+ * without the entry symbol are refused with messages that say so.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/transport.h"
+#include "e2e_body.h"
+#include "mprun.h"
+
+static const char *const case_files[] = {
+    "all_zero.txt",        "half_idle.txt",          "incast_16_to_0.txt",
+    "mismatch_2x2.txt",    "moe_zipf_2x4.txt",       "one_column_zero.txt",
+    "single_rank_node_1_4.txt", "sparse_two_cross.txt", "symmetric_small_2x2.txt",
+    "uneven_nodes_3_2.txt",
+};
+
+static rmacoll_config_t plugin_config(const char *path)
+{
+    rmacoll_config_t cfg;
+    char spec[RMACOLL_CONFIG_STR_MAX];
+
+    rmacoll_config_init(&cfg);
+    cfg.timeout_ms = 20000;
+    snprintf(spec, sizeof(spec), "plugin:%s", path);
+    assert_int_equal(rmacoll_config_set(&cfg, "transports.inter_node", spec),
+                     RMACOLL_SUCCESS);
+    return cfg;
+}
+
+static rmacoll_case_t *load(const char *file)
+{
+    char path[512], err[256];
+    rmacoll_case_t *c = NULL;
+
+    snprintf(path, sizeof(path), "%s/%s", RMACOLL_CASES_DIR, file);
+    if (rmacoll_case_load(path, &c, err, sizeof(err)) != RMACOLL_SUCCESS) {
+        fail_msg("%s", err);
+    }
+    return c;
+}
+
+static void run_cases(const rmacoll_config_t *cfg, int ncalls)
+{
+    for (size_t k = 0; k < sizeof(case_files) / sizeof(case_files[0]); k++) {
+        rmacoll_case_t *c = load(case_files[k]);
+        int codes[64] = {0};
+        e2e_arg_t arg = {c, 1, ncalls,
+                         c->has_mismatch ? RMACOLL_ERR_MISMATCH : RMACOLL_SUCCESS, 1};
+        mprun_opts_t o = {c->nranks, c->node_of, cfg, 240, -1};
+        int failed;
+
+        print_message("case %s (relay %s)\n", case_files[k], cfg->relay_enabled ? "on" : "off");
+        failed = mprun(&o, e2e_body, &arg, codes);
+        for (int r = 0; failed && r < c->nranks; r++) {
+            print_message("rank %d exit %d\n", r, codes[r]);
+        }
+        rmacoll_case_free(c);
+        assert_int_equal(failed, 0);
+    }
+}
+
+/* Every case, three calls back to back, relay on and off. */
+static void test_plugin_cases(void **state)
+{
+    rmacoll_config_t cfg = plugin_config(RMACOLL_TEST_TRANSPORT_PLUGIN);
+
+    (void)state;
+    for (int relay = 1; relay >= 0; relay--) {
+        cfg.relay_enabled = relay;
+        run_cases(&cfg, 3);
+    }
+}
+
+/* The same plugin exporting the flat ABI-1 table: adapted by the core. */
+static void test_plugin_v1_adapted(void **state)
+{
+    rmacoll_config_t cfg = plugin_config(RMACOLL_TEST_TRANSPORT_PLUGIN_V1);
+    rmacoll__tops_t t;
+    char err[512];
+
+    (void)state;
+    assert_int_equal(rmacoll__tops_find(cfg.inter_node, "transports.inter_node", &t, err,
+                                        sizeof(err)),
+                     RMACOLL_SUCCESS);
+    assert_string_equal(t.name, "example_cma");
+    assert_int_equal(t.abi_version, 1);
+    assert_int_equal(t.caps, RMACOLL_TCAP_PROXY | RMACOLL_TCAP_MEM_HOST);
+    /* ops it lacks are typed stubs, never NULL */
+    assert_non_null(t.stream.post_puts_stream);
+    assert_int_equal(t.stream.post_puts_stream(NULL, NULL, 0, NULL), RMACOLL_ERR_UNSUPPORTED);
+    assert_int_equal(t.mem.mem_export(NULL, NULL, 0, NULL), RMACOLL_ERR_UNSUPPORTED);
+    rmacoll__tops_release(&t);
+    run_cases(&cfg, 2);
+}
+
+/* Refusals name the plugin, the key and the reason. */
+static void test_plugin_refused(void **state)
+{
+    rmacoll__tops_t t;
+    char err[512], spec[RMACOLL_CONFIG_STR_MAX];
+
+    (void)state;
+    snprintf(spec, sizeof(spec), "plugin:%s", RMACOLL_TEST_TRANSPORT_PLUGIN_V0);
+    assert_int_equal(rmacoll__tops_find(spec, "transports.inter_node", &t, err, sizeof(err)),
+                     RMACOLL_ERR_CONFIG);
+    assert_non_null(strstr(err, "transports.inter_node"));
+    assert_non_null(strstr(err, RMACOLL_TEST_TRANSPORT_PLUGIN_V0));
+    assert_non_null(strstr(err, "built against transport ABI version 0"));
+    assert_non_null(strstr(err, "loads versions 2 and 1"));
+
+    assert_int_equal(rmacoll__tops_find("plugin:/nonexistent/libx.so", "transports.inter_node",
+                                        &t, err, sizeof(err)),
+                     RMACOLL_ERR_CONFIG);
+    assert_non_null(strstr(err, "cannot load transport plugin '/nonexistent/libx.so'"));
+
+    snprintf(spec, sizeof(spec), "plugin:%s", RMACOLL_TEST_NOT_A_PLUGIN);
+    assert_int_equal(rmacoll__tops_find(spec, "transports.intra_node", &t, err, sizeof(err)),
+                     RMACOLL_ERR_CONFIG);
+    assert_non_null(strstr(err, "is not a transport plugin"));
+
+    assert_int_equal(rmacoll__tops_find("nosuch", "transports.inter_node", &t, err,
+                                        sizeof(err)),
+                     RMACOLL_ERR_CONFIG);
+    assert_non_null(strstr(err, "transports.inter_node 'nosuch' is not built in"));
+}
+
+/* A communicator whose config names a refused plugin fails on every rank
+ * with RMACOLL_ERR_CONFIG. */
+static void test_plugin_refused_comm(void **state)
+{
+    static const int node_of[] = {0, 1};
+    rmacoll_config_t cfg = plugin_config(RMACOLL_TEST_TRANSPORT_PLUGIN_V0);
+    rmacoll_case_t *c = load("symmetric_small_2x2.txt");
+    e2e_arg_t arg = {c, 1, 1, RMACOLL_SUCCESS, 1};
+    mprun_opts_t o = {2, node_of, &cfg, 120, -1};
+    int codes[2] = {0, 0};
+
+    (void)state;
+    mprun(&o, e2e_body, &arg, codes);
+    rmacoll_case_free(c);
+    assert_int_equal(codes[0], MPRUN_CREATE_FAILED);
+    assert_int_equal(codes[1], MPRUN_CREATE_FAILED);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plugin_refused),
+        cmocka_unit_test(test_plugin_refused_comm),
+        cmocka_unit_test(test_plugin_v1_adapted),
+        cmocka_unit_test(test_plugin_cases),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

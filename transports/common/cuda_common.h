@@ -1,0 +1,134 @@
+/*
+ * cuda_common.h - CUDA helpers shared by the transports that move device
+ * memory between node peers (ce's CUDA backend, nvlink_kernel): driver
+ * entry points (cudaGetDriverEntryPointByVersion; libcuda is never
+ * linked), registration of the node's signal windows for the GPU, IPC
+ * export/import of device buffers (cached by handle), stream waits and
+ * signals as stream memory operations, and the transport's own stream for
+ * host-driven puts. A transport includes only its own folder and
+ * transports/common/.
+ *
+ * Not thread-safe: one rmacoll__cu_t belongs to one transport instance,
+ * used by one thread at a time.
+ */
+#ifndef RMACOLL_TRANSPORTS_COMMON_CUDA_COMMON_H
+#define RMACOLL_TRANSPORTS_COMMON_CUDA_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+
+#include "rmacoll_transport.h"
+
+#define RMACOLL__CU_MAX_OPS 256u /* memory operations per batch call */
+
+/* What mem_export writes (RMACOLL_EXPORT_BYTES); magic tells transports
+ * apart (their blobs are not interchangeable). */
+typedef struct rmacoll__cu_blob {
+    uint32_t magic;
+    uint32_t rank;         /* exporting rank */
+    uint64_t base;         /* allocation base in the exporter */
+    uint64_t offset;       /* of the exported address in the allocation */
+    uint64_t bytes;        /* exported length */
+    uint8_t handle[64];    /* cudaIpcMemHandle_t of the allocation */
+} rmacoll__cu_blob_t;
+
+/* One host range registered for the GPU (page-aligned). */
+typedef struct rmacoll__cu_reg {
+    void *base;
+    size_t bytes;
+    int owned;             /* 0: registered by someone else already */
+} rmacoll__cu_reg_t;
+
+/* One opened IPC handle. */
+typedef struct rmacoll__cu_import {
+    uint8_t handle[64];
+    void *mapped;          /* allocation base mapped here */
+    int peer;
+} rmacoll__cu_import_t;
+
+typedef struct rmacoll__cu {
+    const rmacoll_transport_env_t *env;
+    const char *name;      /* the transport's name, first word of its logs */
+    uint32_t blob_magic;
+    int device;
+    PFN_cuStreamWriteValue64_v11070 write64;
+    PFN_cuStreamWaitValue64_v11070 wait64;
+    PFN_cuStreamBatchMemOp_v11070 batch;
+    PFN_cuMemGetAddressRange_v3020 get_range;
+    PFN_cuGetErrorString_v6000 error_string;
+    CUdeviceptr *sig_dev;  /* [nranks]: device address of each rank's words, 0 = none */
+    uint32_t *sig_n;       /* [nranks]: their counts */
+    rmacoll__cu_reg_t *regs;
+    int nregs;
+    rmacoll__cu_import_t *imports;
+    size_t nimports, cap_imports;
+    cudaStream_t stream;   /* own stream of host-driven puts */
+    cudaEvent_t event;     /* recorded after each such queue */
+    size_t pending;        /* puts before `event` */
+    CUstreamBatchMemOpParams ops[RMACOLL__CU_MAX_OPS];
+} rmacoll__cu_t;
+
+/* Logs a runtime / driver error once, naming what and the peer (-1:
+ * none); returns RMACOLL_ERR_CUDA. */
+rmacoll_status_t rmacoll__cu_rt_error(rmacoll__cu_t *cu, cudaError_t e, int peer,
+                                      const char *what);
+rmacoll_status_t rmacoll__cu_drv_error(rmacoll__cu_t *cu, CUresult r, int peer,
+                                       const char *what);
+
+/**
+ * Opens the GPU part on the calling thread's current device: entry
+ * points, 64-bit stream memory operations, the node's signal windows
+ * registered (Mapped | Portable), the own stream and event. *out is NULL
+ * when no GPU is usable: the status says why (RMACOLL_ERR_NO_DEVICE or
+ * RMACOLL_ERR_CUDA, message in why) and the caller stays off; only
+ * RMACOLL_ERR_NO_MEMORY is an error of the caller's init.
+ */
+rmacoll_status_t rmacoll__cu_open(const rmacoll_transport_env_t *env, const char *name,
+                                  uint32_t blob_magic, rmacoll__cu_t **out, char *why,
+                                  size_t len);
+/** Synchronises the own stream, closes imports, unregisters, frees. */
+void rmacoll__cu_close(rmacoll__cu_t *cu);
+
+/** Checks [addr, addr + bytes) is device memory of one allocation;
+ * base/size receive the allocation. */
+rmacoll_status_t rmacoll__cu_device_range(rmacoll__cu_t *cu, void *addr, size_t bytes,
+                                          CUdeviceptr *base, size_t *size);
+/** Registration of device memory for node peers' copies: nothing to pin;
+ * checks the range (device memory of one allocation) and fills rkey (may
+ * be NULL) with {addr, bytes}. */
+rmacoll_status_t rmacoll__cu_mem_register(rmacoll__cu_t *cu, void *addr, size_t bytes,
+                                          rmacoll_rkey_t *rkey);
+/** mem_export / mem_import of the transport interface. */
+rmacoll_status_t rmacoll__cu_export(rmacoll__cu_t *cu, void *addr, size_t bytes,
+                                    void *blob);
+rmacoll_status_t rmacoll__cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
+                                    uint64_t *addr);
+
+/** Checks one put of a queue; *sig receives the device address of its
+ * signal word (0: none). */
+rmacoll_status_t rmacoll__cu_check_put(rmacoll__cu_t *cu, const rmacoll_put_t *p,
+                                       size_t i, CUdeviceptr *sig);
+/** RMACOLL_ERR_UNSUPPORTED while s is being captured into a graph. */
+rmacoll_status_t rmacoll__cu_check_stream(rmacoll__cu_t *cu, cudaStream_t s);
+/** ops[n] = a 64-bit write of v to a (with a memory barrier). */
+void rmacoll__cu_op_write(rmacoll__cu_t *cu, unsigned n, CUdeviceptr a, uint64_t v);
+/** Enqueues ops[0, n) (all writes or all waits) on s. */
+rmacoll_status_t rmacoll__cu_flush_ops(rmacoll__cu_t *cu, cudaStream_t s, unsigned n,
+                                       int peer);
+/** wait_stream and signal_stream of the transport interface. */
+rmacoll_status_t rmacoll__cu_wait_stream(rmacoll__cu_t *cu, const uint32_t *idx,
+                                         const uint64_t *values, size_t n, cudaStream_t s);
+rmacoll_status_t rmacoll__cu_signal_stream(rmacoll__cu_t *cu, int peer, uint32_t idx,
+                                           uint64_t value, cudaStream_t s);
+
+/** After a host-driven queue of n puts on cu->stream: records the event. */
+rmacoll_status_t rmacoll__cu_record(rmacoll__cu_t *cu, size_t n);
+/** progress / pending of host-driven puts. */
+rmacoll_status_t rmacoll__cu_progress(rmacoll__cu_t *cu);
+size_t rmacoll__cu_pending(rmacoll__cu_t *cu);
+
+#endif /* RMACOLL_TRANSPORTS_COMMON_CUDA_COMMON_H */

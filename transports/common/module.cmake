@@ -1,0 +1,9 @@
+# transports/common/module.cmake - helpers transports share (a transport
+# includes only its own folder and transports/common/). cuda_common.c: the
+# CUDA machinery of the transports that move device memory between node
+# peers (ce's CUDA backend, nvlink_kernel); built with CUDA when either is.
+# Included from transports/CMakeLists.txt in the same scope.
+if(RMACOLL_HAVE_CUDA)  # nvlink_kernel is built whenever CUDA is
+  list(APPEND RMACOLL_SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_common.c)
+  list(APPEND RMACOLL_LIBS CUDA::cudart)
+endif()
