@@ -166,7 +166,12 @@ static rmacoll_status_t cu_register_windows(rmacoll__cu_t *cu)
 static void cu_free(rmacoll__cu_t *cu)
 {
     for (size_t i = 0; i < cu->nimports; i++) {
-        cudaError_t e = cudaIpcCloseMemHandle(cu->imports[i].mapped);
+        cudaError_t e;
+
+        if (cu->imports[i].same_process) {
+            continue; /* the exporter's own allocation, used directly */
+        }
+        e = cudaIpcCloseMemHandle(cu->imports[i].mapped);
 
         if (e != cudaSuccess) {
             rmacoll__cu_rt_error(cu, e, cu->imports[i].peer, "cudaIpcCloseMemHandle");
@@ -389,10 +394,68 @@ rmacoll_status_t rmacoll__cu_export(rmacoll__cu_t *cu, void *addr, size_t bytes,
     b.rank = (uint32_t)cu->env->rank;
     b.base = (uint64_t)base;
     b.offset = (uint64_t)(uintptr_t)addr - (uint64_t)base;
-    b.bytes = (uint64_t)bytes;
+    b.pid = (uint32_t)getpid();
+    b.device = (int32_t)cu->device;
     memcpy(b.handle, &h, sizeof(b.handle));
     memcpy(blob, &b, sizeof(b));
     return RMACOLL_SUCCESS;
+}
+
+/*
+ * 1 when the blob was exported by this process (ranks as threads): its pid
+ * is ours, and the handle of the allocation at its base, taken here, is the
+ * blob's (so a pid reused in another pid namespace cannot fool it). Then
+ * peer access to the exporter's device is enabled when it is not ours.
+ * 0: another process (IPC). -1: a CUDA error (logged).
+ */
+static int cu_same_process(rmacoll__cu_t *cu, const rmacoll__cu_blob_t *b)
+{
+    struct cudaPointerAttributes a;
+    cudaIpcMemHandle_t mine;
+    cudaError_t e;
+
+    if (b->pid != (uint32_t)getpid()) {
+        return 0;
+    }
+    e = cudaPointerGetAttributes(&a, (void *)(uintptr_t)b->base);
+    if (e != cudaSuccess || a.type != cudaMemoryTypeDevice) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    e = cudaIpcGetMemHandle(&mine, (void *)(uintptr_t)b->base);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (memcmp(&mine, b->handle, sizeof(mine)) != 0) {
+        return 0;
+    }
+    if (a.device != cu->device) {
+        int can = 0;
+
+        e = cudaDeviceCanAccessPeer(&can, cu->device, a.device);
+        if (e != cudaSuccess) {
+            rmacoll__cu_rt_error(cu, e, (int)b->rank, "cudaDeviceCanAccessPeer");
+            return -1;
+        }
+        if (!can) {
+            CU_LOG(cu, RMACOLL_LOG_ERROR, "%s: device %d cannot access device %d (no "
+                   "peer access between them): rank %u's buffer on it is unreachable",
+                   cu->name, cu->device, a.device, b->rank);
+            return -1;
+        }
+        e = cudaDeviceEnablePeerAccess(a.device, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled) {
+            (void)cudaGetLastError();
+        } else if (e != cudaSuccess) {
+            rmacoll__cu_rt_error(cu, e, (int)b->rank, "cudaDeviceEnablePeerAccess");
+            return -1;
+        }
+    }
+    CU_LOG(cu, RMACOLL_LOG_DEBUG, "%s: rank %u's buffer at 0x%llx is in this process "
+           "(device %d): used directly, no IPC mapping", cu->name, b->rank,
+           (unsigned long long)b->base, a.device);
+    return 1;
 }
 
 rmacoll_status_t rmacoll__cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
@@ -402,6 +465,7 @@ rmacoll_status_t rmacoll__cu_import(rmacoll__cu_t *cu, int peer, const void *blo
     cudaIpcMemHandle_t h;
     void *mapped = NULL;
     cudaError_t e;
+    int same;
 
     memcpy(&b, blob, sizeof(b));
     if (b.magic != cu->blob_magic || b.rank != (uint32_t)peer) {
@@ -433,14 +497,23 @@ rmacoll_status_t rmacoll__cu_import(rmacoll__cu_t *cu, int peer, const void *blo
         cu->cap_imports = cap;
     }
     memcpy(&h, b.handle, sizeof(h));
-    e = cudaIpcOpenMemHandle(&mapped, h, cudaIpcMemLazyEnablePeerAccess);
-    if (e != cudaSuccess) {
-        return rmacoll__cu_rt_error(cu, e, peer, "cudaIpcOpenMemHandle of the peer's "
-                                    "device buffer");
+    same = cu_same_process(cu, &b);
+    if (same < 0) {
+        return RMACOLL_ERR_CUDA;
+    }
+    if (same) {
+        mapped = (void *)(uintptr_t)b.base;
+    } else {
+        e = cudaIpcOpenMemHandle(&mapped, h, cudaIpcMemLazyEnablePeerAccess);
+        if (e != cudaSuccess) {
+            return rmacoll__cu_rt_error(cu, e, peer, "cudaIpcOpenMemHandle of the peer's "
+                                        "device buffer");
+        }
     }
     memcpy(cu->imports[cu->nimports].handle, b.handle, sizeof(b.handle));
     cu->imports[cu->nimports].mapped = mapped;
     cu->imports[cu->nimports].peer = peer;
+    cu->imports[cu->nimports].same_process = same;
     cu->nimports++;
     if (cu->nimports % 64 == 0) {
         CU_LOG(cu, RMACOLL_LOG_WARN, "%s: %zu IPC mappings of peers' device buffers held "

@@ -32,7 +32,8 @@ typedef struct rmacoll__cu_blob {
     uint32_t rank;         /* exporting rank */
     uint64_t base;         /* allocation base in the exporter */
     uint64_t offset;       /* of the exported address in the allocation */
-    uint64_t bytes;        /* exported length */
+    uint32_t pid;          /* exporting process (getpid()) */
+    int32_t device;        /* exporter's device ordinal */
     uint8_t handle[64];    /* cudaIpcMemHandle_t of the allocation */
 } rmacoll__cu_blob_t;
 
@@ -48,6 +49,7 @@ typedef struct rmacoll__cu_import {
     uint8_t handle[64];
     void *mapped;          /* allocation base mapped here */
     int peer;
+    int same_process;      /* the exporter is this process: nothing to close */
 } rmacoll__cu_import_t;
 
 typedef struct rmacoll__cu {
@@ -102,7 +104,12 @@ rmacoll_status_t rmacoll__cu_device_range(rmacoll__cu_t *cu, void *addr, size_t 
  * be NULL) with {addr, bytes}. */
 rmacoll_status_t rmacoll__cu_mem_register(rmacoll__cu_t *cu, void *addr, size_t bytes,
                                           rmacoll_rkey_t *rkey);
-/** mem_export / mem_import of the transport interface. */
+/** mem_export / mem_import of the transport interface. An export of this
+ * same process (ranks as threads: the blob's pid is ours and the handle
+ * of the allocation at the blob's base, taken here, is the blob's) is used
+ * directly, with no IPC mapping (cudaIpcOpenMemHandle refuses a handle of
+ * its own process); when the exporter's device differs from ours, peer
+ * access to it is enabled (cudaDeviceEnablePeerAccess) on our device. */
 rmacoll_status_t rmacoll__cu_export(rmacoll__cu_t *cu, void *addr, size_t bytes,
                                     void *blob);
 rmacoll_status_t rmacoll__cu_import(rmacoll__cu_t *cu, int peer, const void *blob,

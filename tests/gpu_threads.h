@@ -1,0 +1,241 @@
+/*
+ * gpu_threads.h - helpers of the GPU tests whose ranks are threads of one
+ * process (test_gpu_threads.c, test_gpu_graph.c): one thread per rank, each
+ * on device rank % device count with its own non-blocking stream, all
+ * ranks on one node (one node_key), sharing the process's CUDA context.
+ * Buffers: the count matrix of a case, gapped receive blocks, one guard
+ * byte past each buffer, pinned host copies for fill and check
+ * (tools/common/cases.h). Header-only (static functions): the tests'
+ * support library is built without CUDA.
+ */
+#ifndef RMACOLL_TESTS_GPU_THREADS_H
+#define RMACOLL_TESTS_GPU_THREADS_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cases.h"
+#include "rmacoll.h"
+
+#define GT_MAX_RANKS 16
+
+/* Body results. */
+enum { GT_OK = 0, GT_WRONG_DATA = 1, GT_WRONG_STATUS = 2, GT_CUDA = 3, GT_CREATE = 4 };
+
+#define GT_TRY(call)                                                           \
+    do {                                                                       \
+        cudaError_t ce_ = (call);                                              \
+        if (ce_ != cudaSuccess) {                                              \
+            fprintf(stderr, "rank %d: %s failed: %s (%s:%d)\n", rank, #call,   \
+                    cudaGetErrorString(ce_), __FILE__, __LINE__);              \
+            rcode = GT_CUDA;                                                   \
+            goto out;                                                          \
+        }                                                                      \
+    } while (0)
+
+/* One rank's buffers and counts for one case. */
+typedef struct gt_buf {
+    int64_t sc[GT_MAX_RANKS], sd[GT_MAX_RANKS];
+    int64_t rc[GT_MAX_RANKS], rd[GT_MAX_RANKS];
+    size_t es, sbytes, rbytes;
+    void *hs, *hr; /* pinned host: fill, check */
+    void *ds, *dr; /* device */
+    rmacoll_datatype_t dtype;
+} gt_buf_t;
+
+static void gt_buf_free(gt_buf_t *k)
+{
+    if (k->hs != NULL)
+        cudaFreeHost(k->hs);
+    if (k->hr != NULL)
+        cudaFreeHost(k->hr);
+    if (k->ds != NULL)
+        cudaFree(k->ds);
+    if (k->dr != NULL)
+        cudaFree(k->dr);
+    memset(k, 0, sizeof(*k));
+}
+
+/* Counts of `rank` in c, buffers allocated (device receive buffer set to
+ * the sentinel, synchronously). */
+static int gt_buf_init(gt_buf_t *k, const rmacoll_case_t *c, int rank)
+{
+    int n = c->nranks;
+    int64_t sext, rext;
+
+    memset(k, 0, sizeof(*k));
+    k->dtype = c->dtype;
+    k->es = rmacoll_datatype_size(c->dtype);
+    for (int j = 0; j < n; j++) {
+        k->sc[j] = c->send[(size_t)rank * n + j];
+        k->rc[j] = c->recv[(size_t)j * n + rank];
+    }
+    sext = rmacoll_displs_contiguous(n, k->sc, k->sd);
+    rext = rmacoll_displs_gapped(n, k->rc, 3, k->rd);
+    k->sbytes = (size_t)sext * k->es;
+    k->rbytes = (size_t)rext * k->es;
+    if (cudaMallocHost(&k->hs, k->sbytes + 1) != cudaSuccess ||
+        cudaMallocHost(&k->hr, k->rbytes + 1) != cudaSuccess ||
+        cudaMalloc(&k->ds, k->sbytes + 1) != cudaSuccess ||
+        cudaMalloc(&k->dr, k->rbytes + 1) != cudaSuccess) {
+        fprintf(stderr, "rank %d: no memory for %zu + %zu bytes\n", rank, k->sbytes,
+                k->rbytes);
+        return GT_CUDA;
+    }
+    if (cudaMemset(k->dr, RMACOLL_FILL_SENTINEL, k->rbytes + 1) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
+        return GT_CUDA;
+    return GT_OK;
+}
+
+/* Enqueues on s: the send buffer filled for stamp iter (host fill, then an
+ * async upload: s must have drained the previous use of k->hs), and the
+ * device receive buffer reset to the sentinel. */
+static int gt_buf_stage(gt_buf_t *k, int rank, int nranks, uint64_t iter, cudaStream_t s)
+{
+    rmacoll_fill_send(k->hs, k->sbytes, k->es, rank, nranks, k->sc, k->sd, iter);
+    if (cudaMemcpyAsync(k->ds, k->hs, k->sbytes + 1, cudaMemcpyHostToDevice, s) !=
+            cudaSuccess ||
+        cudaMemsetAsync(k->dr, RMACOLL_FILL_SENTINEL, k->rbytes + 1, s) != cudaSuccess)
+        return GT_CUDA;
+    return GT_OK;
+}
+
+static rmacoll_status_t gt_call(gt_buf_t *k, rmacoll_comm_t *comm, cudaStream_t s)
+{
+    return rmacoll_alltoallv(k->sbytes ? k->ds : NULL, k->sc, k->sd,
+                             k->rbytes ? k->dr : NULL, k->rc, k->rd, k->dtype, comm, s);
+}
+
+/* Synchronises s, copies the receive buffer back and checks it: the blocks
+ * of stamp iter (ok != 0) or all sentinel, the guard byte in both cases. */
+static int gt_buf_check(gt_buf_t *k, int rank, int nranks, uint64_t iter, int ok,
+                        cudaStream_t s, const char *what)
+{
+    rmacoll_check_report_t rep;
+
+    if (cudaStreamSynchronize(s) != cudaSuccess ||
+        cudaMemcpy(k->hr, k->dr, k->rbytes + 1, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        fprintf(stderr, "rank %d (%s): stream or copy-back failed: %s\n", rank, what,
+                cudaGetErrorString(cudaGetLastError()));
+        return GT_CUDA;
+    }
+    if (((unsigned char *)k->hr)[k->rbytes] != RMACOLL_FILL_SENTINEL) {
+        fprintf(stderr, "rank %d (%s): byte past the receive buffer written\n", rank,
+                what);
+        return GT_WRONG_DATA;
+    }
+    if (!ok) {
+        for (size_t b = 0; b < k->rbytes; b++) {
+            if (((unsigned char *)k->hr)[b] != RMACOLL_FILL_SENTINEL) {
+                fprintf(stderr, "rank %d (%s): failed call wrote byte %zu\n", rank, what,
+                        b);
+                return GT_WRONG_DATA;
+            }
+        }
+        return GT_OK;
+    }
+    if (rmacoll_check_recv(k->hr, k->rbytes, k->es, rank, nranks, k->rc, k->rd, iter,
+                           &rep) != 0) {
+        fprintf(stderr, "rank %d (%s, stamp %llu): %s\n", rank, what,
+                (unsigned long long)iter, rep.msg);
+        return GT_WRONG_DATA;
+    }
+    return GT_OK;
+}
+
+/* ---- ranks as threads ---- */
+
+typedef int (*gt_body_fn)(rmacoll_comm_t *comm, int rank, int nranks, cudaStream_t s,
+                          void *arg);
+
+typedef struct gt_thread {
+    int rank, nranks;
+    const rmacoll_unique_id_t *id;
+    const rmacoll_config_t *cfg;
+    gt_body_fn body;
+    void *arg;
+    int result;
+} gt_thread_t;
+
+static void *gt_main(void *p)
+{
+    gt_thread_t *t = p;
+    rmacoll_comm_params_t prm;
+    rmacoll_comm_t *comm = NULL;
+    cudaStream_t stream = NULL;
+    int ndev = 0, rcode = GT_OK, rank = t->rank;
+
+    GT_TRY(cudaGetDeviceCount(&ndev));
+    GT_TRY(cudaSetDevice(rank % ndev));
+    GT_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    memset(&prm, 0, sizeof(prm));
+    prm.struct_size = sizeof(prm);
+    prm.rank = rank;
+    prm.nranks = t->nranks;
+    prm.unique_id = t->id;
+    prm.config = t->cfg;
+    prm.node_key = "gpu-threads-node";
+    if (rmacoll_comm_create(&prm, &comm) != RMACOLL_SUCCESS) {
+        fprintf(stderr, "rank %d: rmacoll_comm_create failed\n", rank);
+        rcode = GT_CREATE;
+        goto out;
+    }
+    rcode = t->body(comm, rank, t->nranks, stream, t->arg);
+    if (rmacoll_comm_destroy(comm) != RMACOLL_SUCCESS && rcode == GT_OK) {
+        fprintf(stderr, "rank %d: rmacoll_comm_destroy failed\n", rank);
+        rcode = GT_CREATE;
+    }
+out:
+    if (stream != NULL)
+        cudaStreamDestroy(stream);
+    t->result = rcode;
+    return NULL;
+}
+
+/* Runs body on nranks threads of this process; 0 when every rank returned
+ * GT_OK, else the number of failed ranks (each printed). */
+static int gt_run(int nranks, const rmacoll_config_t *cfg, gt_body_fn body, void *arg)
+{
+    rmacoll_unique_id_t id;
+    pthread_t th[GT_MAX_RANKS];
+    gt_thread_t ta[GT_MAX_RANKS];
+    int failed = 0, started = 0;
+
+    if (nranks > GT_MAX_RANKS || rmacoll_get_unique_id(&id) != RMACOLL_SUCCESS)
+        return nranks > 0 ? nranks : 1;
+    for (int r = 0; r < nranks; r++) {
+        ta[r] = (gt_thread_t){r, nranks, &id, cfg, body, arg, -1};
+        if (pthread_create(&th[r], NULL, gt_main, &ta[r]) != 0)
+            break;
+        started++;
+    }
+    for (int r = 0; r < started; r++)
+        pthread_join(th[r], NULL);
+    for (int r = 0; r < nranks; r++) {
+        if (r >= started || ta[r].result != GT_OK) {
+            fprintf(stderr, "rank %d: result %d\n", r, r >= started ? -1 : ta[r].result);
+            failed++;
+        }
+    }
+    return failed;
+}
+
+/* Device count, 0 when CUDA is unusable (the tests then exit 77). */
+static int gt_probe(void)
+{
+    int n = 0;
+
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        n = 0;
+    }
+    return n;
+}
+
+#endif /* RMACOLL_TESTS_GPU_THREADS_H */

@@ -1,0 +1,173 @@
+/*
+ * test_gpu_threads.c - device-memory AlltoAllV with several ranks in one
+ * process, one rank per thread (as with ncclCommInitRank from threads),
+ * CTest label "gpu". Ranks of one process share its CUDA context: a node
+ * peer's receive buffer is used directly, without CUDA IPC (which refuses
+ * a handle exported by the same process), with peer access enabled when
+ * the peer's device differs. Each thread uses device rank % device count
+ * (one GPU: every rank on it) and its own stream.
+ *
+ * Every count-matrix case of tests/cases (all ranks on one node; the
+ * mismatch case must fail on every rank and leave receive buffers as they
+ * were), three calls each with fresh stamps, every receive byte checked
+ * (gaps and a guard byte); the same under transports.intra_node =
+ * nvlink_kernel. Exits 77 (skipped) without a usable GPU.
+ */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gpu_threads.h"
+
+typedef struct case_arg {
+    const rmacoll_case_t *c;
+    int ncalls;
+} case_arg_t;
+
+static int case_body(rmacoll_comm_t *comm, int rank, int nranks, cudaStream_t s, void *p)
+{
+    const case_arg_t *a = p;
+    int ok = !a->c->has_mismatch, rcode;
+    gt_buf_t k;
+
+    rcode = gt_buf_init(&k, a->c, rank);
+    for (int call = 0; call < a->ncalls && rcode == GT_OK; call++) {
+        uint64_t stamp = 10 + (uint64_t)call;
+        rmacoll_status_t st;
+
+        rcode = gt_buf_stage(&k, rank, nranks, stamp, s);
+        if (rcode != GT_OK)
+            break;
+        st = gt_call(&k, comm, s);
+        if (st != (ok ? RMACOLL_SUCCESS : RMACOLL_ERR_MISMATCH)) {
+            fprintf(stderr, "rank %d (%s, call %d): status %s: %s\n", rank, a->c->name,
+                    call, rmacoll_status_name(st), rmacoll_comm_last_error(comm));
+            rcode = GT_WRONG_STATUS;
+            break;
+        }
+        rcode = gt_buf_check(&k, rank, nranks, stamp, ok, s, a->c->name);
+        if (!ok)
+            break; /* the communicator is broken after a failed call */
+    }
+    gt_buf_free(&k);
+    return rcode;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void run_all_cases(const char *intra)
+{
+    DIR *d = opendir(RMACOLL_CASES_DIR);
+    char *names[256];
+    int nn = 0, nmismatch = 0, n2 = 0, n4 = 0;
+    struct dirent *e;
+    rmacoll_config_t cfg;
+    char err[256];
+
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL && nn < 256) {
+        size_t l = strlen(e->d_name);
+
+        if (l > 4 && strcmp(e->d_name + l - 4, ".txt") == 0)
+            names[nn++] = strdup(e->d_name);
+    }
+    closedir(d);
+    assert_true(nn > 0);
+    qsort(names, (size_t)nn, sizeof(names[0]), by_name);
+    assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_SUCCESS);
+    cfg.timeout_ms = 20000;
+    snprintf(cfg.intra_node, sizeof(cfg.intra_node), "%s", intra);
+    for (int i = 0; i < nn; i++) {
+        char path[1024];
+        rmacoll_case_t *c = NULL;
+        case_arg_t a;
+        int failed;
+
+        snprintf(path, sizeof(path), "%s/%s", RMACOLL_CASES_DIR, names[i]);
+        if (rmacoll_case_load(path, &c, err, sizeof(err)) != RMACOLL_SUCCESS)
+            fail_msg("%s", err);
+        print_message("case %s: %d ranks as threads (%s)\n", names[i], c->nranks, intra);
+        a.c = c;
+        a.ncalls = c->has_mismatch ? 1 : 3;
+        nmismatch += c->has_mismatch;
+        n2 += c->nranks == 2;
+        n4 += c->nranks == 4;
+        failed = gt_run(c->nranks, &cfg, case_body, &a);
+        if (failed)
+            print_message("case %s (%s): %d ranks failed\n", names[i], intra, failed);
+        assert_int_equal(failed, 0);
+        rmacoll_case_free(c);
+        free(names[i]);
+    }
+    assert_true(nmismatch > 0);
+    assert_true(n2 > 0 && n4 > 0); /* 2 and 4 ranks among the cases */
+}
+
+/* A generated uniform case of nranks (count elements per pair, dtype). */
+static rmacoll_case_t *uniform(int nranks, int64_t count, rmacoll_datatype_t dtype)
+{
+    rmacoll_case_t *c = NULL;
+
+    assert_int_equal(rmacoll_case_create(nranks, NULL, dtype, &c), RMACOLL_SUCCESS);
+    for (int i = 0; i < nranks * nranks; i++)
+        c->send[i] = c->recv[i] = count;
+    snprintf(c->name, sizeof(c->name), "uniform %d x %lld", nranks, (long long)count);
+    return c;
+}
+
+static void test_cases_ce(void **state)
+{
+    (void)state;
+    run_all_cases("ce");
+}
+
+static void test_cases_nvlink_kernel(void **state)
+{
+    (void)state;
+    run_all_cases("nvlink_kernel");
+}
+
+/* 2 and 4 ranks, uniform blocks of 1 B .. 1 MiB (odd sizes included). */
+static void test_uniform_sizes(void **state)
+{
+    static const int64_t counts[] = {1, 7, 4096, 65537, 1 << 20};
+    rmacoll_config_t cfg;
+    char err[256];
+
+    (void)state;
+    assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_SUCCESS);
+    cfg.timeout_ms = 20000;
+    for (int nr = 2; nr <= 4; nr += 2) {
+        for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+            rmacoll_case_t *c = uniform(nr, counts[i], RMACOLL_UINT8);
+            case_arg_t a = {c, 3};
+
+            assert_int_equal(gt_run(nr, &cfg, case_body, &a), 0);
+            rmacoll_case_free(c);
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cases_ce),
+        cmocka_unit_test(test_cases_nvlink_kernel),
+        cmocka_unit_test(test_uniform_sizes),
+    };
+
+    if (gt_probe() < 1) {
+        printf("test_gpu_threads: no usable CUDA device: skipped\n");
+        return 77;
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
