@@ -3,7 +3,26 @@
  * enqueued on the user's stream, with no host synchronisation. Node peers'
  * receive buffers are exported in the metadata and mapped after planning;
  * READY words order a writer's stream after its reader's previous call.
+ *
+ * Graph mode (RMACOLL_CUDA_GRAPH=1 in the environment, read once per
+ * process): a call may be issued while its stream is being captured into a
+ * CUDA graph, and every replay of the graph must give the call's result
+ * again. The values a call's stream operations write and wait for are
+ * fixed when they are enqueued (captured), so a replay would find its
+ * words already past them. Graph mode therefore returns every word a call
+ * waited on to 0 on the stream, right after the wait: a READY word right
+ * after the READY wait (before this rank's puts: the writer's next READY
+ * can only come after it saw this rank's data), the data words after the
+ * call's last waits (their next writers first wait for this rank's next
+ * READY, which the stream enqueues after the reset). Every wait of a call
+ * then starts from 0 and is raised by that call's own signals, whatever
+ * epoch they carry: a replay waits for the values of the captured call,
+ * an ordinary call for its own, and both interleave on one stream. Cost:
+ * two more batches of stream writes per call. Host-memory calls on the
+ * same communicator leave their words raised and must not be mixed with
+ * replays (rmacoll.h says what may change between replays).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +31,28 @@
 #include "core/comm.h"
 #include "core/topo.h"
 
-rmacoll_status_t rmacoll__stream_usable(rmacoll__call_t *c)
+static int graph_mode_on;
+static pthread_once_t graph_mode_once = PTHREAD_ONCE_INIT;
+
+static void graph_mode_read(void)
+{
+    const char *v = getenv("RMACOLL_CUDA_GRAPH");
+
+    graph_mode_on = v != NULL && (strcmp(v, "1") == 0 || strcmp(v, "yes") == 0 ||
+                                  strcmp(v, "on") == 0 || strcmp(v, "true") == 0);
+}
+
+/* RMACOLL_CUDA_GRAPH=1|yes|on|true: graph mode (see the top of the file). */
+static int graph_mode(void)
+{
+    pthread_once(&graph_mode_once, graph_mode_read);
+    return graph_mode_on;
+}
+
+/* The transport's probe (post_puts_stream with no puts) fails with
+ * RMACOLL_ERR_UNSUPPORTED while the stream is being captured; allow_capture
+ * accepts that case (graph mode, this runner only). */
+static rmacoll_status_t stream_probe(rmacoll__call_t *c, int allow_capture)
 {
     rmacoll_comm_t *comm = c->comm;
     rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
@@ -27,19 +67,30 @@ rmacoll_status_t rmacoll__stream_usable(rmacoll__call_t *c)
     }
     /* n == 0 checks the stream can take work (not being captured) */
     st = ctl->ops->stream.post_puts_stream(ctl->tp, NULL, 0, c->stream);
+    if (st == RMACOLL_ERR_UNSUPPORTED && allow_capture) {
+        return RMACOLL_SUCCESS; /* being captured: graph mode records the call */
+    }
     if (st != RMACOLL_SUCCESS) {
         snprintf(c->msg, sizeof(c->msg), "rank %d: stream: cannot enqueue on this "
-                 "stream (CUDA graph capture is not supported): %s", comm->rank,
+                 "stream (%s): %s", comm->rank,
+                 c->runner == &rmacoll__run_stream
+                     ? "CUDA graph capture needs RMACOLL_CUDA_GRAPH=1"
+                     : "CUDA graph capture is supported on one node only",
                  rmacoll_status_string(st));
     }
     return st;
+}
+
+rmacoll_status_t rmacoll__stream_usable(rmacoll__call_t *c)
+{
+    return stream_probe(c, 0);
 }
 
 static rmacoll_status_t stream_prepare(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
     rmacoll__local_rec_t *lr = rmacoll__ctrl_local(comm->ctrl.addr, &comm->lay, c->par);
-    rmacoll_status_t st = rmacoll__stream_usable(c);
+    rmacoll_status_t st = stream_probe(c, graph_mode());
     rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
 
     if (st == RMACOLL_SUCCESS && c->recv_extent > 0) {
@@ -96,6 +147,30 @@ static rmacoll_status_t grow_waits(rmacoll_comm_t *comm, size_t n)
     return RMACOLL_SUCCESS;
 }
 
+#define RESET_CHUNK 64
+
+/* Graph mode: own words idx[0, n) back to 0 on the stream, as signal-only
+ * puts to this rank (one batch of stream writes per RESET_CHUNK words). */
+static rmacoll_status_t reset_words(rmacoll_comm_t *comm, rmacoll__tinst_t *ctl,
+                                    const uint32_t *idx, size_t n, void *stream)
+{
+    rmacoll_put_t p[RESET_CHUNK];
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+
+    for (size_t k = 0; k < n && st == RMACOLL_SUCCESS; k += RESET_CHUNK) {
+        size_t m = n - k < RESET_CHUNK ? n - k : RESET_CHUNK;
+
+        memset(p, 0, sizeof(p));
+        for (size_t i = 0; i < m; i++) {
+            p[i].peer = comm->rank;
+            p[i].sig_index = idx[k + i];
+            p[i].sig_value = 0;
+        }
+        st = ctl->ops->stream.post_puts_stream(ctl->tp, p, m, stream);
+    }
+    return st;
+}
+
 static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
@@ -105,14 +180,17 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
     void *stream = c->stream;
     rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
     rmacoll_status_t st = rmacoll__grow_puts(comm, plan->ntasks);
-    size_t nw = 0;
+    size_t nw = 0, nreset = 0;
+    int graph = graph_mode();
+    uint32_t *reset_idx; /* graph mode: data words waited on, [ntasks, 2 ntasks) */
 
     if (st == RMACOLL_SUCCESS) {
-        st = grow_waits(comm, plan->ntasks);
+        st = grow_waits(comm, 2 * plan->ntasks + 1);
     }
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
+    reset_idx = comm->wait_idx + plan->ntasks;
     for (size_t k = 0; k < plan->ntasks; k++) {
         if (plan->tasks[k].op == RMACOLL__OP_PUT) {
             rmacoll__translate(comm, &plan->tasks[k], c->sendbuf, c->recvbuf, NULL,
@@ -139,6 +217,9 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
     if (st == RMACOLL_SUCCESS && nw) {
         st = ctl->ops->stream.wait_stream(ctl->tp, comm->wait_idx, comm->wait_val, nw, stream);
     }
+    if (st == RMACOLL_SUCCESS && nw && graph) {
+        st = reset_words(comm, ctl, comm->wait_idx, nw, stream);
+    }
     for (size_t b = 0; b < plan->nbatches && st == RMACOLL_SUCCESS; b++) {
         const rmacoll__batch_t *bt = &plan->batches[b];
         uint32_t n = bt->count[RMACOLL__Q_CE_PUT];
@@ -162,6 +243,15 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
             st = ctl->ops->stream.wait_stream(ctl->tp, comm->wait_idx, comm->wait_val, nw,
                                            stream);
         }
+        if (graph) { /* the words waited on, reset after the last batch */
+            for (size_t k = 0; k < nw; k++) {
+                reset_idx[nreset + k] = comm->wait_idx[k];
+            }
+            nreset += nw;
+        }
+    }
+    if (st == RMACOLL_SUCCESS && nreset) {
+        st = reset_words(comm, ctl, reset_idx, nreset, stream);
     }
     if (st != RMACOLL_SUCCESS) {
         return rmacoll__comm_fail(comm, st, "rank %d: enqueueing the call on the stream "

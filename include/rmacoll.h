@@ -292,10 +292,28 @@ const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm);
  * communicator must use the same stream, or streams the caller orders; a
  * host-memory call on a communicator must come after the stream of its
  * previous device call has completed (e.g. cudaStreamSynchronize), as
- * both raise the same signal words. Capture into a CUDA graph returns
- * RMACOLL_ERR_UNSUPPORTED. Device memory across nodes is staged through
+ * both raise the same signal words. Device memory across nodes is staged through
  * pinned host memory; one such call is in flight at a time (the next call
  * on the communicator waits for its receive blocks to reach the device).
+ *
+ * CUDA graphs: a call while its stream is being captured returns
+ * RMACOLL_ERR_UNSUPPORTED, unless the process runs with
+ * RMACOLL_CUDA_GRAPH=1 (opt-in, read once per process; docs/gpu.md) and
+ * every rank is on one node. Then the call is recorded into the graph
+ * (the metadata exchange, agreement and planning happen at capture, on
+ * every rank, which must all capture the call) and each launch of the
+ * graph redoes the call. Between replays the CONTENTS of the send buffers
+ * may change (written on the stream before the launch); everything else
+ * must not: the same buffers (addresses), counts, displacements and
+ * dtype, the same stream on every rank, every rank launching its graph
+ * once per replay, in the same order relative to its other calls on the
+ * communicator. Ordinary device calls on the same stream may come before,
+ * between and after replays. Not allowed between replays on the same
+ * communicator: host-memory calls. Ranks that are threads of one process
+ * should capture with cudaStreamCaptureModeThreadLocal (or Relaxed), and
+ * each rank should make one ordinary call with the same buffers before
+ * capturing (node peers' buffers are then already mapped). Graph mode
+ * adds two batches of stream writes to every device call.
  *
  * Errors (the same code on every rank; rmacoll_comm_last_error names the
  * rank and the argument; on error no receive buffer is written):

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -61,9 +63,10 @@ static void gt_buf_free(gt_buf_t *k)
     memset(k, 0, sizeof(*k));
 }
 
-/* Counts of `rank` in c, buffers allocated (device receive buffer set to
- * the sentinel, synchronously). */
-static int gt_buf_init(gt_buf_t *k, const rmacoll_case_t *c, int rank)
+/* Counts of `rank` in c, receive blocks `gap` elements apart (0:
+ * contiguous, as rmacoll_alltoall needs), buffers allocated (device receive
+ * buffer set to the sentinel, synchronously). */
+static int gt_buf_init(gt_buf_t *k, const rmacoll_case_t *c, int rank, int64_t gap)
 {
     int n = c->nranks;
     int64_t sext, rext;
@@ -76,7 +79,7 @@ static int gt_buf_init(gt_buf_t *k, const rmacoll_case_t *c, int rank)
         k->rc[j] = c->recv[(size_t)j * n + rank];
     }
     sext = rmacoll_displs_contiguous(n, k->sc, k->sd);
-    rext = rmacoll_displs_gapped(n, k->rc, 3, k->rd);
+    rext = rmacoll_displs_gapped(n, k->rc, gap, k->rd);
     k->sbytes = (size_t)sext * k->es;
     k->rbytes = (size_t)rext * k->es;
     if (cudaMallocHost(&k->hs, k->sbytes + 1) != cudaSuccess ||
@@ -112,6 +115,35 @@ static rmacoll_status_t gt_call(gt_buf_t *k, rmacoll_comm_t *comm, cudaStream_t 
                              k->rbytes ? k->dr : NULL, k->rc, k->rd, k->dtype, comm, s);
 }
 
+/* Waits for s to drain, at most 120 s: a stream that never drains (a wait
+ * on a signal that never comes) ends the process with a message instead
+ * of hanging the test. */
+static int gt_sync(cudaStream_t s, int rank, const char *what)
+{
+    struct timespec t0, t;
+    cudaError_t e;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while ((e = cudaStreamQuery(s)) == cudaErrorNotReady) {
+        struct timespec nap = {0, 50000};
+
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec - t0.tv_sec > 120) {
+            fprintf(stderr, "rank %d (%s): the stream did not drain in 120 s (a stream "
+                    "wait that never completes): giving up\n", rank, what);
+            fflush(stderr);
+            _exit(3);
+        }
+        nanosleep(&nap, NULL);
+    }
+    if (e != cudaSuccess) {
+        fprintf(stderr, "rank %d (%s): stream failed: %s\n", rank, what,
+                cudaGetErrorString(e));
+        return GT_CUDA;
+    }
+    return GT_OK;
+}
+
 /* Synchronises s, copies the receive buffer back and checks it: the blocks
  * of stamp iter (ok != 0) or all sentinel, the guard byte in both cases. */
 static int gt_buf_check(gt_buf_t *k, int rank, int nranks, uint64_t iter, int ok,
@@ -119,8 +151,9 @@ static int gt_buf_check(gt_buf_t *k, int rank, int nranks, uint64_t iter, int ok
 {
     rmacoll_check_report_t rep;
 
-    if (cudaStreamSynchronize(s) != cudaSuccess ||
-        cudaMemcpy(k->hr, k->dr, k->rbytes + 1, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    if (gt_sync(s, rank, what) != GT_OK)
+        return GT_CUDA;
+    if (cudaMemcpy(k->hr, k->dr, k->rbytes + 1, cudaMemcpyDeviceToHost) != cudaSuccess) {
         fprintf(stderr, "rank %d (%s): stream or copy-back failed: %s\n", rank, what,
                 cudaGetErrorString(cudaGetLastError()));
         return GT_CUDA;

@@ -36,7 +36,7 @@ static int case_body(rmacoll_comm_t *comm, int rank, int nranks, cudaStream_t s,
     int ok = !a->c->has_mismatch, rcode;
     gt_buf_t k;
 
-    rcode = gt_buf_init(&k, a->c, rank);
+    rcode = gt_buf_init(&k, a->c, rank, 3);
     for (int call = 0; call < a->ncalls && rcode == GT_OK; call++) {
         uint64_t stamp = 10 + (uint64_t)call;
         rmacoll_status_t st;
