@@ -171,6 +171,116 @@ static rmacoll_status_t reset_words(rmacoll_comm_t *comm, rmacoll__tinst_t *ctl,
     return st;
 }
 
+static void translate_puts(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    const rmacoll__plan_t *plan = &comm->plan;
+
+    for (size_t k = 0; k < plan->ntasks; k++) {
+        if (plan->tasks[k].op == RMACOLL__OP_PUT) {
+            rmacoll__translate(comm, &plan->tasks[k], c->sendbuf, c->recvbuf, NULL,
+                               &comm->puts[k]);
+        }
+    }
+}
+
+#define ONE_MAX 64 /* node peers of the whole-call path */
+
+/*
+ * The whole call handed to one transport at once (its stream.call_stream,
+ * e.g. one kernel launch) when every queue of puts binds to
+ * that transport and every wait comes after the last puts.
+ * RMACOLL_ERR_UNSUPPORTED: not taken, nothing enqueued, comm->puts to be
+ * translated again (compacted here).
+ */
+static rmacoll_status_t stream_whole_call(rmacoll__call_t *c, int graph)
+{
+    rmacoll_comm_t *comm = c->comm;
+    const rmacoll__plan_t *plan = &comm->plan;
+    const rmacoll_topo_t *topo = comm->topo;
+    int me = comm->rank, A = topo->node_of[me];
+    rmacoll__tinst_t *ti = NULL;
+    rmacoll_put_t ready[ONE_MAX];
+    uint32_t ridx[ONE_MAX];
+    uint64_t rval[ONE_MAX];
+    int rpeer[ONE_MAX], seen_wait = 0;
+    size_t nr = 0, nrw = 0, np = 0, nw = 0;
+    rmacoll_stream_call_t call;
+
+    for (size_t b = 0; b < plan->nbatches; b++) {
+        const rmacoll__batch_t *bt = &plan->batches[b];
+        uint32_t n = bt->count[RMACOLL__Q_CE_PUT];
+
+        if (bt->count[RMACOLL__Q_PROXY_PUT] || bt->count[RMACOLL__Q_PROXY_WAIT]) {
+            return RMACOLL_ERR_UNSUPPORTED;
+        }
+        if (n) {
+            rmacoll__tinst_t *t = rmacoll__comm_bound(
+                comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA,
+                &plan->tasks[bt->first[RMACOLL__Q_CE_PUT]], n);
+            if (seen_wait || t == NULL || (ti != NULL && t != ti)) {
+                return RMACOLL_ERR_UNSUPPORTED;
+            }
+            ti = t;
+        }
+        seen_wait |= bt->count[RMACOLL__Q_CE_WAIT] != 0;
+    }
+    if (ti == NULL || ti->ops->stream.call_stream == NULL) {
+        return RMACOLL_ERR_UNSUPPORTED;
+    }
+    memset(ready, 0, sizeof(ready));
+    for (int l = 0; l < topo->node_size[A]; l++) {
+        int p = rmacoll__topo_rank(topo, A, l);
+
+        if (p == me) {
+            continue;
+        }
+        if (c->recvcounts[p] != 0) {
+            if (nr == ONE_MAX) {
+                return RMACOLL_ERR_UNSUPPORTED;
+            }
+            ready[nr].peer = p;
+            ready[nr].sig_index = rmacoll__ctrl_sig_ready(&comm->peer_lay[p], me);
+            ready[nr++].sig_value = comm->epoch;
+        }
+        if (c->sendcounts[p] != 0) {
+            if (nrw == ONE_MAX) {
+                return RMACOLL_ERR_UNSUPPORTED;
+            }
+            ridx[nrw] = rmacoll__ctrl_sig_ready(&comm->lay, p);
+            rval[nrw] = comm->epoch;
+            rpeer[nrw++] = p;
+        }
+    }
+    for (size_t b = 0; b < plan->nbatches; b++) {
+        const rmacoll__batch_t *bt = &plan->batches[b];
+
+        for (uint32_t k = 0; k < bt->count[RMACOLL__Q_CE_PUT]; k++) {
+            comm->puts[np++] = comm->puts[bt->first[RMACOLL__Q_CE_PUT] + k];
+        }
+        for (uint32_t k = 0; k < bt->count[RMACOLL__Q_CE_WAIT]; k++) {
+            const rmacoll__task_t *t = &plan->tasks[bt->first[RMACOLL__Q_CE_WAIT] + k];
+            comm->wait_idx[nw] = t->sig;
+            comm->wait_val[nw++] = t->sig_value;
+        }
+    }
+    memset(&call, 0, sizeof(call));
+    call.struct_size = sizeof(call);
+    call.ready = ready;
+    call.nready = nr;
+    call.ready_idx = ridx;
+    call.ready_val = rval;
+    call.ready_peer = rpeer;
+    call.nready_wait = nrw;
+    call.puts = comm->puts;
+    call.nputs = np;
+    call.wait_idx = comm->wait_idx;
+    call.wait_val = comm->wait_val;
+    call.nwait = nw;
+    call.reset = graph;
+    return ti->ops->stream.call_stream(ti->tp, &call, c->stream);
+}
+
 static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
@@ -191,12 +301,17 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
         return st;
     }
     reset_idx = comm->wait_idx + plan->ntasks;
-    for (size_t k = 0; k < plan->ntasks; k++) {
-        if (plan->tasks[k].op == RMACOLL__OP_PUT) {
-            rmacoll__translate(comm, &plan->tasks[k], c->sendbuf, c->recvbuf, NULL,
-                               &comm->puts[k]);
-        }
+    translate_puts(c);
+    st = stream_whole_call(c, graph);
+    if (st == RMACOLL_SUCCESS) {
+        return st;
     }
+    if (st != RMACOLL_ERR_UNSUPPORTED) {
+        return rmacoll__comm_fail(comm, st, "rank %d: enqueueing the call on the stream "
+                                  "(one launch) failed: %s", me, rmacoll_status_string(st));
+    }
+    translate_puts(c); /* the whole-call attempt compacted them */
+    st = RMACOLL_SUCCESS;
     /* READY: my stream reached this call; writers may fill my buffer. Then
      * wait until every node peer I write reached it too. */
     for (int l = 0; st == RMACOLL_SUCCESS && l < topo->node_size[A]; l++) {

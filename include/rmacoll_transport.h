@@ -214,6 +214,28 @@ typedef struct rmacoll_transport_host_ops {
                                   const rmacoll_put_t *puts, size_t n);
 } rmacoll_transport_host_ops_t;
 
+/* A whole device call on one node, for stream.call_stream: the READY
+ * signals to node peers, the READY words to wait for (ready_peer[k]: the
+ * peer whose READY own word ready_idx[k] is; puts to it start after that
+ * wait), the puts (as for post_puts_stream), the own words to wait for
+ * after them; reset != 0: every word waited on returns to 0 after its
+ * wait (the core's graph mode). */
+typedef struct rmacoll_stream_call {
+    size_t struct_size;            /* sizeof(rmacoll_stream_call_t) */
+    const rmacoll_put_t *ready;    /* signal-only puts (bytes 0) */
+    size_t nready;
+    const uint32_t *ready_idx;
+    const uint64_t *ready_val;
+    const int *ready_peer;
+    size_t nready_wait;
+    const rmacoll_put_t *puts;
+    size_t nputs;
+    const uint32_t *wait_idx;
+    const uint64_t *wait_val;
+    size_t nwait;
+    int reset;
+} rmacoll_stream_call_t;
+
 /* The data path enqueued on a CUDA stream (no host synchronisation). */
 typedef struct rmacoll_transport_stream_ops {
     size_t size;    /* sizeof(rmacoll_transport_stream_ops_t) */
@@ -239,6 +261,13 @@ typedef struct rmacoll_transport_stream_ops {
     rmacoll_status_t (*signal_stream)(rmacoll_transport_t *tp, int peer,
                                       uint32_t idx, uint64_t value,
                                       void *stream);
+    /* Optional (NULL: not offered; appended, so older transports leave it
+     * NULL): enqueues the whole call *c on `stream` at once (e.g. one
+     * kernel launch). RMACOLL_ERR_UNSUPPORTED: not for this call or not on
+     * this machine, nothing enqueued (the core then uses the ops above);
+     * another error: failed. */
+    rmacoll_status_t (*call_stream)(rmacoll_transport_t *tp,
+                                    const rmacoll_stream_call_t *c, void *stream);
 } rmacoll_transport_stream_ops_t;
 
 typedef struct rmacoll_transport_ops {

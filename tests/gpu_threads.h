@@ -12,6 +12,7 @@
 #define RMACOLL_TESTS_GPU_THREADS_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +197,22 @@ typedef struct gt_thread {
     int result;
 } gt_thread_t;
 
+/* Log lines seen (every rank): the one-launch path switched on, calls
+ * that took it (TRACE), errors and warnings printed. */
+static _Atomic int gt_one_launch_on, gt_one_launch_calls;
+
+static void gt_log(void *ctx, rmacoll_log_level_t level, uint32_t subsys, const char *msg)
+{
+    (void)ctx;
+    (void)subsys;
+    if (strstr(msg, "one-launch path on") != NULL)
+        gt_one_launch_on++;
+    if (strstr(msg, "one launch:") != NULL)
+        gt_one_launch_calls++;
+    if (level <= RMACOLL_LOG_WARN)
+        fprintf(stderr, "rmacoll: %s\n", msg);
+}
+
 static void *gt_main(void *p)
 {
     gt_thread_t *t = p;
@@ -214,6 +231,7 @@ static void *gt_main(void *p)
     prm.unique_id = t->id;
     prm.config = t->cfg;
     prm.node_key = "gpu-threads-node";
+    prm.log_fn = gt_log;
     if (rmacoll_comm_create(&prm, &comm) != RMACOLL_SUCCESS) {
         fprintf(stderr, "rank %d: rmacoll_comm_create failed\n", rank);
         rcode = GT_CREATE;

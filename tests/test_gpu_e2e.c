@@ -576,6 +576,40 @@ static void test_back_to_back(void **state)
         rmacoll_case_free(cs[k]);
 }
 
+/* nvlink_kernel's one-launch path opted in (RMACOLL_NVL_ONE_LAUNCH=1,
+ * inherited by the forked ranks) with ranks as separate processes: on one
+ * GPU (no MPS assumed) the ranks must detect the shared device and take
+ * the split path; on two GPUs 2 ranks are on distinct devices and may take
+ * it. Either way: every call checked, no hang (small and 1 MiB blocks). */
+static void test_one_launch_processes(void **state)
+{
+    rmacoll_case_t *small = gen(2, "random", 3000, 21, RMACOLL_FLOAT32);
+    rmacoll_case_t *big = gen(2, "uniform", 256 * 1024, 22, RMACOLL_FLOAT32);
+    rmacoll_case_t *c4 = gen(4, "zipf:1.2", 5000, 23, RMACOLL_INT8);
+    rmacoll_config_t cfg = base_config();
+    gpu_arg_t arg;
+
+    (void)state;
+    snprintf(cfg.intra_node, sizeof(cfg.intra_node), "nvlink_kernel");
+    setenv("RMACOLL_NVL_ONE_LAUNCH", "1", 1);
+    memset(&arg, 0, sizeof(arg));
+    arg.mode = GPU_MODE_CASE;
+    arg.cases[0] = small;
+    arg.cases[1] = big;
+    arg.ncases = 2;
+    arg.ncalls = 4;
+    arg.expect = RMACOLL_SUCCESS;
+    run_cfg(&arg, 2, NULL, &cfg);
+    arg.cases[0] = c4;
+    arg.ncases = 1;
+    arg.ncalls = 2;
+    run_cfg(&arg, 4, NULL, &cfg);
+    unsetenv("RMACOLL_NVL_ONE_LAUNCH");
+    rmacoll_case_free(small);
+    rmacoll_case_free(big);
+    rmacoll_case_free(c4);
+}
+
 /* Graph capture is refused, on 2 and on 4 ranks (2 per GPU on 2 GPUs). */
 static void test_graph_capture(void **state)
 {
@@ -715,6 +749,7 @@ int main(void)
         cmocka_unit_test(test_stream_order_nan),
         cmocka_unit_test(test_back_to_back),
         cmocka_unit_test(test_graph_capture),
+        cmocka_unit_test(test_one_launch_processes),
         cmocka_unit_test(test_cross_node_relay),
         cmocka_unit_test(test_from_nccl),
     };

@@ -11,7 +11,8 @@
  * mismatch case must fail on every rank and leave receive buffers as they
  * were), three calls each with fresh stamps, every receive byte checked
  * (gaps and a guard byte); the same under transports.intra_node =
- * nvlink_kernel. Exits 77 (skipped) without a usable GPU.
+ * nvlink_kernel, and with nvlink_kernel's one-launch path
+ * (RMACOLL_NVL_ONE_LAUNCH=1), which must switch on. Exits 77 (skipped) without a usable GPU.
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -64,7 +65,7 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void run_all_cases(const char *intra)
+static void run_all_cases(const char *intra, int log_level)
 {
     DIR *d = opendir(RMACOLL_CASES_DIR);
     char *names[256];
@@ -86,6 +87,7 @@ static void run_all_cases(const char *intra)
     assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_SUCCESS);
     cfg.timeout_ms = 20000;
     snprintf(cfg.intra_node, sizeof(cfg.intra_node), "%s", intra);
+    cfg.log_level = log_level;
     for (int i = 0; i < nn; i++) {
         char path[1024];
         rmacoll_case_t *c = NULL;
@@ -127,13 +129,31 @@ static rmacoll_case_t *uniform(int nranks, int64_t count, rmacoll_datatype_t dty
 static void test_cases_ce(void **state)
 {
     (void)state;
-    run_all_cases("ce");
+    run_all_cases("ce", RMACOLL_LOG_WARN);
 }
 
 static void test_cases_nvlink_kernel(void **state)
 {
     (void)state;
-    run_all_cases("nvlink_kernel");
+    run_all_cases("nvlink_kernel", RMACOLL_LOG_WARN);
+}
+
+/* The one-launch path (RMACOLL_NVL_ONE_LAUNCH=1, read at communicator
+ * creation): every case again; ranks as threads share the context, so the
+ * path must switch on and carry calls (seen in the logs; calls too large
+ * for the grid bound take the split path). */
+static void test_cases_one_launch(void **state)
+{
+    (void)state;
+    setenv("RMACOLL_NVL_ONE_LAUNCH", "1", 1);
+    gt_one_launch_on = 0;
+    gt_one_launch_calls = 0;
+    run_all_cases("nvlink_kernel", RMACOLL_LOG_TRACE);
+    unsetenv("RMACOLL_NVL_ONE_LAUNCH");
+    print_message("one-launch path: on in %d communicators, %d calls took it\n",
+                  (int)gt_one_launch_on, (int)gt_one_launch_calls);
+    assert_true(gt_one_launch_on > 0);
+    assert_true(gt_one_launch_calls > 0);
 }
 
 /* 2 and 4 ranks, uniform blocks of 1 B .. 1 MiB (odd sizes included). */
@@ -162,6 +182,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cases_ce),
         cmocka_unit_test(test_cases_nvlink_kernel),
+        cmocka_unit_test(test_cases_one_launch),
         cmocka_unit_test(test_uniform_sizes),
     };
 

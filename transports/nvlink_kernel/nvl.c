@@ -58,6 +58,12 @@ struct rmacoll_transport {
     int peer_of[RMACOLL__NVL_MAX_ENTRIES];  /* target of each entry */
     uint32_t eblocks[RMACOLL__NVL_MAX_ENTRIES];
     rmacoll__nvl_batch_t batch_desc;        /* reused; copied by the launch */
+    /* the one-launch path (call_stream), RMACOLL_NVL_ONE_LAUNCH=1 */
+    int fused;                     /* usable: opted in, co-scheduling possible */
+    uint32_t fused_max_blocks;     /* grid bound: every sharer's grid resident at once */
+    uint32_t *ferr;                /* host-mapped error word of the kernel */
+    uint32_t *ferr_dev;
+    rmacoll__nvl_fused_t fdesc;    /* reused; copied by the launch */
 };
 
 static rmacoll_status_t nvl_off(rmacoll_transport_t *tp, const char *op)
@@ -73,6 +79,12 @@ static rmacoll_status_t nvl_off(rmacoll_transport_t *tp, const char *op)
 /* Releases the GPU part (idempotent). */
 static void nvl_gpu_free(rmacoll_transport_t *tp)
 {
+    if (tp->ferr != NULL) {
+        cudaFreeHost(tp->ferr);
+        tp->ferr = NULL;
+        tp->ferr_dev = NULL;
+    }
+    tp->fused = 0;
     if (tp->counters != NULL) {
         cudaFree(tp->counters);
         tp->counters = NULL;
@@ -133,6 +145,107 @@ static rmacoll_status_t nvl_gpu_init(rmacoll_transport_t *tp)
     return RMACOLL_SUCCESS;
 }
 
+/* What each rank tells the others at init (the one-launch path). */
+typedef struct nvl_card {
+    uint32_t pid;
+    uint32_t on;
+    uint8_t uuid[16];
+} nvl_card_t;
+
+static int nvl_env_on(const char *name)
+{
+    const char *v = getenv(name);
+
+    return v != NULL && (strcmp(v, "1") == 0 || strcmp(v, "yes") == 0 ||
+                         strcmp(v, "on") == 0 || strcmp(v, "true") == 0);
+}
+
+/*
+ * The one-launch path needs the kernels of node peers that share a GPU to
+ * run at the same time (they spin on each other's signals). Ranks that are
+ * threads of one process share its context and do; ranks in separate
+ * processes on one GPU are time-sliced without MPS (which cannot be
+ * detected reliably), so any such peer turns the path off (the split path
+ * of memory operations and copy kernels is used instead). The grid of a
+ * call is bounded so that the grids of every rank on the GPU fit at once
+ * (one block per SM each at worst). Collective: every rank exchanges its
+ * card (allgather), GPU or not, opted in or not.
+ */
+static rmacoll_status_t nvl_fused_init(rmacoll_transport_t *tp)
+{
+    const rmacoll_transport_env_t *env = tp->env;
+    nvl_card_t mine, *all;
+    struct cudaDeviceProp prop;
+    int want = nvl_env_on("RMACOLL_NVL_ONE_LAUNCH"), nshare = 1, other = -1;
+    rmacoll_status_t st;
+    cudaError_t e;
+
+    if (env->allgather == NULL) {
+        return RMACOLL_SUCCESS;
+    }
+    memset(&mine, 0, sizeof(mine));
+    mine.pid = (uint32_t)getpid();
+    if (tp->on && cudaGetDeviceProperties(&prop, tp->cu->device) == cudaSuccess) {
+        mine.on = 1;
+        memcpy(mine.uuid, prop.uuid.bytes, sizeof(mine.uuid));
+    } else {
+        (void)cudaGetLastError();
+    }
+    all = calloc((size_t)tp->nranks, sizeof(*all));
+    if (all == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    st = env->allgather(env->oob_ctx, &mine, all, sizeof(mine));
+    if (st != RMACOLL_SUCCESS) {
+        free(all);
+        return st;
+    }
+    for (int p = 0; p < tp->nranks; p++) {
+        if (p == tp->rank || !env->peers[p] || !all[p].on ||
+            memcmp(all[p].uuid, mine.uuid, sizeof(mine.uuid)) != 0) {
+            continue;
+        }
+        if (all[p].pid == mine.pid) {
+            nshare++;
+        } else if (other < 0) {
+            other = p;
+        }
+    }
+    free(all);
+    if (!want || !mine.on) {
+        return RMACOLL_SUCCESS;
+    }
+    if (other >= 0) {
+        NVL_LOG(tp, RMACOLL_LOG_INFO, "nvlink_kernel: one-launch path off: rank %d uses "
+                "the same GPU from another process (kernels of separate processes are "
+                "time-sliced without MPS and cannot wait for each other); memory "
+                "operations and copy kernels instead", other);
+        return RMACOLL_SUCCESS;
+    }
+    e = cudaHostAlloc((void **)&tp->ferr, sizeof(uint32_t), cudaHostAllocMapped);
+    if (e == cudaSuccess) {
+        *tp->ferr = 0;
+        e = cudaHostGetDevicePointer((void **)&tp->ferr_dev, tp->ferr, 0);
+    }
+    if (e != cudaSuccess) {
+        rmacoll__cu_rt_error(tp->cu, e, -1, "allocating the one-launch error word");
+        if (tp->ferr != NULL) {
+            cudaFreeHost(tp->ferr);
+        }
+        tp->ferr = NULL;
+        return RMACOLL_SUCCESS; /* the path stays off */
+    }
+    tp->fused_max_blocks = (uint32_t)(prop.multiProcessorCount / nshare);
+    if (tp->fused_max_blocks == 0) {
+        tp->fused_max_blocks = 1;
+    }
+    tp->fused = 1;
+    NVL_LOG(tp, RMACOLL_LOG_DEBUG, "nvlink_kernel: one-launch path on (device %d shared "
+            "by %d ranks of this process, at most %u blocks per call)", tp->cu->device,
+            nshare, tp->fused_max_blocks);
+    return RMACOLL_SUCCESS;
+}
+
 static rmacoll_status_t nvl_init(const rmacoll_transport_env_t *env,
                                  rmacoll_transport_t **tpp)
 {
@@ -156,6 +269,9 @@ static rmacoll_status_t nvl_init(const rmacoll_transport_env_t *env,
     tp->nranks = env->nranks;
     tp->error_peer = -1;
     st = nvl_gpu_init(tp);
+    if (st == RMACOLL_SUCCESS) {
+        st = nvl_fused_init(tp);
+    }
     if (st != RMACOLL_SUCCESS) {
         nvl_free(tp);
         return st;
@@ -338,6 +454,181 @@ static rmacoll_status_t nvl_post_puts_stream(rmacoll_transport_t *tp,
     return nvl_launch(tp, s);
 }
 
+/* The whole call as one kernel (nvl.h); RMACOLL_ERR_UNSUPPORTED when the
+ * path is off or the call does not fit it (nothing enqueued then). */
+static rmacoll_status_t nvl_call_stream(rmacoll_transport_t *tp,
+                                        const rmacoll_stream_call_t *c, void *stream)
+{
+    rmacoll__nvl_fused_t *f;
+    rmacoll__cu_t *cu;
+    int me;
+    uint32_t blk = 0;
+    uint64_t timeout_ms;
+    cudaError_t e;
+    rmacoll_status_t st;
+
+    if (tp == NULL || c == NULL || c->struct_size < sizeof(*c)) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (!tp->on) {
+        return nvl_off(tp, "call_stream");
+    }
+    if (!tp->fused) {
+        return RMACOLL_ERR_UNSUPPORTED;
+    }
+    cu = tp->cu;
+    me = tp->rank;
+    if (*(volatile uint32_t *)tp->ferr != 0) {
+        NVL_LOG(tp, RMACOLL_LOG_ERROR, "nvlink_kernel: an earlier one-launch call timed "
+                "out on the GPU waiting for %s (a peer's kernel or stream never got "
+                "there)", *(volatile uint32_t *)tp->ferr == RMACOLL__NVL_ERR_READY_TIMEOUT
+                              ? "a READY signal" : "a data signal");
+        return RMACOLL_ERR_TIMEOUT;
+    }
+    if (c->nputs > RMACOLL__NVL_FUSED_MAX || c->nready > RMACOLL__NVL_FUSED_MAX ||
+        c->nwait > RMACOLL__NVL_FUSED_MAX || c->nready_wait > RMACOLL__NVL_FUSED_MAX) {
+        return RMACOLL_ERR_UNSUPPORTED;
+    }
+    for (size_t i = 0; i < c->nputs; i++) {
+        CUdeviceptr sig;
+
+        st = rmacoll__cu_check_put(cu, &c->puts[i], i, &sig);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
+    }
+    f = &tp->fdesc;
+    memset(f, 0, sizeof(*f));
+    for (size_t i = 0; i < c->nready; i++) {
+        CUdeviceptr sig;
+
+        st = rmacoll__cu_check_put(cu, &c->ready[i], i, &sig);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
+        if (sig == 0) {
+            return RMACOLL_ERR_INVALID_ARG;
+        }
+        f->ready[f->nready].addr = (uint64_t)sig;
+        f->ready[f->nready++].value = c->ready[i].sig_value;
+    }
+    for (size_t i = 0; i < c->nwait; i++) {
+        if (c->wait_idx[i] >= cu->sig_n[me] || cu->sig_dev[me] == 0) {
+            return RMACOLL_ERR_INVALID_ARG;
+        }
+        f->wait[f->nwait].addr = (uint64_t)(cu->sig_dev[me] +
+                                            (CUdeviceptr)c->wait_idx[i] * sizeof(uint64_t));
+        f->wait[f->nwait++].value = c->wait_val[i];
+    }
+    for (size_t i = 0; i < c->nready_wait; i++) {
+        int used = 0;
+
+        if (c->ready_idx[i] >= cu->sig_n[me] || cu->sig_dev[me] == 0) {
+            return RMACOLL_ERR_INVALID_ARG;
+        }
+        for (size_t j = 0; j < c->nputs && !used; j++) {
+            used = c->puts[j].peer == c->ready_peer[i];
+        }
+        if (!used) {
+            return RMACOLL_ERR_UNSUPPORTED; /* a READY wait gating no put */
+        }
+    }
+    for (size_t i = 0; i < c->nputs; i++) {
+        const rmacoll_put_t *p = &c->puts[i];
+        CUdeviceptr sig;
+        uint32_t k;
+        uint64_t nb;
+
+        (void)rmacoll__cu_check_put(cu, p, i, &sig);
+        if (p->bytes == 0 && sig == 0) {
+            continue;
+        }
+        k = f->n++;
+        f->e[k].src = (uint64_t)(uintptr_t)p->src;
+        f->e[k].dst = p->dst_addr;
+        f->e[k].bytes = p->bytes;
+        f->e[k].sig = (uint64_t)sig;
+        f->e[k].value = p->sig_value;
+        for (size_t r = 0; r < c->nready_wait && p->peer != me; r++) {
+            if (c->ready_peer[r] == p->peer) {
+                f->e[k].rdy = (uint64_t)(cu->sig_dev[me] +
+                                         (CUdeviceptr)c->ready_idx[r] * sizeof(uint64_t));
+                f->e[k].rdy_value = c->ready_val[r];
+            }
+        }
+        if (p->peer != me && f->e[k].rdy == 0) {
+            NVL_LOG(tp, RMACOLL_LOG_ERROR, "nvlink_kernel: call_stream: put %zu to peer %d "
+                    "has no READY wait", i, p->peer);
+            return RMACOLL_ERR_INVALID_ARG;
+        }
+        tp->peer_of[k] = p->peer;
+        nb = (p->bytes + NVL_BYTES_PER_BLOCK - 1) / NVL_BYTES_PER_BLOCK;
+        tp->eblocks[k] = nb == 0 ? 1u
+                         : nb > NVL_MAX_BLOCKS_PER_ENTRY ? NVL_MAX_BLOCKS_PER_ENTRY
+                                                         : (uint32_t)nb;
+        f->group[k] = (uint8_t)k;
+        for (uint32_t m = 0; m < k; m++) {
+            if (tp->peer_of[m] == p->peer) {
+                f->group[k] = f->group[m];
+                break;
+            }
+        }
+    }
+    for (uint32_t k = 0; k < f->n; k++) {
+        f->first_block[k] = blk;
+        blk += tp->eblocks[k];
+    }
+    f->first_block[f->n] = blk;
+    if (blk > tp->fused_max_blocks) {
+        return RMACOLL_ERR_UNSUPPORTED; /* too large to be resident with the peers */
+    }
+    f->nblocks = blk > 0 ? blk : 1;
+    for (uint32_t k = 0; k < f->n; k++) {
+        uint32_t g = f->group[k];
+
+        if (g == k) {
+            for (uint32_t m = k; m < f->n; m++) {
+                if (f->group[m] == g) {
+                    f->gblocks[g] += tp->eblocks[m];
+                }
+            }
+        }
+    }
+    /* groups without any signal count nothing */
+    for (uint32_t k = 0; k < f->n; k++) {
+        uint32_t g = f->group[k];
+        int any = 0;
+
+        if (g != k) {
+            continue;
+        }
+        for (uint32_t m = k; m < f->n; m++) {
+            any |= f->group[m] == g && (f->e[m].sig != 0 || (c->reset && f->e[m].rdy));
+        }
+        if (!any) {
+            f->gblocks[g] = 0;
+        }
+    }
+    timeout_ms = tp->env->config != NULL ? tp->env->config->timeout_ms : 0;
+    f->timeout_ns = (timeout_ms > 0 ? timeout_ms : 60000u) * 1000000ull;
+    f->err = tp->ferr_dev;
+    f->reset = c->reset != 0;
+    f->counters = tp->counters +
+                  (size_t)(tp->ring++ % RMACOLL__NVL_RING) * RMACOLL__NVL_MAX_ENTRIES;
+    NVL_LOG(tp, RMACOLL_LOG_TRACE, "nvlink_kernel: one launch: %u puts, %u READY "
+            "signals, %u waits, %u blocks%s", f->n, f->nready, f->nwait, f->nblocks,
+            f->reset ? ", words reset (graph mode)" : "");
+    e = rmacoll__nvl_launch_fused(f, (cudaStream_t)stream);
+    if (e != cudaSuccess) {
+        char what[96];
+
+        snprintf(what, sizeof(what), "launch of the one-launch kernel (%u puts, %u "
+                 "blocks)", f->n, f->nblocks);
+        return rmacoll__cu_rt_error(cu, e, -1, what);
+    }
+    return RMACOLL_SUCCESS;
+}
+
 static rmacoll_status_t nvl_wait_stream(rmacoll_transport_t *tp,
                                         const uint32_t *idx,
                                         const uint64_t *values, size_t n,
@@ -430,6 +721,7 @@ static const rmacoll_transport_stream_ops_t nvl_stream_ops = {
     .post_puts_stream = nvl_post_puts_stream,
     .wait_stream = nvl_wait_stream,
     .signal_stream = nvl_signal_stream,
+    .call_stream = nvl_call_stream,
 };
 
 const rmacoll_transport_ops_t rmacoll_transport_nvlink_kernel_ops = {

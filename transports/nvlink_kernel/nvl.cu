@@ -22,6 +22,24 @@
 
 static_assert(sizeof(rmacoll__nvl_batch_t) <= 4000,
               "launch descriptor must fit the 4 KiB kernel parameter limit");
+static_assert(sizeof(rmacoll__nvl_fused_t) <= 4000,
+              "one-launch descriptor must fit the 4 KiB kernel parameter limit");
+
+__device__ __forceinline__ uint64_t nvl_load_acquire_sys(uint64_t addr)
+{
+    uint64_t v;
+
+    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ uint64_t nvl_now_ns(void)
+{
+    uint64_t t;
+
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
 
 __device__ __forceinline__ void nvl_store_release_sys(uint64_t addr,
                                                       uint64_t v)
@@ -134,6 +152,115 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
             }
         }
     }
+}
+
+/* Spins until the word at addr reaches v, at most timeout_ns: 1 when it
+ * did, 0 on timeout (then *err gets code, once). */
+__device__ int nvl_wait_word(uint64_t addr, uint64_t v, uint64_t timeout_ns,
+                             uint32_t *err, uint32_t code)
+{
+    uint64_t t0 = 0;
+    unsigned spins = 0;
+
+    while (nvl_load_acquire_sys(addr) < v) {
+        if ((++spins & 255u) == 0) {
+            uint64_t t = nvl_now_ns();
+
+            if (t0 == 0) {
+                t0 = t;
+            } else if (t - t0 > timeout_ns) {
+                atomicCAS(err, 0u, code);
+                __threadfence_system();
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+__global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
+    rmacoll__nvl_fused_kernel(const rmacoll__nvl_fused_t f)
+{
+    __shared__ int go;
+    const unsigned bid = blockIdx.x;
+    unsigned e = 0, g, nb;
+
+    if (bid == 0 && threadIdx.x == 0) {
+        for (unsigned k = 0; k < f.nready; k++) {
+            nvl_store_release_sys(f.ready[k].addr, f.ready[k].value);
+        }
+    }
+    if (f.n > 0) {
+        unsigned lo = 0, hi = f.n - 1;
+
+        while (lo < hi) {
+            unsigned mid = (lo + hi + 1) / 2;
+
+            if (f.first_block[mid] <= bid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        e = lo;
+        if (threadIdx.x == 0) {
+            go = f.e[e].rdy == 0 ||
+                 nvl_wait_word(f.e[e].rdy, f.e[e].rdy_value, f.timeout_ns, f.err,
+                               RMACOLL__NVL_ERR_READY_TIMEOUT);
+        }
+        __syncthreads();
+        nb = f.first_block[e + 1] - f.first_block[e];
+        if (go) {
+            rmacoll__nvl_entry_t en = {f.e[e].src, f.e[e].dst, f.e[e].bytes, 0, 0};
+
+            nvl_copy(&en, bid - f.first_block[e], nb);
+        }
+        g = f.group[e];
+        /* after a READY timeout the group raises nothing (its peer times
+         * out too): the call failed, the counter slot is not used again
+         * (the communicator reports the error at its next call) */
+        if (f.gblocks[g] != 0 && go) {
+            __threadfence_system();
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                unsigned old = atomicAdd(&f.counters[g], 1u);
+
+                if (old + 1 == f.gblocks[g]) {
+                    __threadfence_system();
+                    f.counters[g] = 0;
+                    if (f.reset && f.e[g].rdy != 0) {
+                        /* every block of the group passed the READY wait;
+                         * 0 before the signals (release orders it first) */
+                        *(volatile uint64_t *)(uintptr_t)f.e[g].rdy = 0;
+                    }
+                    for (unsigned k = g; k < f.n; k++) {
+                        if (f.group[k] == g && f.e[k].sig != 0) {
+                            nvl_store_release_sys(f.e[k].sig, f.e[k].value);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (bid == 0 && threadIdx.x == 0) {
+        for (unsigned k = 0; k < f.nwait; k++) {
+            if (nvl_wait_word(f.wait[k].addr, f.wait[k].value, f.timeout_ns, f.err,
+                              RMACOLL__NVL_ERR_DATA_TIMEOUT) &&
+                f.reset) {
+                *(volatile uint64_t *)(uintptr_t)f.wait[k].addr = 0;
+            }
+        }
+        __threadfence_system();
+    }
+}
+
+extern "C" cudaError_t rmacoll__nvl_launch_fused(const rmacoll__nvl_fused_t *f,
+                                                 cudaStream_t s)
+{
+    void *args[1] = {(void *)f};
+
+    return cudaLaunchKernel((const void *)rmacoll__nvl_fused_kernel,
+                            dim3(f->nblocks), dim3(RMACOLL__NVL_THREADS), args, 0, s);
 }
 
 extern "C" cudaError_t rmacoll__nvl_launch(const rmacoll__nvl_batch_t *b,

@@ -49,6 +49,46 @@ typedef struct rmacoll__nvl_batch {
  * launch: it may be reused at once). Returns the launch's error. */
 cudaError_t rmacoll__nvl_launch(const rmacoll__nvl_batch_t *b, cudaStream_t s);
 
+/*
+ * The one-launch path (call_stream): one kernel does a whole call. Block 0
+ * raises the READY signals; every block of entry e waits (thread 0,
+ * bounded spin) for e's READY word, copies its share, and the group's last
+ * block raises the group's signals (as above); block 0 then waits for the
+ * data words. A spin that passes timeout_ns sets *err (host-mapped) to
+ * the code below and lets the kernel end: an error at the next call, never
+ * a hang. Fits the 4 KiB parameter limit with RMACOLL__NVL_FUSED_MAX = 32.
+ */
+#define RMACOLL__NVL_FUSED_MAX 32u
+#define RMACOLL__NVL_ERR_READY_TIMEOUT 1u
+#define RMACOLL__NVL_ERR_DATA_TIMEOUT 2u
+
+typedef struct rmacoll__nvl_fentry {
+    uint64_t src, dst, bytes;
+    uint64_t sig, value;      /* as rmacoll__nvl_entry_t */
+    uint64_t rdy, rdy_value;  /* own READY word to wait for first (0: none) */
+} rmacoll__nvl_fentry_t;
+
+typedef struct rmacoll__nvl_word {
+    uint64_t addr, value;
+} rmacoll__nvl_word_t;
+
+typedef struct rmacoll__nvl_fused {
+    uint32_t *counters;       /* [RMACOLL__NVL_FUSED_MAX] device, all 0 */
+    uint32_t *err;            /* host-mapped error word */
+    uint64_t timeout_ns;
+    uint32_t n, nready, nwait, nblocks; /* entries, READY signals, data waits, grid */
+    uint32_t reset;           /* waited words back to 0 (graph mode) */
+    uint32_t first_block[RMACOLL__NVL_FUSED_MAX + 1];
+    uint32_t gblocks[RMACOLL__NVL_FUSED_MAX];
+    uint8_t group[RMACOLL__NVL_FUSED_MAX];
+    rmacoll__nvl_fentry_t e[RMACOLL__NVL_FUSED_MAX];
+    rmacoll__nvl_word_t ready[RMACOLL__NVL_FUSED_MAX]; /* READY signals to raise */
+    rmacoll__nvl_word_t wait[RMACOLL__NVL_FUSED_MAX];  /* data words to wait for */
+} rmacoll__nvl_fused_t;
+
+/* Launches the one-launch kernel for *f on s (f copied into the launch). */
+cudaError_t rmacoll__nvl_launch_fused(const rmacoll__nvl_fused_t *f, cudaStream_t s);
+
 #ifdef __cplusplus
 }
 #endif
