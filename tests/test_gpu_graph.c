@@ -16,7 +16,7 @@
  * the epochs of replays and ordinary calls agree. Cases: uniform
  * rmacoll_alltoall over 2 and 4 ranks (small and 1 MiB blocks), and
  * alltoallv with the irregular counts of tests/cases files, over ce and
- * nvlink_kernel. Exits 77 (skipped) without a usable GPU.
+ * nvlink_kernel (split path and one-launch path). Exits 77 (skipped) without a usable GPU.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -213,6 +213,17 @@ static void test_alltoallv_nvlink_kernel(void **state)
     alltoallv_on("nvlink_kernel");
 }
 
+/* The same over nvlink_kernel's one-launch path (RMACOLL_NVL_ONE_LAUNCH=1,
+ * read at communicator creation): the kernel itself returns the words to 0. */
+static void test_one_launch(void **state)
+{
+    (void)state;
+    setenv("RMACOLL_NVL_ONE_LAUNCH", "1", 1);
+    alltoall_on("nvlink_kernel");
+    alltoallv_on("nvlink_kernel");
+    unsetenv("RMACOLL_NVL_ONE_LAUNCH");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -220,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_alltoallv_ce),
         cmocka_unit_test(test_alltoall_nvlink_kernel),
         cmocka_unit_test(test_alltoallv_nvlink_kernel),
+        cmocka_unit_test(test_one_launch),
     };
 
     setenv("RMACOLL_CUDA_GRAPH", "1", 1); /* before the first call of the process */

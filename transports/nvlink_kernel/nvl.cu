@@ -169,7 +169,8 @@ __device__ int nvl_wait_word(uint64_t addr, uint64_t v, uint64_t timeout_ns,
             if (t0 == 0) {
                 t0 = t;
             } else if (t - t0 > timeout_ns) {
-                atomicCAS(err, 0u, code);
+                /* a plain store: atomics on host memory need PCIe atomics */
+                *(volatile uint32_t *)err = code;
                 __threadfence_system();
                 return 0;
             }
