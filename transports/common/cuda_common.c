@@ -368,7 +368,29 @@ rmacoll_status_t rmacoll__cu_mem_register(rmacoll__cu_t *cu, void *addr, size_t 
     return RMACOLL_SUCCESS;
 }
 
-rmacoll_status_t rmacoll__cu_export(rmacoll__cu_t *cu, void *addr, size_t bytes, void *blob)
+/* Export and import make CUDA calls on the host (pointer attributes, IPC
+ * handles, peer access) that a stream capture in the global or
+ * thread-local mode may count as unsafe; like NCCL, they run in the
+ * relaxed mode (cudaThreadExchangeStreamCaptureMode) and restore it. */
+static enum cudaStreamCaptureMode cu_relax(void)
+{
+    enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+
+    if (cudaThreadExchangeStreamCaptureMode(&m) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return cudaStreamCaptureModeRelaxed;
+    }
+    return m;
+}
+
+static void cu_restore(enum cudaStreamCaptureMode m)
+{
+    if (cudaThreadExchangeStreamCaptureMode(&m) != cudaSuccess) {
+        (void)cudaGetLastError();
+    }
+}
+
+static rmacoll_status_t cu_export(rmacoll__cu_t *cu, void *addr, size_t bytes, void *blob)
 {
     rmacoll__cu_blob_t b;
     cudaIpcMemHandle_t h;
@@ -458,8 +480,30 @@ static int cu_same_process(rmacoll__cu_t *cu, const rmacoll__cu_blob_t *b)
     return 1;
 }
 
+rmacoll_status_t rmacoll__cu_export(rmacoll__cu_t *cu, void *addr, size_t bytes, void *blob)
+{
+    enum cudaStreamCaptureMode m = cu_relax();
+    rmacoll_status_t st = cu_export(cu, addr, bytes, blob);
+
+    cu_restore(m);
+    return st;
+}
+
+static rmacoll_status_t cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
+                                  uint64_t *addr);
+
 rmacoll_status_t rmacoll__cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
                                     uint64_t *addr)
+{
+    enum cudaStreamCaptureMode m = cu_relax();
+    rmacoll_status_t st = cu_import(cu, peer, blob, addr);
+
+    cu_restore(m);
+    return st;
+}
+
+static rmacoll_status_t cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
+                                  uint64_t *addr)
 {
     rmacoll__cu_blob_t b;
     cudaIpcMemHandle_t h;
