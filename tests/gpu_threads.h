@@ -277,10 +277,15 @@ static int gt_run(int nranks, const rmacoll_config_t *cfg, gt_body_fn body, void
     return failed;
 }
 
-/* Device count, 0 when CUDA is unusable (the tests then exit 77). */
+/* Device count, 0 when CUDA is unusable (the tests then exit 77). Call
+ * first: it sets CUDA_DEVICE_MAX_CONNECTIONS to 32 (unless set) before
+ * CUDA starts, so up to 32 ranks' streams get their own hardware queues
+ * (a stream wait blocks the streams that share its queue). */
 static int gt_probe(void)
 {
     int n = 0;
+
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         (void)cudaGetLastError();

@@ -443,6 +443,9 @@ int main(int argc, char **argv)
             }
         }
     }
+    /* ranks' streams on their own hardware queues (a stream wait blocks
+     * the streams sharing its queue); inherited by the children */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     printf("# rmacoll-latency: %d ranks as threads of one process (GPU rank %% device "
            "count), alltoall int32, n = %d, warmup %d, %d calls per graph\n", o.np, o.iters,
            o.warmup, o.gcalls);

@@ -311,12 +311,16 @@ rmacoll_status_t rmacoll__ce_cuda_post_puts(rmacoll_transport_t *tp,
                                             const rmacoll_put_t *puts,
                                             size_t n)
 {
+    cudaStream_t s = NULL;
     rmacoll_status_t st;
 
     if (tp->cuda == NULL) {
         return cc_off(tp, "post_puts");
     }
-    st = rmacoll__ce_cuda_post_puts_stream(tp, puts, n, tp->cuda->cu->stream);
+    st = rmacoll__cu_own_stream(tp->cuda->cu, &s);
+    if (st == RMACOLL_SUCCESS) {
+        st = rmacoll__ce_cuda_post_puts_stream(tp, puts, n, s);
+    }
     return st == RMACOLL_SUCCESS ? rmacoll__cu_record(tp->cuda->cu, n) : st;
 }
 

@@ -297,13 +297,14 @@ rmacoll_status_t rmacoll__cu_open(const rmacoll_transport_env_t *env, const char
         cu_free(cu);
         return st == RMACOLL_ERR_NO_MEMORY ? st : RMACOLL_ERR_CUDA;
     }
-    e = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess) {
-        e = cudaEventCreateWithFlags(&cu->event, cudaEventDisableTiming);
-    }
+    /* the own stream is made on first use (rmacoll__cu_own_stream): ranks
+     * as threads of one process each add a stream to the context, and
+     * streams beyond CUDA_DEVICE_MAX_CONNECTIONS share hardware queues,
+     * where a stream wait blocks the other streams queued behind it */
+    e = cudaEventCreateWithFlags(&cu->event, cudaEventDisableTiming);
     if (e != cudaSuccess) {
-        rmacoll__cu_rt_error(cu, e, -1, "creating the transport's stream and event");
-        snprintf(why, len, "device %d: cannot create a stream", cu->device);
+        rmacoll__cu_rt_error(cu, e, -1, "creating the transport's event");
+        snprintf(why, len, "device %d: cannot create an event", cu->device);
         cu_free(cu);
         return RMACOLL_ERR_CUDA;
     }
@@ -314,9 +315,25 @@ rmacoll_status_t rmacoll__cu_open(const rmacoll_transport_env_t *env, const char
 void rmacoll__cu_close(rmacoll__cu_t *cu)
 {
     if (cu != NULL) {
-        cudaStreamSynchronize(cu->stream);
+        if (cu->stream != NULL) {
+            cudaStreamSynchronize(cu->stream);
+        }
         cu_free(cu);
     }
+}
+
+rmacoll_status_t rmacoll__cu_own_stream(rmacoll__cu_t *cu, cudaStream_t *s)
+{
+    if (cu->stream == NULL) {
+        cudaError_t e = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking);
+
+        if (e != cudaSuccess) {
+            cu->stream = NULL;
+            return rmacoll__cu_rt_error(cu, e, -1, "creating the transport's stream");
+        }
+    }
+    *s = cu->stream;
+    return RMACOLL_SUCCESS;
 }
 
 rmacoll_status_t rmacoll__cu_device_range(rmacoll__cu_t *cu, void *addr, size_t bytes,

@@ -68,7 +68,7 @@ typedef struct rmacoll__cu {
     int nregs;
     rmacoll__cu_import_t *imports;
     size_t nimports, cap_imports;
-    cudaStream_t stream;   /* own stream of host-driven puts */
+    cudaStream_t stream;   /* own stream of host-driven puts (first use), or NULL */
     cudaEvent_t event;     /* recorded after each such queue */
     size_t pending;        /* puts before `event` */
     CUstreamBatchMemOpParams ops[RMACOLL__CU_MAX_OPS];
@@ -132,6 +132,8 @@ rmacoll_status_t rmacoll__cu_wait_stream(rmacoll__cu_t *cu, const uint32_t *idx,
 rmacoll_status_t rmacoll__cu_signal_stream(rmacoll__cu_t *cu, int peer, uint32_t idx,
                                            uint64_t value, cudaStream_t s);
 
+/** The own stream of host-driven puts, created on first use. */
+rmacoll_status_t rmacoll__cu_own_stream(rmacoll__cu_t *cu, cudaStream_t *s);
 /** After a host-driven queue of n puts on cu->stream: records the event. */
 rmacoll_status_t rmacoll__cu_record(rmacoll__cu_t *cu, size_t n);
 /** progress / pending of host-driven puts. */

@@ -663,6 +663,7 @@ static rmacoll_status_t nvl_signal_stream(rmacoll_transport_t *tp, int peer,
 static rmacoll_status_t nvl_post_puts(rmacoll_transport_t *tp,
                                       const rmacoll_put_t *puts, size_t n)
 {
+    cudaStream_t s = NULL;
     rmacoll_status_t st;
 
     if (tp == NULL || (puts == NULL && n > 0)) {
@@ -674,7 +675,10 @@ static rmacoll_status_t nvl_post_puts(rmacoll_transport_t *tp,
     if (!tp->on) {
         return nvl_off(tp, "post_puts");
     }
-    st = nvl_post_puts_stream(tp, puts, n, tp->cu->stream);
+    st = rmacoll__cu_own_stream(tp->cu, &s);
+    if (st == RMACOLL_SUCCESS) {
+        st = nvl_post_puts_stream(tp, puts, n, s);
+    }
     return st == RMACOLL_SUCCESS ? rmacoll__cu_record(tp->cu, n) : st;
 }
 
