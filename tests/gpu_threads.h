@@ -91,8 +91,10 @@ static int gt_buf_init(gt_buf_t *k, const rmacoll_case_t *c, int rank, int64_t g
                 k->rbytes);
         return GT_CUDA;
     }
+    /* the legacy stream only: a device-wide synchronisation would also
+     * wait for other ranks' streams, which may wait for this rank */
     if (cudaMemset(k->dr, RMACOLL_FILL_SENTINEL, k->rbytes + 1) != cudaSuccess ||
-        cudaDeviceSynchronize() != cudaSuccess)
+        cudaStreamSynchronize(0) != cudaSuccess)
         return GT_CUDA;
     return GT_OK;
 }

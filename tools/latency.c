@@ -214,7 +214,7 @@ static int one_size(shared_t *sh, rmacoll_comm_t *comm, int rank, cudaStream_t s
     rmacoll_fill_send(hs, bytes, 4, rank, np, cnt, dsp, 1);
     cudaMemcpy(ds, hs, bytes, cudaMemcpyHostToDevice);
     cudaMemset(dr, RMACOLL_FILL_SENTINEL, bytes);
-    cudaDeviceSynchronize();
+    cudaStreamSynchronize(0); /* not the device: other ranks' streams */
 #define CALL() rmacoll_alltoall(ds, dr, count, RMACOLL_INT32, comm, s)
     for (int i = 0; i < o->warmup && rc == 0; i++)
         rc = CALL() != RMACOLL_SUCCESS;
