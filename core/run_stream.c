@@ -72,10 +72,11 @@ static rmacoll_status_t stream_probe(rmacoll__call_t *c, int allow_capture)
     }
     if (st != RMACOLL_SUCCESS) {
         snprintf(c->msg, sizeof(c->msg), "rank %d: stream: cannot enqueue on this "
-                 "stream (%s): %s", comm->rank,
-                 c->runner == &rmacoll__run_stream
-                     ? "CUDA graph capture needs RMACOLL_CUDA_GRAPH=1"
-                     : "CUDA graph capture is supported on one node only",
+                 "stream%s: %s", comm->rank,
+                 st != RMACOLL_ERR_UNSUPPORTED ? ""
+                 : c->runner == &rmacoll__run_stream
+                     ? " (being captured into a CUDA graph: that needs RMACOLL_CUDA_GRAPH=1)"
+                     : " (being captured into a CUDA graph: supported on one node only)",
                  rmacoll_status_string(st));
     }
     return st;
