@@ -34,6 +34,11 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef RMACOLL_HAVE_PMIX
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <pmix.h>
+#endif
 
 #define BS_ID_TAG 0x524d4349u /* "RMCI" */
 #define BS_ID_VERSION 1u
@@ -1272,36 +1277,22 @@ static rmacoll_status_t bs_root_start(int lfd, const bs_id_t *d,
     return RMACOLL_SUCCESS;
 }
 
-rmacoll_status_t rmacoll_get_unique_id(rmacoll_unique_id_t *id)
+/* Makes a root listening on host (port 0 = ephemeral) and its id. */
+static rmacoll_status_t bs_new_root(const char *host, unsigned port,
+                                    const rmacoll__logger_t *lg,
+                                    rmacoll_unique_id_t *id)
 {
-    rmacoll__logger_t lg;
-    const char *env = getenv("RMACOLL_BOOTSTRAP_ADDR");
-    char host[256];
-    unsigned port = 0;
     bs_id_t d;
     int lfd;
     rmacoll_status_t st;
 
-    if (id == NULL) {
-        return RMACOLL_ERR_INVALID_ARG;
-    }
-    rmacoll__logger_default(&lg);
     memset(&d, 0, sizeof(d));
-    if (env != NULL && env[0] != '\0') {
-        if (bs_split_hostport(env, host, sizeof(host), &port) != 0) {
-            rmacoll__log(&lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
-                         "bootstrap: RMACOLL_BOOTSTRAP_ADDR='%s' is not host:port", env);
-            return RMACOLL_ERR_BOOTSTRAP;
-        }
-    } else {
-        snprintf(host, sizeof(host), "127.0.0.1");
-    }
     if (bs_resolve(host, port, &d) != 0) {
-        rmacoll__log(&lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+        rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                      "bootstrap: cannot resolve bootstrap address '%s'", host);
         return RMACOLL_ERR_BOOTSTRAP;
     }
-    st = bs_listen(&d, 0, &lg, &lfd);
+    st = bs_listen(&d, 0, lg, &lfd);
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
@@ -1319,12 +1310,35 @@ rmacoll_status_t rmacoll_get_unique_id(rmacoll_unique_id_t *id)
         }
     }
     d.magic = bs_random64();
-    st = bs_root_start(lfd, &d, &lg);
+    st = bs_root_start(lfd, &d, lg);
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
     bs_id_encode(&d, id);
     return RMACOLL_SUCCESS;
+}
+
+rmacoll_status_t rmacoll_get_unique_id(rmacoll_unique_id_t *id)
+{
+    rmacoll__logger_t lg;
+    const char *env = getenv("RMACOLL_BOOTSTRAP_ADDR");
+    char host[256];
+    unsigned port = 0;
+
+    if (id == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    rmacoll__logger_default(&lg);
+    if (env != NULL && env[0] != '\0') {
+        if (bs_split_hostport(env, host, sizeof(host), &port) != 0) {
+            rmacoll__log(&lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                         "bootstrap: RMACOLL_BOOTSTRAP_ADDR='%s' is not host:port", env);
+            return RMACOLL_ERR_BOOTSTRAP;
+        }
+    } else {
+        snprintf(host, sizeof(host), "127.0.0.1");
+    }
+    return bs_new_root(host, port, &lg, id);
 }
 
 /* ------------------------------------------------------------------ rank */
@@ -1776,6 +1790,156 @@ static int bs_env_int(const char *name, long lo, long hi, int *out, int *bad)
     return 1;
 }
 
+#ifdef RMACOLL_HAVE_PMIX
+/* ---- PMIx wire-up (mpirun, srun --mpi=pmix, prterun) ----
+ * Rank 0 starts a root as rmacoll_get_unique_id does and publishes its id
+ * with PMIx_Put/Commit; a collecting PMIx_Fence; every rank reads it with
+ * PMIx_Get from rank 0. The TCP rendezvous itself is unchanged: PMIx only
+ * carries the id, so no RMACOLL_BOOTSTRAP_ADDR is needed. */
+
+static int bs_pmix_present(void)
+{
+    return getenv("PMIX_RANK") != NULL || getenv("PMIX_NAMESPACE") != NULL;
+}
+
+/* An address of this host other nodes can dial: the first IPv4 address of
+ * an up, non-loopback interface; "127.0.0.1" when there is none. */
+static void bs_pmix_host(char *host, size_t len)
+{
+    struct ifaddrs *ifa = NULL;
+
+    snprintf(host, len, "127.0.0.1");
+    if (getifaddrs(&ifa) != 0) {
+        return;
+    }
+    for (struct ifaddrs *i = ifa; i != NULL; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
+            !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) {
+            continue;
+        }
+        if (inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr,
+                      host, (socklen_t)len) != NULL) {
+            break;
+        }
+    }
+    freeifaddrs(ifa);
+}
+
+static uint32_t bs_pmix_u32(const pmix_proc_t *p, const char *key, uint32_t dflt)
+{
+    pmix_value_t *v = NULL;
+    uint32_t out = dflt;
+
+    if (PMIx_Get(p, key, NULL, 0, &v) == PMIX_SUCCESS && v != NULL) {
+        if (v->type == PMIX_UINT32) {
+            out = v->data.uint32;
+        }
+        PMIX_VALUE_RELEASE(v);
+    }
+    return out;
+}
+
+/* *rank, *nranks from PMIx (checked against the launcher's variables when
+ * want_rank >= 0) and the id from rank 0. */
+static rmacoll_status_t bs_pmix_exchange(int want_rank, int want_n, int *rank,
+                                         int *nranks, rmacoll_unique_id_t *id,
+                                         const rmacoll__logger_t *lg)
+{
+    static unsigned seq;   /* one key per call: every rank counts alike */
+    pmix_proc_t me, job, root;
+    pmix_value_t val, *got = NULL;
+    pmix_info_t info;
+    pmix_status_t rc;
+    bool collect = true;
+    char key[64];
+    uint32_t n, nodes;
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+
+    rc = PMIx_Init(&me, NULL, 0);
+    if (rc != PMIX_SUCCESS) {
+        rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                     "bootstrap: PMIx_Init failed: %s (set RMACOLL_BOOTSTRAP_ADDR "
+                     "to use the TCP rendezvous instead)", PMIx_Error_string(rc));
+        return RMACOLL_ERR_BOOTSTRAP;
+    }
+    PMIX_PROC_LOAD(&job, me.nspace, PMIX_RANK_WILDCARD);
+    n = bs_pmix_u32(&job, PMIX_JOB_SIZE, 0);
+    nodes = bs_pmix_u32(&job, PMIX_NUM_NODES, 0);
+    if (n == 0 || me.rank >= n || n > (1u << 30) ||
+        (want_rank >= 0 && ((int)me.rank != want_rank || (int)n != want_n))) {
+        rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                     "bootstrap: PMIx rank %u of %u does not match the launcher's "
+                     "rank %d of %d", me.rank, n, want_rank, want_n);
+        PMIx_Finalize(NULL, 0);
+        return RMACOLL_ERR_BOOTSTRAP;
+    }
+    snprintf(key, sizeof(key), "rmacoll.uid.%u", __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
+    if (me.rank == 0) {
+        char host[64];
+
+        /* One node: loopback; else an address the other nodes can reach. */
+        if (nodes > 1) {
+            bs_pmix_host(host, sizeof(host));
+        } else {
+            snprintf(host, sizeof(host), "127.0.0.1");
+        }
+        st = bs_new_root(host, 0, lg, id);
+        /* Published even on failure (zeros): the others must not wait for
+         * a key that never comes; they then fail on a bad id. */
+        if (st != RMACOLL_SUCCESS) {
+            memset(id, 0, sizeof(*id));
+        }
+        val.type = PMIX_BYTE_OBJECT;
+        val.data.bo.bytes = (char *)id->internal;
+        val.data.bo.size = sizeof(id->internal);
+        rc = PMIx_Put(PMIX_GLOBAL, key, &val);
+        if (rc == PMIX_SUCCESS) {
+            rc = PMIx_Commit();
+        }
+        if (rc != PMIX_SUCCESS) {
+            rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                         "bootstrap: PMIx_Put/Commit of %s failed: %s", key,
+                         PMIx_Error_string(rc));
+        }
+    }
+    PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    rc = PMIx_Fence(NULL, 0, &info, 1);
+    PMIX_INFO_DESTRUCT(&info);
+    if (rc != PMIX_SUCCESS) {
+        rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                     "bootstrap: PMIx_Fence failed on rank %u: %s", me.rank,
+                     PMIx_Error_string(rc));
+        PMIx_Finalize(NULL, 0);
+        return RMACOLL_ERR_BOOTSTRAP;
+    }
+    if (me.rank != 0) {
+        PMIX_PROC_LOAD(&root, me.nspace, 0);
+        rc = PMIx_Get(&root, key, NULL, 0, &got);
+        if (rc != PMIX_SUCCESS || got == NULL || got->type != PMIX_BYTE_OBJECT ||
+            got->data.bo.size != sizeof(id->internal)) {
+            rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                         "bootstrap: rank %u: PMIx_Get of %s from rank 0 failed: %s",
+                         me.rank, key, PMIx_Error_string(rc));
+            st = RMACOLL_ERR_BOOTSTRAP;
+        } else {
+            memcpy(id->internal, got->data.bo.bytes, sizeof(id->internal));
+        }
+        if (got != NULL) {
+            PMIX_VALUE_RELEASE(got);
+        }
+    }
+    PMIx_Finalize(NULL, 0);
+    if (st == RMACOLL_SUCCESS) {
+        rmacoll__log(lg, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                     "bootstrap: rank %u of %u: rendezvous id from PMIx (%u node(s))",
+                     me.rank, n, nodes);
+        *rank = (int)me.rank;
+        *nranks = (int)n;
+    }
+    return st;
+}
+#endif /* RMACOLL_HAVE_PMIX */
+
 rmacoll_status_t rmacoll__bootstrap_from_env(int *rank, int *nranks,
                                              rmacoll_unique_id_t *id)
 {
@@ -1813,10 +1977,19 @@ rmacoll_status_t rmacoll__bootstrap_from_env(int *rank, int *nranks,
             break;
         }
     }
+#ifdef RMACOLL_HAVE_PMIX
+    /* PMIx carries the id unless an address is given by hand
+     * (RMACOLL_BOOTSTRAP_ADDR) or torchrun-style (MASTER_ADDR). */
+    if (bs_pmix_present() && (addr == NULL || addr[0] == '\0') &&
+        getenv("MASTER_ADDR") == NULL) {
+        return bs_pmix_exchange(found >= 0 ? r : -1, found >= 0 ? n : -1, rank,
+                                nranks, id, &lg);
+    }
+#endif
     if (found < 0) {
         rmacoll__log(&lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                      "bootstrap: no launcher variables (OMPI_COMM_WORLD_RANK/SIZE, "
-                     "PMI_RANK/SIZE, RANK/WORLD_SIZE, SLURM_PROCID/NTASKS)");
+                     "PMI_RANK/SIZE, RANK/WORLD_SIZE, SLURM_PROCID/NTASKS, PMIX_RANK)");
         return RMACOLL_ERR_INVALID_ARG;
     }
     if (r >= n) {

@@ -40,14 +40,19 @@ endif()
 
 find_package(MPI COMPONENTS C QUIET)
 if(MPI_C_FOUND)
-  add_executable(mpi_alltoallv_perf ${CMAKE_CURRENT_SOURCE_DIR}/mpi/mpi_alltoallv_perf.c)
+  # Installed as rmacoll-mpi-perf (an rmacoll- name in bin/); the build
+  # tree keeps mpi_alltoallv_perf too (a link) for existing scripts.
+  add_executable(rmacoll-mpi-perf ${CMAKE_CURRENT_SOURCE_DIR}/mpi/mpi_alltoallv_perf.c)
   # Same counts, fill, check and columns as rmacoll-perf: tools/common.
-  target_link_libraries(mpi_alltoallv_perf PRIVATE rmacoll_toolsupport rmacoll_static MPI::MPI_C)
-  target_include_directories(mpi_alltoallv_perf PRIVATE ${PROJECT_SOURCE_DIR})
-  install(TARGETS mpi_alltoallv_perf RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-  message(STATUS "rmacoll: MPI baseline mpi_alltoallv_perf enabled (${MPI_C_LIBRARIES})")
+  target_link_libraries(rmacoll-mpi-perf PRIVATE rmacoll_toolsupport rmacoll_static MPI::MPI_C)
+  target_include_directories(rmacoll-mpi-perf PRIVATE ${PROJECT_SOURCE_DIR})
+  add_custom_command(TARGET rmacoll-mpi-perf POST_BUILD
+    COMMAND ${CMAKE_COMMAND} -E create_symlink rmacoll-mpi-perf mpi_alltoallv_perf
+    WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  install(TARGETS rmacoll-mpi-perf RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  message(STATUS "rmacoll: MPI baseline rmacoll-mpi-perf enabled (${MPI_C_LIBRARIES})")
 else()
-  message(STATUS "rmacoll: MPI not found; mpi_alltoallv_perf not built")
+  message(STATUS "rmacoll: MPI not found; rmacoll-mpi-perf not built")
 endif()
 
 # include(CTest) / enable_testing() run after tools/ in the top-level
