@@ -343,6 +343,16 @@ static void test_parse_size(void **state)
     assert_int_equal(rmacoll_parse_size("2X", &v), RMACOLL_ERR_INVALID_ARG);
     assert_int_equal(rmacoll_parse_size("-1", &v), RMACOLL_ERR_INVALID_ARG);
     assert_int_equal(rmacoll_parse_size("", &v), RMACOLL_ERR_INVALID_ARG);
+    /* nccl-tests' fractions: -b 1.5M */
+    assert_int_equal(rmacoll_parse_size("1.5M", &v), 0);
+    assert_int_equal(v, 1572864);
+    assert_int_equal(rmacoll_parse_size("0.5K", &v), 0);
+    assert_int_equal(v, 512);
+    assert_int_equal(rmacoll_parse_size("2.25", &v), 0);
+    assert_int_equal(v, 2);
+    assert_int_equal(rmacoll_parse_size("1.", &v), RMACOLL_ERR_INVALID_ARG);
+    assert_int_equal(rmacoll_parse_size("1.5X", &v), RMACOLL_ERR_INVALID_ARG);
+    assert_int_equal(rmacoll_parse_size(".5M", &v), RMACOLL_ERR_INVALID_ARG);
 }
 
 int main(void)
