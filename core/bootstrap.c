@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE /* accept4 */
 #include "core/bootstrap.h"
+#include "core/env.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -1478,6 +1479,7 @@ rmacoll_status_t rmacoll__bootstrap_create_ex(const rmacoll_unique_id_t *id,
         rmacoll__logger_default(&bs->lg);
         bs->lg.rank = rank;
     }
+    rmacoll__env_warn_unknown(&bs->lg);   /* once per process */
     if (bs_id_decode(id, &d) != 0) {
         rmacoll__log(&bs->lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                      "bootstrap rank %d: the unique id is not an rmacoll id "
@@ -1575,6 +1577,9 @@ void rmacoll__bootstrap_set_logger(rmacoll__bootstrap_t *bs,
     } else {
         rmacoll__logger_default(&bs->lg);
         bs->lg.rank = bs->rank;
+    }
+    if (bs->is_oob) {
+        rmacoll__env_warn_unknown(&bs->lg);   /* once per process */
     }
 }
 

@@ -106,6 +106,22 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
     set_tests_properties(perf_json_stdout PROPERTIES TIMEOUT 300
       ENVIRONMENT "${_perf_env}" LABELS "multiprocess" PASS_REGULAR_EXPRESSION "json ok 20")
   endif()
+  # rmacoll-info --runtime --json: one JSON object with every section and
+  # every variable rmacoll reads, with its value here.
+  if(Python3_Interpreter_FOUND AND TARGET rmacoll-info)
+    add_test(NAME rmacoll_info_runtime_json COMMAND sh -c
+      "\"$1\" --runtime --json | \"$2\" -c 'import json,sys; d=json.load(sys.stdin); e={v[\"name\"]: v for v in d[\"environment\"]}; assert set(d)=={\"versions\",\"libfabric_providers\",\"rdma_devices\",\"gpus\",\"environment\"}, d.keys(); assert e[\"RMACOLL_RELAY_SLOTS\"][\"value\"]==\"8\" and e[\"RMACOLL_RELAY_SLOTS\"][\"config_key\"]; assert \"RMACOLL_LOG_FILE\" in e and \"RMACOLL_NODE_ID\" in e and \"PMIX_RANK\" in e; assert d[\"versions\"][\"rmacoll\"]; print(\"runtime ok\", len(e))'"
+      sh $<TARGET_FILE:rmacoll-info> ${Python3_EXECUTABLE})
+    set_tests_properties(rmacoll_info_runtime_json PROPERTIES TIMEOUT 60
+      ENVIRONMENT "RMACOLL_RELAY_SLOTS=8" PASS_REGULAR_EXPRESSION "runtime ok")
+  endif()
+  # Levels are case-insensitive (NCCL_DEBUG=INFO style).
+  if(TARGET rmacoll-info)
+    add_test(NAME rmacoll_info_level_upper COMMAND rmacoll-info --json)
+    set_tests_properties(rmacoll_info_level_upper PROPERTIES TIMEOUT 60
+      ENVIRONMENT "RMACOLL_CONFIG=;RMACOLL_LOG_LEVEL=INFO;RMACOLL_LOG_SUBSYSTEMS=Bootstrap,CORE"
+      PASS_REGULAR_EXPRESSION "\"key\": \"log.level\", \"type\": \"[^\"]*\", \"default\": \"warn\", \"value\": \"info\"")
+  endif()
   # Usage errors exit 64 before any rank starts (no "rank(s) failed").
   foreach(_bad "inter;--inter;bogus" "scheduler;--scheduler;nope"
                 "np;-np;4" "nodes;--nodes;0,1,x" "graph;-G;1" "threads;-t;2")
