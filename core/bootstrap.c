@@ -36,9 +36,10 @@
 #include <time.h>
 #include <unistd.h>
 #ifdef RMACOLL_HAVE_PMIX
+#include <dlfcn.h>
 #include <ifaddrs.h>
 #include <net/if.h>
-#include <pmix.h>
+#include <pmix.h>   /* types and constants only: libpmix is dlopen'ed */
 #endif
 
 #define BS_ID_TAG 0x524d4349u /* "RMCI" */
@@ -1800,7 +1801,85 @@ static int bs_env_int(const char *name, long lo, long hi, int *out, int *bad)
  * Rank 0 starts a root as rmacoll_get_unique_id does and publishes its id
  * with PMIx_Put/Commit; a collecting PMIx_Fence; every rank reads it with
  * PMIx_Get from rank 0. The TCP rendezvous itself is unchanged: PMIx only
- * carries the id, so no RMACOLL_BOOTSTRAP_ADDR is needed. */
+ * carries the id, so no RMACOLL_BOOTSTRAP_ADDR is needed.
+ * libpmix is opened with dlopen when a PMIx launcher is seen (as NCCL
+ * opens its plugins): RMACOLL_PMIX_LIBRARY, else libpmix.so.2 on the
+ * search path, else the build's PMIx libdir; librmacoll does not NEED it. */
+
+typedef struct bs_pmix_fns {
+    pmix_status_t (*init)(pmix_proc_t *, pmix_info_t *, size_t);
+    pmix_status_t (*finalize)(const pmix_info_t *, size_t);
+    pmix_status_t (*put)(pmix_scope_t, const char *, pmix_value_t *);
+    pmix_status_t (*commit)(void);
+    pmix_status_t (*fence)(const pmix_proc_t *, size_t, const pmix_info_t *, size_t);
+    pmix_status_t (*get)(const pmix_proc_t *, const char *, const pmix_info_t *, size_t,
+                         pmix_value_t **);
+    const char *(*error_string)(pmix_status_t);
+    void (*value_destruct)(pmix_value_t *);
+} bs_pmix_fns_t;
+
+static bs_pmix_fns_t bs_pmix;
+static pthread_once_t bs_pmix_once = PTHREAD_ONCE_INIT;
+static char bs_pmix_err[320];
+
+static void bs_pmix_sym(void *h, const char *name, void *fnp, size_t size)
+{
+    void *f = dlsym(h, name);
+
+    if (f == NULL && bs_pmix_err[0] == '\0') {
+        snprintf(bs_pmix_err, sizeof(bs_pmix_err), "%s not found in libpmix", name);
+    }
+    memcpy(fnp, &f, size);   /* POSIX: a dlsym result converts to a function */
+}
+
+static void bs_pmix_load(void)
+{
+    const char *env = getenv("RMACOLL_PMIX_LIBRARY");
+    void *h = NULL;
+
+    if (env != NULL && env[0] != '\0') {
+        h = dlopen(env, RTLD_NOW | RTLD_GLOBAL);
+    } else {
+        h = dlopen("libpmix.so.2", RTLD_NOW | RTLD_GLOBAL);
+#ifdef RMACOLL_PMIX_LIBDIR
+        if (h == NULL) {
+            h = dlopen(RMACOLL_PMIX_LIBDIR "/libpmix.so.2", RTLD_NOW | RTLD_GLOBAL);
+        }
+#endif
+    }
+    if (h == NULL) {
+        snprintf(bs_pmix_err, sizeof(bs_pmix_err), "cannot load libpmix: %s", dlerror());
+        return;
+    }
+#define BS_PMIX_SYM(field, name) bs_pmix_sym(h, name, &bs_pmix.field, sizeof(bs_pmix.field))
+    BS_PMIX_SYM(init, "PMIx_Init");
+    BS_PMIX_SYM(finalize, "PMIx_Finalize");
+    BS_PMIX_SYM(put, "PMIx_Put");
+    BS_PMIX_SYM(commit, "PMIx_Commit");
+    BS_PMIX_SYM(fence, "PMIx_Fence");
+    BS_PMIX_SYM(get, "PMIx_Get");
+    BS_PMIX_SYM(error_string, "PMIx_Error_string");
+    BS_PMIX_SYM(value_destruct, "PMIx_Value_destruct");
+#undef BS_PMIX_SYM
+    if (bs_pmix_err[0] != '\0') {
+        memset(&bs_pmix, 0, sizeof(bs_pmix));
+    }
+}
+
+static void bs_pmix_proc(pmix_proc_t *p, const char *nspace, pmix_rank_t rank)
+{
+    memset(p, 0, sizeof(*p));
+    snprintf(p->nspace, sizeof(p->nspace), "%s", nspace);
+    p->rank = rank;
+}
+
+static void bs_pmix_release(pmix_value_t *v)
+{
+    if (v != NULL) {
+        bs_pmix.value_destruct(v);
+        free(v);   /* PMIX_VALUE_RELEASE */
+    }
+}
 
 static int bs_pmix_present(void)
 {
@@ -1835,11 +1914,11 @@ static uint32_t bs_pmix_u32(const pmix_proc_t *p, const char *key, uint32_t dflt
     pmix_value_t *v = NULL;
     uint32_t out = dflt;
 
-    if (PMIx_Get(p, key, NULL, 0, &v) == PMIX_SUCCESS && v != NULL) {
+    if (bs_pmix.get(p, key, NULL, 0, &v) == PMIX_SUCCESS && v != NULL) {
         if (v->type == PMIX_UINT32) {
             out = v->data.uint32;
         }
-        PMIX_VALUE_RELEASE(v);
+        bs_pmix_release(v);
     }
     return out;
 }
@@ -1860,14 +1939,21 @@ static rmacoll_status_t bs_pmix_exchange(int want_rank, int want_n, int *rank,
     uint32_t n, nodes;
     rmacoll_status_t st = RMACOLL_SUCCESS;
 
-    rc = PMIx_Init(&me, NULL, 0);
+    pthread_once(&bs_pmix_once, bs_pmix_load);
+    if (bs_pmix.init == NULL) {
+        rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                     "bootstrap: PMIx launcher found but %s (set RMACOLL_PMIX_LIBRARY, or "
+                     "RMACOLL_BOOTSTRAP_ADDR to use the TCP rendezvous instead)", bs_pmix_err);
+        return RMACOLL_ERR_BOOTSTRAP;
+    }
+    rc = bs_pmix.init(&me, NULL, 0);
     if (rc != PMIX_SUCCESS) {
         rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                      "bootstrap: PMIx_Init failed: %s (set RMACOLL_BOOTSTRAP_ADDR "
-                     "to use the TCP rendezvous instead)", PMIx_Error_string(rc));
+                     "to use the TCP rendezvous instead)", bs_pmix.error_string(rc));
         return RMACOLL_ERR_BOOTSTRAP;
     }
-    PMIX_PROC_LOAD(&job, me.nspace, PMIX_RANK_WILDCARD);
+    bs_pmix_proc(&job, me.nspace, PMIX_RANK_WILDCARD);
     n = bs_pmix_u32(&job, PMIX_JOB_SIZE, 0);
     nodes = bs_pmix_u32(&job, PMIX_NUM_NODES, 0);
     if (n == 0 || me.rank >= n || n > (1u << 30) ||
@@ -1875,7 +1961,7 @@ static rmacoll_status_t bs_pmix_exchange(int want_rank, int want_n, int *rank,
         rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                      "bootstrap: PMIx rank %u of %u does not match the launcher's "
                      "rank %d of %d", me.rank, n, want_rank, want_n);
-        PMIx_Finalize(NULL, 0);
+        bs_pmix.finalize(NULL, 0);
         return RMACOLL_ERR_BOOTSTRAP;
     }
     snprintf(key, sizeof(key), "rmacoll.uid.%u", __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
@@ -1897,43 +1983,44 @@ static rmacoll_status_t bs_pmix_exchange(int want_rank, int want_n, int *rank,
         val.type = PMIX_BYTE_OBJECT;
         val.data.bo.bytes = (char *)id->internal;
         val.data.bo.size = sizeof(id->internal);
-        rc = PMIx_Put(PMIX_GLOBAL, key, &val);
+        rc = bs_pmix.put(PMIX_GLOBAL, key, &val);
         if (rc == PMIX_SUCCESS) {
-            rc = PMIx_Commit();
+            rc = bs_pmix.commit();
         }
         if (rc != PMIX_SUCCESS) {
             rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                          "bootstrap: PMIx_Put/Commit of %s failed: %s", key,
-                         PMIx_Error_string(rc));
+                         bs_pmix.error_string(rc));
         }
     }
-    PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
-    rc = PMIx_Fence(NULL, 0, &info, 1);
-    PMIX_INFO_DESTRUCT(&info);
+    /* PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL) */
+    memset(&info, 0, sizeof(info));
+    snprintf(info.key, sizeof(info.key), "%s", PMIX_COLLECT_DATA);
+    info.value.type = PMIX_BOOL;
+    info.value.data.flag = collect;
+    rc = bs_pmix.fence(NULL, 0, &info, 1);
     if (rc != PMIX_SUCCESS) {
         rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                      "bootstrap: PMIx_Fence failed on rank %u: %s", me.rank,
-                     PMIx_Error_string(rc));
-        PMIx_Finalize(NULL, 0);
+                     bs_pmix.error_string(rc));
+        bs_pmix.finalize(NULL, 0);
         return RMACOLL_ERR_BOOTSTRAP;
     }
     if (me.rank != 0) {
-        PMIX_PROC_LOAD(&root, me.nspace, 0);
-        rc = PMIx_Get(&root, key, NULL, 0, &got);
+        bs_pmix_proc(&root, me.nspace, 0);
+        rc = bs_pmix.get(&root, key, NULL, 0, &got);
         if (rc != PMIX_SUCCESS || got == NULL || got->type != PMIX_BYTE_OBJECT ||
             got->data.bo.size != sizeof(id->internal)) {
             rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                          "bootstrap: rank %u: PMIx_Get of %s from rank 0 failed: %s",
-                         me.rank, key, PMIx_Error_string(rc));
+                         me.rank, key, bs_pmix.error_string(rc));
             st = RMACOLL_ERR_BOOTSTRAP;
         } else {
             memcpy(id->internal, got->data.bo.bytes, sizeof(id->internal));
         }
-        if (got != NULL) {
-            PMIX_VALUE_RELEASE(got);
-        }
+        bs_pmix_release(got);
     }
-    PMIx_Finalize(NULL, 0);
+    bs_pmix.finalize(NULL, 0);
     if (st == RMACOLL_SUCCESS) {
         rmacoll__log(lg, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                      "bootstrap: rank %u of %u: rendezvous id from PMIx (%u node(s))",

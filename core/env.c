@@ -24,6 +24,8 @@ static const rmacoll__env_var_t env_vars[] = {
      "rmacoll_comm_create_from_env uses it instead of PMIx or MASTER_ADDR"},
     {"RMACOLL_NCCL_LIBRARY", "library",
      "libnccl that rmacoll_comm_create_from_nccl opens (default libnccl.so.2)"},
+    {"RMACOLL_PMIX_LIBRARY", "library",
+     "libpmix opened under a PMIx launcher (default libpmix.so.2, then the build's PMIx libdir)"},
     {"RMACOLL_OFI_MAX_MSG_SIZE", "library",
      "ofi transport: largest message posted at once (bytes; default: the provider's)"},
     {"RMACOLL_RANK", "rmacoll-perf", "rank of a process the tool spawned itself"},
