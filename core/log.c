@@ -193,6 +193,8 @@ void rmacoll__vlog(const rmacoll__logger_t *lg, rmacoll_log_level_t level,
                    uint32_t subsys, const char *fmt, va_list ap)
 {
     char msg[1024], rank[16];
+    const char *name, *text = msg;
+    size_t nlen;
     FILE *f;
 
     if (lg == NULL || (int)level > lg->level || !(lg->subsys & subsys) ||
@@ -211,10 +213,16 @@ void rmacoll__vlog(const rmacoll__logger_t *lg, rmacoll_log_level_t level,
     } else {
         snprintf(rank, sizeof(rank), "-");
     }
+    /* "bootstrap: bootstrap: x" reads badly: the prefix names the
+     * subsystem, so a message starting with the same word drops it. */
+    name = rmacoll__log_subsys_name(subsys);
+    nlen = strlen(name);
+    if (strncmp(msg, name, nlen) == 0 && msg[nlen] == ':' && msg[nlen + 1] == ' ') {
+        text = msg + nlen + 2;
+    }
     /* one call per line: lines of threads and processes do not mix */
     fprintf(f, "%s:%d:%ld [%s] rmacoll %s %s: %s\n", log_host, (int)getpid(),
-            (long)syscall(SYS_gettid), rank, level_tags[level],
-            rmacoll__log_subsys_name(subsys), msg);
+            (long)syscall(SYS_gettid), rank, level_tags[level], name, text);
 }
 
 void rmacoll__log(const rmacoll__logger_t *lg, rmacoll_log_level_t level,

@@ -90,7 +90,8 @@ static void test_default_logger_file(void **state)
     rmacoll__log(&lg, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_TRANSPORT, "filtered out");
     rmacoll__log(&lg, RMACOLL_LOG_DEBUG, RMACOLL_LOG_SUBSYS_BOOTSTRAP, "too verbose");
     lg.rank = -1;
-    rmacoll__log(&lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP, "no rank");
+    /* a message repeating the subsystem's name does not print it twice */
+    rmacoll__log(&lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP, "bootstrap: no rank");
     unsetenv("RMACOLL_LOG_LEVEL");
     unsetenv("RMACOLL_LOG_SUBSYSTEMS");
 
