@@ -10,10 +10,12 @@
  * results to rank 0 and prints them.
  *
  * Columns follow nccl-tests (doc/PERFORMANCE.md), for alltoallv:
- *   time  = max over ranks of the mean per-iteration time (us)
+ *   time  = max over ranks of the mean per-call time (us); -a 0/1/2 take
+ *           rank 0's, the mean, the min instead (nccl-tests' -a)
  *   algbw = max over ranks of max(bytes sent, bytes received) / time
  *   busbw = algbw * (n - 1) / n
- * with 1 GB/s = 1e9 bytes/s.
+ * with 1 GB/s = 1e9 bytes/s. The text layout is nccl-tests' (out-of-place
+ * and in-place columns, in-place N/A: no in-place AlltoAllV yet).
  *
  * Memory: host buffers by default. A backend that supplies `dev` (device
  * hooks) runs with --memory cuda: the fill and the check stay on the host
