@@ -27,7 +27,7 @@ static const rmacoll__env_var_t env_vars[] = {
     {"RMACOLL_PMIX_LIBRARY", "library",
      "libpmix opened under a PMIx launcher (default libpmix.so.2, then the build's PMIx libdir)"},
     {"RMACOLL_OFI_MAX_MSG_SIZE", "library",
-     "ofi transport: largest message posted at once (bytes; default: the provider's)"},
+     "libfabric transport: largest message posted at once (bytes; default: the provider's)"},
     {"RMACOLL_RANK", "rmacoll-perf", "rank of a process the tool spawned itself"},
     {"RMACOLL_NRANKS", "rmacoll-perf", "ranks the tool spawned"},
     {"RMACOLL_UNIQUE_ID", "rmacoll-perf", "hex unique id handed to spawned ranks"},
