@@ -16,25 +16,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
 #include "cases.h"
 #include "core/plan.h"
+#include "core/sched_registry.h"
+#include "core/topo.h"
+#include "planin.h"
 #include "rmacoll.h"
 #include "refexec.h"
 
 #define PLAN_NAME "rmacoll-plan"
+#define PLAN_MAX_RANKS 65536
 
 static void plan_usage(FILE *out)
 {
     fprintf(out,
             "usage: " PLAN_NAME " (--case FILE | --topology 4,4 [--dist D] "
             "[--count N] [--seed S] [--dtype T])\n"
-            "       [--rank R] [--json] [--check [--calls N] [--virtual]] [--config F]\n"
+            "       [--rank R] [--bench N] [--json] [--check [--calls N] [--virtual]]\n"
+            "       [--config F]\n"
             "       [--scheduler NAME] [--scheduler-plugin PATH] "
             "[--scheduler-seed S]\n"
             "       [--relay on|off] [--relay-buffer BYTES] [--slots S] "
             "[--max-task-bytes BYTES]\n"
             "  --case FILE          count-matrix case (tests/cases format)\n"
-            "  --topology L,L,...   ranks per node, to generate a matrix\n"
+            "  --topology L,L,...   ranks per node, to generate a matrix; or NxG\n"
+            "                       (N nodes of G ranks, e.g. 1024x8)\n"
             "  --dist D             uniform | random | zipf:ALPHA | sparse:P "
             "(default uniform)\n"
             "  --count N            mean elements per (sender, receiver) "
@@ -42,7 +50,10 @@ static void plan_usage(FILE *out)
             "  --seed S             generator seed (default 1)\n"
             "  --dtype T            element type of a generated matrix "
             "(default float32)\n"
-            "  --rank R             print only rank R's plan (totals over it)\n"
+            "  --rank R             plan and print only rank R (totals over it;\n"
+            "                       no other rank is planned unless --check)\n"
+            "  --bench N            time N builds of rank R's plan (default\n"
+            "                       rank 0), 5 times: median and min per build\n"
             "  --json               one JSON object instead of text\n"
             "  --check              run the reference executor on the plans\n"
             "  --calls N            with --check: N calls back to back "
@@ -58,18 +69,17 @@ static void plan_usage(FILE *out)
 /* Totals over the printed plans. */
 typedef struct plan_totals {
     int nrounds;
+    int only;                                          /* row of links, or -1 */
     uint64_t *round_puts, *round_bytes, *round_path;  /* [nrounds], [2*nr] */
     uint64_t *links;                                   /* [n * n * 2] */
 } plan_totals_t;
 
-static int plan_totals(refexec_t *ex, int only, plan_totals_t *tot)
+static int plan_totals(const rmacoll__plan_t *const *plans, int n, int only,
+                       plan_totals_t *tot)
 {
-    const rmacoll_topo_t *topo = refexec_topo(ex);
-    int n = topo->nranks;
-
     memset(tot, 0, sizeof(*tot));
     for (int r = 0; r < n; r++) {
-        const rmacoll__plan_t *p = refexec_plan(ex, r);
+        const rmacoll__plan_t *p = plans[r];
 
         for (size_t k = 0; p != NULL && k < p->ntasks; k++) {
             if (p->tasks[k].round + 1 > tot->nrounds) {
@@ -80,13 +90,14 @@ static int plan_totals(refexec_t *ex, int only, plan_totals_t *tot)
     tot->round_puts = calloc((size_t)tot->nrounds + 1, sizeof(uint64_t));
     tot->round_bytes = calloc((size_t)tot->nrounds + 1, sizeof(uint64_t));
     tot->round_path = calloc(2 * (size_t)tot->nrounds + 2, sizeof(uint64_t));
-    tot->links = calloc((size_t)n * n * 2, sizeof(uint64_t));
+    tot->only = only;
+    tot->links = calloc((size_t)(only >= 0 ? 1 : n) * n * 2, sizeof(uint64_t));
     if (!tot->round_puts || !tot->round_bytes || !tot->round_path ||
         !tot->links) {
         return -1;
     }
     for (int r = 0; r < n; r++) {
-        const rmacoll__plan_t *p = refexec_plan(ex, r);
+        const rmacoll__plan_t *p = plans[r];
 
         if (only >= 0 && r != only) {
             continue;
@@ -100,7 +111,8 @@ static int plan_totals(refexec_t *ex, int only, plan_totals_t *tot)
             tot->round_puts[t->round]++;
             tot->round_bytes[t->round] += t->bytes;
             tot->round_path[2 * (size_t)t->round + t->path] += t->bytes;
-            tot->links[((size_t)r * n + t->peer) * 2 + t->path] += t->bytes;
+            tot->links[((size_t)(only >= 0 ? 0 : r) * n + t->peer) * 2 +
+                       t->path] += t->bytes;
         }
     }
     return 0;
@@ -128,9 +140,9 @@ static void print_totals_text(const plan_totals_t *tot, int n)
     }
     printf("totals per link (src -> dst path: bytes):\n");
     for (int s = 0; s < n; s++) {
-        for (int d = 0; d < n; d++) {
+        for (int d = 0; d < n && (tot->only < 0 || s == tot->only); d++) {
             for (int path = 0; path < 2; path++) {
-                uint64_t b = tot->links[((size_t)s * n + d) * 2 + path];
+                uint64_t b = tot->links[((size_t)(tot->only >= 0 ? 0 : s) * n + d) * 2 + path];
 
                 if (b != 0) {
                     printf("  %d -> %d %s: %" PRIu64 " B\n", s, d,
@@ -159,9 +171,9 @@ static void print_totals_json(const plan_totals_t *tot, int n)
     printf("],\"links\":[");
     first = 1;
     for (int s = 0; s < n; s++) {
-        for (int d = 0; d < n; d++) {
+        for (int d = 0; d < n && (tot->only < 0 || s == tot->only); d++) {
             for (int path = 0; path < 2; path++) {
-                uint64_t b = tot->links[((size_t)s * n + d) * 2 + path];
+                uint64_t b = tot->links[((size_t)(tot->only >= 0 ? 0 : s) * n + d) * 2 + path];
 
                 if (b != 0) {
                     printf("%s{\"src\":%d,\"dst\":%d,\"path\":\"%s\","
@@ -189,6 +201,185 @@ static void json_str(const char *s)
     putchar('"');
 }
 
+/* Prints the plans (all, or rank `only`) and their totals; with json the
+ * object is left open for what follows. */
+static int print_plans(const rmacoll__plan_t *const *plans,
+                       const rmacoll_topo_t *topo, const rmacoll_case_t *c,
+                       const refexec_opts_t *op, int only, int json)
+{
+    plan_totals_t tot;
+
+    if (plan_totals(plans, c->nranks, only, &tot) != 0) {
+        plan_totals_free(&tot);
+        return -1;
+    }
+    if (json) {
+        printf("{\"case\":");
+        json_str(c->name);
+        printf(",\"nranks\":%d,\"nnodes\":%d,\"dtype\":\"%s\","
+               "\"config\":{\"scheduler\":",
+               c->nranks, topo->nnodes, rmacoll_datatype_name(c->dtype));
+        json_str(op->scheduler_plugin ? op->scheduler_plugin : op->scheduler);
+        printf(",\"relay\":%s,\"relay_buffer_bytes\":%" PRIu64
+               ",\"relay_slots\":%u,\"max_task_bytes\":%" PRIu64
+               "},\"status\":\"%s\",\"plans\":[",
+               op->relay_enabled ? "true" : "false", op->relay_buffer_bytes,
+               op->relay_slots, op->max_task_bytes,
+               rmacoll_status_name(RMACOLL_SUCCESS));
+        for (int r = 0, first = 1; r < c->nranks; r++) {
+            if (only >= 0 && r != only) {
+                continue;
+            }
+            printf("%s", first ? "" : ",");
+            fflush(stdout);
+            rmacoll__plan_print_json(stdout, plans[r], topo);
+            first = 0;
+        }
+        printf("],");
+        print_totals_json(&tot, c->nranks);
+    } else {
+        printf("# %s: %d ranks on %d nodes, %s; scheduler %s, relay %s "
+               "(%" PRIu64 " B, %u slots), max_task_bytes %" PRIu64 "\n",
+               c->name, c->nranks, topo->nnodes,
+               rmacoll_datatype_name(c->dtype),
+               op->scheduler_plugin ? op->scheduler_plugin : op->scheduler,
+               op->relay_enabled ? "on" : "off", op->relay_buffer_bytes,
+               op->relay_slots, op->max_task_bytes);
+        for (int r = 0; r < c->nranks; r++) {
+            if (only < 0 || r == only) {
+                rmacoll__plan_print_text(stdout, plans[r], topo);
+            }
+        }
+        print_totals_text(&tot, c->nranks);
+    }
+    plan_totals_free(&tot);
+    return 0;
+}
+
+static double plan_now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * Plans only rank r (planin.h assembles its input from the matrix), then
+ * prints it like the all-ranks path, or with bench > 0 times `bench`
+ * builds of it, 5 times, and prints the minimum and median per build.
+ * The plan object and signal state are reused across builds, as a
+ * communicator reuses them across calls.
+ */
+static int plan_one_rank(const rmacoll_case_t *c, const refexec_opts_t *op,
+                         int r, int json, int bench)
+{
+    rmacoll_topo_t *topo = NULL;
+    rmacoll__sched_t sched = {NULL, NULL};
+    rmacoll__plan_cfg_t cfg;
+    rmacoll__sigstate_t *st0 = NULL, *st1 = NULL;
+    rmacoll__plan_t plan;
+    planin_ctx_t ctx;
+    planin_t pi;
+    char err[512];
+    int rc = 2;
+    rmacoll_status_t st;
+
+    cfg.relay_enabled = op->relay_enabled;
+    cfg.relay_buffer_bytes = op->relay_buffer_bytes;
+    cfg.relay_slots = op->relay_slots;
+    cfg.max_task_bytes = op->max_task_bytes;
+    rmacoll__plan_init(&plan);
+    planin_init(&pi);
+    memset(&ctx, 0, sizeof(ctx));
+    if (rmacoll__topo_create(c->nranks, c->node_of, &topo) != RMACOLL_SUCCESS) {
+        fprintf(stderr, PLAN_NAME ": cannot make the topology\n");
+        goto out;
+    }
+    st = rmacoll__sched_open(op->scheduler, op->scheduler_plugin, topo,
+                             op->sched_seed, &sched, err, sizeof(err));
+    if (st != RMACOLL_SUCCESS) {
+        fprintf(stderr, PLAN_NAME ": %s\n", err);
+        goto out;
+    }
+    if (planin_ctx_create(&ctx, c, topo, &cfg, &sched, 1) != RMACOLL_SUCCESS ||
+        planin_fill(&pi, &ctx, r) != RMACOLL_SUCCESS ||
+        rmacoll__sigstate_create(topo, &cfg, r, &st0) != RMACOLL_SUCCESS ||
+        rmacoll__sigstate_create(topo, &cfg, r, &st1) != RMACOLL_SUCCESS) {
+        fprintf(stderr, PLAN_NAME ": out of memory\n");
+        goto out;
+    }
+    st = rmacoll__plan_build(&pi.in, st0, st1, &plan);
+    if (st != RMACOLL_SUCCESS) {
+        fprintf(stderr, PLAN_NAME ": %s: rank %d's plan fails with %s: %s\n",
+                c->name, r, rmacoll_status_name(st), plan.errmsg);
+        rc = 1;
+        goto out;
+    }
+    if (bench > 0) {
+        double t[5], best, med;
+
+        for (int k = 0; k < 5; k++) {
+            double t0 = plan_now_us();
+            for (int i = 0; i < bench; i++) {
+                rmacoll__plan_build(&pi.in, st0, st1, &plan);
+            }
+            t[k] = (plan_now_us() - t0) / bench;
+        }
+        qsort(t, 5, sizeof(t[0]), cmp_double);
+        best = t[0];
+        med = t[2];
+        if (json) {
+            printf("{\"bench\":{\"nranks\":%d,\"nnodes\":%d,\"rank\":%d,"
+                   "\"scheduler\":\"%s\",\"tasks\":%zu,\"batches\":%zu,"
+                   "\"builds\":%d,\"us_per_build_min\":%.3f,"
+                   "\"us_per_build_median\":%.3f,\"us_per_task\":%.4f}}\n",
+                   c->nranks, topo->nnodes, r, op->scheduler, plan.ntasks,
+                   plan.nbatches, bench, best, med,
+                   plan.ntasks ? med / (double)plan.ntasks : 0.0);
+        } else {
+            printf("bench: rank %d of %d ranks on %d nodes, scheduler %s: "
+                   "%zu tasks, %zu batches; %.1f us per build (median of 5 x "
+                   "%d; min %.1f), %.3f us per task\n",
+                   r, c->nranks, topo->nnodes, op->scheduler, plan.ntasks,
+                   plan.nbatches, med, bench, best,
+                   plan.ntasks ? med / (double)plan.ntasks : 0.0);
+        }
+        rc = 0;
+        goto out;
+    }
+    {
+        const rmacoll__plan_t **plans = calloc((size_t)c->nranks, sizeof(*plans));
+
+        if (plans == NULL) {
+            fprintf(stderr, PLAN_NAME ": out of memory\n");
+            goto out;
+        }
+        plans[r] = &plan;
+        rc = print_plans(plans, topo, c, op, r, json) != 0 ? 2 : 0;
+        free(plans);
+        if (json) {
+            printf("}\n");
+        }
+    }
+out:
+    rmacoll__plan_fini(&plan);
+    rmacoll__sigstate_destroy(st0);
+    rmacoll__sigstate_destroy(st1);
+    planin_fini(&pi);
+    planin_ctx_destroy(&ctx);
+    rmacoll__sched_close(&sched);
+    rmacoll__topo_destroy(topo);
+    return rc;
+}
+
 static int plan_parse_size(const char *opt, const char *arg, uint64_t *v)
 {
     if (rmacoll_parse_size(arg, v) != RMACOLL_SUCCESS) {
@@ -204,7 +395,7 @@ int main(int argc, char **argv)
         OPT_CASE = 256, OPT_TOPOLOGY, OPT_DIST, OPT_COUNT, OPT_SEED, OPT_DTYPE,
         OPT_RANK, OPT_JSON, OPT_CHECK, OPT_CALLS, OPT_CONFIG, OPT_SCHED,
         OPT_PLUGIN, OPT_SCHED_SEED, OPT_RELAY, OPT_RELAY_BUF, OPT_SLOTS,
-        OPT_MAX_TASK, OPT_VIRTUAL, OPT_HELP
+        OPT_MAX_TASK, OPT_VIRTUAL, OPT_BENCH, OPT_HELP
     };
     static const struct option longopts[] = {
         {"case", required_argument, NULL, OPT_CASE},
@@ -226,6 +417,7 @@ int main(int argc, char **argv)
         {"relay-buffer", required_argument, NULL, OPT_RELAY_BUF},
         {"slots", required_argument, NULL, OPT_SLOTS},
         {"max-task-bytes", required_argument, NULL, OPT_MAX_TASK},
+        {"bench", required_argument, NULL, OPT_BENCH},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -236,6 +428,7 @@ int main(int argc, char **argv)
     uint64_t count = 1024, seed = 1, v;
     rmacoll_datatype_t dtype = RMACOLL_FLOAT32;
     int only = -1, json = 0, check = 0, calls = 2, opt, rc = 0, virt = 0;
+    int bench = 0;
     rmacoll_config_t cfg;
     rmacoll_case_t *c = NULL;
     refexec_opts_t o;
@@ -266,6 +459,14 @@ int main(int argc, char **argv)
         case OPT_JSON: json = 1; break;
         case OPT_CHECK: check = 1; break;
         case OPT_VIRTUAL: virt = 1; break;
+        case OPT_BENCH:
+            bench = atoi(optarg);
+            if (bench < 1) {
+                fprintf(stderr, PLAN_NAME ": --bench: need a positive number "
+                                "of builds (got '%s')\n", optarg);
+                return 2;
+            }
+            break;
         case OPT_CALLS: calls = atoi(optarg); break;
         case OPT_CONFIG: config_path = optarg; break;
         case OPT_SCHED: sched = optarg; break;
@@ -348,13 +549,26 @@ int main(int argc, char **argv)
             return 2;
         }
     } else {
-        int node_of[4096], n, sizes[4096], nnodes = 0;
+        static int node_of[PLAN_MAX_RANKS], sizes[PLAN_MAX_RANKS];
+        int n = 0, nnodes = 0, xn, xg;
+        char xc;
         rmacoll_case_dist_t dist;
 
-        if (rmacoll_case_parse_topology(topology, node_of, 4096, &n) !=
-            RMACOLL_SUCCESS) {
+        if (sscanf(topology, "%dx%d%c", &xn, &xg, &xc) == 2) {
+            /* NxG: N nodes of G ranks */
+            if (xn < 1 || xg < 1 || (int64_t)xn * xg > PLAN_MAX_RANKS) {
+                fprintf(stderr, PLAN_NAME ": --topology %s: need 1..%d ranks "
+                                "in all\n", topology, PLAN_MAX_RANKS);
+                return 2;
+            }
+            for (int k = 0; k < xn * xg; k++) {
+                node_of[n++] = k / xg;
+            }
+        } else if (rmacoll_case_parse_topology(topology, node_of,
+                                               PLAN_MAX_RANKS, &n) !=
+                   RMACOLL_SUCCESS) {
             fprintf(stderr, PLAN_NAME ": --topology: expected ranks per node "
-                            "such as 4,4 (got '%s')\n", topology);
+                            "such as 4,4 or 128x8 (got '%s')\n", topology);
             return 2;
         }
         if (rmacoll_case_dist_parse(dist_spec, &dist) != RMACOLL_SUCCESS) {
@@ -381,6 +595,15 @@ int main(int argc, char **argv)
                 c->nranks);
         rmacoll_case_free(c);
         return 2;
+    }
+    if (bench > 0 || (only >= 0 && !check &&
+                      (!c->has_mismatch || c->nranks > 4096))) {
+        /* one rank only: no executor, no other plans (a case with a
+         * mismatch is planned whole, so the failing ranks are named,
+         * unless it is too large for that) */
+        rc = plan_one_rank(c, &o, only < 0 ? 0 : only, json, bench);
+        rmacoll_case_free(c);
+        return rc;
     }
     {
         /* data mode allocates every buffer: above 1 GiB go virtual */
@@ -435,53 +658,18 @@ int main(int argc, char **argv)
     }
 
     {
-        plan_totals_t tot;
-        const rmacoll_topo_t *topo = refexec_topo(ex);
+        const rmacoll__plan_t **plans = malloc((size_t)c->nranks * sizeof(*plans));
 
-        if (plan_totals(ex, only, &tot) != 0) {
+        for (int r = 0; plans != NULL && r < c->nranks; r++) {
+            plans[r] = refexec_plan(ex, r);
+        }
+        if (plans == NULL ||
+            print_plans(plans, refexec_topo(ex), c, &o, only, json) != 0) {
             fprintf(stderr, PLAN_NAME ": out of memory\n");
+            free(plans);
             return 2;
         }
-        if (json) {
-            printf("{\"case\":");
-            json_str(c->name);
-            printf(",\"nranks\":%d,\"nnodes\":%d,\"dtype\":\"%s\","
-                   "\"config\":{\"scheduler\":",
-                   c->nranks, topo->nnodes, rmacoll_datatype_name(c->dtype));
-            json_str(o.scheduler_plugin ? o.scheduler_plugin : o.scheduler);
-            printf(",\"relay\":%s,\"relay_buffer_bytes\":%" PRIu64
-                   ",\"relay_slots\":%u,\"max_task_bytes\":%" PRIu64
-                   "},\"status\":\"%s\",\"plans\":[",
-                   o.relay_enabled ? "true" : "false", o.relay_buffer_bytes,
-                   o.relay_slots, o.max_task_bytes,
-                   rmacoll_status_name(RMACOLL_SUCCESS));
-            for (int r = 0, first = 1; r < c->nranks; r++) {
-                if (only >= 0 && r != only) {
-                    continue;
-                }
-                printf("%s", first ? "" : ",");
-                fflush(stdout);
-                rmacoll__plan_print_json(stdout, refexec_plan(ex, r), topo);
-                first = 0;
-            }
-            printf("],");
-            print_totals_json(&tot, c->nranks);
-        } else {
-            printf("# %s: %d ranks on %d nodes, %s; scheduler %s, relay %s "
-                   "(%" PRIu64 " B, %u slots), max_task_bytes %" PRIu64 "\n",
-                   c->name, c->nranks, topo->nnodes,
-                   rmacoll_datatype_name(c->dtype),
-                   o.scheduler_plugin ? o.scheduler_plugin : o.scheduler,
-                   o.relay_enabled ? "on" : "off", o.relay_buffer_bytes,
-                   o.relay_slots, o.max_task_bytes);
-            for (int r = 0; r < c->nranks; r++) {
-                if (only < 0 || r == only) {
-                    rmacoll__plan_print_text(stdout, refexec_plan(ex, r), topo);
-                }
-            }
-            print_totals_text(&tot, c->nranks);
-        }
-        plan_totals_free(&tot);
+        free(plans);
     }
 
     if (check) {

@@ -22,3 +22,15 @@ if(TARGET rmacoll-plan)
     COMMAND rmacoll-plan --case ${RMACOLL_CASES_DIR}/mismatch_2x2.txt)
   set_tests_properties(plan_tool_mismatch_status PROPERTIES TIMEOUT 60 WILL_FAIL TRUE)
 endif()
+if(TARGET rmacoll-plan)
+  # --rank plans one rank only: a 4096-rank topology answers at once.
+  add_test(NAME plan_tool_rank_only
+    COMMAND rmacoll-plan --topology 512x8 --count 16 --rank 4095 --json)
+  set_tests_properties(plan_tool_rank_only PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "^\\{\"case\":\"topology 512x8.*\"nranks\":4096,\"nnodes\":512,.*\"plans\":\\[\\{\"rank\":4095,")
+  # planner micro-benchmark: 64 ranks, node_shift, uniform counts
+  add_test(NAME plan_tool_bench
+    COMMAND rmacoll-plan --topology 8x8 --scheduler node_shift --bench 3)
+  set_tests_properties(plan_tool_bench PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "bench: rank 0 of 64 ranks on 8 nodes, scheduler node_shift: 190 tasks, 30 batches; [0-9.]+ us per build")
+endif()
