@@ -281,8 +281,9 @@ static void gather_inputs(rmacoll_comm_t *comm, int par)
         comm->peer_rdispl[p] = rec->rdispl;
         comm->peer_recv_rkey[p] = rec->recv_rkey;
     }
+    const rmacoll__plan_topo_t *pt = rmacoll__plan_topo(&comm->plan, topo, &comm->pcfg, me);
     for (int c = 0; c < comm->nin; c++) {
-        int i = rmacoll__plan_chan_src(topo, me, c);
+        int i = pt != NULL ? pt->chan_src[c] : rmacoll__plan_chan_src(topo, me, c);
         rmacoll__net_rec_t *rec = inbox(comm, comm->net_index[i], par);
         const int64_t *sc = (const int64_t *)(rec + 1);
         for (int l = 0; l < ls; l++) {

@@ -517,6 +517,63 @@ static void test_planin_matches_refexec(void **state)
     }
 }
 
+/*
+ * The topology tables a plan keeps (rmacoll__plan_topo) equal the O(n)
+ * layout helpers on uneven, non-contiguous random topologies, with the
+ * relay on and off; a change of rank or config recomputes them.
+ */
+static void test_plan_topo_tables(void **state)
+{
+    uint64_t rs = 12345;
+
+    (void)state;
+    for (int trial = 0; trial < 60; trial++) {
+        int n = 1 + (int)(rmacoll_case_rand(&rs) % 40);
+        int nn = 1 + (int)(rmacoll_case_rand(&rs) % 7);
+        int keys[64];
+        rmacoll_topo_t *topo;
+        rmacoll__plan_cfg_t cfg = {trial % 5 != 0, 1u << 20,
+                                   1 + (uint32_t)(trial % 4), 1u << 30};
+        rmacoll__plan_t plan;
+
+        for (int r = 0; r < n; r++) {
+            keys[r] = (int)(rmacoll_case_rand(&rs) % (uint64_t)nn);
+        }
+        assert_int_equal(rmacoll__topo_create(n, keys, &topo), 0);
+        rmacoll__plan_init(&plan);
+        for (int me = 0; me < n; me++) {
+            const rmacoll__plan_topo_t *pt =
+                rmacoll__plan_topo(&plan, topo, &cfg, me);
+            int A = topo->node_of[me];
+
+            assert_non_null(pt);
+            assert_int_equal(pt->nin, rmacoll__plan_nin(topo, &cfg, me));
+            assert_int_equal(pt->in_slot, rmacoll__plan_slot_bytes(topo, &cfg, me));
+            for (int c = 0; c < pt->nin; c++) {
+                assert_int_equal(pt->chan_src[c], rmacoll__plan_chan_src(topo, me, c));
+            }
+            for (int i = 0; i < n; i++) {
+                int want = cfg.relay_enabled ? rmacoll__plan_chan_index(topo, me, i) : -1;
+                assert_int_equal(pt->chan_of_src[i], want);
+            }
+            for (int B = 0; B < topo->nnodes; B++) {
+                int r;
+                if (B == A || !cfg.relay_enabled) {
+                    assert_int_equal(pt->out_chan[B], -1);
+                    continue;
+                }
+                r = rmacoll__topo_relay(topo, me, B);
+                assert_int_equal(pt->out_chan[B], rmacoll__plan_chan_index(topo, r, me));
+                assert_int_equal(pt->out_slot[B], rmacoll__plan_slot_bytes(topo, &cfg, r));
+            }
+            assert_ptr_equal(rmacoll__plan_topo(&plan, topo, &cfg, me), pt);
+        }
+        rmacoll__plan_fini(&plan);
+        assert_null(plan.pt);
+        rmacoll__topo_destroy(topo);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -526,6 +583,7 @@ int main(void)
         cmocka_unit_test(test_pipelining_two_calls),
         cmocka_unit_test(test_relay_smaller_node),
         cmocka_unit_test(test_planin_matches_refexec),
+        cmocka_unit_test(test_plan_topo_tables),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
