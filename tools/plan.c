@@ -25,6 +25,7 @@
 #include "planin.h"
 #include "rmacoll.h"
 #include "refexec.h"
+#include "sim.h"
 
 #define PLAN_NAME "rmacoll-plan"
 #define PLAN_MAX_RANKS 65536
@@ -35,7 +36,7 @@ static void plan_usage(FILE *out)
             "usage: " PLAN_NAME " (--case FILE | --topology 4,4 [--dist D] "
             "[--count N] [--seed S] [--dtype T])\n"
             "       [--rank R] [--bench N] [--json] [--check [--calls N] [--virtual]]\n"
-            "       [--config F]\n"
+            "       [--sim [--model F] [--rails K] [--gantt F] [--heat F]] [--config F]\n"
             "       [--scheduler NAME] [--scheduler-plugin PATH] "
             "[--scheduler-seed S]\n"
             "       [--relay on|off] [--relay-buffer BYTES] [--slots S] "
@@ -47,6 +48,8 @@ static void plan_usage(FILE *out)
             "(default uniform)\n"
             "  --count N            mean elements per (sender, receiver) "
             "(default 1024)\n"
+            "  --perf-size SIZE     instead of --count: the counts rmacoll-perf\n"
+            "                       uses for -b SIZE (bytes per rank) and --seed\n"
             "  --seed S             generator seed (default 1)\n"
             "  --dtype T            element type of a generated matrix "
             "(default float32)\n"
@@ -55,6 +58,19 @@ static void plan_usage(FILE *out)
             "  --bench N            time N builds of rank R's plan (default\n"
             "                       rank 0), 5 times: median and min per build\n"
             "  --json               one JSON object instead of text\n"
+            "  --sim                simulate one call over the fabric model\n"
+            "                       (docs/sim.md); --scheduler all compares every\n"
+            "                       built-in scheduler\n"
+            "  --model FILE         fabric model YAML (implies --sim; defaults:\n"
+            "                       H200 + CX-7, see --print-model)\n"
+            "  --rails K|all        simulate only the K most loaded rails (equal\n"
+            "                       nodes, relay on; default all)\n"
+            "  --gantt FILE.svg     with --sim: timeline per link of the traced\n"
+            "                       ranks (%%s in FILE = the scheduler's name)\n"
+            "  --heat FILE.svg      with --sim: NIC bytes per round, traced ranks\n"
+            "  --trace-ranks N      ranks in the pictures (rail 0 of the first N\n"
+            "                       nodes; default 8)\n"
+            "  --print-model        print the model (defaults or --model) as YAML\n"
             "  --check              run the reference executor on the plans\n"
             "  --calls N            with --check: N calls back to back "
             "(default 2)\n"
@@ -380,6 +396,148 @@ out:
     return rc;
 }
 
+/* "a%sb" with the scheduler's name, or the path itself. */
+static const char *sim_path(char *buf, size_t len, const char *path,
+                            const char *name)
+{
+    const char *p;
+
+    if (path == NULL) {
+        return NULL;
+    }
+    p = strstr(path, "%s");
+    if (p == NULL) {
+        return path;
+    }
+    snprintf(buf, len, "%.*s%s%s", (int)(p - path), path, name, p + 2);
+    return buf;
+}
+
+/*
+ * --sim: replays the plans of one scheduler, or of every built-in one
+ * (--scheduler all), over the fabric model and prints one row each.
+ */
+static int plan_simulate(const rmacoll_case_t *c, const refexec_opts_t *op,
+                         const sim_model_t *model, int rails, int json,
+                         const char *gantt, const char *heat, int trace)
+{
+    const char *names[64];
+    int nn = 0, rc = 0;
+
+    if (op->scheduler_plugin == NULL && strcmp(op->scheduler, "all") == 0) {
+        for (int k = 0; rmacoll__builtin_schedulers[k] != NULL && nn < 64; k++) {
+            names[nn++] = rmacoll__builtin_schedulers[k]->name;
+        }
+    } else {
+        names[nn++] = op->scheduler;
+    }
+    if (json) {
+        printf("{\"case\":");
+        json_str(c->name);
+        printf(",\"nranks\":%d,\"model\":{\"name\":", c->nranks);
+        json_str(model->name);
+        printf(",\"nic_GBps\":%g,\"nic_latency_us\":%g,\"pcie_GBps\":%g,"
+               "\"nvlink_GBps\":%g,\"nvlink_bidir_GBps\":%g,"
+               "\"nvlink_latency_us\":%g,\"self_GBps\":%g,\"put_us\":%g,"
+               "\"batch_us\":%g},\"relay\":%s,\"relay_buffer_bytes\":%" PRIu64
+               ",\"relay_slots\":%u,\"results\":[",
+               model->nic_bw / 1e9, model->nic_lat * 1e6, model->pcie_bw / 1e9,
+               model->ce_bw / 1e9, model->ce_bidir_bw / 1e9, model->ce_lat * 1e6,
+               model->self_bw / 1e9, model->put_s * 1e6, model->batch_s * 1e6,
+               op->relay_enabled ? "true" : "false", op->relay_buffer_bytes,
+               op->relay_slots);
+    } else {
+        printf("# %s: %d ranks; model \"%s\"; relay %s (%" PRIu64 " B, %u slots)\n",
+               c->name, c->nranks, model->name, op->relay_enabled ? "on" : "off",
+               op->relay_buffer_bytes, op->relay_slots);
+        printf("%-12s %12s %11s %7s %7s %14s %18s %9s  %s\n", "scheduler",
+               "makespan_us", "bound_us", "ratio", "rounds", "peak_round_B",
+               "busiest_link", "busy_us", "critical path us: nic/ce/lat/host/queue (steps, hops)");
+    }
+    for (int k = 0; k < nn; k++) {
+        sim_opts_t so;
+        sim_result_t res;
+        char gb[1024], hb[1024];
+        rmacoll_status_t st;
+
+        sim_opts_init(&so);
+        so.scheduler = names[k];
+        so.scheduler_plugin = op->scheduler_plugin;
+        so.sched_seed = op->sched_seed;
+        so.cfg.relay_enabled = op->relay_enabled;
+        so.cfg.relay_buffer_bytes = op->relay_buffer_bytes;
+        so.cfg.relay_slots = op->relay_slots;
+        so.cfg.max_task_bytes = op->max_task_bytes;
+        so.rails = rails;
+        so.trace_ranks = trace;
+        so.gantt_svg = (nn == 1 || (gantt && strstr(gantt, "%s")))
+                           ? sim_path(gb, sizeof(gb), gantt, names[k]) : NULL;
+        so.heat_svg = (nn == 1 || (heat && strstr(heat, "%s")))
+                          ? sim_path(hb, sizeof(hb), heat, names[k]) : NULL;
+        st = sim_run(c, model, &so, &res);
+        if (st != RMACOLL_SUCCESS) {
+            fprintf(stderr, PLAN_NAME ": --sim, scheduler %s: %s\n", names[k], res.msg);
+            rc = 1;
+            if (json) {
+                printf("%s{\"scheduler\":", k ? "," : "");
+                json_str(names[k]);
+                printf(",\"status\":\"%s\",\"message\":", rmacoll_status_name(st));
+                json_str(res.msg);
+                printf("}");
+            }
+            continue;
+        }
+        if (json) {
+            printf("%s{\"scheduler\":", k ? "," : "");
+            json_str(names[k]);
+            printf(",\"status\":\"RMACOLL_SUCCESS\",\"makespan_us\":%.4f,"
+                   "\"bound_us\":%.4f,\"bound_nic_us\":%.4f,\"bound_nvlink_us\":%.4f,"
+                   "\"ratio\":%.5f,\"rounds\":%d,\"ranks_simulated\":%d,"
+                   "\"rails_simulated\":%d,\"rails\":%d,\"tasks\":%" PRIu64
+                   ",\"flows\":%" PRIu64 ",\"events\":%" PRIu64
+                   ",\"max_nic_bytes\":%.0f,\"peak_round_link\":{\"bytes\":%" PRIu64
+                   ",\"round\":%d,\"rank\":%d,\"link\":\"%s\"},"
+                   "\"busiest_link\":{\"rank\":%d,\"link\":\"%s\",\"busy_us\":%.4f,"
+                   "\"bytes\":%" PRIu64 "},\"critical_path\":{\"nic_us\":%.4f,"
+                   "\"ce_us\":%.4f,\"latency_us\":%.4f,\"host_us\":%.4f,"
+                   "\"queue_us\":%.4f,\"steps\":%d,\"hops\":%d,\"last_rank\":%d},"
+                   "\"plan_s\":%.3f,\"sim_s\":%.3f}",
+                   res.makespan * 1e6, res.bound * 1e6, res.bound_nic * 1e6,
+                   res.bound_nvl * 1e6, res.ratio, res.nrounds, res.nranks_sim,
+                   res.rails_sim, res.rails, res.ntasks, res.nflows, res.nevents,
+                   res.max_nic_bytes, res.peak_round_link_bytes, res.peak_round,
+                   res.peak_round_rank, sim_class_name(res.peak_round_class),
+                   res.busiest_rank, sim_class_name(res.busiest_class),
+                   res.busiest_busy * 1e6, res.busiest_bytes, res.cp_nic * 1e6,
+                   res.cp_ce * 1e6, res.cp_lat * 1e6, res.cp_host * 1e6,
+                   res.cp_queue * 1e6, res.cp_steps, res.cp_hops, res.cp_last_rank,
+                   res.plan_s, res.sim_s);
+        } else {
+            char link[64];
+            snprintf(link, sizeof(link), "%d/%s", res.busiest_rank,
+                     sim_class_name(res.busiest_class));
+            printf("%-12s %12.1f %11.1f %7.3f %7d %14" PRIu64 " %18s %9.1f  "
+                   "%.1f/%.1f/%.1f/%.1f/%.1f (%d, %d)\n", names[k],
+                   res.makespan * 1e6, res.bound * 1e6, res.ratio, res.nrounds,
+                   res.peak_round_link_bytes, link, res.busiest_busy * 1e6,
+                   res.cp_nic * 1e6, res.cp_ce * 1e6, res.cp_lat * 1e6,
+                   res.cp_host * 1e6, res.cp_queue * 1e6, res.cp_steps, res.cp_hops);
+            if (k == nn - 1) {
+                printf("# bound = max(most loaded NIC direction %.0f B / %.1f GB/s, "
+                       "NVLink); %d of %d rails simulated (%d ranks); planning "
+                       "%.2f s, simulation %.2f s (last scheduler)\n",
+                       res.max_nic_bytes, model->nic_bw / 1e9, res.rails_sim,
+                       res.rails, res.nranks_sim, res.plan_s, res.sim_s);
+            }
+        }
+        fflush(stdout);
+    }
+    if (json) {
+        printf("]}\n");
+    }
+    return rc;
+}
+
 static int plan_parse_size(const char *opt, const char *arg, uint64_t *v)
 {
     if (rmacoll_parse_size(arg, v) != RMACOLL_SUCCESS) {
@@ -395,7 +553,8 @@ int main(int argc, char **argv)
         OPT_CASE = 256, OPT_TOPOLOGY, OPT_DIST, OPT_COUNT, OPT_SEED, OPT_DTYPE,
         OPT_RANK, OPT_JSON, OPT_CHECK, OPT_CALLS, OPT_CONFIG, OPT_SCHED,
         OPT_PLUGIN, OPT_SCHED_SEED, OPT_RELAY, OPT_RELAY_BUF, OPT_SLOTS,
-        OPT_MAX_TASK, OPT_VIRTUAL, OPT_BENCH, OPT_HELP
+        OPT_MAX_TASK, OPT_VIRTUAL, OPT_BENCH, OPT_SIM, OPT_MODEL, OPT_RAILS,
+        OPT_GANTT, OPT_HEAT, OPT_TRACE, OPT_PRINT_MODEL, OPT_PERF_SIZE, OPT_HELP
     };
     static const struct option longopts[] = {
         {"case", required_argument, NULL, OPT_CASE},
@@ -418,6 +577,14 @@ int main(int argc, char **argv)
         {"slots", required_argument, NULL, OPT_SLOTS},
         {"max-task-bytes", required_argument, NULL, OPT_MAX_TASK},
         {"bench", required_argument, NULL, OPT_BENCH},
+        {"sim", no_argument, NULL, OPT_SIM},
+        {"model", required_argument, NULL, OPT_MODEL},
+        {"rails", required_argument, NULL, OPT_RAILS},
+        {"gantt", required_argument, NULL, OPT_GANTT},
+        {"heat", required_argument, NULL, OPT_HEAT},
+        {"trace-ranks", required_argument, NULL, OPT_TRACE},
+        {"print-model", no_argument, NULL, OPT_PRINT_MODEL},
+        {"perf-size", required_argument, NULL, OPT_PERF_SIZE},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -428,7 +595,10 @@ int main(int argc, char **argv)
     uint64_t count = 1024, seed = 1, v;
     rmacoll_datatype_t dtype = RMACOLL_FLOAT32;
     int only = -1, json = 0, check = 0, calls = 2, opt, rc = 0, virt = 0;
-    int bench = 0;
+    int bench = 0, sim = 0, rails = 0, trace = 8, print_model = 0;
+    const char *model_path = NULL, *gantt = NULL, *heat = NULL;
+    uint64_t perf_size = 0;
+    sim_model_t model;
     rmacoll_config_t cfg;
     rmacoll_case_t *c = NULL;
     refexec_opts_t o;
@@ -459,6 +629,33 @@ int main(int argc, char **argv)
         case OPT_JSON: json = 1; break;
         case OPT_CHECK: check = 1; break;
         case OPT_VIRTUAL: virt = 1; break;
+        case OPT_SIM: sim = 1; break;
+        case OPT_MODEL: model_path = optarg; sim = 1; break;
+        case OPT_GANTT: gantt = optarg; break;
+        case OPT_HEAT: heat = optarg; break;
+        case OPT_PRINT_MODEL: print_model = 1; break;
+        case OPT_PERF_SIZE:
+            if (plan_parse_size("--perf-size", optarg, &perf_size) != 0 ||
+                perf_size == 0) {
+                return 2;
+            }
+            break;
+        case OPT_RAILS:
+            rails = strcmp(optarg, "all") == 0 ? 0 : atoi(optarg);
+            if (rails < 0 || (rails == 0 && strcmp(optarg, "all") != 0)) {
+                fprintf(stderr, PLAN_NAME ": --rails: expected a positive "
+                                "number or all (got '%s')\n", optarg);
+                return 2;
+            }
+            break;
+        case OPT_TRACE:
+            trace = atoi(optarg);
+            if (trace < 1 || trace > 64) {
+                fprintf(stderr, PLAN_NAME ": --trace-ranks: need 1..64 (got "
+                                "'%s')\n", optarg);
+                return 2;
+            }
+            break;
         case OPT_BENCH:
             bench = atoi(optarg);
             if (bench < 1) {
@@ -484,6 +681,16 @@ int main(int argc, char **argv)
             plan_usage(stderr);
             return 2;
         }
+    }
+    sim_model_defaults(&model);
+    if (model_path != NULL &&
+        sim_model_load(model_path, &model, err, sizeof(err)) != RMACOLL_SUCCESS) {
+        fprintf(stderr, PLAN_NAME ": --model: %s\n", err);
+        return 2;
+    }
+    if (print_model) {
+        sim_model_print(stdout, &model);
+        return 0;
     }
     if (optind < argc || (case_path == NULL) == (topology == NULL) ||
         calls < 1) {
@@ -582,19 +789,48 @@ int main(int argc, char **argv)
             }
             sizes[nnodes - 1]++;
         }
-        if (rmacoll_case_random(nnodes, sizes, &dist, (int64_t)count, seed,
-                                dtype, &c) != RMACOLL_SUCCESS) {
-            fprintf(stderr, PLAN_NAME ": cannot generate the matrix\n");
-            return 2;
+        if (perf_size > 0) {
+            /* rmacoll-perf's counts for -b SIZE --seed S: one node for the
+             * generator, then the topology (tools/common/perfrun.c) */
+            int64_t total = (int64_t)(perf_size / rmacoll_datatype_size(dtype));
+            int one = n;
+            if (rmacoll_case_random(1, &one, &dist, total / n,
+                                    seed * 1000003u + perf_size, dtype, &c) !=
+                RMACOLL_SUCCESS) {
+                fprintf(stderr, PLAN_NAME ": cannot generate the matrix\n");
+                return 2;
+            }
+            memcpy(c->node_of, node_of, (size_t)n * sizeof(int));
+            c->nnodes = node_of[n - 1] + 1;
+            snprintf(c->name, sizeof(c->name), "topology %s dist %s "
+                     "rmacoll-perf size %" PRIu64 " seed %" PRIu64, topology,
+                     dist_spec, perf_size, seed);
+        } else {
+            if (rmacoll_case_random(nnodes, sizes, &dist, (int64_t)count, seed,
+                                    dtype, &c) != RMACOLL_SUCCESS) {
+                fprintf(stderr, PLAN_NAME ": cannot generate the matrix\n");
+                return 2;
+            }
+            snprintf(c->name, sizeof(c->name), "topology %s dist %s count %"
+                     PRIu64 " seed %" PRIu64, topology, dist_spec, count, seed);
         }
-        snprintf(c->name, sizeof(c->name), "topology %s dist %s count %"
-                 PRIu64 " seed %" PRIu64, topology, dist_spec, count, seed);
     }
     if (only >= c->nranks || only < -1) {
         fprintf(stderr, PLAN_NAME ": --rank %d: the case has %d ranks\n", only,
                 c->nranks);
         rmacoll_case_free(c);
         return 2;
+    }
+    if (sim) {
+        if (check || bench > 0 || only >= 0) {
+            fprintf(stderr, PLAN_NAME ": --sim does not combine with --check, "
+                            "--bench or --rank\n");
+            rmacoll_case_free(c);
+            return 2;
+        }
+        rc = plan_simulate(c, &o, &model, rails, json, gantt, heat, trace);
+        rmacoll_case_free(c);
+        return rc;
     }
     if (bench > 0 || (only >= 0 && !check &&
                       (!c->has_mismatch || c->nranks > 4096))) {

@@ -34,3 +34,16 @@ if(TARGET rmacoll-plan)
   set_tests_properties(plan_tool_bench PROPERTIES TIMEOUT 60
     PASS_REGULAR_EXPRESSION "bench: rank 0 of 64 ranks on 8 nodes, scheduler node_shift: 190 tasks, 30 batches; [0-9.]+ us per build")
 endif()
+if(TARGET rmacoll-plan)
+  # --sim over the documented model, every built-in scheduler, JSON
+  add_test(NAME plan_tool_sim_all
+    COMMAND rmacoll-plan --topology 4x4 --dist zipf:1.2 --count 4K --sim
+            --scheduler all --model ${PROJECT_SOURCE_DIR}/docs/sim/fabric-h200-cx7.yaml --json)
+  set_tests_properties(plan_tool_sim_all PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "\"model\":\\{\"name\":\"H200 \\+ ConnectX-7, rail-only\",\"nic_GBps\":48.5,.*\"scheduler\":\"largest_first\",\"status\":\"RMACOLL_SUCCESS\",\"makespan_us\":[0-9.]+,.*\"scheduler\":\"xor\"")
+  # a bad model file is refused naming the key
+  add_test(NAME plan_tool_sim_bad_model
+    COMMAND rmacoll-plan --topology 2x2 --model ${PROJECT_SOURCE_DIR}/tests/cases/README.md)
+  set_tests_properties(plan_tool_sim_bad_model PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "rmacoll-plan: --model: ")
+endif()
