@@ -439,12 +439,12 @@ static int plan_simulate(const rmacoll_case_t *c, const refexec_opts_t *op,
         printf(",\"nic_GBps\":%g,\"nic_latency_us\":%g,\"pcie_GBps\":%g,"
                "\"nvlink_GBps\":%g,\"nvlink_bidir_GBps\":%g,"
                "\"nvlink_latency_us\":%g,\"self_GBps\":%g,\"put_us\":%g,"
-               "\"batch_us\":%g},\"relay\":%s,\"relay_buffer_bytes\":%" PRIu64
+               "\"batch_us\":%g,\"call_us\":%g},\"relay\":%s,\"relay_buffer_bytes\":%" PRIu64
                ",\"relay_slots\":%u,\"results\":[",
                model->nic_bw / 1e9, model->nic_lat * 1e6, model->pcie_bw / 1e9,
                model->ce_bw / 1e9, model->ce_bidir_bw / 1e9, model->ce_lat * 1e6,
                model->self_bw / 1e9, model->put_s * 1e6, model->batch_s * 1e6,
-               op->relay_enabled ? "true" : "false", op->relay_buffer_bytes,
+               model->call_s * 1e6, op->relay_enabled ? "true" : "false", op->relay_buffer_bytes,
                op->relay_slots);
     } else {
         printf("# %s: %d ranks; model \"%s\"; relay %s (%" PRIu64 " B, %u slots)\n",

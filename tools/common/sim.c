@@ -41,7 +41,7 @@ typedef struct yaml_link {
 } yaml_link_t;
 
 typedef struct yaml_host {
-    char *put_us, *batch_us;
+    char *put_us, *batch_us, *call_us;
 } yaml_host_t;
 
 typedef struct yaml_model {
@@ -65,6 +65,8 @@ static const cyaml_schema_field_t yaml_host_fields[] = {
                            yaml_host_t, put_us, 0, CYAML_UNLIMITED),
     CYAML_FIELD_STRING_PTR("batch_us", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
                            yaml_host_t, batch_us, 0, CYAML_UNLIMITED),
+    CYAML_FIELD_STRING_PTR("call_us", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+                           yaml_host_t, call_us, 0, CYAML_UNLIMITED),
     CYAML_FIELD_END
 };
 
@@ -148,6 +150,7 @@ rmacoll_status_t sim_model_load(const char *path, sim_model_t *m, char *err,
     if (y->host) {
         bad |= yaml_num(path, "host.put_us", y->host->put_us, 1e-6, 0, &m->put_s, err, errlen);
         bad |= yaml_num(path, "host.batch_us", y->host->batch_us, 1e-6, 0, &m->batch_s, err, errlen);
+        bad |= yaml_num(path, "host.call_us", y->host->call_us, 1e-6, 0, &m->call_s, err, errlen);
     }
     cyaml_free(&cfg, &yaml_model_schema, y, 0);
     return bad ? RMACOLL_ERR_CONFIG : RMACOLL_SUCCESS;
@@ -161,10 +164,10 @@ void sim_model_print(FILE *out, const sim_model_t *m)
             "pcie: {bandwidth_GBps: %g}\n"
             "nvlink: {bandwidth_GBps: %g, bidir_GBps: %g, latency_us: %g}\n"
             "self: {bandwidth_GBps: %g}\n"
-            "host: {put_us: %g, batch_us: %g}\n",
+            "host: {put_us: %g, batch_us: %g, call_us: %g}\n",
             m->name, m->nic_bw / 1e9, m->nic_lat * 1e6, m->pcie_bw / 1e9,
             m->ce_bw / 1e9, m->ce_bidir_bw / 1e9, m->ce_lat * 1e6,
-            m->self_bw / 1e9, m->put_s * 1e6, m->batch_s * 1e6);
+            m->self_bw / 1e9, m->put_s * 1e6, m->batch_s * 1e6, m->call_s * 1e6);
 }
 
 const char *sim_class_name(int cls)
@@ -1521,6 +1524,8 @@ rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
             res->makespan = r->end;
         }
     }
+    /* the metadata and agreement phase before the data rounds */
+    res->makespan += m->call_s;
     res->ratio = res->bound > 0 ? res->makespan / res->bound : 0;
     res->nevents = s.nevents;
     res->nflows = s.nflows;
@@ -1537,6 +1542,7 @@ rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
         }
     }
     critical_path(&s, res);
+    res->cp_host += m->call_s;
     st = round_loads(&s, res, &heat, &ncols, &per);
     if (st != RMACOLL_SUCCESS) {
         goto out;

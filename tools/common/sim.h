@@ -52,6 +52,8 @@ typedef struct sim_model {
     double ce_bw, ce_bidir_bw, ce_lat;  /* per GPU; bidir 0 = no cap */
     double self_bw;
     double put_s, batch_s;         /* host cost per posted put, per batch */
+    double call_s;                 /* per call before the data rounds
+                                      (validate, metadata, agreement); 0 */
 } sim_model_t;
 
 /** Defaults: H200 + ConnectX-7, sources in docs/sim.md. */
