@@ -29,10 +29,14 @@
  * the rounds are exactly node_shift's.
  *
  * The runtime does not know the global matrix, so it never calls
- * set_load: there the scheduler is node_shift. The simulator
- * (rmacoll-plan --sim) passes the case's matrix; every rank must be given
- * the same one.
+ * set_load: there the scheduler is node_shift, unless the environment
+ * variable RMACOLL_LARGEST_FIRST_LOAD names a load file (written by
+ * rmacoll-plan --write-load: "nnodes N" then N rows of N byte counts),
+ * read in create; every rank must see the same file (a profile of the
+ * traffic, e.g. the previous step's routing). The simulator
+ * (rmacoll-plan --sim) passes the case's matrix through set_load.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,6 +120,26 @@ static rmacoll_status_t lf_build(rmacoll_sched_state_t *st,
     return RMACOLL_SUCCESS;
 }
 
+/* The load file of RMACOLL_LARGEST_FIRST_LOAD into w[nn * nn]; -1 when it
+ * cannot be read or is for another number of nodes. */
+static int lf_read_load(const char *path, int nn, uint64_t *w)
+{
+    FILE *f = fopen(path, "r");
+    int n = -1, ok;
+
+    if (f == NULL) {
+        return -1;
+    }
+    ok = fscanf(f, " nnodes %d", &n) == 1 && n == nn;
+    for (size_t k = 0; ok && k < (size_t)nn * nn; k++) {
+        unsigned long long v;
+        ok = fscanf(f, " %llu", &v) == 1;
+        w[k] = v;
+    }
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
 static rmacoll_status_t lf_create(const rmacoll_topo_t *topo, uint64_t seed,
                                   rmacoll_sched_state_t **state)
 {
@@ -136,7 +160,21 @@ static rmacoll_status_t lf_create(const rmacoll_topo_t *topo, uint64_t seed,
         free(st);
         return RMACOLL_ERR_NO_MEMORY;
     }
-    rc = lf_build(st, NULL);
+    {
+        const char *path = getenv("RMACOLL_LARGEST_FIRST_LOAD");
+        uint64_t *w = NULL;
+        if (path != NULL && path[0] != '\0') {
+            w = malloc((size_t)st->nn * st->nn * sizeof(uint64_t) + 1);
+            if (w == NULL || lf_read_load(path, st->nn, w) != 0) {
+                free(w);
+                free(st->k);
+                free(st);
+                return w == NULL ? RMACOLL_ERR_NO_MEMORY : RMACOLL_ERR_CONFIG;
+            }
+        }
+        rc = lf_build(st, w);
+        free(w);
+    }
     if (rc != RMACOLL_SUCCESS) {
         free(st->k);
         free(st);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -434,6 +435,35 @@ static void test_largest_first_exact(void **state)
         }
         assert_int_equal(rmacoll__sched_check(&s, t, NULL, 0), RMACOLL_SUCCESS);
         rmacoll__sched_close(&s);
+        /* the same matrix from a load file (RMACOLL_LARGEST_FIRST_LOAD) */
+        {
+            char path[] = "/tmp/rmacoll_test_lf_XXXXXX", err[256];
+            int fd = mkstemp(path);
+            FILE *f;
+            assert_true(fd >= 0);
+            f = fdopen(fd, "w");
+            fprintf(f, "nnodes 3\n0 10 50\n20 0 30\n40 5 0\n");
+            fclose(f);
+            setenv("RMACOLL_LARGEST_FIRST_LOAD", path, 1);
+            s = open_ok("largest_first", NULL, t, 0);
+            for (int i = 0; i < 3; i++) {
+                for (int j = 0; j < 3; j++) {
+                    if (i != j) {
+                        assert_int_equal(s.ops->round(s.state, t, i, j), want[i][j]);
+                    }
+                }
+            }
+            rmacoll__sched_close(&s);
+            /* a file for another number of nodes is refused */
+            f = fopen(path, "w");
+            fprintf(f, "nnodes 2\n0 1\n1 0\n");
+            fclose(f);
+            assert_int_equal(rmacoll__sched_open("largest_first", NULL, t, 0, &s,
+                                                 err, sizeof(err)),
+                             RMACOLL_ERR_CONFIG);
+            unsetenv("RMACOLL_LARGEST_FIRST_LOAD");
+            unlink(path);
+        }
         rmacoll__topo_destroy(t);
     }
 }

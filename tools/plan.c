@@ -71,6 +71,8 @@ static void plan_usage(FILE *out)
             "  --trace-ranks N      ranks in the pictures (rail 0 of the first N\n"
             "                       nodes; default 8)\n"
             "  --print-model        print the model (defaults or --model) as YAML\n"
+            "  --write-load FILE    write the node-to-node bytes of the case (for\n"
+            "                       RMACOLL_LARGEST_FIRST_LOAD, sched/largest_first.c)\n"
             "  --check              run the reference executor on the plans\n"
             "  --calls N            with --check: N calls back to back "
             "(default 2)\n"
@@ -554,7 +556,7 @@ int main(int argc, char **argv)
         OPT_RANK, OPT_JSON, OPT_CHECK, OPT_CALLS, OPT_CONFIG, OPT_SCHED,
         OPT_PLUGIN, OPT_SCHED_SEED, OPT_RELAY, OPT_RELAY_BUF, OPT_SLOTS,
         OPT_MAX_TASK, OPT_VIRTUAL, OPT_BENCH, OPT_SIM, OPT_MODEL, OPT_RAILS,
-        OPT_GANTT, OPT_HEAT, OPT_TRACE, OPT_PRINT_MODEL, OPT_PERF_SIZE, OPT_HELP
+        OPT_GANTT, OPT_HEAT, OPT_TRACE, OPT_PRINT_MODEL, OPT_PERF_SIZE, OPT_WRITE_LOAD, OPT_HELP
     };
     static const struct option longopts[] = {
         {"case", required_argument, NULL, OPT_CASE},
@@ -585,6 +587,7 @@ int main(int argc, char **argv)
         {"trace-ranks", required_argument, NULL, OPT_TRACE},
         {"print-model", no_argument, NULL, OPT_PRINT_MODEL},
         {"perf-size", required_argument, NULL, OPT_PERF_SIZE},
+        {"write-load", required_argument, NULL, OPT_WRITE_LOAD},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -598,6 +601,7 @@ int main(int argc, char **argv)
     int bench = 0, sim = 0, rails = 0, trace = 8, print_model = 0;
     const char *model_path = NULL, *gantt = NULL, *heat = NULL;
     uint64_t perf_size = 0;
+    const char *write_load = NULL;
     sim_model_t model;
     rmacoll_config_t cfg;
     rmacoll_case_t *c = NULL;
@@ -634,6 +638,7 @@ int main(int argc, char **argv)
         case OPT_GANTT: gantt = optarg; break;
         case OPT_HEAT: heat = optarg; break;
         case OPT_PRINT_MODEL: print_model = 1; break;
+        case OPT_WRITE_LOAD: write_load = optarg; break;
         case OPT_PERF_SIZE:
             if (plan_parse_size("--perf-size", optarg, &perf_size) != 0 ||
                 perf_size == 0) {
@@ -820,6 +825,36 @@ int main(int argc, char **argv)
                 c->nranks);
         rmacoll_case_free(c);
         return 2;
+    }
+    if (write_load != NULL) {
+        /* node-to-node bytes, for RMACOLL_LARGEST_FIRST_LOAD */
+        size_t es = rmacoll_datatype_size(c->dtype), n = (size_t)c->nranks;
+        size_t nn = (size_t)c->nnodes;
+        uint64_t *w = calloc(nn * nn, sizeof(uint64_t));
+        FILE *f = w ? fopen(write_load, "w") : NULL;
+
+        if (f == NULL) {
+            fprintf(stderr, PLAN_NAME ": --write-load %s: cannot write\n", write_load);
+            free(w);
+            rmacoll_case_free(c);
+            return 2;
+        }
+        for (size_t i = 0; i < n; i++) {
+            for (size_t j = 0; j < n; j++) {
+                w[(size_t)c->node_of[i] * nn + (size_t)c->node_of[j]] +=
+                    (uint64_t)c->send[i * n + j] * es;
+            }
+        }
+        fprintf(f, "nnodes %zu\n", nn);
+        for (size_t a = 0; a < nn; a++) {
+            for (size_t b = 0; b < nn; b++) {
+                fprintf(f, "%" PRIu64 "%c", w[a * nn + b], b + 1 < nn ? ' ' : '\n');
+            }
+        }
+        fclose(f);
+        free(w);
+        rmacoll_case_free(c);
+        return 0;
     }
     if (sim) {
         if (check || bench > 0 || only >= 0) {
