@@ -227,7 +227,7 @@ typedef struct sim_rank {
     uint32_t *sig;
     int32_t *whead, *wnext;
     int proxy_out;
-    double end, last_batch_end;
+    double end, last_batch_end, post_free;
     /* what satisfied the latest wait / ended the latest CE put */
     double wait_t, ce_t;
     int32_t wait_flow_rank, wait_flow_batch, ce_flow_batch;
@@ -248,7 +248,7 @@ typedef struct sim_flow {
 
 typedef struct sim_event {
     double t;
-    uint32_t kind, a, b;
+    uint32_t kind, a, b, c;
 } sim_event_t;
 
 enum { EV_FLOW_DONE = 0, EV_SIGNAL, EV_POST, EV_CE_START, EV_BATCH };
@@ -292,7 +292,8 @@ typedef struct sim {
 
 /* ------------------------------------------------------------- heap */
 
-static int ev_push(sim_t *s, double t, uint32_t kind, uint32_t a, uint32_t b)
+static int ev_push3(sim_t *s, double t, uint32_t kind, uint32_t a, uint32_t b,
+                    uint32_t c)
 {
     size_t i;
 
@@ -319,7 +320,13 @@ static int ev_push(sim_t *s, double t, uint32_t kind, uint32_t a, uint32_t b)
     s->ev[i].kind = kind;
     s->ev[i].a = a;
     s->ev[i].b = b;
+    s->ev[i].c = c;
     return 0;
+}
+
+static int ev_push(sim_t *s, double t, uint32_t kind, uint32_t a, uint32_t b)
+{
+    return ev_push3(s, t, kind, a, b, 0);
 }
 
 static sim_event_t ev_pop(sim_t *s)
@@ -548,7 +555,7 @@ static void rank_start_batch(sim_t *s, sim_rank_t *r);
 static void ce_next(sim_t *s, sim_rank_t *r);
 
 /* Creates the flow of task k of rank r. */
-static int32_t flow_make(sim_t *s, sim_rank_t *r, uint32_t k)
+static int32_t flow_make(sim_t *s, sim_rank_t *r, uint32_t k, uint32_t batch)
 {
     const sim_task_t *t = &r->t[k];
     int32_t id = flow_alloc(s);
@@ -569,7 +576,7 @@ static int32_t flow_make(sim_t *s, sim_rank_t *r, uint32_t k)
     f->post = s->now;
     f->rk = (int32_t)(r - s->rk);
     f->task = (int32_t)k;
-    f->batch = (int32_t)r->cur;
+    f->batch = (int32_t)batch;
     f->dst = dst;
     f->qnext = -1;
     f->path = t->path;
@@ -594,9 +601,9 @@ static int32_t flow_make(sim_t *s, sim_rank_t *r, uint32_t k)
 }
 
 /* Proxy put k of rank r is posted now: FIFO per (src, dst) queue pair. */
-static void post_proxy(sim_t *s, sim_rank_t *r, uint32_t k)
+static void post_proxy(sim_t *s, sim_rank_t *r, uint32_t k, uint32_t batch)
 {
-    int32_t id = flow_make(s, r, k);
+    int32_t id = flow_make(s, r, k, batch);
     int dst = r->t[k].peer;
 
     if (id < 0) {
@@ -789,10 +796,13 @@ static void rank_start_batch(sim_t *s, sim_rank_t *r)
     r->in_batch = 1;
     for (uint32_t i = 0; i < b->nproxy; i++, k++) {
         if (s->m->put_s > 0) {
-            ev_push(s, s->now + s->m->put_s * (i + 1), EV_POST,
-                    (uint32_t)(r - s->rk), k);
+            /* one posting thread: after this batch starts and after the
+             * puts it posted before */
+            double t = (s->now > r->post_free ? s->now : r->post_free) + s->m->put_s;
+            r->post_free = t;
+            ev_push3(s, t, EV_POST, (uint32_t)(r - s->rk), k, r->cur);
         } else {
-            post_proxy(s, r, k);
+            post_proxy(s, r, k, r->cur);
         }
     }
     r->ce_i = k;
@@ -1491,11 +1501,11 @@ rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
             deliver_signal(&s, (int32_t)e.a);
             break;
         case EV_POST:
-            post_proxy(&s, &s.rk[e.a], e.b);
+            post_proxy(&s, &s.rk[e.a], e.b, e.c);
             break;
         case EV_CE_START: {
             sim_rank_t *r = &s.rk[e.a];
-            int32_t id = flow_make(&s, r, r->ce_i++);
+            int32_t id = flow_make(&s, r, r->ce_i++, r->cur);
             if (id >= 0) {
                 r->ce_active = 1;
                 flow_start(&s, id);
