@@ -195,12 +195,15 @@ static rmacoll_status_t setup_ctrl(rmacoll_comm_t *comm)
 
     rmacoll__ctrl_layout(topo, &comm->pcfg, comm->rank, &comm->lay);
     ctrl_name(comm, comm->rank, name, sizeof(name));
+    rmacoll__shm_sweep_stale(RMACOLL__CTRL_MAGIC, RMACOLL__CTRL_PID_OFF);
     st = rmacoll__shm_create(name, comm->lay.bytes, &comm->ctrl);
     if (st != RMACOLL_SUCCESS) {
         return rmacoll__comm_fail(comm, st, "rank %d: cannot create control window "
                                   "%s of %zu bytes", comm->rank, name, comm->lay.bytes);
     }
-    ((uint64_t *)comm->ctrl.addr)[0] = RMACOLL__CTRL_MAGIC;
+    /* pid first: a sweeper that sees the magic also sees the pid */
+    *(uint64_t *)((char *)comm->ctrl.addr + RMACOLL__CTRL_PID_OFF) = (uint64_t)getpid();
+    __atomic_store_n((uint64_t *)comm->ctrl.addr, RMACOLL__CTRL_MAGIC, __ATOMIC_RELEASE);
     comm->signals = (volatile uint64_t *)((char *)comm->ctrl.addr + comm->lay.off_sig);
     st = rmacoll__bootstrap_barrier(comm->bs);
     if (st != RMACOLL_SUCCESS) {

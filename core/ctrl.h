@@ -7,7 +7,7 @@
  *
  * Control window (host shared memory, mapped by node peers, registered
  * with the network transport):
- *   header (64 bytes: magic, the credit word, spare)
+ *   header (64 bytes: magic, the credit word, the creator's pid, spare)
  *   | signal words [nsig]
  *   | local record [2 parities]          (node peers read it)
  *   | inbox [2][nnet] | inbox2 [2][nnet]  (network peers write them)
@@ -43,6 +43,9 @@
  * (8 bytes from here to the same offset at the peer: some providers never
  * complete zero-length writes carrying remote CQ data). */
 #define RMACOLL__CTRL_CREDIT_OFF 8
+/* Byte offset in the header of the creator's pid (stale windows of killed
+ * processes are removed by the next communicator's creation). */
+#define RMACOLL__CTRL_PID_OFF 16
 #define RMACOLL__CTRL_HEADER_BYTES 64
 
 /* A status travelling between ranks: the error of the lowest rank wins. */

@@ -250,8 +250,9 @@ void rmacoll__meta_inputs(rmacoll__call_t *c)
         comm->peer_rdispl[p] = rec->rdispl;
         comm->peer_recv_rkey[p] = rec->recv_rkey;
     }
+    const rmacoll__plan_topo_t *pt = rmacoll__plan_topo(&comm->plan, topo, &comm->pcfg, me);
     for (int ch = 0; ch < comm->nin; ch++) {
-        int i = rmacoll__plan_chan_src(topo, me, ch);
+        int i = pt != NULL ? pt->chan_src[ch] : rmacoll__plan_chan_src(topo, me, ch);
         rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 0, comm->net_index[i], par);
         const int64_t *sc = (const int64_t *)(rec + 1);
         for (int l = 0; l < ls; l++) {

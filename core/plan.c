@@ -168,12 +168,146 @@ void rmacoll__plan_init(rmacoll__plan_t *plan)
     plan->err_peer = -1;
 }
 
+static void plan_topo_free(rmacoll__plan_topo_t *pt)
+{
+    if (pt == NULL) {
+        return;
+    }
+    free(pt->chan_src);
+    free(pt->chan_of_src);
+    free(pt->out_chan);
+    free(pt->out_slot);
+    free(pt);
+}
+
 void rmacoll__plan_fini(rmacoll__plan_t *plan)
 {
     free(plan->tasks);
     free(plan->scratch);
     free(plan->batches);
+    free(plan->bucket);
+    plan_topo_free(plan->pt);
     rmacoll__plan_init(plan);
+}
+
+static uint64_t slot_bytes_for(const rmacoll__plan_cfg_t *cfg, int nin)
+{
+    if (nin == 0 || cfg->relay_slots == 0) {
+        return 0;
+    }
+    return (cfg->relay_buffer_bytes / ((uint64_t)nin * cfg->relay_slots)) &
+           ~(uint64_t)7;
+}
+
+/*
+ * The senders of relay r (local l on a node of size s) are the ranks of
+ * other nodes whose local rank is l mod s, so per distinct node size s
+ * two histograms of local ranks mod s answer everything: tot[l] (all
+ * ranks) and before[l] (ranks below `rank`). The only rank of r's own node
+ * in the class is r itself.
+ */
+static rmacoll__plan_topo_t *plan_topo_create(const rmacoll_topo_t *topo,
+                                              const rmacoll__plan_cfg_t *cfg,
+                                              int rank)
+{
+    int n = topo->nranks, nn = topo->nnodes, A = topo->node_of[rank];
+    rmacoll__plan_topo_t *pt = calloc(1, sizeof(*pt));
+    int *tot = NULL, *before = NULL;
+    int ok;
+
+    if (pt == NULL) {
+        return NULL;
+    }
+    pt->topo = topo;
+    pt->rank = rank;
+    pt->relay_enabled = cfg->relay_enabled;
+    pt->relay_buffer_bytes = cfg->relay_buffer_bytes;
+    pt->relay_slots = cfg->relay_slots;
+    pt->chan_of_src = malloc((size_t)n * sizeof(int));
+    pt->out_chan = malloc((size_t)nn * sizeof(int));
+    pt->out_slot = calloc((size_t)nn, sizeof(uint64_t));
+    ok = pt->chan_of_src && pt->out_chan && pt->out_slot;
+    for (int i = 0; ok && i < n; i++) {
+        pt->chan_of_src[i] = -1;
+    }
+    for (int B = 0; ok && B < nn; B++) {
+        pt->out_chan[B] = -1;
+    }
+    if (ok && cfg->relay_enabled) {
+        int maxs = 0;
+        for (int B = 0; B < nn; B++) {
+            maxs = topo->node_size[B] > maxs ? topo->node_size[B] : maxs;
+        }
+        tot = malloc((size_t)maxs * sizeof(int));
+        before = malloc((size_t)maxs * sizeof(int));
+        ok = tot && before;
+        /* one pass over the ranks per distinct node size (nodes in order;
+         * a size seen before is skipped) */
+        for (int B = 0; ok && B < nn; B++) {
+            int sz = topo->node_size[B], seen = 0;
+            for (int B2 = 0; B2 < B && !seen; B2++) {
+                seen = topo->node_size[B2] == sz;
+            }
+            if (seen) {
+                continue;
+            }
+            memset(tot, 0, (size_t)sz * sizeof(int));
+            memset(before, 0, (size_t)sz * sizeof(int));
+            for (int i = 0; i < n; i++) {
+                int l = topo->local_rank[i] % sz;
+                tot[l]++;
+                before[l] += i < rank;
+            }
+            for (int D = B; D < nn; D++) {
+                int l, r;
+                if (topo->node_size[D] != sz || D == A) {
+                    continue;
+                }
+                l = topo->local_rank[rank] % sz;
+                r = rmacoll__topo_rank(topo, D, l);
+                pt->out_chan[D] = before[l] - (r < rank);
+                pt->out_slot[D] = slot_bytes_for(cfg, tot[l] - 1);
+            }
+            if (sz == topo->node_size[A]) {
+                pt->nin = tot[topo->local_rank[rank]] - 1;
+            }
+        }
+        pt->chan_src = malloc(((size_t)pt->nin + 1) * sizeof(int));
+        ok = ok && pt->chan_src;
+        for (int i = 0, c = 0; ok && i < n; i++) {
+            if (topo->node_of[i] != A &&
+                rmacoll__topo_relay(topo, i, A) == rank) {
+                pt->chan_src[c] = i;
+                pt->chan_of_src[i] = c++;
+            }
+        }
+        pt->in_slot = slot_bytes_for(cfg, pt->nin);
+    }
+    free(tot);
+    free(before);
+    if (!ok) {
+        plan_topo_free(pt);
+        return NULL;
+    }
+    return pt;
+}
+
+const rmacoll__plan_topo_t *rmacoll__plan_topo(rmacoll__plan_t *plan,
+                                               const rmacoll_topo_t *topo,
+                                               const rmacoll__plan_cfg_t *cfg,
+                                               int rank)
+{
+    rmacoll__plan_topo_t *pt = plan->pt;
+
+    if (pt != NULL && pt->topo == topo && pt->rank == rank &&
+        pt->relay_enabled == cfg->relay_enabled &&
+        pt->relay_buffer_bytes == cfg->relay_buffer_bytes &&
+        pt->relay_slots == cfg->relay_slots) {
+        return pt;
+    }
+    plan_topo_free(pt);
+    plan->pt = plan_topo_create(topo, cfg, rank);
+    return plan->pt;
 }
 
 static rmacoll_status_t plan_reserve(rmacoll__plan_t *plan, size_t n)
@@ -216,6 +350,7 @@ static int task_queue(const rmacoll__task_t *t)
 typedef struct plan_ctx {
     const rmacoll__plan_input_t *in;
     rmacoll__plan_t *plan;
+    const rmacoll__plan_topo_t *pt;
     int max_round;
     rmacoll_status_t status;
 } plan_ctx_t;
@@ -304,13 +439,14 @@ static rmacoll_status_t mismatch(rmacoll__plan_t *plan, int sender,
 
 /* Checks every count this rank can see, and the relay slot size. */
 static rmacoll_status_t plan_check(const rmacoll__plan_input_t *in,
+                                   const rmacoll__plan_topo_t *pt,
                                    rmacoll__plan_t *plan)
 {
     const rmacoll_topo_t *topo = in->topo;
     int me = in->rank;
     int node = topo->node_of[me];
     int ls = topo->node_size[node];
-    int nin = rmacoll__plan_nin(topo, in->cfg, me);
+    int nin = pt->nin;
 
     if (in->sendcounts[me] != in->recvcounts[me]) {
         return mismatch(plan, me, me, in->sendcounts[me], in->recvcounts[me], me);
@@ -321,7 +457,7 @@ static rmacoll_status_t plan_check(const rmacoll__plan_input_t *in,
         }
     }
     for (int c = 0; c < nin; c++) {
-        int i = rmacoll__plan_chan_src(topo, me, c);
+        int i = pt->chan_src[c];
         for (int l = 0; l < ls; l++) {
             int j = rmacoll__topo_rank(topo, node, l);
             size_t k = (size_t)c * ls + l;
@@ -464,11 +600,11 @@ static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
     int me = in->rank;
     int r = rmacoll__topo_relay(topo, me, B);
     int lsB = topo->node_size[B];
-    int c = rmacoll__plan_chan_index(topo, r, me);
+    int c = ctx->pt->out_chan[B];
     uint32_t S = cfg->relay_slots;
     int stride = relay_stride(S);
     int t0 = sched_round(in, me, r);
-    uint64_t cb = rmacoll__plan_slot_bytes(topo, cfg, r);
+    uint64_t cb = ctx->pt->out_slot[B];
     stream_t s = {in->sendcounts, topo->node_members + topo->node_first[B], lsB,
                   topo->local_rank[r], in->esize};
     uint64_t L = stream_total(&s);
@@ -518,7 +654,7 @@ static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
             t.round = round;
             t.sig = RMACOLL__NO_SIG;
             t.src_off = (uint64_t)in->sdispls[j] * in->esize + off;
-            t.dst_off = rmacoll__plan_slot_off(topo, cfg, r, c, slot) + (cur.pos - n - q * cb);
+            t.dst_off = ((uint64_t)c * S + slot) * cb + (cur.pos - n - q * cb);
             t.bytes = n;
             t.seq = g;
             if (cur.pos == cend) {
@@ -544,11 +680,11 @@ static rmacoll_status_t plan_stream_in(plan_ctx_t *ctx,
     int me = in->rank;
     int A = topo->node_of[me];
     int ls = topo->node_size[A];
-    int i = rmacoll__plan_chan_src(topo, me, c);
+    int i = ctx->pt->chan_src[c];
     uint32_t S = cfg->relay_slots;
     int stride = relay_stride(S);
     int t0 = sched_round(in, i, me);
-    uint64_t cb = rmacoll__plan_slot_bytes(topo, cfg, me);
+    uint64_t cb = ctx->pt->in_slot;
     stream_t s = {in->chan_sendcount + (size_t)c * ls, NULL, ls,
                   topo->local_rank[me], in->esize};
     uint64_t L = stream_total(&s);
@@ -570,7 +706,7 @@ static rmacoll_status_t plan_stream_in(plan_ctx_t *ctx,
         uint32_t slot = (uint32_t)(g % S);
         int round = t0 + stride * (int)q;
         uint64_t cend = (q + 1) * cb < L ? (q + 1) * cb : L;
-        uint64_t slot_off = rmacoll__plan_slot_off(topo, cfg, me, c, slot);
+        uint64_t slot_off = ((uint64_t)c * S + slot) * cb;
         rmacoll__task_t t;
 
         memset(&t, 0, sizeof(t));
@@ -662,42 +798,46 @@ static void plan_final_waits(plan_ctx_t *ctx, const rmacoll__sigstate_t *st)
     }
 }
 
-static int task_before(const rmacoll__task_t *a, const rmacoll__task_t *b)
+/* Stable counting sort by (round, queue): order inside a queue is the
+ * order the planner emitted, which the signal contract relies on.
+ * O(tasks + rounds). */
+static rmacoll_status_t sort_tasks(rmacoll__plan_t *plan, int max_round)
 {
-    if (a->round != b->round) {
-        return a->round < b->round;
+    rmacoll__task_t *a = plan->tasks, *b = plan->scratch;
+    int lo = 0;  /* a credit wait may sit one round before round 0 */
+    size_t nb;
+    uint32_t *cnt;
+    uint32_t sum = 0;
+
+    for (size_t k = 0; k < plan->ntasks; k++) {
+        lo = a[k].round < lo ? a[k].round : lo;
     }
-    return task_queue(a) < task_queue(b);
-}
+    nb = ((size_t)(max_round - lo) + 1) * RMACOLL__NQUEUES + 1;
 
-/* Stable bottom-up merge sort by (round, queue): order inside a queue is
- * the order the planner emitted, which the signal contract relies on. */
-static void sort_tasks(rmacoll__plan_t *plan)
-{
-    rmacoll__task_t *a = plan->tasks, *b = plan->scratch, *tmp;
-    size_t n = plan->ntasks;
-
-    for (size_t w = 1; w < n; w *= 2) {
-        for (size_t lo = 0; lo < n; lo += 2 * w) {
-            size_t mid = lo + w < n ? lo + w : n;
-            size_t hi = lo + 2 * w < n ? lo + 2 * w : n;
-            size_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) {
-                b[k++] = task_before(&a[j], &a[i]) ? a[j++] : a[i++];
-            }
-            while (i < mid) {
-                b[k++] = a[i++];
-            }
-            while (j < hi) {
-                b[k++] = a[j++];
-            }
+    if (nb > plan->bucket_cap) {
+        cnt = realloc(plan->bucket, nb * sizeof(*cnt));
+        if (cnt == NULL) {
+            return RMACOLL_ERR_NO_MEMORY;
         }
-        tmp = a;
-        a = b;
-        b = tmp;
+        plan->bucket = cnt;
+        plan->bucket_cap = nb;
     }
-    plan->tasks = a;
-    plan->scratch = b;
+    cnt = plan->bucket;
+    memset(cnt, 0, nb * sizeof(*cnt));
+    for (size_t k = 0; k < plan->ntasks; k++) {
+        cnt[(size_t)(a[k].round - lo) * RMACOLL__NQUEUES + task_queue(&a[k])]++;
+    }
+    for (size_t k = 0; k < nb; k++) {
+        uint32_t c = cnt[k];
+        cnt[k] = sum;
+        sum += c;
+    }
+    for (size_t k = 0; k < plan->ntasks; k++) {
+        b[cnt[(size_t)(a[k].round - lo) * RMACOLL__NQUEUES + task_queue(&a[k])]++] = a[k];
+    }
+    plan->tasks = b;
+    plan->scratch = a;
+    return RMACOLL_SUCCESS;
 }
 
 static rmacoll_status_t make_batches(rmacoll__plan_t *plan)
@@ -747,8 +887,9 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
     int me = in->rank;
     int A = topo->node_of[me];
     int ls = topo->node_size[A];
-    int nin = rmacoll__plan_nin(topo, in->cfg, me);
-    plan_ctx_t ctx = {in, plan, 0, RMACOLL_SUCCESS};
+    int nin;
+    plan_ctx_t ctx = {in, plan, NULL, 0, RMACOLL_SUCCESS};
+    const rmacoll__plan_topo_t *pt;
     rmacoll_status_t st;
 
     plan->rank = me;
@@ -761,7 +902,13 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
                  "relay.slots and the element size must be positive");
         return RMACOLL_ERR_CONFIG;
     }
-    st = plan_check(in, plan);
+    pt = rmacoll__plan_topo(plan, topo, in->cfg, me);
+    if (pt == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    ctx.pt = pt;
+    nin = pt->nin;
+    st = plan_check(in, pt, plan);
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
@@ -790,7 +937,10 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
     if (ctx.status != RMACOLL_SUCCESS) {
         return ctx.status;
     }
-    sort_tasks(plan);
+    st = sort_tasks(plan, ctx.max_round);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
     st = make_batches(plan);
     if (st != RMACOLL_SUCCESS) {
         return st;
@@ -812,10 +962,10 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
             (t->flags & RMACOLL__TASK_SIGNAL)) {
             st_out->chan_out[topo->node_of[t->peer]]++;
         } else if (t->op == RMACOLL__OP_PUT && (t->flags & RMACOLL__TASK_CREDIT)) {
-            st_out->chan_in[rmacoll__plan_chan_index(topo, me, t->peer)]++;
+            st_out->chan_in[pt->chan_of_src[t->peer]]++;
         } else if (t->op == RMACOLL__OP_PUT && (t->flags & RMACOLL__TASK_FORWARD) &&
                    (t->flags & RMACOLL__TASK_SIGNAL)) {
-            int c = rmacoll__plan_chan_index(topo, me, t->origin);
+            int c = pt->chan_of_src[t->origin];
             st_out->fwd_out[(size_t)c * ls + topo->local_rank[t->peer]]++;
         }
     }

@@ -108,6 +108,28 @@ typedef struct rmacoll__batch {
     uint32_t count[RMACOLL__NQUEUES];
 } rmacoll__batch_t;
 
+/**
+ * What the planner needs that depends only on (topology, relay settings,
+ * rank): incoming channels, this rank's channel at each of its relays and
+ * the relays' slot sizes. A plan object computes it on its first build
+ * and keeps it (a communicator's plan serves one topology and config for
+ * its life), so a build is O(peers + tasks). Built in
+ * O(nranks * distinct node sizes + nnodes).
+ */
+typedef struct rmacoll__plan_topo {
+    const rmacoll_topo_t *topo;
+    int rank;
+    int relay_enabled;
+    uint64_t relay_buffer_bytes;
+    uint32_t relay_slots;
+    int nin;               /* incoming channels of rank */
+    int *chan_src;         /* [nin] sender of incoming channel c */
+    int *chan_of_src;      /* [nranks] channel of sender i at rank, or -1 */
+    int *out_chan;         /* [nnodes] rank's channel at relay(rank, B), -1 */
+    uint64_t *out_slot;    /* [nnodes] slot bytes of relay(rank, B) */
+    uint64_t in_slot;      /* slot bytes of rank's own relay buffer */
+} rmacoll__plan_topo_t;
+
 /** One rank's plan for one call: non-empty batches in ascending round. */
 typedef struct rmacoll__plan {
     int rank;
@@ -120,6 +142,9 @@ typedef struct rmacoll__plan {
     rmacoll__task_t *scratch;  /* sort buffer, tasks_cap entries */
     char errmsg[256];   /* why the build failed, naming ranks */
     int err_peer;       /* the other rank of a mismatch, or -1 */
+    rmacoll__plan_topo_t *pt;  /* topology tables (first build), or NULL */
+    uint32_t *bucket;   /* counting-sort buckets, bucket_cap entries */
+    size_t bucket_cap;
 } rmacoll__plan_t;
 
 /** Planner settings (from the config; equal on every rank). */
@@ -215,8 +240,20 @@ void rmacoll__plan_init(rmacoll__plan_t *plan);
 void rmacoll__plan_fini(rmacoll__plan_t *plan);
 
 /**
+ * The topology tables of `plan` for (topo, cfg, rank), computed on first
+ * use and kept until the topology pointer, rank or relay settings change
+ * (then recomputed) or rmacoll__plan_fini. NULL when out of memory. The
+ * runtime may use it to read chan_src without an O(nranks) search.
+ */
+const rmacoll__plan_topo_t *rmacoll__plan_topo(rmacoll__plan_t *plan,
+                                               const rmacoll_topo_t *topo,
+                                               const rmacoll__plan_cfg_t *cfg,
+                                               int rank);
+
+/**
  * Builds in->rank's plan for one call. Pure and deterministic: the same
- * input and state give the same plan. `st_in` is the state before the
+ * input and state give the same plan. Cost O(nranks + tasks) once the
+ * plan's topology tables exist (first build: see rmacoll__plan_topo). `st_in` is the state before the
  * call, `st_out` receives the state after it (st_out may equal st_in).
  * The plan's arrays are reused across calls (grown, never shrunk).
  * Errors: RMACOLL_ERR_MISMATCH (a count this rank can check differs; the

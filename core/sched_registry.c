@@ -129,10 +129,10 @@ static rmacoll_status_t sched_reg_load(const char *path,
         snprintf(why, sizeof(why), "has abi_version %u, this build needs %d",
                  (unsigned)ops->abi_version, RMACOLL_SCHED_ABI_VERSION);
         bad = why;
-    } else if (ops->struct_size < sizeof(rmacoll_sched_ops_t)) {
+    } else if (ops->struct_size < RMACOLL_SCHED_OPS_V1_SIZE) {
         snprintf(why, sizeof(why),
                  "has struct_size %u, smaller than the v1 table (%zu bytes)",
-                 (unsigned)ops->struct_size, sizeof(rmacoll_sched_ops_t));
+                 (unsigned)ops->struct_size, (size_t)RMACOLL_SCHED_OPS_V1_SIZE);
         bad = why;
     } else if (ops->name == NULL || ops->name[0] == '\0') {
         bad = "has no name";
@@ -153,7 +153,11 @@ static rmacoll_status_t sched_reg_load(const char *path,
         dlclose(h);
         return RMACOLL_ERR_NO_MEMORY;
     }
-    memcpy(&pl->ops, ops, sizeof(pl->ops)); /* the v1 part only */
+    /* what the plugin has of this build's table; appended members it
+     * lacks stay NULL */
+    memset(&pl->ops, 0, sizeof(pl->ops));
+    memcpy(&pl->ops, ops, ops->struct_size < sizeof(pl->ops) ? ops->struct_size
+                                                            : sizeof(pl->ops));
     pl->ops.struct_size = sizeof(pl->ops);
     pl->handle = h;
     *p = pl;

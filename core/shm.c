@@ -4,9 +4,11 @@
  */
 #include "core/shm.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -82,6 +84,51 @@ static rmacoll_status_t shm_status(int err, const char **cause)
         *cause = strerror(err);
         return RMACOLL_ERR_NO_DEVICE;
     }
+}
+
+int rmacoll__shm_sweep_stale(uint64_t magic, size_t pid_off)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    int removed = 0;
+
+    if (d == NULL) {
+        return 0;
+    }
+    while ((e = readdir(d)) != NULL) {
+        const char *p = e->d_name;
+        char name[300];
+        uint64_t head[2] = {0, 0};
+        struct stat sb;
+        int fd, hex = 0;
+
+        if (strncmp(p, "rmacoll-", 8) != 0) {
+            continue;
+        }
+        for (p += 8; (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'); p++) {
+            hex++;
+        }
+        if (hex != 16 || *p != '-') {
+            continue; /* not a control window (e.g. a libfabric region) */
+        }
+        snprintf(name, sizeof(name), "/%s", e->d_name);
+        fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+        if (fd < 0) {
+            continue;
+        }
+        if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_size >= pid_off + 8 &&
+            pread(fd, &head[0], 8, 0) == 8 && pread(fd, &head[1], 8, (off_t)pid_off) == 8 &&
+            head[0] == magic && head[1] > 0 && head[1] < (1u << 22) &&
+            (pid_t)head[1] != getpid() && kill((pid_t)head[1], 0) != 0 && errno == ESRCH &&
+            shm_unlink(name) == 0) {
+            shm_log(RMACOLL_LOG_INFO, "shm: removed control window %s left by process %"
+                    PRIu64 ", which has exited", name, head[1]);
+            removed++;
+        }
+        close(fd);
+    }
+    closedir(d);
+    return removed;
 }
 
 void rmacoll__shm_name(uint64_t comm_id, int rank, char *name, size_t len)

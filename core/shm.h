@@ -29,6 +29,17 @@ typedef struct rmacoll__shm {
                     * unlinked it yet; 0 otherwise */
 } rmacoll__shm_t;
 
+/**
+ * Removes segments named "/rmacoll-<16 hex>-<rank>" whose creator has
+ * exited without unlinking them (killed between create and the peers'
+ * attach). A segment is stale when its first 8 bytes hold `magic` and the
+ * 8 bytes at `pid_off` hold the pid of a process that no longer exists
+ * (kill(pid, 0) gives ESRCH, in this PID namespace); segments being
+ * created (magic not yet written) and those of live processes are left
+ * alone. Returns the number removed (each logged at INFO). Thread-safe.
+ */
+int rmacoll__shm_sweep_stale(uint64_t magic, size_t pid_off);
+
 /** Writes "/rmacoll-<16 hex of comm_id>-<rank>" into name (len >= 64). */
 void rmacoll__shm_name(uint64_t comm_id, int rank, char *name, size_t len);
 

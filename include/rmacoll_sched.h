@@ -17,6 +17,9 @@
 #ifndef RMACOLL_SCHED_H
 #define RMACOLL_SCHED_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "rmacoll.h"
 
 #ifdef __cplusplus
@@ -62,7 +65,26 @@ typedef struct rmacoll_sched_ops {
     /* Round of rank's transfer to peer (peer != rank), in [0, nrounds). */
     int (*round)(const rmacoll_sched_state_t *state,
                  const rmacoll_topo_t *topo, int rank, int peer);
+    /* ---- end of the v1 table (RMACOLL_SCHED_OPS_V1_SIZE bytes) ---- */
+
+    /* Optional, appended (struct_size > RMACOLL_SCHED_OPS_V1_SIZE): the
+     * node-to-node bytes of the coming calls, node_bytes[A * nnodes + B] =
+     * bytes all ranks of node A send to ranks of node B (diagonal
+     * included), for schedulers that order rounds by load. Called after
+     * create, before nrounds/round are used for those calls; the caller
+     * must pass the same matrix on every rank (round() stays a pure
+     * function of topology, seed and this matrix). The array is borrowed.
+     * The runtime does not call it (it knows no global matrix); the
+     * simulator (rmacoll-plan --sim) does. Returns RMACOLL_SUCCESS or
+     * RMACOLL_ERR_NO_MEMORY. */
+    rmacoll_status_t (*set_load)(rmacoll_sched_state_t *state,
+                                 const rmacoll_topo_t *topo,
+                                 const uint64_t *node_bytes);
 } rmacoll_sched_ops_t;
+
+/* Size of the v1 table: plugins built before set_load was appended have
+ * this struct_size and stay valid. */
+#define RMACOLL_SCHED_OPS_V1_SIZE offsetof(rmacoll_sched_ops_t, set_load)
 
 /* Symbol a scheduler plugin exports. */
 #define RMACOLL_SCHED_PLUGIN_SYMBOL "rmacoll_sched_plugin_v1"

@@ -19,6 +19,8 @@
 
 #include "cases.h"
 #include "core/topo.h"
+#include "core/sched_registry.h"
+#include "planin.h"
 #include "refexec.h"
 
 #define P RMACOLL__OP_PUT
@@ -435,6 +437,143 @@ static void test_relay_smaller_node(void **state)
     rmacoll_case_free(c);
 }
 
+/*
+ * planin (one rank's input from the matrix, for rmacoll-plan --rank, the
+ * benchmark and the simulator) gives exactly refexec's plans: every task
+ * of every rank, byte for byte, on uneven, non-contiguous and mismatch-free
+ * shared cases and a random one, with exact displacements.
+ */
+static void test_planin_matches_refexec(void **state)
+{
+    static const char *const files[] = {
+        "/uneven_nodes_3_2.txt", "/moe_zipf_2x4.txt", "/sparse_two_cross.txt",
+        "/single_rank_node_1_4.txt", "/half_idle.txt", "/symmetric_small_2x2.txt",
+    };
+    (void)state;
+    for (size_t f = 0; f <= sizeof(files) / sizeof(files[0]); f++) {
+        char err[256], path[512];
+        rmacoll_case_t *c;
+        refexec_opts_t o;
+        refexec_t *ex;
+        rmacoll__sched_t sched = {NULL, NULL};
+        rmacoll__plan_cfg_t cfg;
+        planin_ctx_t ctx;
+        planin_t pi;
+        rmacoll__plan_t plan;
+
+        if (f < sizeof(files) / sizeof(files[0])) {
+            snprintf(path, sizeof(path), "%s%s", RMACOLL_CASES_DIR, files[f]);
+            assert_int_equal(rmacoll_case_load(path, &c, err, sizeof(err)), 0);
+        } else {
+            int sizes[3] = {3, 1, 2};
+            rmacoll_case_dist_t d = {RMACOLL_CASE_RANDOM, 0};
+            assert_int_equal(rmacoll_case_random(3, sizes, &d, 50, 9,
+                                                 RMACOLL_FLOAT64, &c), 0);
+        }
+        refexec_opts_init(&o);
+        o.scheduler = "node_shift";
+        o.relay_buffer_bytes = 256;
+        o.relay_slots = 2;
+        o.max_task_bytes = 40;
+        ex = prepare(&o, c);
+        cfg.relay_enabled = o.relay_enabled;
+        cfg.relay_buffer_bytes = o.relay_buffer_bytes;
+        cfg.relay_slots = o.relay_slots;
+        cfg.max_task_bytes = o.max_task_bytes;
+        assert_int_equal(rmacoll__sched_open("node_shift", NULL, refexec_topo(ex),
+                                             0, &sched, err, sizeof(err)), 0);
+        for (int mode = 1; mode <= 2; mode++) {
+            assert_int_equal(planin_ctx_create(&ctx, c, refexec_topo(ex), &cfg,
+                                               &sched, mode), 0);
+            planin_init(&pi);
+            rmacoll__plan_init(&plan);
+            for (int r = 0; r < c->nranks; r++) {
+                const rmacoll__plan_t *want = refexec_plan(ex, r);
+                rmacoll__sigstate_t *s0, *s1;
+
+                assert_non_null(want);
+                assert_int_equal(planin_fill(&pi, &ctx, r), 0);
+                assert_int_equal(rmacoll__sigstate_create(refexec_topo(ex), &cfg,
+                                                          r, &s0), 0);
+                assert_int_equal(rmacoll__sigstate_create(refexec_topo(ex), &cfg,
+                                                          r, &s1), 0);
+                assert_int_equal(rmacoll__plan_build(&pi.in, s0, s1, &plan), 0);
+                assert_int_equal(plan.ntasks, want->ntasks);
+                assert_int_equal(plan.nbatches, want->nbatches);
+                assert_memory_equal(plan.tasks, want->tasks,
+                                    plan.ntasks * sizeof(rmacoll__task_t));
+                assert_memory_equal(plan.batches, want->batches,
+                                    plan.nbatches * sizeof(rmacoll__batch_t));
+                rmacoll__sigstate_destroy(s0);
+                rmacoll__sigstate_destroy(s1);
+            }
+            rmacoll__plan_fini(&plan);
+            planin_fini(&pi);
+            planin_ctx_destroy(&ctx);
+        }
+        rmacoll__sched_close(&sched);
+        refexec_destroy(ex);
+        rmacoll_case_free(c);
+    }
+}
+
+/*
+ * The topology tables a plan keeps (rmacoll__plan_topo) equal the O(n)
+ * layout helpers on uneven, non-contiguous random topologies, with the
+ * relay on and off; a change of rank or config recomputes them.
+ */
+static void test_plan_topo_tables(void **state)
+{
+    uint64_t rs = 12345;
+
+    (void)state;
+    for (int trial = 0; trial < 60; trial++) {
+        int n = 1 + (int)(rmacoll_case_rand(&rs) % 40);
+        int nn = 1 + (int)(rmacoll_case_rand(&rs) % 7);
+        int keys[64];
+        rmacoll_topo_t *topo;
+        rmacoll__plan_cfg_t cfg = {trial % 5 != 0, 1u << 20,
+                                   1 + (uint32_t)(trial % 4), 1u << 30};
+        rmacoll__plan_t plan;
+
+        for (int r = 0; r < n; r++) {
+            keys[r] = (int)(rmacoll_case_rand(&rs) % (uint64_t)nn);
+        }
+        assert_int_equal(rmacoll__topo_create(n, keys, &topo), 0);
+        rmacoll__plan_init(&plan);
+        for (int me = 0; me < n; me++) {
+            const rmacoll__plan_topo_t *pt =
+                rmacoll__plan_topo(&plan, topo, &cfg, me);
+            int A = topo->node_of[me];
+
+            assert_non_null(pt);
+            assert_int_equal(pt->nin, rmacoll__plan_nin(topo, &cfg, me));
+            assert_int_equal(pt->in_slot, rmacoll__plan_slot_bytes(topo, &cfg, me));
+            for (int c = 0; c < pt->nin; c++) {
+                assert_int_equal(pt->chan_src[c], rmacoll__plan_chan_src(topo, me, c));
+            }
+            for (int i = 0; i < n; i++) {
+                int want = cfg.relay_enabled ? rmacoll__plan_chan_index(topo, me, i) : -1;
+                assert_int_equal(pt->chan_of_src[i], want);
+            }
+            for (int B = 0; B < topo->nnodes; B++) {
+                int r;
+                if (B == A || !cfg.relay_enabled) {
+                    assert_int_equal(pt->out_chan[B], -1);
+                    continue;
+                }
+                r = rmacoll__topo_relay(topo, me, B);
+                assert_int_equal(pt->out_chan[B], rmacoll__plan_chan_index(topo, r, me));
+                assert_int_equal(pt->out_slot[B], rmacoll__plan_slot_bytes(topo, &cfg, r));
+            }
+            assert_ptr_equal(rmacoll__plan_topo(&plan, topo, &cfg, me), pt);
+        }
+        rmacoll__plan_fini(&plan);
+        assert_null(plan.pt);
+        rmacoll__topo_destroy(topo);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -443,6 +582,8 @@ int main(void)
         cmocka_unit_test(test_chunking),
         cmocka_unit_test(test_pipelining_two_calls),
         cmocka_unit_test(test_relay_smaller_node),
+        cmocka_unit_test(test_planin_matches_refexec),
+        cmocka_unit_test(test_plan_topo_tables),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -25,7 +26,7 @@
 #define NTOPO_MAX 128
 
 static const char *const builtin_names[] = {"shift", "node_shift", "xor",
-                                            "random"};
+                                            "random", "largest_first"};
 #define NBUILTIN (sizeof(builtin_names) / sizeof(builtin_names[0]))
 
 /* ---- topologies ---- */
@@ -389,6 +390,84 @@ static void test_node_shift_exact(void **state)
     rmacoll__topo_destroy(t);
 }
 
+/*
+ * largest_first: without a load it is node_shift on every topology; with
+ * a load, a 3-node example worked by hand (one rank per node, L = 1):
+ * pairs by bytes 0->2 (50), 2->0 (40), 1->2 (30), 1->0 (20), 0->1 (10),
+ * 2->1 (5) get the first node round where the sender sends nothing and
+ * the receiver receives nothing: 1, 1, 2, 3, 2, 3.
+ */
+static void test_largest_first_exact(void **state)
+{
+    const topo_set_t *ts = *state;
+    static const uint64_t w[9] = {0, 10, 50, 20, 0, 30, 40, 5, 0};
+    static const int want[3][3] = {{-1, 2, 1}, {3, -1, 2}, {1, 3, -1}};
+
+    for (int k = 0; k < ts->n; k++) {
+        const rmacoll_topo_t *t = ts->t[k];
+        rmacoll__sched_t a = open_ok("largest_first", NULL, t, 0);
+        rmacoll__sched_t b = open_ok("node_shift", NULL, t, 0);
+        assert_int_equal(a.ops->nrounds(a.state, t), b.ops->nrounds(b.state, t));
+        for (int i = 0; i < t->nranks; i++) {
+            for (int j = 0; j < t->nranks; j++) {
+                if (i != j) {
+                    assert_int_equal(a.ops->round(a.state, t, i, j),
+                                     b.ops->round(b.state, t, i, j));
+                }
+            }
+        }
+        rmacoll__sched_close(&a);
+        rmacoll__sched_close(&b);
+    }
+    {
+        rmacoll_topo_t *t = make_sizes(3, (const int[]){1, 1, 1});
+        rmacoll__sched_t s = open_ok("largest_first", NULL, t, 0);
+        assert_true(s.ops->struct_size > RMACOLL_SCHED_OPS_V1_SIZE);
+        assert_non_null(s.ops->set_load);
+        assert_int_equal(s.ops->set_load(s.state, t, w), RMACOLL_SUCCESS);
+        assert_int_equal(s.ops->nrounds(s.state, t), 4);
+        for (int i = 0; i < 3; i++) {
+            for (int j = 0; j < 3; j++) {
+                if (i != j) {
+                    assert_int_equal(s.ops->round(s.state, t, i, j), want[i][j]);
+                }
+            }
+        }
+        assert_int_equal(rmacoll__sched_check(&s, t, NULL, 0), RMACOLL_SUCCESS);
+        rmacoll__sched_close(&s);
+        /* the same matrix from a load file (RMACOLL_LARGEST_FIRST_LOAD) */
+        {
+            char path[] = "/tmp/rmacoll_test_lf_XXXXXX", err[256];
+            int fd = mkstemp(path);
+            FILE *f;
+            assert_true(fd >= 0);
+            f = fdopen(fd, "w");
+            fprintf(f, "nnodes 3\n0 10 50\n20 0 30\n40 5 0\n");
+            fclose(f);
+            setenv("RMACOLL_LARGEST_FIRST_LOAD", path, 1);
+            s = open_ok("largest_first", NULL, t, 0);
+            for (int i = 0; i < 3; i++) {
+                for (int j = 0; j < 3; j++) {
+                    if (i != j) {
+                        assert_int_equal(s.ops->round(s.state, t, i, j), want[i][j]);
+                    }
+                }
+            }
+            rmacoll__sched_close(&s);
+            /* a file for another number of nodes is refused */
+            f = fopen(path, "w");
+            fprintf(f, "nnodes 2\n0 1\n1 0\n");
+            fclose(f);
+            assert_int_equal(rmacoll__sched_open("largest_first", NULL, t, 0, &s,
+                                                 err, sizeof(err)),
+                             RMACOLL_ERR_CONFIG);
+            unsetenv("RMACOLL_LARGEST_FIRST_LOAD");
+            unlink(path);
+        }
+        rmacoll__topo_destroy(t);
+    }
+}
+
 /* Values from an independent Python model (splitmix64, Fisher-Yates of
  * idx then perm, round = perm[(idx[j] - idx[i] + n) % n]); -1 = self. */
 static const int random_seed42_n6[6][6] = {
@@ -609,6 +688,7 @@ int main(void)
         cmocka_unit_test(test_xor_exact),
         cmocka_unit_test(test_node_shift_exact),
         cmocka_unit_test(test_random),
+        cmocka_unit_test(test_largest_first_exact),
         cmocka_unit_test(test_check_catches),
         cmocka_unit_test(test_plugin_loads),
         cmocka_unit_test(test_plugin_errors),

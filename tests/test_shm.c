@@ -337,6 +337,83 @@ static void test_too_big(void **state)
     assert_false(name_exists(name));
 }
 
+/* A control window whose creator was killed before unlinking it is removed
+ * by the sweep; one whose creator lives, one without the magic (still being
+ * created) and one under another name are left alone. */
+static void test_sweep_stale(void **state)
+{
+    enum { MAGIC_OFF = 0, PID_OFF = 16 };
+    const uint64_t magic = 0x726d61636f6c6c31ull;
+    char dead[64], live[64], nomagic[64], other[64];
+    rmacoll__shm_t seg;
+    int to_child[2], from_child[2];
+    pid_t child, sleeper;
+    char c;
+
+    (void)state;
+    rmacoll__shm_name(0x5eeda11ull << 20 | (uint64_t)getpid(), 1, dead, sizeof(dead));
+    rmacoll__shm_name(0x5eeda11ull << 20 | (uint64_t)getpid(), 2, live, sizeof(live));
+    rmacoll__shm_name(0x5eeda11ull << 20 | (uint64_t)getpid(), 3, nomagic, sizeof(nomagic));
+    snprintf(other, sizeof(other), "/rmacoll-sweeptest-%d", (int)getpid());
+
+    /* a child creates `dead` with its pid and dies without unlinking */
+    child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        if (rmacoll__shm_create(dead, 4096, &seg) != RMACOLL_SUCCESS) {
+            _exit(1);
+        }
+        *(uint64_t *)((char *)seg.addr + PID_OFF) = (uint64_t)getpid();
+        *(uint64_t *)((char *)seg.addr + MAGIC_OFF) = magic;
+        _exit(0);
+    }
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    /* a second child creates `live` and stays alive until told */
+    assert_int_equal(pipe(to_child), 0);
+    assert_int_equal(pipe(from_child), 0);
+    sleeper = fork();
+    assert_true(sleeper >= 0);
+    if (sleeper == 0) {
+        if (rmacoll__shm_create(live, 4096, &seg) != RMACOLL_SUCCESS) {
+            _exit(1);
+        }
+        *(uint64_t *)((char *)seg.addr + PID_OFF) = (uint64_t)getpid();
+        *(uint64_t *)((char *)seg.addr + MAGIC_OFF) = magic;
+        if (write(from_child[1], "r", 1) != 1 || read(to_child[0], &c, 1) != 1) {
+            _exit(1);
+        }
+        rmacoll__shm_destroy(&seg);
+        _exit(0);
+    }
+    assert_int_equal(read(from_child[0], &c, 1), 1);
+    /* no magic: a window being created; its pid word holds a dead pid */
+    assert_int_equal(rmacoll__shm_create(nomagic, 4096, &seg), RMACOLL_SUCCESS);
+    *(uint64_t *)((char *)seg.addr + PID_OFF) = (uint64_t)child;
+    rmacoll__shm_t oseg;
+    assert_int_equal(rmacoll__shm_create(other, 4096, &oseg), RMACOLL_SUCCESS);
+    *(uint64_t *)((char *)oseg.addr + PID_OFF) = (uint64_t)child;
+    *(uint64_t *)oseg.addr = magic;
+
+    assert_true(name_exists(dead) && name_exists(live) && name_exists(nomagic));
+    assert_true(rmacoll__shm_sweep_stale(magic, PID_OFF) >= 1);
+    assert_false(name_exists(dead));
+    assert_true(name_exists(live));
+    assert_true(name_exists(nomagic));
+    assert_true(name_exists(other));
+
+    assert_int_equal(write(to_child[1], "x", 1), 1);
+    assert_int_equal(waitpid(sleeper, NULL, 0), sleeper);
+    assert_false(name_exists(live)); /* the live owner unlinked its own */
+    rmacoll__shm_destroy(&seg);
+    rmacoll__shm_destroy(&oseg);
+    assert_false(name_exists(nomagic));
+    assert_false(name_exists(other));
+    close(to_child[0]);
+    close(to_child[1]);
+    close(from_child[0]);
+    close(from_child[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -348,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_create_exclusive),
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_too_big),
+        cmocka_unit_test(test_sweep_stale),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,3 +22,28 @@ if(TARGET rmacoll-plan)
     COMMAND rmacoll-plan --case ${RMACOLL_CASES_DIR}/mismatch_2x2.txt)
   set_tests_properties(plan_tool_mismatch_status PROPERTIES TIMEOUT 60 WILL_FAIL TRUE)
 endif()
+if(TARGET rmacoll-plan)
+  # --rank plans one rank only: a 4096-rank topology answers at once.
+  add_test(NAME plan_tool_rank_only
+    COMMAND rmacoll-plan --topology 512x8 --count 16 --rank 4095 --json)
+  set_tests_properties(plan_tool_rank_only PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "^\\{\"case\":\"topology 512x8.*\"nranks\":4096,\"nnodes\":512,.*\"plans\":\\[\\{\"rank\":4095,")
+  # planner micro-benchmark: 64 ranks, node_shift, uniform counts
+  add_test(NAME plan_tool_bench
+    COMMAND rmacoll-plan --topology 8x8 --scheduler node_shift --bench 3)
+  set_tests_properties(plan_tool_bench PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "bench: rank 0 of 64 ranks on 8 nodes, scheduler node_shift: 190 tasks, 30 batches; [0-9.]+ us per build")
+endif()
+if(TARGET rmacoll-plan)
+  # --sim over the documented model, every built-in scheduler, JSON
+  add_test(NAME plan_tool_sim_all
+    COMMAND rmacoll-plan --topology 4x4 --dist zipf:1.2 --count 4K --sim
+            --scheduler all --model ${PROJECT_SOURCE_DIR}/docs/sim/fabric-h200-cx7.yaml --json)
+  set_tests_properties(plan_tool_sim_all PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "\"model\":\\{\"name\":\"H200 \\+ ConnectX-7, rail-only\",\"nic_GBps\":48.5,.*\"scheduler\":\"largest_first\",\"status\":\"RMACOLL_SUCCESS\",\"makespan_us\":[0-9.]+,.*\"scheduler\":\"xor\"")
+  # a bad model file is refused naming the key
+  add_test(NAME plan_tool_sim_bad_model
+    COMMAND rmacoll-plan --topology 2x2 --model ${PROJECT_SOURCE_DIR}/tests/cases/README.md)
+  set_tests_properties(plan_tool_sim_bad_model PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "rmacoll-plan: --model: ")
+endif()

@@ -1,0 +1,1587 @@
+/*
+ * sim.c - fabric model and plan-replaying simulator (see sim.h and
+ * docs/sim.md). Discrete events over fluid flows: a flow's rate is the
+ * smallest bandwidth / active-flows over its links, re-evaluated whenever a
+ * flow joins or leaves one of them.
+ */
+#include "sim.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cyaml/cyaml.h>
+
+#include "core/sched_registry.h"
+#include "core/topo.h"
+#include "planin.h"
+
+/* ------------------------------------------------------------- model */
+
+void sim_model_defaults(sim_model_t *m)
+{
+    memset(m, 0, sizeof(*m));
+    snprintf(m->name, sizeof(m->name), "H200 + ConnectX-7, rail-only (defaults)");
+    m->nic_bw = 48.5e9;      /* CX-7 400 Gb/s, measured RDMA write bandwidth */
+    m->nic_lat = 3.0e-6;     /* RDMA write + completion, a few us */
+    m->pcie_bw = 53.0e9;     /* PCIe Gen5 x16, practical */
+    m->ce_bw = 395.0e9;      /* H200 copy engine over NVLink, one way */
+    m->ce_bidir_bw = 652.0e9;  /* both ways together */
+    m->ce_lat = 2.0e-6;      /* cudaMemcpyAsync issue + completion */
+    m->self_bw = 1500.0e9;   /* device-local copy (assumed) */
+    m->put_s = 0.3e-6;       /* proxy: post one work request */
+    m->batch_s = 0.5e-6;     /* executor: one batch */
+}
+
+typedef struct yaml_link {
+    char *bandwidth_GBps, *bidir_GBps, *latency_us;
+} yaml_link_t;
+
+typedef struct yaml_host {
+    char *put_us, *batch_us, *call_us;
+} yaml_host_t;
+
+typedef struct yaml_model {
+    char *name;
+    yaml_link_t *nic, *pcie, *nvlink, *self;
+    yaml_host_t *host;
+} yaml_model_t;
+
+static const cyaml_schema_field_t yaml_link_fields[] = {
+    CYAML_FIELD_STRING_PTR("bandwidth_GBps", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+                           yaml_link_t, bandwidth_GBps, 0, CYAML_UNLIMITED),
+    CYAML_FIELD_STRING_PTR("bidir_GBps", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+                           yaml_link_t, bidir_GBps, 0, CYAML_UNLIMITED),
+    CYAML_FIELD_STRING_PTR("latency_us", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+                           yaml_link_t, latency_us, 0, CYAML_UNLIMITED),
+    CYAML_FIELD_END
+};
+
+static const cyaml_schema_field_t yaml_host_fields[] = {
+    CYAML_FIELD_STRING_PTR("put_us", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+                           yaml_host_t, put_us, 0, CYAML_UNLIMITED),
+    CYAML_FIELD_STRING_PTR("batch_us", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+                           yaml_host_t, batch_us, 0, CYAML_UNLIMITED),
+    CYAML_FIELD_STRING_PTR("call_us", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+                           yaml_host_t, call_us, 0, CYAML_UNLIMITED),
+    CYAML_FIELD_END
+};
+
+static const cyaml_schema_field_t yaml_model_fields[] = {
+    CYAML_FIELD_STRING_PTR("name", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+                           yaml_model_t, name, 0, CYAML_UNLIMITED),
+    CYAML_FIELD_MAPPING_PTR("nic", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+                            yaml_model_t, nic, yaml_link_fields),
+    CYAML_FIELD_MAPPING_PTR("pcie", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+                            yaml_model_t, pcie, yaml_link_fields),
+    CYAML_FIELD_MAPPING_PTR("nvlink", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+                            yaml_model_t, nvlink, yaml_link_fields),
+    CYAML_FIELD_MAPPING_PTR("self", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+                            yaml_model_t, self, yaml_link_fields),
+    CYAML_FIELD_MAPPING_PTR("host", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+                            yaml_model_t, host, yaml_host_fields),
+    CYAML_FIELD_END
+};
+
+static const cyaml_schema_value_t yaml_model_schema = {
+    CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, yaml_model_t, yaml_model_fields),
+};
+
+/* A number >= 0 (> 0 when positive); scale converts to SI. */
+static int yaml_num(const char *path, const char *key, const char *s,
+                    double scale, int positive, double *out, char *err,
+                    size_t errlen)
+{
+    char *end;
+    double v;
+
+    if (s == NULL) {
+        return 0;
+    }
+    errno = 0;
+    v = strtod(s, &end);
+    if (end == s || *end != '\0' || errno != 0 || !isfinite(v) || v < 0 ||
+        (positive && v == 0)) {
+        snprintf(err, errlen, "%s: %s: expected a %s number, got '%s'", path,
+                 key, positive ? "positive" : "non-negative", s);
+        return -1;
+    }
+    *out = v * scale;
+    return 0;
+}
+
+rmacoll_status_t sim_model_load(const char *path, sim_model_t *m, char *err,
+                                size_t errlen)
+{
+    static const cyaml_config_t cfg = {
+        .log_fn = NULL, .mem_fn = cyaml_mem, .log_level = CYAML_LOG_ERROR,
+    };
+    yaml_model_t *y = NULL;
+    cyaml_err_t e;
+    int bad = 0;
+
+    e = cyaml_load_file(path, &cfg, &yaml_model_schema, (cyaml_data_t **)&y, NULL);
+    if (e != CYAML_OK) {
+        snprintf(err, errlen, "%s: %s", path, cyaml_strerror(e));
+        return RMACOLL_ERR_CONFIG;
+    }
+    if (y->name != NULL) {
+        snprintf(m->name, sizeof(m->name), "%s", y->name);
+    }
+    if (y->nic) {
+        bad |= yaml_num(path, "nic.bandwidth_GBps", y->nic->bandwidth_GBps, 1e9, 1, &m->nic_bw, err, errlen);
+        bad |= yaml_num(path, "nic.latency_us", y->nic->latency_us, 1e-6, 0, &m->nic_lat, err, errlen);
+        bad |= y->nic->bidir_GBps ? (snprintf(err, errlen, "%s: nic.bidir_GBps: not a key of nic", path), -1) : 0;
+    }
+    if (y->pcie) {
+        bad |= yaml_num(path, "pcie.bandwidth_GBps", y->pcie->bandwidth_GBps, 1e9, 0, &m->pcie_bw, err, errlen);
+    }
+    if (y->nvlink) {
+        bad |= yaml_num(path, "nvlink.bandwidth_GBps", y->nvlink->bandwidth_GBps, 1e9, 1, &m->ce_bw, err, errlen);
+        bad |= yaml_num(path, "nvlink.bidir_GBps", y->nvlink->bidir_GBps, 1e9, 0, &m->ce_bidir_bw, err, errlen);
+        bad |= yaml_num(path, "nvlink.latency_us", y->nvlink->latency_us, 1e-6, 0, &m->ce_lat, err, errlen);
+    }
+    if (y->self) {
+        bad |= yaml_num(path, "self.bandwidth_GBps", y->self->bandwidth_GBps, 1e9, 1, &m->self_bw, err, errlen);
+    }
+    if (y->host) {
+        bad |= yaml_num(path, "host.put_us", y->host->put_us, 1e-6, 0, &m->put_s, err, errlen);
+        bad |= yaml_num(path, "host.batch_us", y->host->batch_us, 1e-6, 0, &m->batch_s, err, errlen);
+        bad |= yaml_num(path, "host.call_us", y->host->call_us, 1e-6, 0, &m->call_s, err, errlen);
+    }
+    cyaml_free(&cfg, &yaml_model_schema, y, 0);
+    return bad ? RMACOLL_ERR_CONFIG : RMACOLL_SUCCESS;
+}
+
+void sim_model_print(FILE *out, const sim_model_t *m)
+{
+    fprintf(out,
+            "name: \"%s\"\n"
+            "nic: {bandwidth_GBps: %g, latency_us: %g}\n"
+            "pcie: {bandwidth_GBps: %g}\n"
+            "nvlink: {bandwidth_GBps: %g, bidir_GBps: %g, latency_us: %g}\n"
+            "self: {bandwidth_GBps: %g}\n"
+            "host: {put_us: %g, batch_us: %g, call_us: %g}\n",
+            m->name, m->nic_bw / 1e9, m->nic_lat * 1e6, m->pcie_bw / 1e9,
+            m->ce_bw / 1e9, m->ce_bidir_bw / 1e9, m->ce_lat * 1e6,
+            m->self_bw / 1e9, m->put_s * 1e6, m->batch_s * 1e6, m->call_s * 1e6);
+}
+
+const char *sim_class_name(int cls)
+{
+    static const char *const names[SIM_NCLASSES] = {
+        "nic_tx", "nic_rx", "pcie_tx", "pcie_rx", "nvl_tx", "nvl_rx", "nvl_bi", "self"};
+
+    return cls >= 0 && cls < SIM_NCLASSES ? names[cls] : "?";
+}
+
+void sim_opts_init(sim_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->scheduler = "node_shift";
+    o->cfg.relay_enabled = 1;
+    o->cfg.relay_buffer_bytes = 64ull << 20;
+    o->cfg.relay_slots = 4;
+    o->cfg.max_task_bytes = 1ull << 30;
+    o->trace_ranks = 8;
+    o->feed_load = 1;
+}
+
+/* ------------------------------------------------------------- state */
+
+typedef struct sim_task {
+    uint64_t bytes;
+    uint32_t sig_value;
+    uint32_t sig;
+    int32_t peer;
+    uint16_t flags;
+    uint8_t op, path;
+} sim_task_t;
+
+typedef struct sim_batch {
+    uint32_t first, nproxy, nce, nwait;  /* tasks: proxy puts, ce puts, waits */
+    int32_t round;
+} sim_batch_t;
+
+/* Per batch, for the critical path. */
+typedef struct sim_brec {
+    double start, end;
+    int32_t crank, cbatch;   /* poster of the flow that ended the batch, -1 */
+    float xfer, queue, lat;  /* that flow: transfer, queueing, latency */
+    uint8_t kind;            /* 0 start-only, 1 wait (proxy), 2 wait (ce), 3 own ce */
+} sim_brec_t;
+
+typedef struct sim_rank {
+    int id;
+    sim_task_t *t;
+    uint32_t nt;
+    sim_batch_t *b;
+    uint32_t nb;
+    sim_brec_t *rec;
+    uint32_t cur, pending, ce_i, ce_end;
+    int ce_active, done_batches, in_batch;
+    uint32_t nsig;
+    uint32_t *sig;
+    int32_t *whead, *wnext;
+    int proxy_out;
+    double end, last_batch_end, post_free;
+    /* what satisfied the latest wait / ended the latest CE put */
+    double wait_t, ce_t;
+    int32_t wait_flow_rank, wait_flow_batch, ce_flow_batch;
+    float wait_xfer, wait_queue, wait_lat, ce_xfer;
+    uint8_t wait_kind;
+    /* queue pairs with a flow in flight: dst rank, tail flow */
+    int32_t *qdst, *qtail;
+    int nq, qcap;
+} sim_rank_t;
+
+typedef struct sim_flow {
+    double rem, rate, last, post, start, done;
+    int32_t link[4], lpos[4];
+    uint32_t ver;
+    int32_t rk, task, batch, dst, qnext;
+    uint8_t nl, path, active, joined;
+} sim_flow_t;
+
+typedef struct sim_event {
+    double t;
+    uint32_t kind, a, b, c;
+} sim_event_t;
+
+enum { EV_FLOW_DONE = 0, EV_SIGNAL, EV_POST, EV_CE_START, EV_BATCH };
+
+typedef struct sim_trace_iv {
+    double t0, t1;
+    int32_t row;
+    uint8_t kind;
+} sim_trace_iv_t;
+
+typedef struct sim {
+    const sim_model_t *m;
+    const rmacoll_topo_t *topo;
+    int n, nsim;
+    sim_rank_t *rk;
+    int32_t *sim_of;          /* [n] global rank -> simulated index, -1 */
+    /* links [n * SIM_NCLASSES] */
+    double *bw, *busy_since, *busy;
+    int32_t *nfl, *flcap;
+    int32_t **fl;
+    uint64_t *lbytes;
+    /* flows */
+    sim_flow_t *f;
+    size_t nf, fcap;
+    int32_t *ffree;
+    size_t nfree, ffree_cap;
+    /* events */
+    sim_event_t *ev;
+    size_t nev, evcap;
+    uint64_t nevents, nflows;
+    double now;
+    int failed;
+    /* trace */
+    int32_t *trace_row;       /* [n] first row of a traced rank, -1 */
+    int ntrace;
+    sim_trace_iv_t *iv;
+    size_t niv, ivcap;
+    int32_t *aff;             /* scratch: affected flows */
+    size_t naff, affcap;
+} sim_t;
+
+/* ------------------------------------------------------------- heap */
+
+static int ev_push3(sim_t *s, double t, uint32_t kind, uint32_t a, uint32_t b,
+                    uint32_t c)
+{
+    size_t i;
+
+    if (s->nev == s->evcap) {
+        size_t cap = s->evcap ? 2 * s->evcap : 1024;
+        sim_event_t *e = realloc(s->ev, cap * sizeof(*e));
+        if (e == NULL) {
+            s->failed = 1;
+            return -1;
+        }
+        s->ev = e;
+        s->evcap = cap;
+    }
+    i = s->nev++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (s->ev[p].t <= t) {
+            break;
+        }
+        s->ev[i] = s->ev[p];
+        i = p;
+    }
+    s->ev[i].t = t;
+    s->ev[i].kind = kind;
+    s->ev[i].a = a;
+    s->ev[i].b = b;
+    s->ev[i].c = c;
+    return 0;
+}
+
+static int ev_push(sim_t *s, double t, uint32_t kind, uint32_t a, uint32_t b)
+{
+    return ev_push3(s, t, kind, a, b, 0);
+}
+
+static sim_event_t ev_pop(sim_t *s)
+{
+    sim_event_t top = s->ev[0], last = s->ev[--s->nev];
+    size_t i = 0;
+
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= s->nev) {
+            break;
+        }
+        if (c + 1 < s->nev && s->ev[c + 1].t < s->ev[c].t) {
+            c++;
+        }
+        if (s->ev[c].t >= last.t) {
+            break;
+        }
+        s->ev[i] = s->ev[c];
+        i = c;
+    }
+    if (s->nev > 0) {
+        s->ev[i] = last;
+    }
+    return top;
+}
+
+/* ------------------------------------------------------------- flows */
+
+static int32_t flow_alloc(sim_t *s)
+{
+    if (s->nfree > 0) {
+        return s->ffree[--s->nfree];
+    }
+    if (s->nf == s->fcap) {
+        size_t cap = s->fcap ? 2 * s->fcap : 1024;
+        sim_flow_t *f = realloc(s->f, cap * sizeof(*f));
+        if (f == NULL) {
+            s->failed = 1;
+            return -1;
+        }
+        s->f = f;
+        s->fcap = cap;
+    }
+    s->f[s->nf].ver = 0;
+    return (int32_t)s->nf++;
+}
+
+static void flow_free(sim_t *s, int32_t id)
+{
+    if (s->nfree == s->ffree_cap) {
+        size_t cap = s->ffree_cap ? 2 * s->ffree_cap : 1024;
+        int32_t *p = realloc(s->ffree, cap * sizeof(*p));
+        if (p == NULL) {
+            s->failed = 1;
+            return;
+        }
+        s->ffree = p;
+        s->ffree_cap = cap;
+    }
+    s->ffree[s->nfree++] = id;
+}
+
+static void aff_add(sim_t *s, int32_t id)
+{
+    if (s->naff == s->affcap) {
+        size_t cap = s->affcap ? 2 * s->affcap : 256;
+        int32_t *p = realloc(s->aff, cap * sizeof(*p));
+        if (p == NULL) {
+            s->failed = 1;
+            return;
+        }
+        s->aff = p;
+        s->affcap = cap;
+    }
+    s->aff[s->naff++] = id;
+}
+
+static void trace_add(sim_t *s, int32_t row, double t0, double t1, int kind)
+{
+    if (s->niv == s->ivcap) {
+        size_t cap = s->ivcap ? 2 * s->ivcap : 1024;
+        sim_trace_iv_t *p;
+        if (cap > 400000) {
+            return;  /* enough for a picture */
+        }
+        p = realloc(s->iv, cap * sizeof(*p));
+        if (p == NULL) {
+            return;
+        }
+        s->iv = p;
+        s->ivcap = cap;
+    }
+    s->iv[s->niv].t0 = t0;
+    s->iv[s->niv].t1 = t1;
+    s->iv[s->niv].row = row;
+    s->iv[s->niv].kind = (uint8_t)kind;
+    s->niv++;
+}
+
+/* Trace rows of a traced rank: nic_tx, nic_rx, nvl_tx, nvl_rx, wait. */
+#define SIM_TRACE_ROWS 5
+
+static int trace_row_of_link(const sim_t *s, int32_t link)
+{
+    int r = link / SIM_NCLASSES, cls = link % SIM_NCLASSES;
+    int base = s->trace_row ? s->trace_row[r] : -1;
+
+    if (base < 0) {
+        return -1;
+    }
+    switch (cls) {
+    case SIM_NIC_TX: return base;
+    case SIM_NIC_RX: return base + 1;
+    case SIM_NVL_TX: return base + 2;
+    case SIM_NVL_RX: return base + 3;
+    default: return -1;
+    }
+}
+
+static void settle(sim_t *s, sim_flow_t *g)
+{
+    g->rem -= g->rate * (s->now - g->last);
+    if (g->rem < 0) {
+        g->rem = 0;
+    }
+    g->last = s->now;
+}
+
+static void rate_update(sim_t *s, int32_t id)
+{
+    sim_flow_t *g = &s->f[id];
+    double r = INFINITY;
+
+    for (int k = 0; k < g->nl; k++) {
+        int32_t L = g->link[k];
+        double x = s->bw[L] / (double)s->nfl[L];
+        r = x < r ? x : r;
+    }
+    g->rate = r;
+    g->ver++;
+    ev_push(s, s->now + g->rem / r, EV_FLOW_DONE, (uint32_t)id, g->ver);
+}
+
+static void link_busy(sim_t *s, int32_t L, int delta)
+{
+    if (s->nfl[L] == 0 && delta > 0) {
+        s->busy_since[L] = s->now;
+    } else if (s->nfl[L] == 1 && delta < 0) {
+        s->busy[L] += s->now - s->busy_since[L];
+    }
+}
+
+/* Adds (join = 1) or removes flow id on its links, rescheduling every flow
+ * whose share changes. */
+static void flow_links(sim_t *s, int32_t id, int join)
+{
+    sim_flow_t *f = &s->f[id];
+
+    s->naff = 0;
+    for (int k = 0; k < f->nl; k++) {
+        int32_t L = f->link[k];
+        for (int32_t q = 0; q < s->nfl[L]; q++) {
+            int32_t g = s->fl[L][q];
+            settle(s, &s->f[g]);
+        }
+    }
+    for (int k = 0; k < f->nl; k++) {
+        int32_t L = f->link[k];
+        link_busy(s, L, join ? 1 : -1);
+        if (join) {
+            if (s->nfl[L] == s->flcap[L]) {
+                int32_t cap = s->flcap[L] ? 2 * s->flcap[L] : 4;
+                int32_t *p = realloc(s->fl[L], (size_t)cap * sizeof(*p));
+                if (p == NULL) {
+                    s->failed = 1;
+                    return;
+                }
+                s->fl[L] = p;
+                s->flcap[L] = cap;
+            }
+            f->lpos[k] = s->nfl[L];
+            s->fl[L][s->nfl[L]++] = id;
+        } else {
+            int32_t pos = f->lpos[k], last = s->fl[L][--s->nfl[L]];
+            s->fl[L][pos] = last;
+            /* fix the moved flow's position for this link */
+            for (int k2 = 0; k2 < s->f[last].nl; k2++) {
+                if (s->f[last].link[k2] == L) {
+                    s->f[last].lpos[k2] = pos;
+                }
+            }
+        }
+    }
+    for (int k = 0; k < f->nl; k++) {
+        int32_t L = f->link[k];
+        for (int32_t q = 0; q < s->nfl[L]; q++) {
+            aff_add(s, s->fl[L][q]);
+        }
+    }
+    for (size_t q = 0; q < s->naff; q++) {
+        rate_update(s, s->aff[q]);
+    }
+}
+
+static void flow_start(sim_t *s, int32_t id)
+{
+    sim_flow_t *f = &s->f[id];
+
+    f->start = s->now;
+    f->last = s->now;
+    f->active = 1;
+    s->nflows++;
+    if (f->rem <= 0 || f->nl == 0) {
+        f->rem = 0;
+        ev_push(s, s->now, EV_FLOW_DONE, (uint32_t)id, f->ver);
+        return;
+    }
+    f->joined = 1;
+    flow_links(s, id, 1);
+}
+
+static void deliver_signal(sim_t *s, int32_t id);
+static void rank_try_finish_batch(sim_t *s, sim_rank_t *r);
+static void rank_start_batch(sim_t *s, sim_rank_t *r);
+static void ce_next(sim_t *s, sim_rank_t *r);
+
+/* Creates the flow of task k of rank r. */
+static int32_t flow_make(sim_t *s, sim_rank_t *r, uint32_t k, uint32_t batch)
+{
+    const sim_task_t *t = &r->t[k];
+    int32_t id = flow_alloc(s);
+    sim_flow_t *f;
+    int src = r->id, dst = t->peer;
+
+    if (id < 0) {
+        return -1;
+    }
+    f = &s->f[id];
+    {
+        /* versions keep rising across reuse: stale events never match */
+        uint32_t ver = f->ver + 1;
+        memset(f, 0, sizeof(*f));
+        f->ver = ver;
+    }
+    f->rem = (double)t->bytes;
+    f->post = s->now;
+    f->rk = (int32_t)(r - s->rk);
+    f->task = (int32_t)k;
+    f->batch = (int32_t)batch;
+    f->dst = dst;
+    f->qnext = -1;
+    f->path = t->path;
+    if (t->flags & RMACOLL__TASK_SELF) {
+        f->link[f->nl++] = src * SIM_NCLASSES + SIM_SELF;
+    } else if (t->path == RMACOLL__PATH_PROXY) {
+        f->link[f->nl++] = src * SIM_NCLASSES + SIM_NIC_TX;
+        f->link[f->nl++] = dst * SIM_NCLASSES + SIM_NIC_RX;
+        if (s->m->pcie_bw > 0) {
+            f->link[f->nl++] = src * SIM_NCLASSES + SIM_PCIE_TX;
+            f->link[f->nl++] = dst * SIM_NCLASSES + SIM_PCIE_RX;
+        }
+    } else {
+        f->link[f->nl++] = src * SIM_NCLASSES + SIM_NVL_TX;
+        f->link[f->nl++] = dst * SIM_NCLASSES + SIM_NVL_RX;
+        if (s->m->ce_bidir_bw > 0) {
+            f->link[f->nl++] = src * SIM_NCLASSES + SIM_NVL_BI;
+            f->link[f->nl++] = dst * SIM_NCLASSES + SIM_NVL_BI;
+        }
+    }
+    return id;
+}
+
+/* Proxy put k of rank r is posted now: FIFO per (src, dst) queue pair. */
+static void post_proxy(sim_t *s, sim_rank_t *r, uint32_t k, uint32_t batch)
+{
+    int32_t id = flow_make(s, r, k, batch);
+    int dst = r->t[k].peer;
+
+    if (id < 0) {
+        return;
+    }
+    r->proxy_out++;
+    for (int q = 0; q < r->nq; q++) {
+        if (r->qdst[q] == dst) {
+            s->f[r->qtail[q]].qnext = id;
+            r->qtail[q] = id;
+            return;
+        }
+    }
+    if (r->nq == r->qcap) {
+        int cap = r->qcap ? 2 * r->qcap : 8;
+        int32_t *a = realloc(r->qdst, (size_t)cap * sizeof(*a));
+        int32_t *b = a ? realloc(r->qtail, (size_t)cap * sizeof(*b)) : NULL;
+        if (a) {
+            r->qdst = a;
+        }
+        if (b == NULL) {
+            s->failed = 1;
+            return;
+        }
+        r->qtail = b;
+        r->qcap = cap;
+    }
+    r->qdst[r->nq] = dst;
+    r->qtail[r->nq] = id;
+    r->nq++;
+    flow_start(s, id);
+}
+
+static void flow_done(sim_t *s, int32_t id)
+{
+    sim_flow_t *f = &s->f[id];
+    sim_rank_t *r = &s->rk[f->rk];
+    const sim_task_t *t = &r->t[f->task];
+
+    if (f->joined) {
+        flow_links(s, id, 0);
+    }
+    f = &s->f[id];
+    f->done = s->now;
+    f->active = 0;
+    for (int k = 0; k < f->nl && s->trace_row; k++) {
+        int row = trace_row_of_link(s, f->link[k]);
+        if (row >= 0 && s->now > f->start) {
+            trace_add(s, row, f->start, s->now,
+                      (t->flags & RMACOLL__TASK_FORWARD) ? 2
+                      : (t->flags & RMACOLL__TASK_TO_RELAY) ? 1
+                      : (t->flags & RMACOLL__TASK_SELF) ? 3 : 0);
+        }
+    }
+    if (f->path == RMACOLL__PATH_PROXY) {
+        int32_t next = f->qnext;
+        r->proxy_out--;
+        if (next >= 0) {
+            flow_start(s, next);
+        } else {
+            for (int q = 0; q < r->nq; q++) {
+                if (r->qdst[q] == f->dst) {
+                    r->qdst[q] = r->qdst[r->nq - 1];
+                    r->qtail[q] = r->qtail[r->nq - 1];
+                    r->nq--;
+                    break;
+                }
+            }
+        }
+        if (t->flags & RMACOLL__TASK_SIGNAL) {
+            ev_push(s, s->now + s->m->nic_lat, EV_SIGNAL, (uint32_t)id, 0);
+        } else {
+            flow_free(s, id);
+        }
+        if (r->proxy_out == 0 && r->done_batches) {
+            r->end = s->now > r->last_batch_end ? s->now : r->last_batch_end;
+        }
+    } else {
+        r->ce_active = 0;
+        r->ce_t = s->now;
+        r->ce_xfer = (float)(s->now - f->start);
+        r->ce_flow_batch = f->batch;
+        if (t->flags & RMACOLL__TASK_SIGNAL) {
+            deliver_signal(s, id);
+        } else {
+            flow_free(s, id);
+        }
+        ce_next(s, r);
+    }
+}
+
+static void deliver_signal(sim_t *s, int32_t id)
+{
+    sim_flow_t *f = &s->f[id];
+    sim_rank_t *src = &s->rk[f->rk];
+    const sim_task_t *t = &src->t[f->task];
+    int32_t ti = s->sim_of[f->dst];
+    sim_rank_t *r;
+    uint32_t w;
+    int32_t *pp;
+
+    if (ti < 0) {
+        flow_free(s, id);
+        return;  /* an unsimulated rail */
+    }
+    r = &s->rk[ti];
+    w = t->sig;
+    if (w >= r->nsig) {
+        flow_free(s, id);
+        return;
+    }
+    r->sig[w]++;
+    pp = &r->whead[w];
+    while (*pp >= 0) {
+        int32_t k = *pp;
+        if (r->t[k].sig_value <= r->sig[w]) {
+            *pp = r->wnext[k];
+            r->pending--;
+            r->wait_t = s->now;
+            r->wait_flow_rank = f->rk;
+            r->wait_flow_batch = f->batch;
+            r->wait_xfer = (float)(f->done - f->start);
+            r->wait_queue = (float)(f->start - f->post);
+            r->wait_lat = (float)(s->now - f->done);
+            r->wait_kind = f->path == RMACOLL__PATH_PROXY ? 1 : 2;
+        } else {
+            pp = &r->wnext[k];
+        }
+    }
+    flow_free(s, id);
+    rank_try_finish_batch(s, r);
+}
+
+static void ce_next(sim_t *s, sim_rank_t *r)
+{
+    if (r->ce_i < r->ce_end) {
+        ev_push(s, s->now + s->m->ce_lat, EV_CE_START, (uint32_t)(r - s->rk), 0);
+        return;
+    }
+    rank_try_finish_batch(s, r);
+}
+
+static void rank_try_finish_batch(sim_t *s, sim_rank_t *r)
+{
+    sim_brec_t *rec;
+
+    if (!r->in_batch || r->cur >= r->nb || r->pending > 0 || r->ce_active ||
+        r->ce_i < r->ce_end) {
+        return;
+    }
+    r->in_batch = 0;
+    rec = &r->rec[r->cur];
+    rec->end = s->now;
+    rec->crank = -1;
+    rec->kind = 0;
+    if (r->b[r->cur].nwait > 0 && r->wait_t >= rec->start &&
+        (r->b[r->cur].nce == 0 || r->wait_t >= r->ce_t)) {
+        rec->kind = r->wait_kind;
+        rec->crank = r->wait_flow_rank;
+        rec->cbatch = r->wait_flow_batch;
+        rec->xfer = r->wait_xfer;
+        rec->queue = r->wait_queue;
+        rec->lat = r->wait_lat;
+    } else if (r->b[r->cur].nce > 0) {
+        rec->kind = 3;
+        rec->xfer = r->ce_xfer;
+    }
+    if (s->trace_row && s->trace_row[r->id] >= 0 && rec->end > rec->start &&
+        r->b[r->cur].nwait > 0) {
+        trace_add(s, s->trace_row[r->id] + 4, rec->start, rec->end, 4);
+    }
+    r->cur++;
+    if (r->cur < r->nb) {
+        ev_push(s, s->now + s->m->batch_s, EV_BATCH, (uint32_t)(r - s->rk), 0);
+    } else {
+        r->done_batches = 1;
+        r->last_batch_end = s->now;
+        if (r->proxy_out == 0) {
+            r->end = s->now;
+        }
+    }
+}
+
+static void rank_start_batch(sim_t *s, sim_rank_t *r)
+{
+    const sim_batch_t *b = &r->b[r->cur];
+    uint32_t k = b->first;
+
+    r->rec[r->cur].start = s->now;
+    r->in_batch = 1;
+    for (uint32_t i = 0; i < b->nproxy; i++, k++) {
+        if (s->m->put_s > 0) {
+            /* one posting thread: after this batch starts and after the
+             * puts it posted before */
+            double t = (s->now > r->post_free ? s->now : r->post_free) + s->m->put_s;
+            r->post_free = t;
+            ev_push3(s, t, EV_POST, (uint32_t)(r - s->rk), k, r->cur);
+        } else {
+            post_proxy(s, r, k, r->cur);
+        }
+    }
+    r->ce_i = k;
+    r->ce_end = k + b->nce;
+    k += b->nce;
+    r->pending = 0;
+    for (uint32_t i = 0; i < b->nwait; i++, k++) {
+        const sim_task_t *t = &r->t[k];
+        if (t->sig >= r->nsig || r->sig[t->sig] >= t->sig_value) {
+            continue;
+        }
+        r->wnext[k] = r->whead[t->sig];
+        r->whead[t->sig] = (int32_t)k;
+        r->pending++;
+    }
+    if (r->ce_i < r->ce_end) {
+        ev_push(s, s->now + s->m->ce_lat, EV_CE_START, (uint32_t)(r - s->rk), 0);
+    } else {
+        rank_try_finish_batch(s, r);
+    }
+}
+
+/* ----------------------------------------------------------- planning */
+
+static double wall_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Converts plan p of rank r into compact tasks and batches; waits whose
+ * writer is not simulated are dropped (they belong to other rails). */
+static rmacoll_status_t convert_plan(sim_t *s, sim_rank_t *r,
+                                     const rmacoll__plan_t *p)
+{
+    uint32_t nt = 0;
+
+    r->t = malloc((p->ntasks + 1) * sizeof(*r->t));
+    r->b = malloc((p->nbatches + 1) * sizeof(*r->b));
+    r->rec = calloc(p->nbatches + 1, sizeof(*r->rec));
+    r->wnext = malloc((p->ntasks + 1) * sizeof(int32_t));
+    if (!r->t || !r->b || !r->rec || !r->wnext) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    r->nb = 0;
+    for (size_t bi = 0; bi < p->nbatches; bi++) {
+        const rmacoll__batch_t *pb = &p->batches[bi];
+        sim_batch_t *b = &r->b[r->nb];
+        static const int order[4] = {RMACOLL__Q_PROXY_PUT, RMACOLL__Q_CE_PUT,
+                                     RMACOLL__Q_PROXY_WAIT, RMACOLL__Q_CE_WAIT};
+        memset(b, 0, sizeof(*b));
+        b->first = nt;
+        b->round = pb->round;
+        for (int qi = 0; qi < 4; qi++) {
+            int q = order[qi];
+            for (uint32_t k = 0; k < pb->count[q]; k++) {
+                const rmacoll__task_t *t = &p->tasks[pb->first[q] + k];
+                sim_task_t *o = &r->t[nt];
+                if (t->op == RMACOLL__OP_WAIT && s->sim_of[t->peer] < 0) {
+                    continue;
+                }
+                o->bytes = t->bytes;
+                o->sig_value = (uint32_t)t->sig_value;
+                o->sig = t->sig;
+                o->peer = t->peer;
+                o->flags = (uint16_t)t->flags;
+                o->op = t->op;
+                o->path = t->path;
+                nt++;
+                if (q == RMACOLL__Q_PROXY_PUT) {
+                    b->nproxy++;
+                } else if (q == RMACOLL__Q_CE_PUT) {
+                    b->nce++;
+                } else {
+                    b->nwait++;
+                }
+                if (t->op == RMACOLL__OP_PUT) {
+                    int src = r->id, dst = t->peer;
+                    if (t->flags & RMACOLL__TASK_SELF) {
+                        s->lbytes[src * SIM_NCLASSES + SIM_SELF] += t->bytes;
+                    } else if (t->path == RMACOLL__PATH_PROXY) {
+                        s->lbytes[src * SIM_NCLASSES + SIM_NIC_TX] += t->bytes;
+                        s->lbytes[dst * SIM_NCLASSES + SIM_NIC_RX] += t->bytes;
+                        s->lbytes[src * SIM_NCLASSES + SIM_PCIE_TX] += t->bytes;
+                        s->lbytes[dst * SIM_NCLASSES + SIM_PCIE_RX] += t->bytes;
+                    } else {
+                        s->lbytes[src * SIM_NCLASSES + SIM_NVL_TX] += t->bytes;
+                        s->lbytes[dst * SIM_NCLASSES + SIM_NVL_RX] += t->bytes;
+                        s->lbytes[src * SIM_NCLASSES + SIM_NVL_BI] += t->bytes;
+                        s->lbytes[dst * SIM_NCLASSES + SIM_NVL_BI] += t->bytes;
+                    }
+                }
+            }
+        }
+        if (b->nproxy + b->nce + b->nwait > 0) {
+            r->nb++;
+        }
+    }
+    r->nt = nt;
+    return RMACOLL_SUCCESS;
+}
+
+/* Node-to-node bytes of the case: [A * nnodes + B]. */
+static uint64_t *node_bytes(const rmacoll_case_t *c, const rmacoll_topo_t *topo)
+{
+    size_t nn = (size_t)topo->nnodes, n = (size_t)c->nranks;
+    size_t es = rmacoll_datatype_size(c->dtype);
+    uint64_t *m = calloc(nn * nn, sizeof(uint64_t));
+
+    for (size_t i = 0; m != NULL && i < n; i++) {
+        size_t A = (size_t)topo->node_of[i];
+        for (size_t j = 0; j < n; j++) {
+            m[A * nn + (size_t)topo->node_of[j]] += (uint64_t)c->send[i * n + j] * es;
+        }
+    }
+    return m;
+}
+
+/* The K rails with the most NIC bytes (TX or RX of one of their ranks). */
+static int pick_rails(const rmacoll_case_t *c, const rmacoll_topo_t *topo,
+                      int K, int *rail_on)
+{
+    int n = c->nranks, G = topo->node_size[0];
+    double *tx = calloc((size_t)n, sizeof(double)), *rx = calloc((size_t)n, sizeof(double));
+    double *load = calloc((size_t)G, sizeof(double));
+
+    if (!tx || !rx || !load) {
+        free(tx);
+        free(rx);
+        free(load);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < n; j++) {
+            int B = topo->node_of[j];
+            if (B == topo->node_of[i]) {
+                continue;
+            }
+            tx[i] += (double)c->send[(size_t)i * n + j];
+            rx[rmacoll__topo_relay(topo, i, B)] += (double)c->send[(size_t)i * n + j];
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        int l = topo->local_rank[i];
+        load[l] = tx[i] > load[l] ? tx[i] : load[l];
+        load[l] = rx[i] > load[l] ? rx[i] : load[l];
+    }
+    for (int l = 0; l < G; l++) {
+        rail_on[l] = 0;
+    }
+    for (int k = 0; k < K; k++) {
+        int best = -1;
+        for (int l = 0; l < G; l++) {
+            if (!rail_on[l] && (best < 0 || load[l] > load[best])) {
+                best = l;
+            }
+        }
+        rail_on[best] = 1;
+    }
+    free(tx);
+    free(rx);
+    free(load);
+    return 0;
+}
+
+/* ------------------------------------------------------------- pictures */
+
+static void svg_color(double x, char *buf, size_t len)
+{
+    /* white -> orange -> dark red */
+    int r, g, b;
+    if (x < 0) x = 0;
+    if (x > 1) x = 1;
+    if (x < 0.5) {
+        r = 255; g = (int)(255 - 90 * x * 2); b = (int)(255 - 255 * x * 2);
+    } else {
+        r = (int)(255 - 120 * (x - 0.5) * 2); g = (int)(165 - 165 * (x - 0.5) * 2); b = 0;
+    }
+    snprintf(buf, len, "#%02x%02x%02x", r, g, b);
+}
+
+static void write_gantt(const sim_t *s, const char *path, const sim_result_t *res,
+                        const char *title)
+{
+    static const char *const kcolor[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728"};
+    static const char *const kname[] = {"direct put", "put to relay", "relay forward (CE)",
+                                        "self copy", "rank waits (blocked in a batch)"};
+    static const char *const rname[] = {"nic tx", "nic rx", "nvl tx", "nvl rx", "waits"};
+    FILE *f = fopen(path, "w");
+    int rows = s->ntrace * SIM_TRACE_ROWS, W = 1100, left = 150, top = 40, rh = 12;
+    double T = res->makespan > 0 ? res->makespan : 1;
+    int H = top + rows * rh + 90;
+
+    if (f == NULL) {
+        return;
+    }
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+               "font-family=\"sans-serif\" font-size=\"10\">\n", W, H);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"10\" y=\"16\" font-size=\"13\">%s</text>\n", title);
+    fprintf(f, "<text x=\"10\" y=\"30\">makespan %.1f us, bound %.1f us (ratio %.3f); "
+               "one row per link of the traced ranks</text>\n",
+            res->makespan * 1e6, res->bound * 1e6, res->ratio);
+    for (int r = 0; r < s->n; r++) {
+        int base = s->trace_row[r];
+        if (base < 0) {
+            continue;
+        }
+        for (int k = 0; k < SIM_TRACE_ROWS; k++) {
+            int y = top + (base + k) * rh;
+            fprintf(f, "<text x=\"4\" y=\"%d\">rank %d %s</text>\n", y + rh - 3, r, rname[k]);
+            fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#eee\"/>\n",
+                    left, W - 10, y + rh, y + rh);
+        }
+    }
+    for (size_t i = 0; i < s->niv; i++) {
+        const sim_trace_iv_t *v = &s->iv[i];
+        double x0 = left + (W - 10 - left) * v->t0 / T;
+        double w = (W - 10 - left) * (v->t1 - v->t0) / T;
+        fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" "
+                   "fill-opacity=\"0.55\"/>\n",
+                x0, top + v->row * rh + 1, w < 0.3 ? 0.3 : w, rh - 2, kcolor[v->kind]);
+    }
+    for (int k = 0; k < 5; k++) {
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/>"
+                   "<text x=\"%d\" y=\"%d\">%s</text>\n",
+                left + k * 190, top + rows * rh + 20, kcolor[k], left + k * 190 + 14,
+                top + rows * rh + 29, kname[k]);
+    }
+    for (int k = 0; k <= 10; k++) {
+        int x = left + (W - 10 - left) * k / 10;
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%.0f us</text>\n", x,
+                top + rows * rh + 55, T * 1e6 * k / 10);
+    }
+    fprintf(f, "</svg>\n");
+    fclose(f);
+}
+
+/* Heat map: NIC tx / rx bytes per round of the traced ranks; cols
+ * = rounds (grouped when there are more than 240). */
+static void write_heat(const sim_t *s, const char *path, const uint64_t *heat,
+                       int nrounds, int ncols, int per, const char *title)
+{
+    FILE *f = fopen(path, "w");
+    int rows = s->ntrace * 2, left = 150, top = 40, cw, rh = 12, W;
+    uint64_t mx = 1;
+    char col[16];
+
+    if (f == NULL) {
+        return;
+    }
+    cw = ncols > 0 ? (900 / ncols > 1 ? 900 / ncols : 1) : 1;
+    W = left + cw * ncols + 20;
+    for (size_t i = 0; i < (size_t)rows * ncols; i++) {
+        mx = heat[i] > mx ? heat[i] : mx;
+    }
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+               "font-family=\"sans-serif\" font-size=\"10\">\n", W, top + rows * rh + 60);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"10\" y=\"16\" font-size=\"13\">%s</text>\n", title);
+    fprintf(f, "<text x=\"10\" y=\"30\">bytes per round on each NIC direction of the traced "
+               "ranks (%d rounds, %d per column; darkest = %" PRIu64 " B)</text>\n",
+            nrounds, per, mx);
+    for (int r = 0; r < s->n; r++) {
+        int base = s->trace_row[r];
+        if (base < 0) {
+            continue;
+        }
+        base = base / SIM_TRACE_ROWS * 2;
+        fprintf(f, "<text x=\"4\" y=\"%d\">rank %d nic tx</text>\n", top + base * rh + rh - 3, r);
+        fprintf(f, "<text x=\"4\" y=\"%d\">rank %d nic rx</text>\n", top + (base + 1) * rh + rh - 3, r);
+    }
+    for (int row = 0; row < rows; row++) {
+        for (int cI = 0; cI < ncols; cI++) {
+            uint64_t v = heat[(size_t)row * ncols + cI];
+            if (v == 0) {
+                continue;
+            }
+            svg_color((double)v / (double)mx, col, sizeof(col));
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n",
+                    left + cI * cw, top + row * rh, cw, rh - 1, col);
+        }
+    }
+    for (int k = 0; k <= 8; k++) {
+        int cI = ncols * k / 8;
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">round %d</text>\n",
+                left + cI * cw, top + rows * rh + 20, cI * per);
+    }
+    fprintf(f, "</svg>\n");
+    fclose(f);
+}
+
+/* ------------------------------------------------------------- run */
+
+static void sim_free(sim_t *s)
+{
+    for (int i = 0; s->rk != NULL && i < s->nsim; i++) {
+        sim_rank_t *r = &s->rk[i];
+        free(r->t);
+        free(r->b);
+        free(r->rec);
+        free(r->sig);
+        free(r->whead);
+        free(r->wnext);
+        free(r->qdst);
+        free(r->qtail);
+    }
+    free(s->rk);
+    free(s->sim_of);
+    free(s->bw);
+    free(s->busy_since);
+    free(s->busy);
+    free(s->nfl);
+    free(s->flcap);
+    for (size_t L = 0; s->fl != NULL && L < (size_t)s->n * SIM_NCLASSES; L++) {
+        free(s->fl[L]);
+    }
+    free(s->fl);
+    free(s->lbytes);
+    free(s->f);
+    free(s->ffree);
+    free(s->ev);
+    free(s->trace_row);
+    free(s->iv);
+    free(s->aff);
+}
+
+/* Static per-round loads: merges the simulated ranks' batches by round.
+ * Fills the peak link load per round and the heat rows. */
+static rmacoll_status_t round_loads(sim_t *s, sim_result_t *res, uint64_t **heat_out,
+                                    int *ncols_out, int *per_out)
+{
+    int n = s->n, R = res->nrounds;
+    uint64_t *acc = calloc((size_t)n * SIM_NCLASSES, sizeof(uint64_t));
+    int32_t *touched = malloc((size_t)n * SIM_NCLASSES * sizeof(int32_t));
+    uint32_t *cur = calloc((size_t)s->nsim + 1, sizeof(uint32_t));
+    int ncols = R < 240 ? R : 240, per = (R + ncols - 1) / (ncols ? ncols : 1);
+    uint64_t *heat;
+
+    ncols = ncols ? (R + per - 1) / per : 0;
+    heat = calloc((size_t)(s->ntrace * 2 + 1) * (size_t)(ncols + 1), sizeof(uint64_t));
+    if (!acc || !touched || !cur || !heat) {
+        free(acc);
+        free(touched);
+        free(cur);
+        free(heat);
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    res->peak_round_link_bytes = 0;
+    for (int round = -1; round < R; round++) {
+        size_t nt = 0;
+        for (int i = 0; i < s->nsim; i++) {
+            sim_rank_t *r = &s->rk[i];
+            while (cur[i] < r->nb && r->b[cur[i]].round <= round) {
+                const sim_batch_t *b = &r->b[cur[i]];
+                for (uint32_t k = b->first; k < b->first + b->nproxy + b->nce; k++) {
+                    const sim_task_t *t = &r->t[k];
+                    int32_t l1, l2;
+                    if (t->flags & RMACOLL__TASK_SELF) {
+                        continue;
+                    }
+                    l1 = r->id * SIM_NCLASSES + (t->path == RMACOLL__PATH_PROXY ? SIM_NIC_TX : SIM_NVL_TX);
+                    l2 = t->peer * SIM_NCLASSES + (t->path == RMACOLL__PATH_PROXY ? SIM_NIC_RX : SIM_NVL_RX);
+                    if (acc[l1] == 0) touched[nt++] = l1;
+                    acc[l1] += t->bytes;
+                    if (acc[l2] == 0) touched[nt++] = l2;
+                    acc[l2] += t->bytes;
+                }
+                cur[i]++;
+            }
+        }
+        for (size_t q = 0; q < nt; q++) {
+            int32_t L = touched[q];
+            int rank = L / SIM_NCLASSES, cls = L % SIM_NCLASSES;
+            if (acc[L] > res->peak_round_link_bytes) {
+                res->peak_round_link_bytes = acc[L];
+                res->peak_round = round;
+                res->peak_round_rank = rank;
+                res->peak_round_class = cls;
+            }
+            if (round >= 0 && s->trace_row[rank] >= 0 && (cls == SIM_NIC_TX || cls == SIM_NIC_RX)) {
+                int row = s->trace_row[rank] / SIM_TRACE_ROWS * 2 + (cls == SIM_NIC_RX);
+                heat[(size_t)row * ncols + round / per] += acc[L];
+            }
+            acc[L] = 0;
+        }
+    }
+    free(acc);
+    free(touched);
+    free(cur);
+    *heat_out = heat;
+    *ncols_out = ncols;
+    *per_out = per;
+    return RMACOLL_SUCCESS;
+}
+
+/*
+ * Walks back from the rank that finished last: a batch that ended on a
+ * wait jumps to the batch that posted the signalling flow (its transfer,
+ * queueing behind other flows of its queue pair, latency, and the host's
+ * posting delay are charged), a batch that ended on its own CE puts or
+ * with nothing to wait for goes to the rank's previous batch (plus the
+ * batch cost). The segments add up to the makespan.
+ */
+static void critical_path(sim_t *s, sim_result_t *res)
+{
+    int ri = -1;
+    int32_t b;
+    double worst = -1;
+
+    for (int i = 0; i < s->nsim; i++) {
+        if (s->rk[i].nb > 0 && s->rk[i].end > worst) {
+            worst = s->rk[i].end;
+            ri = i;
+        }
+    }
+    res->cp_last_rank = ri >= 0 ? s->rk[ri].id : -1;
+    if (ri < 0) {
+        return;
+    }
+    b = (int32_t)s->rk[ri].nb - 1;
+    /* the flush after the last batch */
+    res->cp_nic += s->rk[ri].end - s->rk[ri].rec[b].end;
+    while (ri >= 0 && b >= 0) {
+        const sim_brec_t *rec = &s->rk[ri].rec[b];
+        res->cp_steps++;
+        if (rec->kind == 1 || rec->kind == 2) {
+            const sim_brec_t *pr = &s->rk[rec->crank].rec[rec->cbatch];
+            double post = rec->end - rec->lat - rec->xfer - rec->queue;
+            if (rec->kind == 1) {
+                res->cp_nic += rec->xfer;
+            } else {
+                res->cp_ce += rec->xfer;
+            }
+            res->cp_queue += rec->queue;
+            res->cp_lat += rec->lat;
+            res->cp_host += post - pr->start;
+            if (rec->crank != ri) {
+                res->cp_hops++;
+            }
+            ri = rec->crank;
+            b = rec->cbatch;
+        } else if (rec->kind == 3) {
+            res->cp_ce += rec->end - rec->start;
+        } else {
+            res->cp_host += rec->end - rec->start;
+        }
+        /* what started batch b: the end of b - 1, plus the batch cost */
+        if (b > 0) {
+            res->cp_host += s->rk[ri].rec[b].start - s->rk[ri].rec[b - 1].end;
+        } else {
+            res->cp_host += s->rk[ri].rec[0].start;
+        }
+        b--;
+    }
+}
+
+rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
+                         const sim_opts_t *o, sim_result_t *res)
+{
+    sim_t s;
+    rmacoll_topo_t *topo = NULL;
+    rmacoll__sched_t sched = {NULL, NULL};
+    rmacoll__plan_t plan;
+    planin_ctx_t ctx;
+    planin_t pi;
+    rmacoll__sigstate_t *st0 = NULL, *st1 = NULL;
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+    int n = c->nranks, G = 0, equal = 1;
+    int *rail_on = NULL;
+    uint64_t *heat = NULL;
+    int ncols = 0, per = 1;
+    double t0 = wall_now();
+    char err[512];
+
+    memset(res, 0, sizeof(*res));
+    memset(&s, 0, sizeof(s));
+    memset(&ctx, 0, sizeof(ctx));
+    rmacoll__plan_init(&plan);
+    planin_init(&pi);
+    s.m = m;
+    s.n = n;
+    if (c->has_mismatch) {
+        snprintf(res->msg, sizeof(res->msg), "the case has a count mismatch: "
+                 "the call fails on every rank, nothing to simulate");
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    st = rmacoll__topo_create(n, c->node_of, &topo);
+    if (st != RMACOLL_SUCCESS) {
+        snprintf(res->msg, sizeof(res->msg), "cannot make the topology");
+        return st;
+    }
+    s.topo = topo;
+    G = topo->node_size[0];
+    for (int B = 0; B < topo->nnodes; B++) {
+        equal &= topo->node_size[B] == G;
+        G = topo->node_size[B] > G ? topo->node_size[B] : G;
+    }
+    res->rails = G;
+    st = rmacoll__sched_open(o->scheduler, o->scheduler_plugin, topo, o->sched_seed,
+                             &sched, err, sizeof(err));
+    if (st != RMACOLL_SUCCESS) {
+        snprintf(res->msg, sizeof(res->msg), "%s", err);
+        goto out;
+    }
+    if (o->feed_load && sched.ops->struct_size > RMACOLL_SCHED_OPS_V1_SIZE &&
+        sched.ops->set_load != NULL) {
+        uint64_t *nb = node_bytes(c, topo);
+        if (nb == NULL) {
+            st = RMACOLL_ERR_NO_MEMORY;
+            goto out;
+        }
+        st = sched.ops->set_load(sched.state, topo, nb);
+        free(nb);
+        if (st != RMACOLL_SUCCESS) {
+            snprintf(res->msg, sizeof(res->msg), "scheduler %s: set_load failed: %s",
+                     sched.ops->name, rmacoll_status_name(st));
+            goto out;
+        }
+    }
+    rail_on = calloc((size_t)G + 1, sizeof(int));
+    s.sim_of = malloc((size_t)n * sizeof(int32_t));
+    s.trace_row = malloc((size_t)n * sizeof(int32_t));
+    if (!rail_on || !s.sim_of || !s.trace_row) {
+        st = RMACOLL_ERR_NO_MEMORY;
+        goto out;
+    }
+    if (o->rails > 0 && o->rails < G) {
+        if (!equal || !o->cfg.relay_enabled) {
+            snprintf(res->msg, sizeof(res->msg), "--rails %d needs nodes of equal "
+                     "size and the relay on (every rank's network traffic then "
+                     "stays on its rail)", o->rails);
+            st = RMACOLL_ERR_INVALID_ARG;
+            goto out;
+        }
+        if (pick_rails(c, topo, o->rails, rail_on) != 0) {
+            st = RMACOLL_ERR_NO_MEMORY;
+            goto out;
+        }
+        res->rails_sim = o->rails;
+    } else {
+        for (int l = 0; l < G; l++) {
+            rail_on[l] = 1;
+        }
+        res->rails_sim = G;
+    }
+    for (int r = 0; r < n; r++) {
+        s.sim_of[r] = rail_on[topo->local_rank[r]] ? s.nsim++ : -1;
+        s.trace_row[r] = -1;
+    }
+    res->nranks_sim = s.nsim;
+    /* traced ranks: the lowest simulated rail, on the first nodes */
+    {
+        int rail = -1;
+        for (int l = 0; l < G && rail < 0; l++) {
+            rail = rail_on[l] ? l : -1;
+        }
+        for (int B = 0; B < topo->nnodes && s.ntrace < o->trace_ranks; B++) {
+            if (rail < topo->node_size[B]) {
+                s.trace_row[rmacoll__topo_rank(topo, B, rail)] = s.ntrace++ * SIM_TRACE_ROWS;
+            }
+        }
+    }
+    s.rk = calloc((size_t)s.nsim + 1, sizeof(sim_rank_t));
+    s.lbytes = calloc((size_t)n * SIM_NCLASSES, sizeof(uint64_t));
+    if (!s.rk || !s.lbytes) {
+        st = RMACOLL_ERR_NO_MEMORY;
+        goto out;
+    }
+    /* plan every simulated rank */
+    st = planin_ctx_create(&ctx, c, topo, &o->cfg, &sched, 0);
+    if (st != RMACOLL_SUCCESS) {
+        goto out;
+    }
+    for (int r = 0; r < n; r++) {
+        sim_rank_t *k;
+        if (s.sim_of[r] < 0) {
+            continue;
+        }
+        k = &s.rk[s.sim_of[r]];
+        k->id = r;
+        if ((st = planin_fill(&pi, &ctx, r)) != RMACOLL_SUCCESS ||
+            (st = rmacoll__sigstate_create(topo, &o->cfg, r, &st0)) != RMACOLL_SUCCESS ||
+            (st = rmacoll__sigstate_create(topo, &o->cfg, r, &st1)) != RMACOLL_SUCCESS) {
+            goto out;
+        }
+        st = rmacoll__plan_build(&pi.in, st0, st1, &plan);
+        rmacoll__sigstate_destroy(st0);
+        rmacoll__sigstate_destroy(st1);
+        st0 = st1 = NULL;
+        if (st != RMACOLL_SUCCESS) {
+            snprintf(res->msg, sizeof(res->msg), "rank %d: %s", r, plan.errmsg);
+            goto out;
+        }
+        res->ntasks += plan.ntasks;
+        for (size_t q = 0; q < plan.ntasks; q++) {
+            if (plan.tasks[q].round + 1 > res->nrounds) {
+                res->nrounds = plan.tasks[q].round + 1;
+            }
+        }
+        if ((st = convert_plan(&s, k, &plan)) != RMACOLL_SUCCESS) {
+            goto out;
+        }
+        k->nsig = rmacoll__sig_count(topo, &o->cfg, r) + 1;
+        k->sig = calloc(k->nsig, sizeof(uint32_t));
+        k->whead = malloc(k->nsig * sizeof(int32_t));
+        if (!k->sig || !k->whead) {
+            st = RMACOLL_ERR_NO_MEMORY;
+            goto out;
+        }
+        for (uint32_t w = 0; w < k->nsig; w++) {
+            k->whead[w] = -1;
+        }
+    }
+    rmacoll__plan_fini(&plan);
+    planin_fini(&pi);
+    res->plan_s = wall_now() - t0;
+    t0 = wall_now();
+
+    /* links */
+    {
+        size_t NL = (size_t)n * SIM_NCLASSES;
+        /* other rails' forwards into a GPU are not simulated; each relay's
+         * CE queue is serial, so G relays of a node mostly hit distinct
+         * receivers: NVLink ingress keeps its full bandwidth (optimistic
+         * when they collide; docs/sim.md compares with all rails) */
+        double nvl_scale = 1.0;
+        s.bw = malloc(NL * sizeof(double));
+        s.busy_since = calloc(NL, sizeof(double));
+        s.busy = calloc(NL, sizeof(double));
+        s.nfl = calloc(NL, sizeof(int32_t));
+        s.flcap = calloc(NL, sizeof(int32_t));
+        s.fl = calloc(NL, sizeof(int32_t *));
+        if (!s.bw || !s.busy_since || !s.busy || !s.nfl || !s.flcap || !s.fl) {
+            st = RMACOLL_ERR_NO_MEMORY;
+            goto out;
+        }
+        for (size_t L = 0; L < NL; L++) {
+            switch (L % SIM_NCLASSES) {
+            case SIM_NIC_TX: case SIM_NIC_RX: s.bw[L] = m->nic_bw; break;
+            case SIM_PCIE_TX: case SIM_PCIE_RX: s.bw[L] = m->pcie_bw > 0 ? m->pcie_bw : 1e30; break;
+            case SIM_NVL_TX: s.bw[L] = m->ce_bw; break;
+            /* other rails' forwards into this GPU are not simulated:
+             * its ingress is scaled to the simulated share (docs/sim.md) */
+            case SIM_NVL_RX: s.bw[L] = m->ce_bw * nvl_scale; break;
+            case SIM_NVL_BI: s.bw[L] = (m->ce_bidir_bw > 0 ? m->ce_bidir_bw : 1e30) *
+                                       (nvl_scale < 1 ? (1 + nvl_scale) / 2 : 1); break;
+            default: s.bw[L] = m->self_bw; break;
+            }
+        }
+    }
+    /* lower bounds */
+    for (int r = 0; r < n; r++) {
+        const uint64_t *lb = &s.lbytes[(size_t)r * SIM_NCLASSES];
+        double nic = (double)(lb[SIM_NIC_TX] > lb[SIM_NIC_RX] ? lb[SIM_NIC_TX] : lb[SIM_NIC_RX]);
+        double rx = (double)lb[SIM_NVL_RX] * G / res->rails_sim;
+        double tx = (double)lb[SIM_NVL_TX];
+        double nvl = (tx > rx ? tx : rx) / m->ce_bw;
+        if (m->ce_bidir_bw > 0 && (tx + rx) / m->ce_bidir_bw > nvl) {
+            nvl = (tx + rx) / m->ce_bidir_bw;
+        }
+        if (nic > res->max_nic_bytes) {
+            res->max_nic_bytes = nic;
+        }
+        if (nic / m->nic_bw > res->bound_nic) {
+            res->bound_nic = nic / m->nic_bw;
+        }
+        if (nvl > res->bound_nvl) {
+            res->bound_nvl = nvl;
+        }
+    }
+    res->bound = res->bound_nic > res->bound_nvl ? res->bound_nic : res->bound_nvl;
+
+    /* simulate */
+    for (int i = 0; i < s.nsim; i++) {
+        if (s.rk[i].nb > 0) {
+            ev_push(&s, 0.0, EV_BATCH, (uint32_t)i, 0);
+        } else {
+            s.rk[i].done_batches = 1;
+        }
+    }
+    while (s.nev > 0 && !s.failed) {
+        sim_event_t e = ev_pop(&s);
+        s.now = e.t;
+        s.nevents++;
+        switch (e.kind) {
+        case EV_FLOW_DONE:
+            if (e.a < s.nf && s.f[e.a].active && s.f[e.a].ver == e.b) {
+                settle(&s, &s.f[e.a]);
+                flow_done(&s, (int32_t)e.a);
+            }
+            break;
+        case EV_SIGNAL:
+            deliver_signal(&s, (int32_t)e.a);
+            break;
+        case EV_POST:
+            post_proxy(&s, &s.rk[e.a], e.b, e.c);
+            break;
+        case EV_CE_START: {
+            sim_rank_t *r = &s.rk[e.a];
+            int32_t id = flow_make(&s, r, r->ce_i++, r->cur);
+            if (id >= 0) {
+                r->ce_active = 1;
+                flow_start(&s, id);
+            }
+            break;
+        }
+        case EV_BATCH:
+            rank_start_batch(&s, &s.rk[e.a]);
+            break;
+        }
+    }
+    if (s.failed) {
+        st = RMACOLL_ERR_NO_MEMORY;
+        goto out;
+    }
+    for (int i = 0; i < s.nsim; i++) {
+        sim_rank_t *r = &s.rk[i];
+        if (r->cur < r->nb) {
+            snprintf(res->msg, sizeof(res->msg), "rank %d stopped in batch %u of %u "
+                     "(round %d) with %u waits pending: the model deadlocked",
+                     r->id, r->cur, r->nb, r->b[r->cur].round, r->pending);
+            st = RMACOLL_ERR_INTERNAL;
+            goto out;
+        }
+        if (r->end > res->makespan) {
+            res->makespan = r->end;
+        }
+    }
+    /* the metadata and agreement phase before the data rounds */
+    res->makespan += m->call_s;
+    res->ratio = res->bound > 0 ? res->makespan / res->bound : 0;
+    res->nevents = s.nevents;
+    res->nflows = s.nflows;
+    /* busiest link: longest busy time */
+    res->busiest_rank = -1;
+    for (size_t L = 0; L < (size_t)n * SIM_NCLASSES; L++) {
+        double bb = res->busiest_busy;
+        if (s.busy[L] > bb * (1 + 1e-9) ||
+            (s.busy[L] >= bb * (1 - 1e-9) && s.busy[L] > 0 && s.lbytes[L] > res->busiest_bytes)) {
+            res->busiest_busy = s.busy[L];
+            res->busiest_rank = (int)(L / SIM_NCLASSES);
+            res->busiest_class = (int)(L % SIM_NCLASSES);
+            res->busiest_bytes = s.lbytes[L];
+        }
+    }
+    critical_path(&s, res);
+    res->cp_host += m->call_s;
+    st = round_loads(&s, res, &heat, &ncols, &per);
+    if (st != RMACOLL_SUCCESS) {
+        goto out;
+    }
+    {
+        char title[256];
+        snprintf(title, sizeof(title), "%s: %d ranks, %d nodes, scheduler %s",
+                 c->name, n, topo->nnodes, sched.ops->name);
+        if (o->gantt_svg) {
+            write_gantt(&s, o->gantt_svg, res, title);
+        }
+        if (o->heat_svg) {
+            write_heat(&s, o->heat_svg, heat, res->nrounds, ncols, per, title);
+        }
+    }
+    res->sim_s = wall_now() - t0;
+out:
+    free(heat);
+    free(rail_on);
+    rmacoll__sigstate_destroy(st0);
+    rmacoll__sigstate_destroy(st1);
+    rmacoll__plan_fini(&plan);
+    planin_fini(&pi);
+    planin_ctx_destroy(&ctx);
+    sim_free(&s);
+    rmacoll__sched_close(&sched);
+    rmacoll__topo_destroy(topo);
+    if (st != RMACOLL_SUCCESS && res->msg[0] == '\0') {
+        snprintf(res->msg, sizeof(res->msg), "%s", rmacoll_status_string(st));
+    }
+    return st;
+}

@@ -1,0 +1,128 @@
+/*
+ * sim.h - a fabric model and a simulator that replays rmacoll's real plans
+ * (rmacoll__plan_build, the planner output the runtime executes) over it,
+ * for scheduler research: makespan, per-round link load, busiest link,
+ * critical path, and the ratio to the bandwidth lower bound. docs/sim.md
+ * describes the model, its parameters and what is approximated.
+ *
+ * Model. Every rank (GPU) has seven links, each with a bandwidth in bytes
+ * per second: NIC_TX and NIC_RX (its rail's NIC, one per direction),
+ * PCIE_TX / PCIE_RX (GPU <-> NIC, GPUDirect), NVL_TX / NVL_RX (copy engine
+ * over NVLink, one way) and NVL_BI (NVLink, both directions together), and
+ * SELF (a local copy). A proxy put i -> j crosses PCIE_TX(i), NIC_TX(i),
+ * NIC_RX(j), PCIE_RX(j); a CE put crosses NVL_TX(i), NVL_BI(i), NVL_RX(j),
+ * NVL_BI(j); a self copy crosses SELF(i). The rail switch is non-blocking
+ * (rail-only or rail-optimised fabrics: a relayed plan only uses same-rail
+ * NIC pairs). Flows that share a link share its bandwidth: each active
+ * flow gets the smallest (bandwidth / active flows) over its links (a
+ * bottleneck fair share, not full max-min).
+ *
+ * Execution, as core/exec.c runs a plan: batches in order; at a batch's
+ * start the proxy puts are posted (host cost put_s each, in order) and
+ * start when their (src, dst) queue pair is free (puts of one pair are
+ * FIFO, different pairs run concurrently); the CE puts run one after the
+ * other (ce_lat_s before each); the batch ends when its CE puts are done
+ * and every wait holds, plus batch_s; a signal becomes visible nic_lat_s
+ * after a proxy put's last byte, at once after a CE put's. A rank is done
+ * after its last batch and its last proxy put (flush).
+ *
+ * Thread-safety: none needed (no global state); one run per call.
+ */
+#ifndef RMACOLL_TOOLS_SIM_H
+#define RMACOLL_TOOLS_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cases.h"
+#include "core/plan.h"
+
+/** Link classes of a rank. */
+typedef enum sim_link_class {
+    SIM_NIC_TX = 0, SIM_NIC_RX, SIM_PCIE_TX, SIM_PCIE_RX,
+    SIM_NVL_TX, SIM_NVL_RX, SIM_NVL_BI, SIM_SELF, SIM_NCLASSES
+} sim_link_class_t;
+
+/** Fabric parameters, SI units (bytes per second, seconds). */
+typedef struct sim_model {
+    char name[128];
+    double nic_bw, nic_lat;        /* per rail, per direction */
+    double pcie_bw;                /* per direction; 0 = not a limit */
+    double ce_bw, ce_bidir_bw, ce_lat;  /* per GPU; bidir 0 = no cap */
+    double self_bw;
+    double put_s, batch_s;         /* host cost per posted put, per batch */
+    double call_s;                 /* per call before the data rounds
+                                      (validate, metadata, agreement); 0 */
+} sim_model_t;
+
+/** Defaults: H200 + ConnectX-7, sources in docs/sim.md. */
+void sim_model_defaults(sim_model_t *m);
+
+/**
+ * Reads a model YAML (docs/sim.md; every key optional, unknown keys are
+ * errors) over the defaults. Errors: RMACOLL_ERR_CONFIG with err =
+ * "FILE: cause" (libcyaml's message, or the key and the bad value).
+ */
+rmacoll_status_t sim_model_load(const char *path, sim_model_t *m, char *err,
+                                size_t errlen);
+
+/** Prints the model as YAML (loadable by sim_model_load). */
+void sim_model_print(FILE *out, const sim_model_t *m);
+
+typedef struct sim_opts {
+    const char *scheduler;         /* built-in name */
+    const char *scheduler_plugin;  /* or a plugin path, or NULL */
+    uint64_t sched_seed;
+    rmacoll__plan_cfg_t cfg;
+    /* Rails to simulate: 0 = all. K > 0 (equal node sizes, relay on):
+     * only the K rails with the most NIC bytes; see docs/sim.md. */
+    int rails;
+    /* Pictures (NULL = none): a Gantt of the links of the first
+     * trace_ranks simulated ranks, and a heat map of NIC load per round. */
+    const char *gantt_svg, *heat_svg;
+    int trace_ranks;               /* default 8 */
+    /* Give a count-aware scheduler the case's node-to-node bytes
+     * (rmacoll_sched_ops_t.set_load) when it has the hook. Default 1. */
+    int feed_load;
+} sim_opts_t;
+
+typedef struct sim_result {
+    double makespan;               /* seconds, the slowest rank's end */
+    double bound_nic, bound_nvl;   /* lower bounds, seconds */
+    double bound;                  /* the larger */
+    double ratio;                  /* makespan / bound */
+    int nrounds;                   /* highest round + 1 over all plans */
+    int nranks_sim;                /* ranks simulated */
+    int rails_sim, rails;          /* rails simulated / in the topology */
+    uint64_t ntasks, nflows, nevents;
+    uint64_t peak_round_link_bytes;  /* most bytes on one link in one round */
+    int peak_round, peak_round_rank, peak_round_class;
+    int busiest_rank, busiest_class;   /* link with the longest busy time */
+    double busiest_busy;           /* its busy seconds */
+    uint64_t busiest_bytes;
+    double max_nic_bytes;          /* most loaded NIC direction, bytes */
+    /* Critical path from the last rank back to time 0: seconds spent in
+     * transfers (NIC / CE), in latency, in host costs, in queueing behind
+     * other flows; steps = batches on it; hops = rank changes. */
+    double cp_nic, cp_ce, cp_lat, cp_host, cp_queue;
+    int cp_steps, cp_hops, cp_last_rank;
+    double plan_s, sim_s;          /* wall time of planning, of simulating */
+    char msg[1024];                /* error text */
+} sim_result_t;
+
+void sim_opts_init(sim_opts_t *o);
+
+/**
+ * Plans every simulated rank of case c (no mismatch) with the options and
+ * simulates one call. Errors: RMACOLL_ERR_INVALID_ARG (rails on uneven
+ * nodes or with the relay off; res->msg says), RMACOLL_ERR_CONFIG (unknown
+ * scheduler), the planner's errors, RMACOLL_ERR_NO_MEMORY.
+ */
+rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
+                         const sim_opts_t *o, sim_result_t *res);
+
+/** Link class name ("nic_tx", ...). */
+const char *sim_class_name(int cls);
+
+#endif /* RMACOLL_TOOLS_SIM_H */
