@@ -155,7 +155,8 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
 }
 
 /* Spins until the word at addr reaches v, at most timeout_ns: 1 when it
- * did, 0 on timeout (then *err gets code, once). */
+ * did, 0 on timeout (then *err gets code) or when another wait of this
+ * call already timed out (*err set: fail fast). */
 __device__ int nvl_wait_word(uint64_t addr, uint64_t v, uint64_t timeout_ns,
                              uint32_t *err, uint32_t code)
 {
@@ -166,6 +167,9 @@ __device__ int nvl_wait_word(uint64_t addr, uint64_t v, uint64_t timeout_ns,
         if ((++spins & 255u) == 0) {
             uint64_t t = nvl_now_ns();
 
+            if (*(volatile uint32_t *)err != 0) {
+                return 0;
+            }
             if (t0 == 0) {
                 t0 = t;
             } else if (t - t0 > timeout_ns) {
