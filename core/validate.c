@@ -130,6 +130,67 @@ static void heap_sort_pairs(int64_t *p, size_t n)
     }
 }
 
+/* A non-empty send block that shares a byte with a non-empty receive block
+ * (sendbuf == recvbuf with the same layout, or any accidental overlap):
+ * the call would overwrite data it has still to send. sorted[2 * nr]
+ * holds the non-empty receive blocks as (rdispl, index) pairs sorted by
+ * displacement and known not to overlap, so their ends are sorted too and
+ * each send block needs one binary search: O(nranks log nranks). */
+static rmacoll_status_t check_send_recv_overlap(int nranks, int rank, const void *sendbuf,
+                                                const int64_t *sendcounts,
+                                                const int64_t *sdispls, uint64_t sext,
+                                                const void *recvbuf,
+                                                const int64_t *recvcounts,
+                                                const int64_t *rdispls, uint64_t rext,
+                                                int64_t esize, const int64_t *sorted,
+                                                size_t nr, char *errbuf, size_t errlen)
+{
+    uintptr_t s0 = (uintptr_t)sendbuf, r0 = (uintptr_t)recvbuf;
+
+    if (sext == 0 || rext == 0 || s0 >= r0 + rext || r0 >= s0 + sext) {
+        return RMACOLL_SUCCESS; /* the addressed ranges are disjoint */
+    }
+    /* Ranges intersect, so |s0 - r0| < max(sext, rext) <= 2^63: the send
+     * blocks' byte offsets relative to recvbuf fit in int64. */
+    int64_t d = s0 >= r0 ? (int64_t)(s0 - r0) : -(int64_t)(r0 - s0);
+
+    for (int j = 0; j < nranks; j++) {
+        if (sendcounts[j] <= 0) {
+            continue;
+        }
+        int64_t lo = d + sdispls[j] * esize;
+        int64_t hi = lo + sendcounts[j] * esize;
+        size_t a = 0, b = nr;
+
+        /* first receive block whose end lies past lo */
+        while (a < b) {
+            size_t m = a + (b - a) / 2;
+            int k = (int)sorted[2 * m + 1];
+
+            if ((rdispls[k] + recvcounts[k]) * esize <= lo) {
+                a = m + 1;
+            } else {
+                b = m;
+            }
+        }
+        if (a < nr) {
+            int k = (int)sorted[2 * a + 1];
+
+            if (rdispls[k] * esize < hi) {
+                validate_msg(errbuf, errlen,
+                             "rank %d: send block %d (sendcounts[%d] = %" PRId64
+                             ", sdispls[%d] = %" PRId64 ") overlaps receive block %d "
+                             "(recvcounts[%d] = %" PRId64 ", rdispls[%d] = %" PRId64
+                             "): send and receive buffers must not overlap",
+                             rank, j, j, sendcounts[j], j, sdispls[j], k, k,
+                             recvcounts[k], k, rdispls[k]);
+                return RMACOLL_ERR_OVERLAP;
+            }
+        }
+    }
+    return RMACOLL_SUCCESS;
+}
+
 rmacoll_status_t rmacoll__validate_args(int nranks, int rank,
                                         const void *sendbuf,
                                         const int64_t *sendcounts,
@@ -234,6 +295,14 @@ rmacoll_status_t rmacoll__validate_args(int nranks, int rank,
                      sext > RMACOLL__MAX_EXTENT ? sext : rext);
         return RMACOLL_ERR_OVERFLOW;
     }
+    /* after the extent check: both extents are below 2^48 */
+    st = check_send_recv_overlap(nranks, rank, sendbuf, sendcounts, sdispls, sext,
+                                 recvbuf, recvcounts, rdispls, rext, esize, scratch, n,
+                                 errbuf, errlen);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+
     if (send_extent != NULL) {
         *send_extent = sext;
     }

@@ -33,10 +33,13 @@
  *                           size above INT64_MAX bytes; send side first
  *  RMACOLL_ERR_NULL_BUFFER  NULL sendbuf with a non-zero send count, or
  *                           NULL recvbuf with a non-zero receive count
- *  RMACOLL_ERR_OVERLAP      two non-empty receive blocks share a byte;
+ *  RMACOLL_ERR_OVERLAP      two non-empty receive blocks share a byte, or
+ *                           a non-empty send block shares a byte with a
+ *                           non-empty receive block (in-place use, e.g.
+ *                           sendbuf == recvbuf with one layout);
  *                           O(nranks log nranks) (heap sort of scratch)
  * Empty blocks never overlap anything and may sit anywhere. Send blocks
- * may overlap (they are only read).
+ * may overlap each other (they are only read).
  *
  * errbuf (may be NULL) receives one line naming the rank and the argument,
  * e.g. "rank 3: recvcounts[2] = 5 with rdispls[2] = 10 overlaps

@@ -35,8 +35,10 @@ typedef struct args {
     char err[256];
 } args_t;
 
-static char sbuf[64];
-static char rbuf[64];
+/* Large enough for every layout below (the largest addresses 144 bytes):
+ * send and receive blocks must not share memory (RMACOLL_ERR_OVERLAP). */
+static char sbuf[4096];
+static char rbuf[4096];
 
 /* A valid call: rank 3 of 6, blocks of (j + 1) int32 elements, packed. */
 static void args_init(args_t *a)
@@ -289,6 +291,9 @@ static void test_large_displacements(void **state)
         a.recvcounts[j] = 5;
         a.rdispls[j] = T * (N - j); /* descending: sorting has work to do */
     }
+    /* 2^43-byte extents: addresses far apart (never dereferenced) */
+    a.sendbuf = (const void *)((uintptr_t)1 << 46);
+    a.recvbuf = (const void *)((uintptr_t)1 << 47);
     assert_int_equal(run(&a), RMACOLL_SUCCESS);
     assert_int_equal(a.send_extent, (uint64_t)(T * N + 3));
     assert_int_equal(a.recv_extent, (uint64_t)(T * N + 5));
@@ -400,6 +405,118 @@ static void test_overlap_random(void **state)
     assert_true(seen_clean > 100);
 }
 
+/* Send blocks sharing bytes with receive blocks: in-place use with one
+ * layout, a shifted buffer, a partial overlap; disjoint blocks inside one
+ * buffer are fine. */
+static void test_send_recv_overlap(void **state)
+{
+    args_t a;
+
+    (void)state;
+    args_init(&a);
+    a.sendbuf = rbuf; /* sendbuf == recvbuf, same displacements */
+    assert_int_equal(run(&a), RMACOLL_ERR_OVERLAP);
+    assert_string_equal(a.err, "rank 3: send block 0 (sendcounts[0] = 1, sdispls[0] = 0) "
+                               "overlaps receive block 0 (recvcounts[0] = 6, rdispls[0] = 0)"
+                               ": send and receive buffers must not overlap");
+    assert_int_equal(a.send_extent, 777);
+    assert_int_equal(a.recv_extent, 777);
+
+    /* One buffer, send blocks in the first half, receive blocks behind
+     * them: no byte shared. Receive blocks are [24j, 24j + 4 (6 - j)). */
+    args_init(&a);
+    a.sendbuf = rbuf;
+    for (int j = 0; j < N; j++) {
+        a.rdispls[j] += 36; /* receive blocks start at byte 144 = send extent */
+    }
+    assert_int_equal(run(&a), RMACOLL_SUCCESS);
+    assert_int_equal(a.send_extent, 36 * 4);
+    assert_int_equal(a.recv_extent, (30 + 36 + 1) * 4);
+
+    /* ... and one element further down, the last send block [140, 144)
+     * touches the first receive block [140, 164). */
+    for (int j = 0; j < N; j++) {
+        a.rdispls[j] -= 1;
+    }
+    assert_int_equal(run(&a), RMACOLL_ERR_OVERLAP);
+    assert_non_null(strstr(a.err, "send block 5 (sendcounts[5] = 6, sdispls[5] = 30) overlaps "
+                                  "receive block 0"));
+
+    /* An unaligned shift: send blocks 2 bytes into the receive buffer. */
+    args_init(&a);
+    a.sendbuf = rbuf + 2;
+    assert_int_equal(run(&a), RMACOLL_ERR_OVERLAP);
+
+    /* Send buffer just behind the receive extent: disjoint. */
+    args_init(&a);
+    a.sendbuf = rbuf + (30 + 1) * 4;
+    assert_int_equal(run(&a), RMACOLL_SUCCESS);
+    /* One byte earlier, send block 0 overlaps receive block 5's last byte. */
+    a.sendbuf = rbuf + (30 + 1) * 4 - 1;
+    assert_int_equal(run(&a), RMACOLL_ERR_OVERLAP);
+    assert_non_null(strstr(a.err, "send block 0 (sendcounts[0] = 1, sdispls[0] = 0) overlaps "
+                                  "receive block 5"));
+
+    /* Empty blocks never overlap. */
+    args_init(&a);
+    a.sendbuf = rbuf;
+    memset(a.sendcounts, 0, sizeof(a.sendcounts));
+    assert_int_equal(run(&a), RMACOLL_SUCCESS);
+}
+
+/* Random send/receive layouts in one buffer against an O(n^2) reference. */
+static void test_send_recv_overlap_random(void **state)
+{
+    enum { R = 32 };
+    static char buf[1 << 16];
+    int64_t sc[R], sd[R], rc[R], rd[R], scratch[2 * R];
+    char err[256];
+    unsigned seed = 777;
+    int seen[2] = {0, 0};
+
+    (void)state;
+    for (int iter = 0; iter < 2000; iter++) {
+        int expect = 0;
+        int shift = iter % 7; /* bytes between sendbuf and recvbuf */
+
+        /* receive blocks: packed in a random order, some empty */
+        int64_t off = 0;
+        for (int j = 0; j < R; j++) {
+            seed = seed * 1103515245u + 12345u;
+            rc[j] = (seed >> 16) % 3;
+            rd[j] = off;
+            off += rc[j] + (int64_t)((seed >> 20) % 2);
+        }
+        for (int j = 0; j < R; j++) {
+            seed = seed * 1103515245u + 12345u;
+            sc[j] = (seed >> 16) % 3;
+            seed = seed * 1103515245u + 12345u;
+            /* send blocks from a little before the end of the receive
+             * blocks on: sometimes clear of them, sometimes not */
+            sd[j] = off - (iter % 4) * 3 + (int64_t)((seed >> 16) % (unsigned)(2 * R));
+            sd[j] = sd[j] < 0 ? 0 : sd[j];
+        }
+        for (int i = 0; i < R; i++) {
+            int64_t slo = shift + sd[i] * 4, shi = slo + sc[i] * 4;
+
+            for (int k = 0; k < R; k++) {
+                int64_t rlo = rd[k] * 4, rhi = rlo + rc[k] * 4;
+
+                if (sc[i] > 0 && rc[k] > 0 && slo < rhi && rlo < shi) {
+                    expect = 1;
+                }
+            }
+        }
+        rmacoll_status_t st = rmacoll__validate_args(R, 1, buf + shift, sc, sd, buf, rc, rd,
+                                                     RMACOLL_UINT32, scratch, NULL, NULL, err,
+                                                     sizeof(err));
+        assert_int_equal(st, expect ? RMACOLL_ERR_OVERLAP : RMACOLL_SUCCESS);
+        seen[expect]++;
+    }
+    assert_true(seen[0] > 100);
+    assert_true(seen[1] > 100);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -412,6 +529,8 @@ int main(void)
         cmocka_unit_test(test_large_displacements),
         cmocka_unit_test(test_overlap),
         cmocka_unit_test(test_overlap_random),
+        cmocka_unit_test(test_send_recv_overlap),
+        cmocka_unit_test(test_send_recv_overlap_random),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -363,6 +364,7 @@ rmacoll_status_t rmacoll_launch_spawn(const rmacoll_launch_spec_t *spec,
     char **envp = NULL, *strs = NULL;
     double deadline, grace, linger, fail_at = 0;
     int n, started = 0;
+    pid_t self;
 
     if (res == NULL)
         res = &local;
@@ -386,6 +388,7 @@ rmacoll_status_t rmacoll_launch_spawn(const rmacoll_launch_spec_t *spec,
         st = RMACOLL_ERR_NO_MEMORY;
         goto out;
     }
+    self = getpid();
     fflush(NULL); /* no duplicated stdio buffers in the children */
     for (int r = 0; r < n; r++) {
         envp = launch_child_env(spec, r, strs, strs_len);
@@ -395,6 +398,11 @@ rmacoll_status_t rmacoll_launch_spawn(const rmacoll_launch_spec_t *spec,
         }
         pids[r] = fork();
         if (pids[r] == 0) {
+            /* die with the launcher (a killed launcher cannot stop its
+             * ranks): the signal survives execve; the getppid() check
+             * closes the window in which the launcher died before prctl */
+            if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != self)
+                _exit(126);
             execve(exe, spec->argv, envp);
             /* write(2) only: this process may share locks with threads it
              * no longer has. */

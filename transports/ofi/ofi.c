@@ -33,8 +33,11 @@
  * No allocation on the data path: op contexts and queued puts come from
  * pools sized at init.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +129,7 @@ struct rmacoll_transport {
     struct rmacoll_mem mrs[OFI_MR_CACHE_MAX];
     rmacoll_status_t failed;    /* sticky after a transport error */
     int err_peer;
+    int shm_named;              /* shm provider region named "rmacoll-PID-..." */
 };
 
 #define OFI_LOG(tp, lvl, ...)                                                 \
@@ -206,6 +210,48 @@ static int ofi_list_providers(const char *prov, char *buf, size_t len)
     }
     fi_freeinfo(h);
     return found;
+}
+
+
+/* Regions of the shm provider that this transport named
+ * "rmacoll-PID-RANDOM-RANK" (below) and whose process is gone: a killed
+ * rank never unlinks its region, and each would keep 16 MiB of /dev/shm
+ * until reboot. Run at init and at finalize, so survivors of a killed
+ * peer remove its region. A region whose process is alive is left alone
+ * (PIDs are those of this PID namespace: ranks of a job share one). */
+static void ofi_sweep_stale_shm(rmacoll_transport_t *tp)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+
+    if (d == NULL) {
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        const char *p = e->d_name + 8;
+        char *end;
+        long pid;
+
+        if (strncmp(e->d_name, "rmacoll-", 8) != 0 || p[0] < '0' || p[0] > '9') {
+            continue;
+        }
+        pid = strtol(p, &end, 10);
+        /* "rmacoll-PID-": at most 7 digits (PID_MAX_LIMIT is 2^22); the
+         * core's control windows ("rmacoll-<16 hex digits>-RANK") never
+         * match, and are unlinked by the core once mapped anyway */
+        if (*end != '-' || end - p > 7 || pid <= 0 || pid == (long)getpid() ||
+            kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
+            continue;
+        }
+        char name[300];
+        snprintf(name, sizeof(name), "/%s", e->d_name);
+        if (shm_unlink(name) == 0) {
+            OFI_LOG(tp, RMACOLL_LOG_INFO,
+                    "ofi: removed /dev/shm%s, left by process %ld that has exited",
+                    name, pid);
+        }
+    }
+    closedir(d);
 }
 
 static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out)
@@ -293,6 +339,8 @@ static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out
      * the clash. */
     if (strcmp((*out)->fabric_attr->prov_name, "shm") == 0 &&
         (*out)->addr_format == FI_ADDR_STR) {
+        tp->shm_named = 1;
+        ofi_sweep_stale_shm(tp);
         char name[64];
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -527,6 +575,9 @@ static void ofi_finalize(rmacoll_transport_t *tp)
         if (tp->ops_busy != 0) {
             OFI_LOG(tp, RMACOLL_LOG_WARN, "ofi: finalize with %zu puts in flight",
                     tp->ops_busy);
+        }
+        if (tp->shm_named) {
+            ofi_sweep_stale_shm(tp); /* a dead peer's region (ours is open) */
         }
         ofi_close_all(tp);
     }

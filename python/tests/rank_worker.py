@@ -1,0 +1,329 @@
+"""One rank of a Python multi-process test (started by mprun.py).
+
+Usage: rank_worker.py SCENARIO. The rank, the size and the unique id come
+from RMACOLL_TEST_RANK / RMACOLL_TEST_NRANKS / RMACOLL_TEST_UID. Every
+rank builds the same count matrix and every rank's input from shared
+seeds, so each can compute its expected output with numpy; receive
+buffers sit inside sentinel-filled guard bytes, compared byte for byte.
+The last stdout line is a JSON report: {"rank", "size", "checks": [{name,
+ok, detail, cls, msg}]}; the exit code is 0 only when every check passed.
+"""
+
+import json
+import os
+import sys
+import traceback
+
+import numpy as np
+
+import rmacoll
+
+SENTINEL = 0xA5
+GUARD = 64  # bytes of sentinel before and after every receive buffer
+
+RANK = int(os.environ["RMACOLL_TEST_RANK"])
+NRANKS = int(os.environ["RMACOLL_TEST_NRANKS"])
+checks = []
+
+
+def record(name, ok, detail="", **kw):
+    d = {"name": name, "ok": bool(ok), "detail": detail}
+    d.update(kw)
+    checks.append(d)
+
+
+class Guarded:
+    """A receive array of `shape`/`dtype` inside sentinel guard bytes."""
+
+    def __init__(self, shape, dtype):
+        dtype = np.dtype(dtype)
+        self.nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        self.big = np.full(self.nbytes + 2 * GUARD, SENTINEL, dtype=np.uint8)
+        self.array = self.big[GUARD:GUARD + self.nbytes].view(dtype).reshape(shape)
+
+    def guards_intact(self):
+        return (bool(np.all(self.big[:GUARD] == SENTINEL))
+                and bool(np.all(self.big[GUARD + self.nbytes:] == SENTINEL)))
+
+    def untouched(self):
+        return bool(np.all(self.big == SENTINEL))
+
+    def body(self):
+        return self.big[GUARD:GUARD + self.nbytes].tobytes()
+
+
+def count_matrix(seed, n, equal=None):
+    """rows from i to j; about a third zero (all equal when `equal`)."""
+    if equal is not None:
+        return np.full((n, n), equal, dtype=np.int64)
+    rng = np.random.default_rng([seed, 7])
+    m = rng.integers(1, 6, size=(n, n))
+    m[rng.random((n, n)) < 0.3] = 0
+    return m.astype(np.int64)
+
+
+def rank_input(seed, i, rows, row_shape, dtype):
+    """Rank i's input: random bytes (any bit pattern, NaNs included)."""
+    dtype = np.dtype(dtype)
+    nbytes = rows * int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.random.default_rng([seed, 1000 + i]).integers(0, 256, size=nbytes,
+                                                           dtype=np.uint8)
+    return raw.view(dtype).reshape((rows,) + tuple(row_shape))
+
+
+def expected_output(m, seed, me, row_shape, dtype):
+    parts = []
+    for i in range(m.shape[0]):
+        x = rank_input(seed, i, int(m[i].sum()), row_shape, dtype)
+        off = int(m[i, :me].sum())
+        parts.append(x[off:off + int(m[i, me])])
+    return np.concatenate(parts, axis=0)
+
+
+def splits_as(form, sizes):
+    if form == "list":
+        return [int(s) for s in sizes]
+    if form == "tuple":
+        return tuple(int(s) for s in sizes)
+    if form == "numpy":
+        return np.asarray(sizes, dtype=np.int64)
+    if form == "none":
+        return None
+    raise ValueError(form)
+
+
+def one_call(comm, seed, dtype, row_shape, form, equal=None):
+    """all_to_all_single on one matrix; checks bytes and guards."""
+    n, me = comm.size, comm.rank
+    m = count_matrix(seed, n, equal)
+    inp = rank_input(seed, me, int(m[me].sum()), row_shape, dtype)
+    out = Guarded((int(m[:, me].sum()),) + tuple(row_shape), dtype)
+    rmacoll.all_to_all_single(out.array, inp, splits_as(form, m[:, me]),
+                              splits_as(form, m[me]), comm=comm)
+    exp = expected_output(m, seed, me, row_shape, dtype)
+    name = "a2a seed=%d %s rows%s %s%s" % (seed, np.dtype(dtype).name, tuple(row_shape),
+                                            form, "" if equal is None else " equal")
+    ok = out.body() == exp.tobytes() and out.guards_intact()
+    detail = "" if ok else "got %r expected %r guards %s" % (
+        out.array.reshape(-1)[:16], exp.reshape(-1)[:16], out.guards_intact())
+    record(name, ok, detail)
+    return ok
+
+
+def scenario_data(comm):
+    dtypes = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
+              "float32", "float64"]
+    forms = ["list", "numpy", "tuple"]
+    for k, dt in enumerate(dtypes):
+        one_call(comm, 10 + k, dt, (3,), forms[k % 3])
+    one_call(comm, 30, "int8", (), "list")             # 1-d tensors: a row is one element
+    one_call(comm, 31, "float32", (2, 5), "numpy")     # rows of 10 elements
+    one_call(comm, 32, "float64", (1024,), "list")     # 8 KiB rows
+    one_call(comm, 33, "int32", (4,), "none", equal=3)  # None: equal splits
+    one_call(comm, 34, "uint8", (7,), "list", equal=0)  # every block empty
+    for s in range(3):                                  # back to back on one comm
+        one_call(comm, 40 + s, "float32", (16,), "list")
+
+
+def scenario_raw(comm):
+    """Communicator.alltoallv with displacements that leave gaps (bf16 on
+    uint16 storage) and Communicator.alltoall."""
+    n, me = comm.size, comm.rank
+    m = count_matrix(50, n) * 3
+    gap = 2
+    x = [np.random.default_rng([50, i]).integers(0, 1 << 16, size=int(m[i].sum()),
+                                                  dtype=np.uint16) for i in range(n)]
+    sc = m[me]
+    sd = np.concatenate([[0], np.cumsum(sc)[:-1]])
+    rc = m[:, me]
+    rd = np.array([int(rc[:i].sum()) + gap * i for i in range(n)], dtype=np.int64)
+    total = int(rc.sum()) + gap * n
+    out = Guarded((total,), np.uint16)
+    comm.alltoallv(x[me], sc, sd, out.array, rc, rd, dtype="bfloat16")
+    exp = np.full(total, 0xA5A5, dtype=np.uint16)
+    for i in range(n):
+        off = int(m[i, :me].sum())
+        exp[rd[i]:rd[i] + rc[i]] = x[i][off:off + int(m[i, me])]
+    record("alltoallv bfloat16 with gaps", out.body() == exp.tobytes() and out.guards_intact())
+
+    cnt = 5
+    src = (np.arange(n * cnt, dtype=np.int64) + 1000 * me)
+    out2 = Guarded((n * cnt,), np.int64)
+    comm.alltoall(src, out2.array, cnt)
+    exp2 = np.concatenate([np.arange(me * cnt, (me + 1) * cnt, dtype=np.int64) + 1000 * i
+                           for i in range(n)])
+    record("alltoall int64", out2.body() == exp2.tobytes() and out2.guards_intact())
+
+
+def expect_error(name, fn, outs, cls, builtin=None, own_text=None, culprit=None):
+    """Runs fn (a collective call); it must raise cls on this rank and write
+    nothing into outs. culprit: the rank whose local problem it is; its
+    message must hold own_text, every other rank's must name it."""
+    try:
+        fn()
+    except rmacoll.RmacollError as e:
+        msg = str(e)
+        ok = type(e) is cls
+        why = [] if ok else ["raised %s" % type(e).__name__]
+        if builtin is not None and not isinstance(e, builtin):
+            ok = False
+            why.append("not a %s" % builtin.__name__)
+        if e.rank != RANK:
+            ok = False
+            why.append("rank attribute %r" % e.rank)
+        if culprit is not None:
+            want = own_text if RANK == culprit else "rank %d" % culprit
+            if want not in msg:
+                ok = False
+                why.append("message lacks %r" % want)
+        if not all(o.untouched() for o in outs):
+            ok = False
+            why.append("a receive buffer was written")
+        record(name, ok, "; ".join(why), cls=type(e).__name__, msg=msg)
+        return
+    except Exception as e:  # noqa: BLE001 - reported as a failed check
+        record(name, False, "raised a non-rmacoll %s: %s" % (type(e).__name__, e),
+               cls=type(e).__name__)
+        return
+    record(name, False, "no exception", cls=None)
+
+
+def scenario_errors(comm):
+    n, me = comm.size, comm.rank
+    m = count_matrix(60, n, equal=2)
+    last = n - 1
+
+    def good_input(dt="int32", rows=None):
+        r = int(m[me].sum()) if rows is None else rows
+        return rank_input(60, me, r, (3,), dt)
+
+    def out_for(dt="int32", rows=None):
+        return Guarded((int(m[:, me].sum()) if rows is None else rows, 3), dt)
+
+    # 1. send count of rank 1 for rank 0 differs from rank 0's receive count
+    o = out_for()
+    isz = list(m[me])
+    if me == 1:
+        isz[0] += 1
+    inp = good_input(rows=sum(isz))
+    expect_error("mismatch", lambda: rmacoll.all_to_all_single(
+        o.array, inp, list(m[:, me]), isz, comm=comm), [o], rmacoll.MismatchError, ValueError)
+
+    # 2. one rank's output dtype differs from its input's
+    o = out_for("float32" if me == last else "int32")
+    inp = good_input()
+    expect_error("dtype differs on one rank", lambda: rmacoll.all_to_all_single(
+        o.array, inp, list(m[:, me]), list(m[me]), comm=comm), [o], rmacoll.DatatypeError,
+        TypeError, "input has dtype int32 but output has dtype float32", last)
+
+    # 3. a dtype rmacoll does not move, on every rank
+    o = out_for("int16")
+    inp = good_input("int16")
+    expect_error("unsupported dtype", lambda: rmacoll.all_to_all_single(
+        o.array, inp, comm=comm), [o], rmacoll.DatatypeError, TypeError, "int16", 0)
+
+    # 4. one rank's input_split_sizes do not sum to its input's rows
+    o = out_for()
+    inp = good_input(rows=int(m[me].sum()) + (1 if me == 0 else 0))
+    expect_error("split sum on one rank", lambda: rmacoll.all_to_all_single(
+        o.array, inp, list(m[:, me]), list(m[me]), comm=comm), [o],
+        rmacoll.InvalidArgumentError, ValueError,
+        "input_split_sizes sum to %d rows but input has %d rows" % (m[0].sum(), m[0].sum() + 1),
+        0)
+
+    # 5. equal split of a dim 0 the group size does not divide, on one rank
+    o = out_for(rows=int(m[:, me].sum()) + (1 if me == 1 else 0))
+    inp = good_input()
+    expect_error("equal split not divisible", lambda: rmacoll.all_to_all_single(
+        o.array, inp, comm=comm), [o], rmacoll.InvalidArgumentError, ValueError,
+        "not divisible by the group size %d" % n, 1)
+
+    # 6. the wrong number of split sizes on one rank
+    o = out_for()
+    inp = good_input()
+    osz = list(m[:, me])[:-1] if me == 0 else list(m[:, me])
+    expect_error("wrong number of splits", lambda: rmacoll.all_to_all_single(
+        o.array, inp, osz, list(m[me]), comm=comm), [o], rmacoll.InvalidArgumentError,
+        ValueError, "output_split_sizes has %d entries, the group has %d ranks" % (n - 1, n), 0)
+
+    # 7. a non-contiguous input on one rank
+    o = out_for()
+    wide = rank_input(60, me, 2 * int(m[me].sum()), (3,), "int32")
+    inp = wide[::2] if me == 1 else good_input()
+    expect_error("non-contiguous input", lambda: rmacoll.all_to_all_single(
+        o.array, inp, list(m[:, me]), list(m[me]), comm=comm), [o],
+        rmacoll.InvalidArgumentError, ValueError, "input is not contiguous", 1)
+
+    # 8. a read-only output on one rank
+    o = out_for()
+    if me == 0:
+        o.array.flags.writeable = False
+    inp = good_input()
+    expect_error("read-only output", lambda: rmacoll.all_to_all_single(
+        o.array, inp, list(m[:, me]), list(m[me]), comm=comm), [o],
+        rmacoll.InvalidArgumentError, ValueError, "output is read-only", 0)
+
+    # 9. not an array at all, on one rank
+    o = out_for()
+    inp = good_input().tolist() if me == last else good_input()
+    expect_error("input not an array", lambda: rmacoll.all_to_all_single(
+        o.array, inp, list(m[:, me]), list(m[me]), comm=comm), [o],
+        rmacoll.InvalidArgumentError, ValueError, "input is a list, not a tensor", last)
+
+    # 10. errors the C library finds itself: NULL receive buffer on rank 0,
+    # overlapping receive blocks on the last rank (raw alltoallv)
+    c = [1] * n
+    d = list(range(n))
+    src = np.arange(n, dtype=np.float32)
+    o = Guarded((n,), np.float32)
+    expect_error("NULL recvbuf (library check)", lambda: comm.alltoallv(
+        src, c, d, None if me == 0 else o.array, c, d), [o], rmacoll.NullBufferError,
+        ValueError, "recvbuf is NULL", 0)
+    o = Guarded((n,), np.float32)
+    rd = [0] * n if me == last else d
+    expect_error("overlapping receive blocks (library check)", lambda: comm.alltoallv(
+        src, c, d, o.array, c, rd), [o], rmacoll.OverlapError, ValueError, "overlaps", last)
+
+    # the communicator is still usable after all of these
+    one_call(comm, 61, "int32", (3,), "list")
+
+
+def scenario_from_env(_comm):
+    comm = rmacoll.Communicator.from_env()
+    record("from_env rank/size", comm.rank == RANK and comm.size == NRANKS,
+           "got %d/%d" % (comm.rank, comm.size))
+    one_call(comm, 70, "float32", (4,), "list")
+    comm.close()
+
+
+SCENARIOS = {
+    "data": scenario_data,
+    "raw": scenario_raw,
+    "errors": scenario_errors,
+    "from_env": scenario_from_env,
+}
+
+
+def main():
+    scenario = sys.argv[1]
+    status = 0
+    try:
+        if scenario == "from_env":
+            SCENARIOS[scenario](None)
+        else:
+            uid = rmacoll.UniqueId.from_hex(os.environ["RMACOLL_TEST_UID"])
+            with rmacoll.Communicator(RANK, NRANKS, uid) as comm:
+                SCENARIOS[scenario](comm)
+    except Exception:  # noqa: BLE001 - reported, exit code says so
+        traceback.print_exc()
+        record("scenario %s ran to the end" % scenario, False, traceback.format_exc()[-2000:])
+        status = 1
+    if not all(c["ok"] for c in checks):
+        status = 1
+    sys.stdout.write(json.dumps({"rank": RANK, "size": NRANKS, "checks": checks}) + "\n")
+    sys.stdout.flush()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,354 @@
+"""One rank of the torch GPU tests (started by test_torch_gpu.py).
+
+torch.distributed runs on gloo (one GPU cannot hold two NCCL ranks); the
+rmacoll communicator of the default group is made by all_to_all_single on
+first use (unique id broadcast over gloo). Every check compares CUDA
+tensors written by rmacoll.all_to_all_single, inside sentinel guard bytes,
+with torch.distributed.all_to_all_single over gloo on CPU copies of the
+same bytes (a uint8 view, so any dtype compares bit for bit).
+
+Environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (as torchrun).
+Last stdout line: JSON {"rank", "checks": [{name, ok, detail, cls}]}.
+"""
+
+import json
+import os
+import sys
+import traceback
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import rmacoll  # noqa: E402
+
+SENTINEL = 0xA5
+GUARD = 256
+checks = []
+
+
+def record(name, ok, detail="", **kw):
+    d = {"name": name, "ok": bool(ok), "detail": detail}
+    d.update(kw)
+    checks.append(d)
+
+
+def matrix(seed, n, equal=None):
+    if equal is not None:
+        return [[equal] * n for _ in range(n)]
+    g = torch.Generator().manual_seed(seed)
+    m = torch.randint(1, 9, (n, n), generator=g)
+    m[torch.rand((n, n), generator=g) < 0.3] = 0
+    return m.tolist()
+
+
+def rows_elems(row_shape):
+    e = 1
+    for d in row_shape:
+        e *= d
+    return e
+
+
+def rank_input(seed, i, rows, row_shape, dtype):
+    """Rank i's input on the CPU: random bytes of `dtype` (NaNs included)."""
+    esize = torch.empty((), dtype=dtype).element_size()
+    g = torch.Generator().manual_seed(seed * 1000 + i)
+    raw = torch.randint(0, 256, (rows * rows_elems(row_shape) * esize,), dtype=torch.uint8,
+                        generator=g)
+    return raw.view(dtype).reshape((rows,) + tuple(row_shape))
+
+
+class Guarded:
+    """A CUDA receive tensor inside sentinel guard bytes."""
+
+    def __init__(self, rows, row_shape, dtype, device):
+        esize = torch.empty((), dtype=dtype).element_size()
+        self.nbytes = rows * rows_elems(row_shape) * esize
+        self.big = torch.full((self.nbytes + 2 * GUARD,), SENTINEL, dtype=torch.uint8,
+                              device=device)
+        self.tensor = self.big[GUARD:GUARD + self.nbytes].view(dtype).view(
+            (rows,) + tuple(row_shape))
+
+    def host(self):
+        return self.big.cpu()
+
+    def body_and_guards(self):
+        h = self.host()
+        guards = bool((h[:GUARD] == SENTINEL).all()) and bool((h[GUARD + self.nbytes:] ==
+                                                                SENTINEL).all())
+        return h[GUARD:GUARD + self.nbytes], guards
+
+    def untouched(self):
+        return bool((self.host() == SENTINEL).all())
+
+
+def gloo_reference(inp_cpu, m, me, row_shape, dtype):
+    """torch.distributed.all_to_all_single (gloo) on uint8 views of the rows."""
+    n = len(m)
+    esize = torch.empty((), dtype=dtype).element_size()
+    rb = rows_elems(row_shape) * esize
+    x = inp_cpu.reshape(inp_cpu.shape[0], rows_elems(row_shape)).view(torch.uint8)
+    x = x.reshape(inp_cpu.shape[0], rb).contiguous()
+    out_rows = sum(m[i][me] for i in range(n))
+    y = torch.empty((out_rows, rb), dtype=torch.uint8)
+    dist.all_to_all_single(y, x, [m[i][me] for i in range(n)], list(m[me]))
+    return y.reshape(-1)
+
+
+def splits_as(form, sizes, device):
+    if form == "list":
+        return list(sizes)
+    if form == "cpu_tensor":
+        return torch.tensor(sizes, dtype=torch.int64)
+    if form == "cuda_tensor":
+        return torch.tensor(sizes, dtype=torch.int64, device=device)
+    if form == "none":
+        return None
+    raise ValueError(form)
+
+
+def one_call(seed, dtype, row_shape, form, device, equal=None, stream=None, check=True):
+    """rmacoll.all_to_all_single on CUDA tensors vs gloo on CPU copies.
+    Returns a function that checks (after a later synchronize)."""
+    n, me = dist.get_world_size(), dist.get_rank()
+    m = matrix(seed, n, equal)
+    inp_cpu = rank_input(seed, me, sum(m[me]), row_shape, dtype)
+    out = Guarded(sum(m[i][me] for i in range(n)), row_shape, dtype, device)
+    ctx = torch.cuda.stream(stream) if stream is not None else _null()
+    with ctx:
+        inp = inp_cpu.to(device, non_blocking=False)
+        rmacoll.all_to_all_single(out.tensor, inp, splits_as(form, [m[i][me] for i in range(n)],
+                                                             device),
+                                  splits_as(form, m[me], device))
+    ref = gloo_reference(inp_cpu, m, me, row_shape, dtype)
+    name = "seed=%d %s rows%s splits=%s%s%s" % (seed, str(dtype).replace("torch.", ""),
+                                                 tuple(row_shape), form,
+                                                 "" if equal is None else " equal",
+                                                 "" if stream is None else " side-stream")
+
+    def verify():
+        sync(device)
+        body, guards = out.body_and_guards()
+        ok = guards and torch.equal(body, ref)
+        record(name, ok, "" if ok else "guards %s, first bytes %s vs %s"
+               % (guards, body[:16].tolist(), ref[:16].tolist()))
+    if check:
+        verify()
+        return None
+    return verify
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def scenario_gpu(device):
+    n, me = dist.get_world_size(), dist.get_rank()
+    dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64,
+              torch.int32, torch.uint8, torch.int8]
+    forms = ["list", "cpu_tensor", "cuda_tensor"]
+    for k, dt in enumerate(dtypes):
+        one_call(100 + k, dt, (16,), forms[k % 3], device)
+    one_call(120, torch.bfloat16, (4, 8), "list", device)          # rows of 32 elements
+    one_call(121, torch.float32, (), "list", device)               # 1-d tensors
+    one_call(122, torch.bfloat16, (4096,), "list", device)         # 8 KiB rows
+    one_call(123, torch.float32, (64,), "none", device, equal=5)   # None: equal splits
+    one_call(124, torch.float32, (64,), "list", device, equal=0)   # all blocks empty
+
+    # a side stream: the call goes on torch.cuda.current_stream()
+    s = torch.cuda.Stream(device=device)
+    one_call(130, torch.bfloat16, (128,), "list", device, stream=s)
+
+    # back to back without a host sync in between, then one check each
+    pending = [one_call(140 + j, torch.float16, (256,), "list", device, check=False)
+               for j in range(3)]
+    for v in pending:
+        v()
+
+    # stream order: the input is written on the current stream right before the call
+    m = matrix(150, n)
+    inp_cpu = rank_input(150, me, sum(m[me]), (512,), torch.float32)
+    pinned = inp_cpu.pin_memory()
+    out = Guarded(sum(m[i][me] for i in range(n)), (512,), torch.float32, device)
+    inp = torch.full(inp_cpu.shape, float("nan"), dtype=torch.float32, device=device)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(20000000)  # keep the stream busy so the copy below is still queued
+    inp.copy_(pinned, non_blocking=True)
+    rmacoll.all_to_all_single(out.tensor, inp, [m[i][me] for i in range(n)], list(m[me]))
+    ref = gloo_reference(inp_cpu, m, me, (512,), torch.float32)
+    sync(device)
+    body, guards = out.body_and_guards()
+    record("stream order (async copy then call)", guards and torch.equal(body, ref))
+
+    # async_op returns a Work
+    m = matrix(160, n)
+    inp_cpu = rank_input(160, me, sum(m[me]), (32,), torch.int32)
+    out = Guarded(sum(m[i][me] for i in range(n)), (32,), torch.int32, device)
+    w = rmacoll.all_to_all_single(out.tensor, inp_cpu.to(device), [m[i][me] for i in range(n)],
+                                  list(m[me]), async_op=True)
+    w.wait()
+    ref = gloo_reference(inp_cpu, m, me, (32,), torch.int32)
+    torch.cuda.synchronize()
+    body, guards = out.body_and_guards()
+    record("async_op Work", w is not None and guards and torch.equal(body, ref))
+
+    # a host call right after a device call on the same communicator
+    pend = one_call(170, torch.float32, (1024,), "list", device, check=False)
+    m = matrix(171, n)
+    hin = rank_input(171, me, sum(m[me]), (8,), torch.float64)
+    hout = torch.full((sum(m[i][me] for i in range(n)), 8), -7.0, dtype=torch.float64)
+    rmacoll.all_to_all_single(hout, hin, [m[i][me] for i in range(n)], list(m[me]))
+    ref = gloo_reference(hin, m, me, (8,), torch.float64)
+    record("CPU tensors after a CUDA call", torch.equal(
+        hout.reshape(hout.shape[0], 8).view(torch.uint8).reshape(-1), ref))
+    pend()
+
+    # errors on CUDA tensors: every rank raises, nothing written
+    m = matrix(180, n, equal=2)
+    out = Guarded(2 * n, (8,), torch.float32 if me != 1 else torch.float16, device)
+    inp = torch.ones((2 * n, 8), dtype=torch.float32, device=device)
+    expect(lambda: rmacoll.all_to_all_single(out.tensor, inp), out, rmacoll.DatatypeError,
+           "dtype differs on rank 1 (cuda)", device)
+    out = Guarded(2 * n, (8,), torch.float32, device)
+    inp = torch.ones((2 * n, 8), dtype=torch.float32, device="cpu" if me == 0 else device)
+    expect(lambda: rmacoll.all_to_all_single(out.tensor, inp), out,
+           rmacoll.InvalidArgumentError, "input on the CPU on rank 0", device)
+    out = Guarded(2 * n, (8,), torch.float32, device)
+    inp = torch.ones((2 * n, 8), dtype=torch.float32, device=device)
+    isz = [2] * n
+    if me == 1:
+        isz[0], isz[-1] = 3, isz[-1] - 1 if n > 1 else isz[-1]
+    expect(lambda: rmacoll.all_to_all_single(out.tensor, inp, None, isz), out,
+           rmacoll.MismatchError, "count mismatch (cuda)", device)
+    one_call(190, torch.bfloat16, (16,), "list", device)  # still usable
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def expect(fn, out, cls, name, device):
+    try:
+        fn()
+    except rmacoll.RmacollError as e:
+        sync(device)
+        ok = type(e) is cls and out.untouched()
+        record(name, ok, "" if ok else "raised %s, untouched %s: %s"
+               % (type(e).__name__, out.untouched(), e), cls=type(e).__name__)
+        return
+    except Exception as e:  # noqa: BLE001
+        record(name, False, "non-rmacoll %s: %s" % (type(e).__name__, e),
+               cls=type(e).__name__)
+        return
+    record(name, False, "no exception")
+
+
+def scenario_cpu(device):
+    """CPU tensors through a torch.distributed (gloo) group, against gloo."""
+    n, me = dist.get_world_size(), dist.get_rank()
+    dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64,
+              torch.int32, torch.uint8, torch.int8]
+    forms = ["list", "cpu_tensor", "none"]
+    for k, dt in enumerate(dtypes):
+        one_call(300 + k, dt, (16,), forms[k % 3], device,
+                 equal=4 if forms[k % 3] == "none" else None)
+    one_call(320, torch.bfloat16, (4, 8), "list", device)
+    one_call(321, torch.float32, (), "list", device)
+    one_call(322, torch.float32, (64,), "list", device, equal=0)
+    w = rmacoll.all_to_all_single(torch.empty(0), torch.empty(0), [0] * n, [0] * n,
+                                  async_op=True)
+    record("async_op Work on the CPU", w.is_completed() and w.wait())
+    # the group's communicator is made once and reused
+    record("one communicator per group",
+           rmacoll._torch.communicator_for_group() is rmacoll._torch.communicator_for_group())
+    # an explicit group: a second communicator over the same ranks
+    g = dist.new_group(list(range(n)))
+    m = matrix(330, n)
+    inp = rank_input(330, me, sum(m[me]), (8,), torch.float32)
+    out = torch.full((sum(m[i][me] for i in range(n)), 8), -1.0)
+    rmacoll.all_to_all_single(out, inp, [m[i][me] for i in range(n)], list(m[me]), group=g)
+    ref = gloo_reference(inp, m, me, (8,), torch.float32)
+    record("explicit group", torch.equal(out.view(torch.uint8).reshape(-1), ref))
+    rmacoll.destroy_group_communicators(g)
+    # errors through the group's communicator
+    out = Guarded(2 * n, (8,), torch.float32 if me != 1 else torch.int32, device)
+    inp = torch.ones((2 * n, 8), dtype=torch.float32)
+    expect(lambda: rmacoll.all_to_all_single(out.tensor, inp), out, rmacoll.DatatypeError,
+           "dtype differs on rank 1 (cpu)", device)
+    out = Guarded(2 * n, (8,), torch.float32, device)
+    inp = torch.ones((2 * n + (1 if me == 0 else 0), 8), dtype=torch.float32)
+    expect(lambda: rmacoll.all_to_all_single(out.tensor, inp), out,
+           rmacoll.InvalidArgumentError, "dim 0 not divisible on rank 0 (cpu)", device)
+    out = Guarded(2 * n, (8,), torch.float32, device)
+    inp = torch.ones((2 * n, 8), dtype=torch.bool)
+    expect(lambda: rmacoll.all_to_all_single(out.tensor, inp), out, rmacoll.DatatypeError,
+           "bool input (cpu)", device)
+    one_call(340, torch.int64, (3,), "list", device)  # still usable
+
+
+def scenario_nccl_bootstrap(device):
+    """rmacoll communicator from the NCCL group's own communicator (needs a
+    GPU per rank). UnsupportedError (no _comm_ptr, or librmacoll without
+    NCCL) is reported as not available, not as a pass."""
+    g = dist.new_group(backend="nccl")
+    try:
+        comm = rmacoll.Communicator.from_torch_group(g, bootstrap="nccl")
+    except rmacoll.UnsupportedError as e:
+        record("nccl bootstrap", True, "not available: %s" % e, unavailable=True)
+        return
+    n, me = comm.size, comm.rank
+    m = matrix(200, n)
+    inp_cpu = rank_input(200, me, sum(m[me]), (64,), torch.bfloat16)
+    out = Guarded(sum(m[i][me] for i in range(n)), (64,), torch.bfloat16, device)
+    rmacoll.all_to_all_single(out.tensor, inp_cpu.to(device), [m[i][me] for i in range(n)],
+                              list(m[me]), comm=comm)
+    ref = gloo_reference(inp_cpu, m, me, (64,), torch.bfloat16)
+    torch.cuda.synchronize()
+    body, guards = out.body_and_guards()
+    record("nccl bootstrap", guards and torch.equal(body, ref))
+    comm.close()
+
+
+def main():
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    scenario = sys.argv[1]
+    status = 0
+    try:
+        if scenario == "cpu":
+            device = torch.device("cpu")
+        else:
+            ndev = torch.cuda.device_count()
+            torch.cuda.set_device(rank % ndev)
+            device = torch.device("cuda", rank % ndev)
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        try:
+            if scenario == "cpu":
+                scenario_cpu(device)
+            elif scenario == "gpu":
+                scenario_gpu(device)
+            elif scenario == "nccl_bootstrap":
+                scenario_nccl_bootstrap(device)
+            else:
+                raise ValueError(scenario)
+            rmacoll.destroy_group_communicators()
+        finally:
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        record("scenario ran to the end", False, traceback.format_exc()[-2000:])
+        status = 1
+    if not all(c["ok"] for c in checks):
+        status = 1
+    sys.stdout.write(json.dumps({"rank": rank, "checks": checks}) + "\n")
+    sys.stdout.flush()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

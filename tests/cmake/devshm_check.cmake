@@ -1,0 +1,26 @@
+# cmake -DMODE=before|after -DSTATE=FILE -P devshm_check.cmake
+# The suite must leave /dev/shm as it found it: "before" records the
+# entries rmacoll or libfabric's shm provider could make, "after" fails
+# naming every such entry that was not there before.
+file(GLOB _now RELATIVE /dev/shm /dev/shm/rmacoll-* /dev/shm/fi_* /dev/shm/shm-*)
+if(MODE STREQUAL "before")
+  file(WRITE ${STATE} "${_now}")
+  list(LENGTH _now _n)
+  message(STATUS "/dev/shm: ${_n} entries before the suite")
+else()
+  set(_before "")
+  if(EXISTS ${STATE})
+    file(READ ${STATE} _before)
+  endif()
+  set(_new "")
+  foreach(e IN LISTS _now)
+    list(FIND _before "${e}" _i)
+    if(_i EQUAL -1)
+      list(APPEND _new "${e}")
+    endif()
+  endforeach()
+  if(_new)
+    message(FATAL_ERROR "the suite left these in /dev/shm: ${_new}")
+  endif()
+  message(STATUS "/dev/shm: nothing left behind")
+endif()
