@@ -303,7 +303,9 @@ const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm);
  *  RMACOLL_ERR_OVERFLOW     negative count/displacement, or
  *                           (displacement + count) * element size > 2^63
  *  RMACOLL_ERR_OVERLAP      two receive blocks overlap
- *  RMACOLL_ERR_DATATYPE     unknown dtype
+ *  RMACOLL_ERR_DATATYPE     unknown dtype, or an element size that differs
+ *                           between ranks (the element size travels in the
+ *                           metadata; the message names both ranks and sizes)
  *  RMACOLL_ERR_MISMATCH     sendcounts of i for j != recvcounts of j for i
  *  RMACOLL_ERR_TIMEOUT      a peer was silent longer than timeout_ms
  *                           (the message names it)
