@@ -318,6 +318,13 @@ const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm);
  * must be destroyed; these failures are seen by each rank when it meets
  * them, so ranks may report different codes (and a rank may already have
  * completed the call when a peer dies).
+ *
+ * Thread-safety: one call per communicator at a time. A thread entering
+ * comm (rmacoll_alltoallv, rmacoll_alltoall, rmacoll_alltoallv_start)
+ * while another thread is inside a call on it gets RMACOLL_ERR_INVALID_ARG
+ * at once (logged, naming the communicator and the rank; last_error stays
+ * the inner call's), and nothing is started or written. Calls on different
+ * communicators may run concurrently.
  */
 rmacoll_status_t rmacoll_alltoallv(const void *sendbuf,
                                    const int64_t *sendcounts,

@@ -179,11 +179,140 @@ static void test_dtype_relayed(void **state)
     run_dtype(node_of, 4, 0, RMACOLL_FLOAT32, RMACOLL_INT8);
 }
 
+/* ---- item 10: two threads entering one communicator at once ---- */
+
+#define CE_COUNT 4096 /* int32 elements to every rank */
+
+typedef struct entry_thread {
+    rmacoll_comm_t *comm;
+    pthread_barrier_t *bar;
+    const unsigned char *send;
+    unsigned char *rbuf;          /* GUARD + blocks + GUARD */
+    const int64_t *cnt, *dsp;
+    rmacoll_status_t st;
+} entry_thread_t;
+
+static void *entry_main(void *p)
+{
+    entry_thread_t *t = p;
+
+    pthread_barrier_wait(t->bar);
+    t->st = rmacoll_alltoallv(t->send, t->cnt, t->dsp, t->rbuf + GUARD, t->cnt, t->dsp,
+                              RMACOLL_INT32, t->comm, NULL);
+    return NULL;
+}
+
+/* 0 when rbuf holds every rank's block for `rank`, guards intact. */
+static int check_blocks(const unsigned char *rbuf, int rank, int nranks, size_t blk)
+{
+    if (!all_sentinel(rbuf, GUARD) || !all_sentinel(rbuf + GUARD + blk * nranks, GUARD)) {
+        return 1;
+    }
+    for (int r = 0; r < nranks; r++) {
+        for (size_t k = 0; k < blk; k++) {
+            if (rbuf[GUARD + (size_t)r * blk + k] != pattern(r, rank, k)) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Rank 0 enters the communicator from two threads at once while the other
+ * ranks make one call, late: exactly one of the two threads gets the call
+ * (exact bytes), the other RMACOLL_ERR_INVALID_ARG with its receive buffer
+ * untouched. */
+static int entry_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    size_t blk = CE_COUNT * 4, bytes = blk * (size_t)nranks;
+    unsigned char *send = malloc(bytes), *rb[2];
+    int64_t cnt[64], dsp[64];
+    int rc = 0;
+
+    (void)p;
+    rb[0] = malloc(bytes + 2 * GUARD);
+    rb[1] = malloc(bytes + 2 * GUARD);
+    if (send == NULL || rb[0] == NULL || rb[1] == NULL) {
+        return 3;
+    }
+    for (int r = 0; r < nranks; r++) {
+        cnt[r] = CE_COUNT;
+        dsp[r] = (int64_t)r * CE_COUNT;
+        for (size_t k = 0; k < blk; k++) {
+            send[(size_t)r * blk + k] = pattern(rank, r, k);
+        }
+    }
+    memset(rb[0], SENT, bytes + 2 * GUARD);
+    memset(rb[1], SENT, bytes + 2 * GUARD);
+    if (rank == 0) {
+        pthread_barrier_t bar;
+        pthread_t th[2];
+        entry_thread_t t[2];
+        int nok = 0, nbusy = 0;
+        pthread_barrier_init(&bar, NULL, 2);
+        for (int k = 0; k < 2; k++) {
+            t[k] = (entry_thread_t){comm, &bar, send, rb[k], cnt, dsp, -1};
+            pthread_create(&th[k], NULL, entry_main, &t[k]);
+        }
+        for (int k = 0; k < 2; k++) {
+            pthread_join(th[k], NULL);
+        }
+        pthread_barrier_destroy(&bar);
+        for (int k = 0; k < 2; k++) {
+            if (t[k].st == RMACOLL_SUCCESS) {
+                nok++;
+                rc |= check_blocks(rb[k], rank, nranks, blk);
+            } else if (t[k].st == RMACOLL_ERR_INVALID_ARG) {
+                nbusy++;
+                if (!all_sentinel(rb[k], bytes + 2 * GUARD)) {
+                    fprintf(stderr, "rank 0: the refused call wrote its buffer\n");
+                    rc = 1;
+                }
+            }
+            fprintf(stderr, "rank 0: thread %d: %s\n", k, rmacoll_status_name(t[k].st));
+        }
+        if (nok != 1 || nbusy != 1) {
+            rc = rc ? rc : 2;
+        }
+    } else {
+        struct timespec ts = {0, 300 * 1000 * 1000};
+        nanosleep(&ts, NULL); /* rank 0's threads are both inside by now */
+        if (rmacoll_alltoallv(send, cnt, dsp, rb[0] + GUARD, cnt, dsp, RMACOLL_INT32, comm,
+                              NULL) != RMACOLL_SUCCESS) {
+            rc = 2;
+        } else {
+            rc = check_blocks(rb[0], rank, nranks, blk);
+        }
+    }
+    free(send);
+    free(rb[0]);
+    free(rb[1]);
+    return rc;
+}
+
+static void test_concurrent_entry(void **state)
+{
+    static const int one_node[3] = {0, 0, 0}, two_nodes[3] = {0, 0, 1};
+    rmacoll_config_t cfg = base_config(5000);
+
+    (void)state;
+    for (int t = 0; t < 2; t++) {
+        int codes[8] = {0};
+        mprun_opts_t o = {3, t ? two_nodes : one_node, &cfg, 60, -1};
+        int failed = mprun(&o, entry_body, NULL, codes);
+        for (int r = 0; r < 3 && failed; r++) {
+            print_message("rank %d exit %d\n", r, codes[r]);
+        }
+        assert_int_equal(failed, 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_node),
         cmocka_unit_test(test_dtype_relayed),
+        cmocka_unit_test(test_concurrent_entry),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
