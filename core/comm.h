@@ -73,6 +73,7 @@ struct rmacoll_comm {
     uint64_t comm_id;
     uint64_t epoch;                 /* calls made (successful or not) */
     int broken;                     /* a data phase failed: comm unusable */
+    _Atomic int entered;            /* a thread is inside a call (rmacoll__enter) */
     char last_error[512];
 
     /* control windows */
@@ -141,6 +142,13 @@ rmacoll__tinst_t *rmacoll__comm_bound(rmacoll_comm_t *comm, int path,
 /* comm.c: the control instance of (path, mem): mappings, stream waits and
  * signals, staging pins; NULL if none. */
 rmacoll__tinst_t *rmacoll__comm_ctl(rmacoll_comm_t *comm, int path, rmacoll_memtype_t mem);
+
+/* exec.c: marks comm as entered by the calling thread; a second thread
+ * entering before rmacoll__leave gets RMACOLL_ERR_INVALID_ARG (logged,
+ * naming fn, the communicator and the rank; last_error belongs to the call
+ * inside). */
+rmacoll_status_t rmacoll__enter(rmacoll_comm_t *comm, const char *fn);
+void rmacoll__leave(rmacoll_comm_t *comm);
 
 /* comm.c: records st with a message in comm->last_error and logs it. */
 rmacoll_status_t rmacoll__comm_fail(rmacoll_comm_t *comm, rmacoll_status_t st,

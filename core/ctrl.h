@@ -65,6 +65,7 @@ typedef enum rmacoll__ctrl_stage {
 typedef struct rmacoll__local_rec {
     _Atomic uint64_t epoch[3];  /* [stage]: e + 1 when that stage is valid */
     uint64_t recv_addr;         /* receive buffer in the owner's address space */
+    uint64_t esize;             /* element size of the call, bytes (0: unknown) */
     rmacoll__status_rec_t st[3];
     uint8_t recv_blob[RMACOLL_EXPORT_BYTES]; /* device receive buffer export */
 } rmacoll__local_rec_t;
@@ -77,6 +78,7 @@ typedef struct rmacoll__net_rec {
     rmacoll__status_rec_t st;
     int64_t rcount;             /* sender's recvcounts[receiver] */
     int64_t rdispl;             /* sender's rdispls[receiver] */
+    uint64_t esize;             /* sender's element size, bytes (0: unknown) */
     rmacoll_rkey_t recv_rkey;   /* sender's receive buffer */
 } rmacoll__net_rec_t;
 

@@ -178,6 +178,55 @@ static void publish(rmacoll_comm_t *comm, int par, int stage,
     atomic_store_explicit(&lr->epoch[stage], comm->epoch, memory_order_release);
 }
 
+/* Element size of `peer` differs from this rank's: the datatype error of
+ * this rank (the agreement keeps the lowest-ranked one, so every rank
+ * returns the same error). */
+static void esize_error(rmacoll__call_t *c, int peer, uint64_t peer_esize)
+{
+    rmacoll_comm_t *comm = c->comm;
+    rmacoll__status_rec_t rec;
+    char msg[256];
+    int a = comm->rank < peer ? comm->rank : peer;
+    int b = comm->rank < peer ? peer : comm->rank;
+    uint64_t ea = comm->rank < peer ? c->esize : peer_esize;
+    uint64_t eb = comm->rank < peer ? peer_esize : c->esize;
+
+    snprintf(msg, sizeof(msg), "rank %d: the datatype differs between ranks: rank %d "
+             "has %llu-byte elements, rank %d has %llu-byte elements", comm->rank, a,
+             (unsigned long long)ea, b, (unsigned long long)eb);
+    rmacoll__status_set(&rec, RMACOLL_ERR_DATATYPE, comm->rank, msg);
+    rmacoll__status_merge(&c->acc, &rec);
+}
+
+/* Compares this rank's element size with every peer's it has a record of
+ * (node peers and network peers: together they connect every pair of
+ * ranks that exchange bytes, directly or through a relay). */
+static void check_esize(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    const rmacoll_topo_t *topo = comm->topo;
+    int A = topo->node_of[comm->rank];
+
+    if (c->local.code != RMACOLL_SUCCESS || c->esize == 0) {
+        return;
+    }
+    for (int l = 0; l < topo->node_size[A]; l++) {
+        int j = rmacoll__topo_rank(topo, A, l);
+        const rmacoll__local_rec_t *lr = local_rec(comm, j, c->par);
+        if (j != comm->rank && lr->esize != 0 && lr->esize != c->esize) {
+            esize_error(c, j, lr->esize);
+            return;
+        }
+    }
+    for (int k = 0; k < comm->nnet; k++) {
+        const rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 0, k, c->par);
+        if (rec->esize != 0 && rec->esize != c->esize) {
+            esize_error(c, comm->net_list[k], rec->esize);
+            return;
+        }
+    }
+}
+
 rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
@@ -188,6 +237,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
 
     /* node peers read it from the control window ... */
     lr->recv_addr = (uint64_t)(uintptr_t)c->hrecv;
+    lr->esize = ok ? c->esize : 0;
     for (int r = 0; r < comm->nranks; r++) {
         rmacoll__ctrl_local_counts(lr)[r] = ok ? c->recvcounts[r] : 0;
         rmacoll__ctrl_local_counts(lr)[comm->nranks + r] = ok ? c->rdispls[r] : 0;
@@ -203,6 +253,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
         rec->st = c->local;
         rec->rcount = ok ? c->recvcounts[p] : 0;
         rec->rdispl = ok ? c->rdispls[p] : 0;
+        rec->esize = ok ? c->esize : 0;
         rec->recv_rkey = c->recv_rkey;
         for (int l = 0; l < topo->node_size[B]; l++) {
             sc[l] = ok ? c->sendcounts[rmacoll__topo_rank(topo, B, l)] : 0;
@@ -225,6 +276,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
         rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 0, k, c->par);
         rmacoll__status_merge(&c->acc, &rec->st);
     }
+    check_esize(c);
     return RMACOLL_SUCCESS;
 }
 

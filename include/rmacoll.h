@@ -303,7 +303,9 @@ const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm);
  *  RMACOLL_ERR_OVERFLOW     negative count/displacement, or
  *                           (displacement + count) * element size > 2^63
  *  RMACOLL_ERR_OVERLAP      two receive blocks overlap
- *  RMACOLL_ERR_DATATYPE     unknown dtype
+ *  RMACOLL_ERR_DATATYPE     unknown dtype, or an element size that differs
+ *                           between ranks (the element size travels in the
+ *                           metadata; the message names both ranks and sizes)
  *  RMACOLL_ERR_MISMATCH     sendcounts of i for j != recvcounts of j for i
  *  RMACOLL_ERR_TIMEOUT      a peer was silent longer than timeout_ms
  *                           (the message names it)
@@ -316,6 +318,13 @@ const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm);
  * must be destroyed; these failures are seen by each rank when it meets
  * them, so ranks may report different codes (and a rank may already have
  * completed the call when a peer dies).
+ *
+ * Thread-safety: one call per communicator at a time. A thread entering
+ * comm (rmacoll_alltoallv, rmacoll_alltoall, rmacoll_alltoallv_start)
+ * while another thread is inside a call on it gets RMACOLL_ERR_INVALID_ARG
+ * at once (logged, naming the communicator and the rank; last_error stays
+ * the inner call's), and nothing is started or written. Calls on different
+ * communicators may run concurrently.
  */
 rmacoll_status_t rmacoll_alltoallv(const void *sendbuf,
                                    const int64_t *sendcounts,

@@ -1,0 +1,319 @@
+/*
+ * test_safety.c - safety under bad input and faults (issue 10): ranks as
+ * processes on virtual nodes (ce host backend inside a node, libfabric
+ * tcp;ofi_rxm between nodes). Receive buffers are filled with a sentinel
+ * and guarded; every byte is compared.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "mprun.h"
+#include "rmacoll.h"
+
+#define SENT 0xA5u
+#define GUARD 64 /* sentinel bytes before and after every receive buffer */
+
+static rmacoll_config_t base_config(uint64_t timeout_ms)
+{
+    rmacoll_config_t cfg;
+    char err[256];
+
+    assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_SUCCESS);
+    cfg.timeout_ms = timeout_ms;
+    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "tcp;ofi_rxm");
+    return cfg;
+}
+
+/* Byte k of rank src's block for rank dst (never the sentinel). */
+static unsigned char pattern(int src, int dst, size_t k)
+{
+    unsigned char v = (unsigned char)(src * 31 + dst * 7 + k * 13 + 1);
+    return v == SENT ? 0x5A : v;
+}
+
+/* 1 when every byte of buf[0, n) is the sentinel. */
+static int all_sentinel(const unsigned char *buf, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (buf[k] != SENT) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* ---- item 2: a datatype whose size differs between ranks ---- */
+
+typedef struct dtype_arg {
+    int odd_rank;                  /* the rank with another datatype */
+    rmacoll_datatype_t common, odd;
+    int64_t count;                 /* elements to every rank */
+} dtype_arg_t;
+
+static int dtype_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    const dtype_arg_t *a = p;
+    rmacoll_datatype_t dt = rank == a->odd_rank ? a->odd : a->common;
+    size_t es = rmacoll_datatype_size(dt);
+    size_t bytes = (size_t)a->count * es * (size_t)nranks;
+    size_t cap = (size_t)a->count * 8 * (size_t)nranks; /* the widest datatype */
+    unsigned char *send = malloc(cap), *rbuf = malloc(cap + 2 * GUARD);
+    int64_t cnt[64], dsp[64];
+    char want[128];
+    const char *msg;
+    rmacoll_status_t st;
+    int rc = 0;
+
+    if (send == NULL || rbuf == NULL) {
+        return 3;
+    }
+    for (int r = 0; r < nranks; r++) {
+        cnt[r] = a->count;
+        dsp[r] = (int64_t)r * a->count;
+        for (size_t k = 0; k < (size_t)a->count * es; k++) {
+            send[(size_t)r * a->count * es + k] = pattern(rank, r, k);
+        }
+    }
+    memset(rbuf, SENT, bytes + 2 * GUARD);
+    st = rmacoll_alltoallv(send, cnt, dsp, rbuf + GUARD, cnt, dsp, dt, comm, NULL);
+    msg = rmacoll_comm_last_error(comm);
+    if (st != RMACOLL_ERR_DATATYPE) {
+        fprintf(stderr, "rank %d: status %s (%s), expected RMACOLL_ERR_DATATYPE\n", rank,
+                rmacoll_status_name(st), msg);
+        rc = 2;
+    }
+    /* the one error names the odd rank with its element size, and a rank
+     * with the common size */
+    snprintf(want, sizeof(want), "rank %d has %zu-byte elements", a->odd_rank,
+             rmacoll_datatype_size(a->odd));
+    if (rc == 0 && (strstr(msg, want) == NULL ||
+                    strstr(msg, "the datatype differs between ranks") == NULL)) {
+        fprintf(stderr, "rank %d: message \"%s\" lacks \"%s\"\n", rank, msg, want);
+        rc = 2;
+    }
+    snprintf(want, sizeof(want), "has %zu-byte elements", rmacoll_datatype_size(a->common));
+    if (rc == 0 && strstr(msg, want) == NULL) {
+        fprintf(stderr, "rank %d: message \"%s\" lacks \"%s\"\n", rank, msg, want);
+        rc = 2;
+    }
+    if (!all_sentinel(rbuf, bytes + 2 * GUARD)) {
+        fprintf(stderr, "rank %d: receive buffer written on a datatype error\n", rank);
+        rc = 1;
+    }
+    /* the communicator stays usable: a correct call after the error */
+    if (rc == 0) {
+        dt = a->common;
+        es = rmacoll_datatype_size(dt);
+        bytes = (size_t)a->count * es * (size_t)nranks;
+        for (int r = 0; r < nranks; r++) {
+            for (size_t k = 0; k < (size_t)a->count * es; k++) {
+                send[(size_t)r * a->count * es + k] = pattern(rank, r, k);
+            }
+        }
+        memset(rbuf, SENT, bytes + 2 * GUARD);
+        st = rmacoll_alltoallv(send, cnt, dsp, rbuf + GUARD, cnt, dsp, dt, comm, NULL);
+        if (st != RMACOLL_SUCCESS) {
+            fprintf(stderr, "rank %d: call after the error: %s\n", rank,
+                    rmacoll_comm_last_error(comm));
+            rc = 2;
+        }
+        for (int r = 0; r < nranks && rc == 0; r++) {
+            for (size_t k = 0; k < (size_t)a->count * es; k++) {
+                if (rbuf[GUARD + (size_t)r * a->count * es + k] != pattern(r, rank, k)) {
+                    rc = 1;
+                }
+            }
+        }
+        if (!all_sentinel(rbuf, GUARD) || !all_sentinel(rbuf + GUARD + bytes, GUARD)) {
+            rc = 1;
+        }
+    }
+    free(send);
+    free(rbuf);
+    return rc;
+}
+
+static void run_dtype(const int *node_of, int nranks, int odd_rank,
+                      rmacoll_datatype_t common, rmacoll_datatype_t odd)
+{
+    rmacoll_config_t cfg = base_config(20000);
+    dtype_arg_t a = {odd_rank, common, odd, 5};
+    int codes[64] = {0};
+    mprun_opts_t o = {nranks, node_of, &cfg, 120, -1};
+    int failed = mprun(&o, dtype_body, &a, codes);
+
+    for (int r = 0; r < nranks && failed; r++) {
+        print_message("rank %d exit %d\n", r, codes[r]);
+    }
+    assert_int_equal(failed, 0);
+}
+
+/* One node: rank 0 wider (float64 among float32), rank 2 narrower (int8). */
+static void test_dtype_node(void **state)
+{
+    static const int node_of[4] = {0, 0, 0, 0};
+
+    (void)state;
+    run_dtype(node_of, 4, 0, RMACOLL_FLOAT32, RMACOLL_FLOAT64);
+    run_dtype(node_of, 4, 2, RMACOLL_FLOAT32, RMACOLL_INT8);
+}
+
+/* Two nodes through the relay: the odd rank's blocks to the other node
+ * travel through relays that see its record, not the receiver. */
+static void test_dtype_relayed(void **state)
+{
+    static const int node_of[4] = {0, 0, 1, 1};
+
+    (void)state;
+    run_dtype(node_of, 4, 3, RMACOLL_FLOAT32, RMACOLL_FLOAT64);
+    run_dtype(node_of, 4, 0, RMACOLL_FLOAT32, RMACOLL_INT8);
+}
+
+/* ---- item 10: two threads entering one communicator at once ---- */
+
+#define CE_COUNT 4096 /* int32 elements to every rank */
+
+typedef struct entry_thread {
+    rmacoll_comm_t *comm;
+    pthread_barrier_t *bar;
+    const unsigned char *send;
+    unsigned char *rbuf;          /* GUARD + blocks + GUARD */
+    const int64_t *cnt, *dsp;
+    rmacoll_status_t st;
+} entry_thread_t;
+
+static void *entry_main(void *p)
+{
+    entry_thread_t *t = p;
+
+    pthread_barrier_wait(t->bar);
+    t->st = rmacoll_alltoallv(t->send, t->cnt, t->dsp, t->rbuf + GUARD, t->cnt, t->dsp,
+                              RMACOLL_INT32, t->comm, NULL);
+    return NULL;
+}
+
+/* 0 when rbuf holds every rank's block for `rank`, guards intact. */
+static int check_blocks(const unsigned char *rbuf, int rank, int nranks, size_t blk)
+{
+    if (!all_sentinel(rbuf, GUARD) || !all_sentinel(rbuf + GUARD + blk * nranks, GUARD)) {
+        return 1;
+    }
+    for (int r = 0; r < nranks; r++) {
+        for (size_t k = 0; k < blk; k++) {
+            if (rbuf[GUARD + (size_t)r * blk + k] != pattern(r, rank, k)) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Rank 0 enters the communicator from two threads at once while the other
+ * ranks make one call, late: exactly one of the two threads gets the call
+ * (exact bytes), the other RMACOLL_ERR_INVALID_ARG with its receive buffer
+ * untouched. */
+static int entry_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    size_t blk = CE_COUNT * 4, bytes = blk * (size_t)nranks;
+    unsigned char *send = malloc(bytes), *rb[2];
+    int64_t cnt[64], dsp[64];
+    int rc = 0;
+
+    (void)p;
+    rb[0] = malloc(bytes + 2 * GUARD);
+    rb[1] = malloc(bytes + 2 * GUARD);
+    if (send == NULL || rb[0] == NULL || rb[1] == NULL) {
+        return 3;
+    }
+    for (int r = 0; r < nranks; r++) {
+        cnt[r] = CE_COUNT;
+        dsp[r] = (int64_t)r * CE_COUNT;
+        for (size_t k = 0; k < blk; k++) {
+            send[(size_t)r * blk + k] = pattern(rank, r, k);
+        }
+    }
+    memset(rb[0], SENT, bytes + 2 * GUARD);
+    memset(rb[1], SENT, bytes + 2 * GUARD);
+    if (rank == 0) {
+        pthread_barrier_t bar;
+        pthread_t th[2];
+        entry_thread_t t[2];
+        int nok = 0, nbusy = 0;
+        pthread_barrier_init(&bar, NULL, 2);
+        for (int k = 0; k < 2; k++) {
+            t[k] = (entry_thread_t){comm, &bar, send, rb[k], cnt, dsp, -1};
+            pthread_create(&th[k], NULL, entry_main, &t[k]);
+        }
+        for (int k = 0; k < 2; k++) {
+            pthread_join(th[k], NULL);
+        }
+        pthread_barrier_destroy(&bar);
+        for (int k = 0; k < 2; k++) {
+            if (t[k].st == RMACOLL_SUCCESS) {
+                nok++;
+                rc |= check_blocks(rb[k], rank, nranks, blk);
+            } else if (t[k].st == RMACOLL_ERR_INVALID_ARG) {
+                nbusy++;
+                if (!all_sentinel(rb[k], bytes + 2 * GUARD)) {
+                    fprintf(stderr, "rank 0: the refused call wrote its buffer\n");
+                    rc = 1;
+                }
+            }
+            fprintf(stderr, "rank 0: thread %d: %s\n", k, rmacoll_status_name(t[k].st));
+        }
+        if (nok != 1 || nbusy != 1) {
+            rc = rc ? rc : 2;
+        }
+    } else {
+        struct timespec ts = {0, 300 * 1000 * 1000};
+        nanosleep(&ts, NULL); /* rank 0's threads are both inside by now */
+        if (rmacoll_alltoallv(send, cnt, dsp, rb[0] + GUARD, cnt, dsp, RMACOLL_INT32, comm,
+                              NULL) != RMACOLL_SUCCESS) {
+            rc = 2;
+        } else {
+            rc = check_blocks(rb[0], rank, nranks, blk);
+        }
+    }
+    free(send);
+    free(rb[0]);
+    free(rb[1]);
+    return rc;
+}
+
+static void test_concurrent_entry(void **state)
+{
+    static const int one_node[3] = {0, 0, 0}, two_nodes[3] = {0, 0, 1};
+    rmacoll_config_t cfg = base_config(5000);
+
+    (void)state;
+    for (int t = 0; t < 2; t++) {
+        int codes[8] = {0};
+        mprun_opts_t o = {3, t ? two_nodes : one_node, &cfg, 60, -1};
+        int failed = mprun(&o, entry_body, NULL, codes);
+        for (int r = 0; r < 3 && failed; r++) {
+            print_message("rank %d exit %d\n", r, codes[r]);
+        }
+        assert_int_equal(failed, 0);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dtype_node),
+        cmocka_unit_test(test_dtype_relayed),
+        cmocka_unit_test(test_concurrent_entry),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
