@@ -283,6 +283,7 @@ static void fill_env(rmacoll_comm_t *comm, rmacoll_transport_env_t *env,
         comm->peer_nsig[r] = comm->peer_lay[r].nsig;
     }
     env->peer_nsignals = comm->peer_nsig;
+    env->config_get = rmacoll_config_get;
 }
 
 /* The transports to choose from: every built-in, then the plugins the

@@ -6,6 +6,8 @@
  */
 #include "core/transport.h"
 
+#include "core/config_internal.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -346,6 +348,8 @@ static rmacoll_status_t load_plugin(const char *path, const char *spec, const ch
     }
     out->dl = dl;
     snprintf(out->spec, sizeof(out->spec), "%s", spec);
+    /* its keys become configurable ("<name>.<key>") */
+    rmacoll__config_add_keys(out->name, out->keys, out->nkeys);
     return RMACOLL_SUCCESS;
 }
 

@@ -128,12 +128,23 @@ typedef void (*rmacoll_log_fn_t)(void *ctx, rmacoll_log_level_t level,
 /* Maximum length (with the terminating NUL) of string config values. */
 #define RMACOLL_CONFIG_STR_MAX 128
 
+/* Bytes of rmacoll_config_t's opaque store of transport keys (ext). */
+#define RMACOLL_CONFIG_EXT_BYTES 2048
+
 /**
  * Configuration. Defaults < YAML file (RMACOLL_CONFIG) < environment
  * (RMACOLL_<KEY>, e.g. RMACOLL_RELAY_SLOTS) < this struct when given to
  * rmacoll_comm_create. Fill it with rmacoll_config_init() first; every
  * rank must use the same configuration (checked at create).
  * See `rmacoll-info` for every key, its default and its meaning.
+ *
+ * Transports own their keys (rmacoll_transport.h, docs/config.md): the
+ * fields from nvlink_kernel_threshold to verbs_max_inflight are the
+ * storage of the in-tree transports' keys that existed when transports
+ * took over their configuration; they stay for source compatibility
+ * (frozen: no transport field is added again). Every other transport
+ * key, a plugin's too, is stored in ext, set and read with
+ * rmacoll_config_set / rmacoll_config_get only.
  */
 typedef struct rmacoll_config {
     size_t struct_size;            /* sizeof(rmacoll_config_t) */
@@ -147,6 +158,7 @@ typedef struct rmacoll_config {
     uint32_t relay_slots;          /* relay.slots: slots per incoming channel */
     uint64_t max_task_bytes;       /* split tasks above this; only the last chunk signals */
     uint64_t timeout_ms;           /* every wait fails after this, naming the peer */
+    /* --- storage of in-tree transport keys (frozen; see above) --- */
     uint64_t nvlink_kernel_threshold; /* intra_node auto: bytes at or below use nvlink_kernel */
     char ofi_provider[RMACOLL_CONFIG_STR_MAX];  /* ofi.provider, e.g. "tcp;ofi_rxm", "shm" */
     char ofi_iface[RMACOLL_CONFIG_STR_MAX];     /* ofi.iface, e.g. "lo" ("" = provider default) */
@@ -159,6 +171,9 @@ typedef struct rmacoll_config {
     uint32_t verbs_max_inflight;   /* verbs.max_inflight work requests per QP */
     int log_level;                 /* log.level (rmacoll_log_level_t) */
     uint32_t log_subsystems;       /* log.subsystems (RMACOLL_LOG_SUBSYS_* mask) */
+    /* Opaque: transport keys without a field above (rmacoll_config_set);
+     * zeroed by rmacoll_config_init, copied with the struct. */
+    char ext[RMACOLL_CONFIG_EXT_BYTES];
 } rmacoll_config_t;
 
 /** Fills cfg with the built-in defaults (no file, no environment). */

@@ -31,31 +31,43 @@ static const struct {
 };
 #define INFO_NCAPS (sizeof(info_caps) / sizeof(info_caps[0]))
 
-/* The configuration keys a transport owns: "<name>.<key>" in the table,
- * then those its ops declare; comma-separated into buf (JSON strings when
- * json). */
-static void info_transport_keys(const rmacoll_transport_ops_t *t, int json, char *buf,
-                                size_t len)
+/* The configuration keys a transport declares (rmacoll_transport_key_t,
+ * full names as the config spells them); comma-separated into buf (JSON
+ * strings when json). */
+static void info_keys(const char *name, const rmacoll_transport_key_t *keys, size_t nkeys,
+                      int json, char *buf, size_t len)
 {
-    size_t nkeys = 0, off = 0, plen = t->name != NULL ? strlen(t->name) : 0;
-    const rmacoll__config_key_t *keys = rmacoll__config_keys(&nkeys);
+    size_t off = 0;
     int n = 0;
 
     buf[0] = '\0';
-    for (size_t i = 0; plen > 0 && i < nkeys && off < len; i++) {
-        if (strncmp(keys[i].key, t->name, plen) == 0 && keys[i].key[plen] == '.') {
-            off += (size_t)snprintf(buf + off, len - off, json ? "%s\"%s\"" : "%s%s",
-                                    n++ ? ", " : "", keys[i].key);
+    for (size_t i = 0; name != NULL && keys != NULL && i < nkeys && off < len; i++) {
+        char full[96];
+        if (keys[i].name == NULL ||
+            rmacoll__config_key_name(name, keys[i].name, full, sizeof(full)) != 0) {
+            continue;
+        }
+        off += (size_t)snprintf(buf + off, len - off, json ? "%s\"%s\"" : "%s%s",
+                                n++ ? ", " : "", full);
+    }
+}
+
+static void info_transport_keys(const rmacoll_transport_ops_t *t, int json, char *buf,
+                                size_t len)
+{
+    info_keys(t->name, t->keys, t->nkeys, json, buf, len);
+}
+
+/* Is the transport named `name` compiled into this library? */
+static int info_built(const char *name)
+{
+    for (int n = 0; rmacoll__builtin_transports[n] != NULL; n++) {
+        if (rmacoll__builtin_transports[n]->name != NULL &&
+            strcmp(rmacoll__builtin_transports[n]->name, name) == 0) {
+            return 1;
         }
     }
-    for (size_t i = 0; t->keys != NULL && i < t->nkeys && off < len; i++) {
-        off += (size_t)snprintf(buf + off, len - off, json ? "%s\"%s.%s\"" : "%s%s.%s",
-                                n++ ? ", " : "", t->name, t->keys[i].name);
-    }
-    for (size_t i = 0; t->small_max_key != NULL && i < 1 && off < len; i++) {
-        off += (size_t)snprintf(buf + off, len - off, json ? "%s\"%s\"" : "%s%s",
-                                n++ ? ", " : "", t->small_max_key);
-    }
+    return 0;
 }
 
 static void info_usage(FILE *fp)
@@ -143,6 +155,16 @@ static void info_text(const rmacoll_config_t *cfg, const char *file, const char 
     }
     if (n == 0) {
         printf("  (none)\n");
+    }
+    for (size_t k = 0; rmacoll__transport_keysets[k] != NULL; k++) {
+        const rmacoll_transport_keyset_t *ks = rmacoll__transport_keysets[k];
+        char tkeys[512];
+        if (info_built(ks->transport)) {
+            continue;
+        }
+        info_keys(ks->transport, ks->keys, ks->nkeys, 0, tkeys, sizeof(tkeys));
+        printf("  %-14s not built into this library (its keys are accepted)\n"
+               "  %-14s keys: %s\n", ks->transport, "", tkeys[0] ? tkeys : "none");
     }
 
     printf("\nschedulers compiled in:\n");

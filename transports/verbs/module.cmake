@@ -19,3 +19,7 @@ if(RMACOLL_ENABLE_VERBS)
     message(STATUS "rmacoll: verbs transport disabled (libibverbs or infiniband/verbs.h not found)")
   endif()
 endif()
+# The keys (verbs_keys.c) are compiled in every build: a config naming them loads
+# everywhere, and rmacoll-info lists them.
+list(APPEND RMACOLL_SOURCES ${CMAKE_CURRENT_LIST_DIR}/verbs_keys.c)
+list(APPEND RMACOLL_TRANSPORT_KEYSETS rmacoll_transport_verbs_keyset)
