@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/config_internal.h"
+#include "core/transport.h"
 #include "rmacoll.h"
 #include "rmacoll_sched.h"
 #include "rmacoll_transport.h"
@@ -162,9 +163,15 @@ static void info_text(const rmacoll_config_t *cfg, const char *file, const char 
         if (info_built(ks->transport)) {
             continue;
         }
+        char mod[1024];
         info_keys(ks->transport, ks->keys, ks->nkeys, 0, tkeys, sizeof(tkeys));
-        printf("  %-14s not built into this library (its keys are accepted)\n"
-               "  %-14s keys: %s\n", ks->transport, "", tkeys[0] ? tkeys : "none");
+        if (rmacoll__tops_module_path(ks->transport, mod, sizeof(mod)) == 0) {
+            printf("  %-14s available as module %s\n", ks->transport, mod);
+        } else {
+            printf("  %-14s not built (no module librmacoll-%s.so; its keys are accepted)\n",
+                   ks->transport, ks->transport);
+        }
+        printf("  %-14s keys: %s\n", "", tkeys[0] ? tkeys : "none");
     }
 
     printf("\nschedulers compiled in:\n");

@@ -1462,3 +1462,10 @@ const rmacoll_transport_ops_t rmacoll_transport_verbs_ops = {
     .keys = rmacoll_transport_verbs_keys,
     .nkeys = VERBS_NKEYS,
 };
+
+#ifdef RMACOLL_VERBS_MODULE
+/* Built as librmacoll-verbs.so: the same table under the plugin entry
+ * symbol, which the core's loader resolves (rmacoll_transport.h). */
+extern const rmacoll_transport_ops_t RMACOLL_TRANSPORT_PLUGIN_SYMBOL
+    __attribute__((alias("rmacoll_transport_verbs_ops")));
+#endif

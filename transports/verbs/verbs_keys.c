@@ -3,12 +3,12 @@
  * Compiled into the core library in every build, with or without
  * rdma-core, so a config file naming them loads everywhere
  * (rmacoll_transport.h, rmacoll_transport_keyset_t). verbs.c reads the
- * values from the rmacoll_config_t fields that store them (verbs_*).
+ * values from the rmacoll_config_t fields that store them (verbs_*). Also
+ * compiled into librmacoll-verbs.so, so it calls nothing of librmacoll.
  */
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "rmacoll_transport.h"
 #include "transports/verbs/verbs_keys.h"
@@ -30,13 +30,8 @@ const rmacoll_transport_key_t rmacoll_transport_verbs_keys[VERBS_NKEYS] = {
 static const char *verbs_keys_check(const rmacoll_config_t *cfg, char *problem, size_t plen)
 {
     static const uint64_t allowed[] = {0, 256, 512, 1024, 2048, 4096};
-    char buf[32];
-    uint64_t mtu;
+    uint64_t mtu = cfg->verbs_mtu; /* its storage (rmacoll.h); nothing of librmacoll called */
 
-    if (rmacoll_config_get(cfg, "verbs.mtu", buf, sizeof(buf)) != RMACOLL_SUCCESS) {
-        return NULL;
-    }
-    mtu = strtoull(buf, NULL, 10);
     for (size_t k = 0; k < sizeof(allowed) / sizeof(allowed[0]); k++) {
         if (allowed[k] == mtu) {
             return NULL;
