@@ -1521,8 +1521,9 @@ rmacoll_status_t rmacoll__config_check(const rmacoll_config_t *cfg, char *errbuf
     char val[RMACOLL_CONFIG_STR_MAX + 16];
 
     config_msg(errbuf, errlen, "%s", "");
-    if (cfg == NULL || cfg->struct_size < sizeof(rmacoll_config_t)) {
-        config_msg(errbuf, errlen, "config is NULL or its struct_size is %zu, not %zu",
+    if (cfg == NULL || cfg->struct_size != sizeof(rmacoll_config_t)) {
+        config_msg(errbuf, errlen, "config %s struct_size is %zu, not sizeof(rmacoll_config_t) "
+                   "= %zu (fill it with rmacoll_config_init)", cfg == NULL ? "is NULL;" : "",
                    cfg != NULL ? cfg->struct_size : (size_t)0, sizeof(rmacoll_config_t));
         return RMACOLL_ERR_INVALID_ARG;
     }

@@ -247,8 +247,13 @@ typedef struct rmacoll_comm_params {
  * Exactly one of unique_id and oob must be set. Nodes are found from the
  * node keys of all ranks; ranks of one node need not be contiguous.
  * Errors: RMACOLL_ERR_INVALID_ARG (bad rank, nranks, or both/neither of
- * unique_id and oob), RMACOLL_ERR_CONFIG (bad config or configs differing
- * between ranks), RMACOLL_ERR_BOOTSTRAP, RMACOLL_ERR_TRANSPORT,
+ * unique_id and oob; params->struct_size not sizeof(rmacoll_comm_params_t):
+ * returned at once on that rank only; config->struct_size not
+ * sizeof(rmacoll_config_t): on every rank), RMACOLL_ERR_CONFIG (a value of
+ * params->config that the YAML and environment paths reject, e.g.
+ * timeout_ms = 0, relay.slots = 0, max_task_bytes = 0, log.level = 99, on
+ * any rank: every rank fails, the message naming that rank and the key;
+ * or configs differing between ranks), RMACOLL_ERR_BOOTSTRAP, RMACOLL_ERR_TRANSPORT,
  * RMACOLL_ERR_NO_DEVICE, RMACOLL_ERR_TIMEOUT, RMACOLL_ERR_NO_MEMORY.
  */
 rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,

@@ -5,6 +5,7 @@
  * and guarded; every byte is compared.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -307,13 +309,171 @@ static void test_concurrent_entry(void **state)
     }
 }
 
-int main(void)
+/* ---- item 7: the embedder's config is validated at create ---- */
+
+typedef void (*cfg_edit_fn_t)(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm);
+
+static char log_text[4096];
+
+static void log_capture(void *ctx, rmacoll_log_level_t level, uint32_t subsys,
+                        const char *msg)
+{
+    size_t n = strlen(log_text);
+
+    (void)ctx;
+    (void)subsys;
+    if (level == RMACOLL_LOG_ERROR && n + strlen(msg) + 2 < sizeof(log_text)) {
+        snprintf(log_text + n, sizeof(log_text) - n, "%s\n", msg);
+    }
+}
+
+/* Creates a communicator on nranks forked processes, each with the config
+ * (and params) `edit` makes for it; every rank must fail with `expect`
+ * within the deadline, its error naming every string of `want`. */
+static void create_all(int nranks, cfg_edit_fn_t edit, rmacoll_status_t expect,
+                       const char *const *want, int nwant)
+{
+    rmacoll_unique_id_t id;
+    pid_t pid[16];
+    int failed = 0;
+
+    assert_int_equal(rmacoll_get_unique_id(&id), RMACOLL_SUCCESS);
+    for (int r = 0; r < nranks; r++) {
+        pid[r] = fork();
+        assert_true(pid[r] >= 0);
+        if (pid[r] == 0) {
+            rmacoll_config_t cfg = base_config(20000);
+            rmacoll_comm_params_t prm;
+            rmacoll_comm_t *comm = NULL;
+            rmacoll_status_t st;
+            int rc = 0;
+            alarm(60);
+            memset(&prm, 0, sizeof(prm));
+            prm.struct_size = sizeof(prm);
+            prm.rank = r;
+            prm.nranks = nranks;
+            prm.unique_id = &id;
+            prm.config = &cfg;
+            prm.node_key = "safety-node";
+            prm.log_fn = log_capture;
+            edit(r, &cfg, &prm);
+            st = rmacoll_comm_create(&prm, &comm);
+            if (st != expect) {
+                fprintf(stderr, "rank %d: create returned %s, expected %s\n", r,
+                        rmacoll_status_name(st), rmacoll_status_name(expect));
+                rc = 2;
+            }
+            for (int k = 0; k < nwant && rc == 0; k++) {
+                char w[160];
+                snprintf(w, sizeof(w), want[k], r);
+                if (strstr(log_text, w) == NULL) {
+                    fprintf(stderr, "rank %d: error log \"%s\" lacks \"%s\"\n", r,
+                            log_text, w);
+                    rc = 2;
+                }
+            }
+            if (comm != NULL) {
+                rmacoll_comm_destroy(comm);
+            }
+            _exit(rc);
+        }
+    }
+    for (int r = 0; r < nranks; r++) {
+        int status = 0;
+        waitpid(pid[r], &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            print_message("rank %d: status 0x%x\n", r, status);
+            failed++;
+        }
+    }
+    assert_int_equal(failed, 0);
+}
+
+static void edit_timeout0(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    (void)rank;
+    (void)prm;
+    cfg->timeout_ms = 0;
+}
+
+static void edit_slots0_rank1(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    (void)prm;
+    if (rank == 1) {
+        cfg->relay_slots = 0;
+    }
+}
+
+static void edit_task0(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    (void)rank;
+    (void)prm;
+    cfg->max_task_bytes = 0;
+}
+
+static void edit_level99_rank0(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    (void)prm;
+    if (rank == 0) {
+        cfg->log_level = 99;
+    }
+}
+
+static void edit_cfg_size0_rank2(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    (void)prm;
+    if (rank == 2) {
+        cfg->struct_size = 0;
+    }
+}
+
+static void edit_cfg_size_big(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    (void)rank;
+    (void)prm;
+    cfg->struct_size = sizeof(*cfg) + 8;
+}
+
+static void edit_params_size0(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    (void)rank;
+    (void)cfg;
+    prm->struct_size = 0;
+}
+
+static void test_embedder_config(void **state)
+{
+    static const char *const w_timeout[] = {"config timeout_ms: 0 is below the minimum 1"};
+    /* %d: the rank checking its log */
+    static const char *const w_slots[] = {"rank %d", "rank 1", "relay.slots"};
+    static const char *const w_task[] = {"config max_task_bytes"};
+    static const char *const w_level[] = {"rank %d", "rank 0", "log.level", "99"};
+    static const char *const w_size[] = {"rank %d", "rank 2", "struct_size is 0"};
+    static const char *const w_big[] = {"struct_size is"};
+    static const char *const w_params[] = {"rank %d: rmacoll_comm_create: params->struct_size is 0"};
+
+    (void)state;
+    create_all(3, edit_timeout0, RMACOLL_ERR_CONFIG, w_timeout, 1);
+    create_all(3, edit_slots0_rank1, RMACOLL_ERR_CONFIG, w_slots, 3);
+    create_all(3, edit_task0, RMACOLL_ERR_CONFIG, w_task, 1);
+    create_all(3, edit_level99_rank0, RMACOLL_ERR_CONFIG, w_level, 4);
+    create_all(3, edit_cfg_size0_rank2, RMACOLL_ERR_INVALID_ARG, w_size, 3);
+    create_all(2, edit_cfg_size_big, RMACOLL_ERR_INVALID_ARG, w_big, 1);
+    /* a params struct of the wrong size cannot be read: refused locally, at once */
+    create_all(2, edit_params_size0, RMACOLL_ERR_INVALID_ARG, w_params, 1);
+}
+
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_node),
         cmocka_unit_test(test_dtype_relayed),
         cmocka_unit_test(test_concurrent_entry),
+        cmocka_unit_test(test_embedder_config),
     };
 
+    if (argc > 1) {
+        cmocka_set_test_filter(argv[1]); /* e.g. test_safety 'test_dtype*' */
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
