@@ -15,7 +15,7 @@
 /* One configuration key. */
 typedef struct rmacoll__config_key {
     const char *key;         /* dotted YAML path, e.g. "relay.slots" */
-    const char *type;        /* "size", "u32", "bool", "enum(ce|nvlink_kernel|auto)", ... */
+    const char *type;        /* "size", "u32", "bool", "enum(a|b|c)", ... */
     const char *default_str; /* default value as written in YAML, e.g. "64MiB" */
     const char *meaning;     /* one line */
 } rmacoll__config_key_t;
