@@ -183,24 +183,26 @@ static rmacoll_status_t check_config(rmacoll_comm_t *comm, rmacoll_status_t cfg_
 
 /* Every relay's slots must hold at least one element of the widest type;
  * a relay divides its buffer among all the senders it serves, so this
- * depends on the topology, not only on buffer_bytes / slots. */
+ * depends on the topology, not only on buffer_bytes / slots (the rule:
+ * rmacoll__plan_min_relay_bytes). Every rank computes it for every relay,
+ * so every rank fails alike. */
 static rmacoll_status_t check_relay_slots(rmacoll_comm_t *comm)
 {
-    for (int r = 0; comm->pcfg.relay_enabled && r < comm->nranks; r++) {
-        int nin = rmacoll__plan_nin(comm->topo, &comm->pcfg, r);
-        uint64_t slot = rmacoll__plan_slot_bytes(comm->topo, &comm->pcfg, r);
-        if (nin > 0 && slot < 8) {
-            return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
-                                      "rank %d: relay.buffer_bytes = %llu is too small: "
-                                      "rank %d relays for %d senders with %u slots each, "
-                                      "leaving %llu-byte slots (at least 8 needed; "
-                                      "buffer_bytes >= %llu)", comm->rank,
-                                      (unsigned long long)comm->pcfg.relay_buffer_bytes, r,
-                                      nin, comm->pcfg.relay_slots,
-                                      (unsigned long long)slot,
-                                      (unsigned long long)8 * (uint64_t)nin *
-                                          comm->pcfg.relay_slots);
-        }
+    int r = -1;
+    uint64_t min = rmacoll__plan_min_relay_bytes(comm->topo, &comm->pcfg, &r);
+
+    if (r >= 0 && comm->pcfg.relay_buffer_bytes < min) {
+        return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
+                                  "rank %d: relay.buffer_bytes = %llu is too small for "
+                                  "this topology: rank %d relays for %d senders with %u "
+                                  "slots each, leaving %llu-byte slots (at least %u "
+                                  "needed: relay.buffer_bytes >= %llu)", comm->rank,
+                                  (unsigned long long)comm->pcfg.relay_buffer_bytes, r,
+                                  rmacoll__plan_nin(comm->topo, &comm->pcfg, r),
+                                  comm->pcfg.relay_slots,
+                                  (unsigned long long)rmacoll__plan_slot_bytes(
+                                      comm->topo, &comm->pcfg, r),
+                                  RMACOLL__MIN_SLOT_BYTES, (unsigned long long)min);
     }
     return RMACOLL_SUCCESS;
 }

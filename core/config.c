@@ -107,8 +107,9 @@ static const rmacoll__config_key_t config_keys[CFG_NKEYS] = {
     [CFG_RELAY_ENABLED] = {"relay.enabled", "bool", "true",
                            "send cross-node traffic through the rail-aligned two-hop relay"},
     [CFG_RELAY_BUFFER_BYTES] = {"relay.buffer_bytes", "size", "64MiB",
-                                "relay buffer per rank, split into slots; "
-                                "buffer_bytes / slots must be >= 8"},
+                                "relay buffer per rank, split into slots; each relay needs "
+                                ">= 8 * slots * its incoming channels (rmacoll-info "
+                                "--topology prints the minimum)"},
     [CFG_RELAY_SLOTS] = {"relay.slots", "u32", "4",
                          "slots per incoming relay channel (>= 1)"},
     [CFG_MAX_TASK_BYTES] = {"max_task_bytes", "size", "1GiB",

@@ -143,7 +143,13 @@ typedef struct rmacoll_config {
     char scheduler_plugin[RMACOLL_CONFIG_STR_MAX]; /* path of a .so, or "" */
     uint64_t scheduler_seed;       /* seed of the random scheduler */
     int relay_enabled;             /* relay.enabled: 1 = two-hop relay across nodes */
-    uint64_t relay_buffer_bytes;   /* relay.buffer_bytes: per-rank relay buffer */
+    uint64_t relay_buffer_bytes;   /* relay.buffer_bytes: per-rank relay buffer, split
+                                    * among the relay's nin incoming channels x slots;
+                                    * slot bytes = floor(buffer_bytes / (nin * slots))
+                                    * rounded down to 8 must be >= 8, so the minimum is
+                                    * 8 * slots * (most channels of any relay) and
+                                    * depends on the topology (rmacoll-info --topology;
+                                    * checked at create) */
     uint32_t relay_slots;          /* relay.slots: slots per incoming channel */
     uint64_t max_task_bytes;       /* split tasks above this; only the last chunk signals */
     uint64_t timeout_ms;           /* every wait fails after this, naming the peer */

@@ -463,6 +463,73 @@ static void test_embedder_config(void **state)
     create_all(2, edit_params_size0, RMACOLL_ERR_INVALID_ARG, w_params, 1);
 }
 
+/* ---- item 9: the real minimum relay buffer of a topology ---- */
+
+/* Uniform AlltoAllV of int32 (count elements to every rank, in arg), every
+ * byte and guard checked. */
+static int uniform_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    int64_t count = *(const int64_t *)p;
+    size_t blk = (size_t)count * 4, bytes = blk * (size_t)nranks;
+    unsigned char *send = malloc(bytes + 1), *rbuf = malloc(bytes + 2 * GUARD);
+    int64_t cnt[64], dsp[64];
+    int rc;
+
+    if (send == NULL || rbuf == NULL) {
+        return 3;
+    }
+    for (int r = 0; r < nranks; r++) {
+        cnt[r] = count;
+        dsp[r] = (int64_t)r * count;
+        for (size_t k = 0; k < blk; k++) {
+            send[(size_t)r * blk + k] = pattern(rank, r, k);
+        }
+    }
+    memset(rbuf, SENT, bytes + 2 * GUARD);
+    if (rmacoll_alltoallv(send, cnt, dsp, rbuf + GUARD, cnt, dsp, RMACOLL_INT32, comm,
+                          NULL) != RMACOLL_SUCCESS) {
+        fprintf(stderr, "rank %d: %s\n", rank, rmacoll_comm_last_error(comm));
+        rc = 2;
+    } else {
+        rc = check_blocks(rbuf, rank, nranks, blk);
+    }
+    free(send);
+    free(rbuf);
+    return rc;
+}
+
+static void edit_relay_1_4(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    prm->node_key = rank == 0 ? "safety-a" : "safety-b";
+    cfg->relay_slots = 4;
+    cfg->relay_buffer_bytes = 120; /* the minimum of 1,4 with 4 slots is 128 */
+}
+
+/* 1,4 with 4 slots: 128 bytes is the minimum (4 channels into rank 0): it
+ * creates and moves data exactly through 8-byte slots; 120 (which passes
+ * the load-time buffer_bytes / slots >= 8) fails on every rank naming 128. */
+static void test_relay_minimum(void **state)
+{
+    static const int node_of[5] = {0, 1, 1, 1, 1};
+    static const char *const want[] = {"rank %d: relay.buffer_bytes = 120 is too small",
+                                       "rank 0 relays for 4 senders",
+                                       "relay.buffer_bytes >= 128"};
+    rmacoll_config_t cfg = base_config(20000);
+    int64_t count = 37;
+    int codes[8] = {0}, failed;
+    mprun_opts_t o = {5, node_of, &cfg, 120, -1};
+
+    (void)state;
+    cfg.relay_slots = 4;
+    cfg.relay_buffer_bytes = 128;
+    failed = mprun(&o, uniform_body, &count, codes);
+    for (int r = 0; r < 5 && failed; r++) {
+        print_message("rank %d exit %d\n", r, codes[r]);
+    }
+    assert_int_equal(failed, 0);
+    create_all(5, edit_relay_1_4, RMACOLL_ERR_CONFIG, want, 3);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -470,6 +537,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_dtype_relayed),
         cmocka_unit_test(test_concurrent_entry),
         cmocka_unit_test(test_embedder_config),
+        cmocka_unit_test(test_relay_minimum),
     };
 
     if (argc > 1) {
