@@ -116,8 +116,8 @@ static const rmacoll__config_key_t config_keys[CFG_NKEYS] = {
                             "transfers above this are split in chunks; only the last chunk "
                             "signals (>= 1)"},
     [CFG_TIMEOUT_MS] = {"timeout_ms", "u64", "30000",
-                        "every wait fails after this many milliseconds, naming the silent "
-                        "peer (>= 1)"},
+                        "a wait fails after this many milliseconds without progress "
+                        "(silence, not total time), naming the silent peer (>= 1)"},
     [CFG_NVLINK_KERNEL_THRESHOLD] = {"nvlink_kernel_threshold", "size", "256KiB",
                                      "with intra_node auto: node transfers of at most this "
                                      "many bytes use nvlink_kernel, larger ones ce"},

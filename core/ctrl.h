@@ -7,7 +7,7 @@
  *
  * Control window (host shared memory, mapped by node peers, registered
  * with the network transport):
- *   header (64 bytes: magic, the credit word, spare)
+ *   header (64 bytes: magic, the credit word, the progress count, spare)
  *   | signal words [nsig]
  *   | local record [2 parities]          (node peers read it)
  *   | inbox [2][nnet] | inbox2 [2][nnet]  (network peers write them)
@@ -43,6 +43,10 @@
  * (8 bytes from here to the same offset at the peer: some providers never
  * complete zero-length writes carrying remote CQ data). */
 #define RMACOLL__CTRL_CREDIT_OFF 8
+/* Byte offset in the header of the owner's progress count: raised by the
+ * owner each time one of its waits is satisfied; node peers waiting on the
+ * owner read it (a relay busy forwarding for others is making progress). */
+#define RMACOLL__CTRL_PROGRESS_OFF 16
 #define RMACOLL__CTRL_HEADER_BYTES 64
 
 /* A status travelling between ranks: the error of the lowest rank wins. */

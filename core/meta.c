@@ -35,16 +35,54 @@ static uint64_t load_acquire(const volatile uint64_t *w)
     return __atomic_load_n(w, __ATOMIC_ACQUIRE);
 }
 
+/* The progress count in the header of a control window. */
+static volatile uint64_t *progress_word(void *ctrl_base)
+{
+    return (volatile uint64_t *)((char *)ctrl_base + RMACOLL__CTRL_PROGRESS_OFF);
+}
+
+/*
+ * What a waiter can see of progress, summed: the awaited word itself (a
+ * transfer in chunks raises it once per chunk), every signal word of this
+ * rank (any peer still delivering to it), and, when the awaited peer is a
+ * node peer, that peer's progress count (a relay busy forwarding for other
+ * ranks raises it with each wait it completes). A network peer's own
+ * progress is visible only through the words it raises here.
+ */
+static uint64_t progress_seen(const rmacoll_comm_t *comm, const volatile uint64_t *word,
+                              int peer)
+{
+    uint64_t sum = load_acquire(word);
+
+    for (uint32_t k = 0; k < comm->lay.nsig; k++) {
+        sum += __atomic_load_n(&comm->signals[k], __ATOMIC_RELAXED);
+    }
+    if (peer >= 0 && peer < comm->nranks && peer != comm->rank &&
+        comm->peer_ctrl[peer].addr != NULL) {
+        sum += __atomic_load_n(progress_word(comm->peer_ctrl[peer].addr), __ATOMIC_RELAXED);
+    }
+    return sum;
+}
+
+/*
+ * The timeout counts silence, not total time: the wait fails when nothing
+ * it can see (progress_seen) has moved for timeout_ms. A slow transfer
+ * that keeps delivering chunks never times out; a stopped or dead peer is
+ * reported timeout_ms (+ one sampling period, timeout_ms / 16) after its
+ * last sign of life.
+ */
 rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
                                     const volatile uint64_t *word,
                                     uint64_t value, int peer, const char *what)
 {
-    uint64_t start = 0;
+    uint64_t last_change = 0, next_sample = 0, seen = 0;
+    uint64_t period = comm->cfg.timeout_ms / 16 ? comm->cfg.timeout_ms / 16 : 1;
     unsigned spins = 0;
 
     while (load_acquire(word) < value) {
         int ep;
         rmacoll_status_t pst = rmacoll__proxy_error(&comm->proxy, &ep);
+        uint64_t now;
         if (pst != RMACOLL_SUCCESS) {
             return rmacoll__comm_fail(comm, pst,
                                       "rank %d: network transport failed (peer %d) "
@@ -56,16 +94,27 @@ rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
         if (++spins < 256) {
             continue;
         }
-        if (start == 0) {
-            start = now_ms();
-        } else if (now_ms() - start > comm->cfg.timeout_ms) {
-            return rmacoll__comm_fail(comm, RMACOLL_ERR_TIMEOUT,
-                                      "rank %d: timed out after %llu ms waiting for "
-                                      "rank %d (%s: signal at %llu, expected %llu)",
-                                      comm->rank,
-                                      (unsigned long long)comm->cfg.timeout_ms, peer,
-                                      what, (unsigned long long)load_acquire(word),
-                                      (unsigned long long)value);
+        now = now_ms();
+        if (last_change == 0) {
+            last_change = now;
+            next_sample = now + period;
+            seen = progress_seen(comm, word, peer);
+        } else if (now >= next_sample) {
+            uint64_t p = progress_seen(comm, word, peer);
+            next_sample = now + period;
+            if (p != seen) {
+                seen = p;
+                last_change = now;
+            } else if (now - last_change > comm->cfg.timeout_ms) {
+                return rmacoll__comm_fail(comm, RMACOLL_ERR_TIMEOUT,
+                                          "rank %d: timed out waiting for rank %d: no "
+                                          "progress for %llu ms (%s: signal at %llu, "
+                                          "expected %llu)",
+                                          comm->rank, peer,
+                                          (unsigned long long)(now - last_change), what,
+                                          (unsigned long long)load_acquire(word),
+                                          (unsigned long long)value);
+            }
         }
         if (spins > 4096) {
             struct timespec ts = {0, 20000};
@@ -74,6 +123,10 @@ rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
             sched_yield();
         }
     }
+    /* a satisfied wait is this rank's progress, for node peers waiting on it */
+    __atomic_store_n(progress_word(comm->ctrl.addr),
+                     __atomic_load_n(progress_word(comm->ctrl.addr), __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
     return RMACOLL_SUCCESS;
 }
 

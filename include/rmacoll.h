@@ -152,7 +152,8 @@ typedef struct rmacoll_config {
                                     * checked at create) */
     uint32_t relay_slots;          /* relay.slots: slots per incoming channel */
     uint64_t max_task_bytes;       /* split tasks above this; only the last chunk signals */
-    uint64_t timeout_ms;           /* every wait fails after this, naming the peer */
+    uint64_t timeout_ms;           /* a wait fails after this long without progress
+                                    * (silence, not total time), naming the peer */
     uint64_t nvlink_kernel_threshold; /* intra_node auto: bytes at or below use nvlink_kernel */
     char ofi_provider[RMACOLL_CONFIG_STR_MAX];  /* ofi.provider, e.g. "tcp;ofi_rxm", "shm" */
     char ofi_iface[RMACOLL_CONFIG_STR_MAX];     /* ofi.iface, e.g. "lo" ("" = provider default) */
@@ -318,8 +319,14 @@ const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm);
  *                           between ranks (the element size travels in the
  *                           metadata; the message names both ranks and sizes)
  *  RMACOLL_ERR_MISMATCH     sendcounts of i for j != recvcounts of j for i
- *  RMACOLL_ERR_TIMEOUT      a peer was silent longer than timeout_ms
- *                           (the message names it)
+ *  RMACOLL_ERR_TIMEOUT      a wait saw no progress for timeout_ms (the
+ *                           message names the awaited peer). Progress is
+ *                           any rise of the awaited word, of any signal word
+ *                           of this rank, or of a node peer's progress count
+ *                           (raised by each wait it completes), so a slow
+ *                           transfer that keeps moving does not time out; a
+ *                           stopped peer is reported about timeout_ms after
+ *                           its last sign of life
  *  RMACOLL_ERR_TRANSPORT    the network reported a failure (a dead peer is
  *                           often seen this way, before any timeout)
  *  RMACOLL_ERR_PEER         a node peer vanished during a copy, or the

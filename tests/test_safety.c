@@ -5,6 +5,7 @@
  * and guarded; every byte is compared.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -530,6 +532,122 @@ static void test_relay_minimum(void **state)
     create_all(5, edit_relay_1_4, RMACOLL_ERR_CONFIG, want, 3);
 }
 
+/* ---- item 4: the timeout counts silence, not total time ---- */
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+#define SLOW_BIG (1 << 18) /* int32 elements: 1 MiB from rank 0 to rank 3 */
+
+/* Elements rank i sends to rank j: one skewed block, small others. */
+static int64_t slow_count(int i, int j)
+{
+    return i == 0 && j == 3 ? SLOW_BIG : 1000 + (i * 7 + j * 3) % 50;
+}
+
+typedef struct slow_arg {
+    uint64_t timeout_ms;
+    _Atomic int *done;   /* shared by the forked ranks: calls finished */
+} slow_arg_t;
+
+/* One skewed call through 64-byte relay slots: every byte and guard is
+ * checked; ranks 0 and 3 (the big block's ends) exit 4 when the call took
+ * no longer than the timeout (the test would not prove its point). */
+static int slow_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    const slow_arg_t *a = p;
+    int64_t sc[64], sd[64], rc_[64], rd[64], stot = 0, rtot = 0;
+    unsigned char *send, *rbuf;
+    uint64_t t0, dt;
+    int rc = 0;
+
+    for (int r = 0; r < nranks; r++) {
+        sc[r] = slow_count(rank, r);
+        sd[r] = stot;
+        stot += sc[r];
+        rc_[r] = slow_count(r, rank);
+        rd[r] = rtot;
+        rtot += rc_[r];
+    }
+    send = malloc((size_t)stot * 4 + 1);
+    rbuf = malloc((size_t)rtot * 4 + 2 * GUARD);
+    if (send == NULL || rbuf == NULL) {
+        return 3;
+    }
+    for (int r = 0; r < nranks; r++) {
+        for (size_t k = 0; k < (size_t)sc[r] * 4; k++) {
+            send[(size_t)sd[r] * 4 + k] = pattern(rank, r, k);
+        }
+    }
+    memset(rbuf, SENT, (size_t)rtot * 4 + 2 * GUARD);
+    t0 = mono_ms();
+    if (rmacoll_alltoallv(send, sc, sd, rbuf + GUARD, rc_, rd, RMACOLL_INT32, comm, NULL) !=
+        RMACOLL_SUCCESS) {
+        fprintf(stderr, "rank %d: %s\n", rank, rmacoll_comm_last_error(comm));
+        rc = 2;
+    }
+    dt = mono_ms() - t0;
+    for (int r = 0; r < nranks && rc == 0; r++) {
+        for (size_t k = 0; k < (size_t)rc_[r] * 4; k++) {
+            if (rbuf[GUARD + (size_t)rd[r] * 4 + k] != pattern(r, rank, k)) {
+                fprintf(stderr, "rank %d: byte %zu from rank %d wrong\n", rank, k, r);
+                rc = 1;
+                break;
+            }
+        }
+    }
+    if (!all_sentinel(rbuf, GUARD) || !all_sentinel(rbuf + GUARD + (size_t)rtot * 4, GUARD)) {
+        rc = 1;
+    }
+    fprintf(stderr, "rank %d: call took %llu ms (timeout %llu ms)\n", rank,
+            (unsigned long long)dt, (unsigned long long)a->timeout_ms);
+    /* the ranks with small blocks finish long before the others: wait for
+     * them here, outside rmacoll, so that the destroy's bootstrap barrier
+     * (which waits timeout_ms for every rank to enter) starts together */
+    atomic_fetch_add(a->done, 1);
+    for (uint64_t w0 = mono_ms(); atomic_load(a->done) < nranks && mono_ms() - w0 < 200000;) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (rc == 0 && (rank == 0 || rank == 3) && dt <= a->timeout_ms) {
+        rc = 4;
+    }
+    free(send);
+    free(rbuf);
+    return rc;
+}
+
+/* 1 MiB through 64-byte relay slots (2 slots, one channel per relay on
+ * 2 x 2) with a 400 ms timeout: the call lasts longer than the timeout yet
+ * every wait sees progress, so it must succeed, byte for byte. */
+static void test_slow_progress(void **state)
+{
+    static const int node_of[4] = {0, 0, 1, 1};
+    _Atomic int *done = mmap(NULL, sizeof(*done), PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    slow_arg_t a = {400, done};
+    rmacoll_config_t cfg = base_config(a.timeout_ms);
+    int codes[8] = {0}, failed;
+    mprun_opts_t o = {4, node_of, &cfg, 240, -1};
+
+    (void)state;
+    assert_true(done != MAP_FAILED);
+    atomic_store(done, 0);
+    cfg.relay_slots = 2;
+    cfg.relay_buffer_bytes = 128; /* 64-byte slots */
+    failed = mprun(&o, slow_body, &a, codes);
+    munmap(done, sizeof(*done));
+    for (int r = 0; r < 4 && failed; r++) {
+        print_message("rank %d exit %d\n", r, codes[r]);
+    }
+    assert_int_equal(failed, 0);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -538,6 +656,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_concurrent_entry),
         cmocka_unit_test(test_embedder_config),
         cmocka_unit_test(test_relay_minimum),
+        cmocka_unit_test(test_slow_progress),
     };
 
     if (argc > 1) {
