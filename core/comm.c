@@ -458,12 +458,14 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->chan_rcount = calloc(nc, sizeof(int64_t));
     comm->chan_rdispl = calloc(nc, sizeof(int64_t));
     comm->meta_puts = calloc(2 * n, sizeof(rmacoll_put_t));
+    comm->abort_puts = calloc(n, sizeof(rmacoll_put_t));
     if (!comm->peer_ctrl || !comm->peer_lay || !comm->peer_nsig || !comm->peer_signals || !comm->net_list ||
         !comm->net_slot_at || !comm->net_index || !comm->path_peers[0] ||
         !comm->path_peers[1] || !comm->peer_ctrl_rkey || !comm->peer_relay_rkey ||
         !comm->scratch || !comm->uniform || !comm->peer_rcount || !comm->peer_rdispl ||
         !comm->peer_recv_addr || !comm->peer_recv_rkey || !comm->chan_sendcount ||
-        !comm->chan_rcount || !comm->chan_rdispl || !comm->meta_puts) {
+        !comm->chan_rcount || !comm->chan_rdispl || !comm->meta_puts ||
+        !comm->abort_puts) {
         return RMACOLL_ERR_NO_MEMORY;
     }
     return RMACOLL_SUCCESS;
@@ -537,6 +539,7 @@ static void comm_free(rmacoll_comm_t *comm)
     free(comm->chan_rcount);
     free(comm->chan_rdispl);
     free(comm->meta_puts);
+    free(comm->abort_puts);
     free(comm->puts);
     free(comm->wait_idx);
     free(comm->wait_val);
@@ -577,6 +580,7 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
     rmacoll__plan_init(&comm->plan);
     comm->rank = params->rank;
     comm->nranks = params->nranks;
+    comm->fail_culprit = -1;
     rmacoll__logger_default(&comm->log);
     comm->log.rank = comm->rank;
     rmacoll__proxy_init(&comm->proxy, comm->rank, 0, &comm->log, comm->last_error,

@@ -648,6 +648,122 @@ static void test_slow_progress(void **state)
     assert_int_equal(failed, 0);
 }
 
+/* ---- item 5: the first failure propagates, naming the silent rank ---- */
+
+typedef struct stop_shared {
+    _Atomic int pid[16];
+    _Atomic int done;       /* survivors finished their failing call */
+    _Atomic int bad;        /* survivors whose message did not name it */
+} stop_shared_t;
+
+typedef struct stop_arg {
+    stop_shared_t *sh;
+    int stop_rank;
+    uint64_t timeout_ms;
+} stop_arg_t;
+
+/* One exact call, then stop_rank stops itself (SIGSTOP) before the second
+ * call: every survivor's second call must fail within a few timeouts, its
+ * message naming stop_rank as the silent rank; the last survivor resumes
+ * it (SIGCONT), and its own late call must fail promptly too (the abort
+ * word is in its window), so that every rank can destroy. */
+static int stop_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    const stop_arg_t *a = p;
+    int64_t count = 1000;
+    char want[32];
+    const char *msg;
+    uint64_t t0, dt;
+    rmacoll_status_t st;
+    int rc = uniform_body(comm, rank, nranks, &count);
+    size_t bytes = (size_t)count * 4 * (size_t)nranks;
+    unsigned char *send = calloc(1, bytes), *rbuf = malloc(bytes);
+    int64_t cnt[64], dsp[64];
+
+    if (rc != 0 || send == NULL || rbuf == NULL) {
+        return rc ? rc : 3;
+    }
+    for (int r = 0; r < nranks; r++) {
+        cnt[r] = count;
+        dsp[r] = (int64_t)r * count;
+    }
+    atomic_store(&a->sh->pid[rank], (int)getpid());
+    if (rank == a->stop_rank) {
+        kill(getpid(), SIGSTOP);
+        /* resumed after every survivor failed */
+        t0 = mono_ms();
+        st = rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32, comm, NULL);
+        dt = mono_ms() - t0;
+        fprintf(stderr, "rank %d (resumed): %s in %llu ms: %s\n", rank,
+                rmacoll_status_name(st), (unsigned long long)dt,
+                rmacoll_comm_last_error(comm));
+        /* it learns of the failure from the abort word at its first wait:
+         * a secondary error naming the first failure, well within a timeout */
+        snprintf(want, sizeof(want), "silent rank %d", a->stop_rank);
+        msg = rmacoll_comm_last_error(comm);
+        rc = st != RMACOLL_ERR_PEER ? 2
+             : (strstr(msg, "secondary error") == NULL || strstr(msg, want) == NULL) ? 6
+             : dt >= a->timeout_ms ? 5 : 0;
+    } else {
+        t0 = mono_ms();
+        st = rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32, comm, NULL);
+        dt = mono_ms() - t0;
+        msg = rmacoll_comm_last_error(comm);
+        fprintf(stderr, "rank %d: %s in %llu ms: %s\n", rank, rmacoll_status_name(st),
+                (unsigned long long)dt, msg);
+        snprintf(want, sizeof(want), "silent rank %d", a->stop_rank);
+        if (st == RMACOLL_SUCCESS) {
+            rc = 2;
+        } else if (strstr(msg, want) == NULL ||
+                   (st != RMACOLL_ERR_TIMEOUT && strstr(msg, "secondary error") == NULL)) {
+            rc = 6; /* a secondary error says so */
+        } else if (dt > 4 * a->timeout_ms) {
+            rc = 5;
+        }
+        if (atomic_fetch_add(&a->sh->done, 1) + 1 == nranks - 1) {
+            int pid = 0;
+            for (uint64_t w0 = mono_ms(); pid == 0 && mono_ms() - w0 < 10000;) {
+                pid = atomic_load(&a->sh->pid[a->stop_rank]);
+            }
+            if (pid > 0) {
+                kill(pid, SIGCONT);
+            }
+        }
+    }
+    free(send);
+    free(rbuf);
+    return rc;
+}
+
+static void run_stop(const int *node_of, int nranks, int stop_rank)
+{
+    stop_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    stop_arg_t a = {sh, stop_rank, 1000};
+    rmacoll_config_t cfg = base_config(a.timeout_ms);
+    int codes[16] = {0}, failed;
+    mprun_opts_t o = {nranks, node_of, &cfg, 120, -1};
+
+    assert_true(sh != MAP_FAILED);
+    memset(sh, 0, sizeof(*sh));
+    failed = mprun(&o, stop_body, &a, codes);
+    munmap(sh, sizeof(*sh));
+    for (int r = 0; r < nranks && failed; r++) {
+        print_message("rank %d exit %d\n", r, codes[r]);
+    }
+    assert_int_equal(failed, 0);
+}
+
+static void test_stopped_rank_named(void **state)
+{
+    static const int one_node[4] = {0, 0, 0, 0}, two_nodes[4] = {0, 0, 1, 1};
+
+    (void)state;
+    run_stop(one_node, 4, 2);
+    run_stop(two_nodes, 4, 1);
+    run_stop(two_nodes, 4, 3);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -657,6 +773,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_embedder_config),
         cmocka_unit_test(test_relay_minimum),
         cmocka_unit_test(test_slow_progress),
+        cmocka_unit_test(test_stopped_rank_named),
     };
 
     if (argc > 1) {
