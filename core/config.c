@@ -118,7 +118,8 @@ static const char *const subsys_names[] = {"core",  "plan",      "sched",  "boot
       "send cross-node traffic through the rail-aligned two-hop relay",                      \
       .kind = CFG_KIND_BOOL, .offset = CFG_OFF(relay_enabled))                               \
     X(RELAY_BUFFER_BYTES, "relay.buffer_bytes", "size", "64MiB",                             \
-      "relay buffer per rank, split into slots; buffer_bytes / slots must be >= 8",          \
+      "relay buffer per rank, split into slots; each relay needs >= 8 * slots * its "       \
+      "incoming channels (rmacoll-info --topology prints the minimum)",                       \
       .kind = CFG_KIND_SIZE, .offset = CFG_OFF(relay_buffer_bytes), .min = 0,                \
       .max = UINT64_MAX)                                                                      \
     X(RELAY_SLOTS, "relay.slots", "u32", "4", "slots per incoming relay channel (>= 1)",     \
@@ -127,7 +128,8 @@ static const char *const subsys_names[] = {"core",  "plan",      "sched",  "boot
       "transfers above this are split in chunks; only the last chunk signals (>= 1)",        \
       .kind = CFG_KIND_SIZE, .offset = CFG_OFF(max_task_bytes), .min = 1, .max = UINT64_MAX) \
     X(TIMEOUT_MS, "timeout_ms", "u64", "30000",                                              \
-      "every wait fails after this many milliseconds, naming the silent peer (>= 1)",        \
+      "a wait fails after this many milliseconds without progress (silence, not total "     \
+      "time), naming the silent peer (>= 1)",                                                 \
       .kind = CFG_KIND_U64, .offset = CFG_OFF(timeout_ms), .min = 1, .max = UINT64_MAX)      \
     X(LOG_LEVEL, "log.level", "enum(error|warn|info|debug|trace)", "warn",                   \
       "most verbose level logged",                                                            \
@@ -1956,8 +1958,9 @@ rmacoll_status_t rmacoll__config_check(const rmacoll_config_t *cfg, char *errbuf
     const char *tkey = NULL;
 
     config_msg(errbuf, errlen, "%s", "");
-    if (cfg == NULL || cfg->struct_size < sizeof(rmacoll_config_t)) {
-        config_msg(errbuf, errlen, "config is NULL or its struct_size is %zu, not %zu",
+    if (cfg == NULL || cfg->struct_size != sizeof(rmacoll_config_t)) {
+        config_msg(errbuf, errlen, "config %s struct_size is %zu, not sizeof(rmacoll_config_t) "
+                   "= %zu (fill it with rmacoll_config_init)", cfg == NULL ? "is NULL;" : "",
                    cfg != NULL ? cfg->struct_size : (size_t)0, sizeof(rmacoll_config_t));
         return RMACOLL_ERR_INVALID_ARG;
     }

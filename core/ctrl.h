@@ -7,7 +7,8 @@
  *
  * Control window (host shared memory, mapped by node peers, registered
  * with the network transport):
- *   header (64 bytes: magic, the credit word, spare)
+ *   header (64 bytes: magic, the credit word, the progress count, the
+ *   abort word, the rank waited for, spare)
  *   | signal words [nsig]
  *   | local record [2 parities]          (node peers read it)
  *   | inbox [2][nnet] | inbox2 [2][nnet]  (network peers write them)
@@ -43,7 +44,32 @@
  * (8 bytes from here to the same offset at the peer: some providers never
  * complete zero-length writes carrying remote CQ data). */
 #define RMACOLL__CTRL_CREDIT_OFF 8
+/* Byte offset in the header of the owner's progress count: raised by the
+ * owner each time one of its waits is satisfied; node peers waiting on the
+ * owner read it (a relay busy forwarding for others is making progress). */
+#define RMACOLL__CTRL_PROGRESS_OFF 16
+/* Byte offset in the header of the abort word (rmacoll__abort_word): set
+ * once, by the first failing rank of a call (and by every rank that learns
+ * of it, passing it on), in its own window and in its peers' (node peers
+ * through shared memory, network peers by an 8-byte put); every wait
+ * checks it. */
+#define RMACOLL__CTRL_ABORT_OFF 24
+/* Byte offset in the header of the rank the owner is waiting for, plus 1
+ * (0: not waiting); node peers read it to name the rank at the end of a
+ * chain of waits. */
+#define RMACOLL__CTRL_WAITING_OFF 32
 #define RMACOLL__CTRL_HEADER_BYTES 64
+
+/* The abort word: bit 63 set, the status code, the rank that failed first
+ * and the peer it found silent or failing (-1: none). */
+static inline uint64_t rmacoll__abort_word(int code, int origin, int culprit)
+{
+    return (1ull << 63) | ((uint64_t)(code & 0xff) << 48) |
+           ((uint64_t)(origin & 0xffffff) << 24) | (uint64_t)((culprit + 1) & 0xffffff);
+}
+static inline int rmacoll__abort_code(uint64_t w) { return (int)((w >> 48) & 0xff); }
+static inline int rmacoll__abort_origin(uint64_t w) { return (int)((w >> 24) & 0xffffff); }
+static inline int rmacoll__abort_culprit(uint64_t w) { return (int)(w & 0xffffff) - 1; }
 
 /* A status travelling between ranks: the error of the lowest rank wins. */
 typedef struct rmacoll__status_rec {

@@ -197,6 +197,10 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
     if (st == RMACOLL_SUCCESS) {
         log_profile(c);
     }
+    if (st != RMACOLL_SUCCESS) {
+        /* the first failure propagates: peers still waiting stop at once */
+        rmacoll__abort_broadcast(comm, st);
+    }
     c->runner->release(c);
     rmacoll__proxy_set_active(&comm->proxy, 0);
     if (st != RMACOLL_SUCCESS) {

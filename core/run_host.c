@@ -107,9 +107,19 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, const void *sendbu
                                                        RMACOLL_MEM_HOST, &plan->tasks[f], n);
             st = ti->ops->host.post_puts(ti->tp, &comm->puts[f], n);
             if (st != RMACOLL_SUCCESS) {
-                st = rmacoll__comm_fail(comm, st, "rank %d: copy to rank %d failed: %s",
-                                        comm->rank, ti->ops->base.error_peer(ti->tp),
-                                        rmacoll_status_string(st));
+                char sec[160];
+                int ep = ti->ops->base.error_peer(ti->tp);
+                comm->fail_culprit = ep;
+                if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
+                    /* the peer likely freed its buffer after its own error */
+                    st = rmacoll__comm_fail(comm, RMACOLL_ERR_PEER, "rank %d: %s; then "
+                                            "the copy to rank %d failed: %s", comm->rank,
+                                            sec, ep, rmacoll_status_string(st));
+                } else {
+                    st = rmacoll__comm_fail(comm, st, "rank %d: copy to rank %d failed: "
+                                            "%s", comm->rank, ep,
+                                            rmacoll_status_string(st));
+                }
             }
         }
         /* proxyWait and ceWait: signals land in the control window */

@@ -154,10 +154,17 @@ typedef struct rmacoll_config {
     char scheduler_plugin[RMACOLL_CONFIG_STR_MAX]; /* path of a .so, or "" */
     uint64_t scheduler_seed;       /* seed of the random scheduler */
     int relay_enabled;             /* relay.enabled: 1 = two-hop relay across nodes */
-    uint64_t relay_buffer_bytes;   /* relay.buffer_bytes: per-rank relay buffer */
+    uint64_t relay_buffer_bytes;   /* relay.buffer_bytes: per-rank relay buffer, split
+                                    * among the relay's nin incoming channels x slots;
+                                    * slot bytes = floor(buffer_bytes / (nin * slots))
+                                    * rounded down to 8 must be >= 8, so the minimum is
+                                    * 8 * slots * (most channels of any relay) and
+                                    * depends on the topology (rmacoll-info --topology;
+                                    * checked at create) */
     uint32_t relay_slots;          /* relay.slots: slots per incoming channel */
     uint64_t max_task_bytes;       /* split tasks above this; only the last chunk signals */
-    uint64_t timeout_ms;           /* every wait fails after this, naming the peer */
+    uint64_t timeout_ms;           /* a wait fails after this long without progress
+                                    * (silence, not total time), naming the peer */
     /* --- storage of in-tree transport keys (frozen; see above) --- */
     uint64_t nvlink_kernel_threshold; /* intra_node auto: bytes at or below use nvlink_kernel */
     char ofi_provider[RMACOLL_CONFIG_STR_MAX];  /* ofi.provider, e.g. "tcp;ofi_rxm", "shm" */
@@ -262,8 +269,13 @@ typedef struct rmacoll_comm_params {
  * Exactly one of unique_id and oob must be set. Nodes are found from the
  * node keys of all ranks; ranks of one node need not be contiguous.
  * Errors: RMACOLL_ERR_INVALID_ARG (bad rank, nranks, or both/neither of
- * unique_id and oob), RMACOLL_ERR_CONFIG (bad config or configs differing
- * between ranks), RMACOLL_ERR_BOOTSTRAP, RMACOLL_ERR_TRANSPORT,
+ * unique_id and oob; params->struct_size not sizeof(rmacoll_comm_params_t):
+ * returned at once on that rank only; config->struct_size not
+ * sizeof(rmacoll_config_t): on every rank), RMACOLL_ERR_CONFIG (a value of
+ * params->config that the YAML and environment paths reject, e.g.
+ * timeout_ms = 0, relay.slots = 0, max_task_bytes = 0, log.level = 99, on
+ * any rank: every rank fails, the message naming that rank and the key;
+ * or configs differing between ranks), RMACOLL_ERR_BOOTSTRAP, RMACOLL_ERR_TRANSPORT,
  * RMACOLL_ERR_NO_DEVICE, RMACOLL_ERR_TIMEOUT, RMACOLL_ERR_NO_MEMORY.
  */
 rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
@@ -322,8 +334,14 @@ const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm);
  *                           between ranks (the element size travels in the
  *                           metadata; the message names both ranks and sizes)
  *  RMACOLL_ERR_MISMATCH     sendcounts of i for j != recvcounts of j for i
- *  RMACOLL_ERR_TIMEOUT      a peer was silent longer than timeout_ms
- *                           (the message names it)
+ *  RMACOLL_ERR_TIMEOUT      a wait saw no progress for timeout_ms (the
+ *                           message names the awaited peer). Progress is
+ *                           any rise of the awaited word, of any signal word
+ *                           of this rank, or of a node peer's progress count
+ *                           (raised by each wait it completes), so a slow
+ *                           transfer that keeps moving does not time out; a
+ *                           stopped peer is reported about timeout_ms after
+ *                           its last sign of life
  *  RMACOLL_ERR_TRANSPORT    the network reported a failure (a dead peer is
  *                           often seen this way, before any timeout)
  *  RMACOLL_ERR_PEER         a node peer vanished during a copy, or the

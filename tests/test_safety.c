@@ -5,6 +5,8 @@
  * and guarded; every byte is compared.
  */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -307,13 +311,473 @@ static void test_concurrent_entry(void **state)
     }
 }
 
-int main(void)
+/* ---- item 7: the embedder's config is validated at create ---- */
+
+typedef void (*cfg_edit_fn_t)(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm);
+
+static char log_text[4096];
+
+static void log_capture(void *ctx, rmacoll_log_level_t level, uint32_t subsys,
+                        const char *msg)
+{
+    size_t n = strlen(log_text);
+
+    (void)ctx;
+    (void)subsys;
+    if (level == RMACOLL_LOG_ERROR && n + strlen(msg) + 2 < sizeof(log_text)) {
+        snprintf(log_text + n, sizeof(log_text) - n, "%s\n", msg);
+    }
+}
+
+/* Creates a communicator on nranks forked processes, each with the config
+ * (and params) `edit` makes for it; every rank must fail with `expect`
+ * within the deadline, its error naming every string of `want`. */
+static void create_all(int nranks, cfg_edit_fn_t edit, rmacoll_status_t expect,
+                       const char *const *want, int nwant)
+{
+    rmacoll_unique_id_t id;
+    pid_t pid[16];
+    int failed = 0;
+
+    assert_int_equal(rmacoll_get_unique_id(&id), RMACOLL_SUCCESS);
+    for (int r = 0; r < nranks; r++) {
+        pid[r] = fork();
+        assert_true(pid[r] >= 0);
+        if (pid[r] == 0) {
+            rmacoll_config_t cfg = base_config(20000);
+            rmacoll_comm_params_t prm;
+            rmacoll_comm_t *comm = NULL;
+            rmacoll_status_t st;
+            int rc = 0;
+            alarm(60);
+            memset(&prm, 0, sizeof(prm));
+            prm.struct_size = sizeof(prm);
+            prm.rank = r;
+            prm.nranks = nranks;
+            prm.unique_id = &id;
+            prm.config = &cfg;
+            prm.node_key = "safety-node";
+            prm.log_fn = log_capture;
+            edit(r, &cfg, &prm);
+            st = rmacoll_comm_create(&prm, &comm);
+            if (st != expect) {
+                fprintf(stderr, "rank %d: create returned %s, expected %s\n", r,
+                        rmacoll_status_name(st), rmacoll_status_name(expect));
+                rc = 2;
+            }
+            for (int k = 0; k < nwant && rc == 0; k++) {
+                char w[160];
+                snprintf(w, sizeof(w), want[k], r);
+                if (strstr(log_text, w) == NULL) {
+                    fprintf(stderr, "rank %d: error log \"%s\" lacks \"%s\"\n", r,
+                            log_text, w);
+                    rc = 2;
+                }
+            }
+            if (comm != NULL) {
+                rmacoll_comm_destroy(comm);
+            }
+            _exit(rc);
+        }
+    }
+    for (int r = 0; r < nranks; r++) {
+        int status = 0;
+        waitpid(pid[r], &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            print_message("rank %d: status 0x%x\n", r, status);
+            failed++;
+        }
+    }
+    assert_int_equal(failed, 0);
+}
+
+static void edit_timeout0(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    (void)rank;
+    (void)prm;
+    cfg->timeout_ms = 0;
+}
+
+static void edit_slots0_rank1(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    (void)prm;
+    if (rank == 1) {
+        cfg->relay_slots = 0;
+    }
+}
+
+static void edit_task0(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    (void)rank;
+    (void)prm;
+    cfg->max_task_bytes = 0;
+}
+
+static void edit_level99_rank0(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    (void)prm;
+    if (rank == 0) {
+        cfg->log_level = 99;
+    }
+}
+
+static void edit_cfg_size0_rank2(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    (void)prm;
+    if (rank == 2) {
+        cfg->struct_size = 0;
+    }
+}
+
+static void edit_cfg_size_big(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    (void)rank;
+    (void)prm;
+    cfg->struct_size = sizeof(*cfg) + 8;
+}
+
+static void edit_params_size0(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    (void)rank;
+    (void)cfg;
+    prm->struct_size = 0;
+}
+
+static void test_embedder_config(void **state)
+{
+    static const char *const w_timeout[] = {"config timeout_ms: 0 is below the minimum 1"};
+    /* %d: the rank checking its log */
+    static const char *const w_slots[] = {"rank %d", "rank 1", "relay.slots"};
+    static const char *const w_task[] = {"config max_task_bytes"};
+    static const char *const w_level[] = {"rank %d", "rank 0", "log.level", "99"};
+    static const char *const w_size[] = {"rank %d", "rank 2", "struct_size is 0"};
+    static const char *const w_big[] = {"struct_size is"};
+    static const char *const w_params[] = {"rank %d: rmacoll_comm_create: params->struct_size is 0"};
+
+    (void)state;
+    create_all(3, edit_timeout0, RMACOLL_ERR_CONFIG, w_timeout, 1);
+    create_all(3, edit_slots0_rank1, RMACOLL_ERR_CONFIG, w_slots, 3);
+    create_all(3, edit_task0, RMACOLL_ERR_CONFIG, w_task, 1);
+    create_all(3, edit_level99_rank0, RMACOLL_ERR_CONFIG, w_level, 4);
+    create_all(3, edit_cfg_size0_rank2, RMACOLL_ERR_INVALID_ARG, w_size, 3);
+    create_all(2, edit_cfg_size_big, RMACOLL_ERR_INVALID_ARG, w_big, 1);
+    /* a params struct of the wrong size cannot be read: refused locally, at once */
+    create_all(2, edit_params_size0, RMACOLL_ERR_INVALID_ARG, w_params, 1);
+}
+
+/* ---- item 9: the real minimum relay buffer of a topology ---- */
+
+/* Uniform AlltoAllV of int32 (count elements to every rank, in arg), every
+ * byte and guard checked. */
+static int uniform_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    int64_t count = *(const int64_t *)p;
+    size_t blk = (size_t)count * 4, bytes = blk * (size_t)nranks;
+    unsigned char *send = malloc(bytes + 1), *rbuf = malloc(bytes + 2 * GUARD);
+    int64_t cnt[64], dsp[64];
+    int rc;
+
+    if (send == NULL || rbuf == NULL) {
+        return 3;
+    }
+    for (int r = 0; r < nranks; r++) {
+        cnt[r] = count;
+        dsp[r] = (int64_t)r * count;
+        for (size_t k = 0; k < blk; k++) {
+            send[(size_t)r * blk + k] = pattern(rank, r, k);
+        }
+    }
+    memset(rbuf, SENT, bytes + 2 * GUARD);
+    if (rmacoll_alltoallv(send, cnt, dsp, rbuf + GUARD, cnt, dsp, RMACOLL_INT32, comm,
+                          NULL) != RMACOLL_SUCCESS) {
+        fprintf(stderr, "rank %d: %s\n", rank, rmacoll_comm_last_error(comm));
+        rc = 2;
+    } else {
+        rc = check_blocks(rbuf, rank, nranks, blk);
+    }
+    free(send);
+    free(rbuf);
+    return rc;
+}
+
+static void edit_relay_1_4(int rank, rmacoll_config_t *cfg, rmacoll_comm_params_t *prm)
+{
+    prm->node_key = rank == 0 ? "safety-a" : "safety-b";
+    cfg->relay_slots = 4;
+    cfg->relay_buffer_bytes = 120; /* the minimum of 1,4 with 4 slots is 128 */
+}
+
+/* 1,4 with 4 slots: 128 bytes is the minimum (4 channels into rank 0): it
+ * creates and moves data exactly through 8-byte slots; 120 (which passes
+ * the load-time buffer_bytes / slots >= 8) fails on every rank naming 128. */
+static void test_relay_minimum(void **state)
+{
+    static const int node_of[5] = {0, 1, 1, 1, 1};
+    static const char *const want[] = {"rank %d: relay.buffer_bytes = 120 is too small",
+                                       "rank 0 relays for 4 senders",
+                                       "relay.buffer_bytes >= 128"};
+    rmacoll_config_t cfg = base_config(20000);
+    int64_t count = 37;
+    int codes[8] = {0}, failed;
+    mprun_opts_t o = {5, node_of, &cfg, 120, -1};
+
+    (void)state;
+    cfg.relay_slots = 4;
+    cfg.relay_buffer_bytes = 128;
+    failed = mprun(&o, uniform_body, &count, codes);
+    for (int r = 0; r < 5 && failed; r++) {
+        print_message("rank %d exit %d\n", r, codes[r]);
+    }
+    assert_int_equal(failed, 0);
+    create_all(5, edit_relay_1_4, RMACOLL_ERR_CONFIG, want, 3);
+}
+
+/* ---- item 4: the timeout counts silence, not total time ---- */
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+#define SLOW_BIG (1 << 18) /* int32 elements: 1 MiB from rank 0 to rank 3 */
+
+/* Elements rank i sends to rank j: one skewed block, small others. */
+static int64_t slow_count(int i, int j)
+{
+    return i == 0 && j == 3 ? SLOW_BIG : 1000 + (i * 7 + j * 3) % 50;
+}
+
+typedef struct slow_arg {
+    uint64_t timeout_ms;
+    _Atomic int *done;   /* shared by the forked ranks: calls finished */
+} slow_arg_t;
+
+/* One skewed call through 64-byte relay slots: every byte and guard is
+ * checked; ranks 0 and 3 (the big block's ends) exit 4 when the call took
+ * no longer than the timeout (the test would not prove its point). */
+static int slow_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    const slow_arg_t *a = p;
+    int64_t sc[64], sd[64], rc_[64], rd[64], stot = 0, rtot = 0;
+    unsigned char *send, *rbuf;
+    uint64_t t0, dt;
+    int rc = 0;
+
+    for (int r = 0; r < nranks; r++) {
+        sc[r] = slow_count(rank, r);
+        sd[r] = stot;
+        stot += sc[r];
+        rc_[r] = slow_count(r, rank);
+        rd[r] = rtot;
+        rtot += rc_[r];
+    }
+    send = malloc((size_t)stot * 4 + 1);
+    rbuf = malloc((size_t)rtot * 4 + 2 * GUARD);
+    if (send == NULL || rbuf == NULL) {
+        return 3;
+    }
+    for (int r = 0; r < nranks; r++) {
+        for (size_t k = 0; k < (size_t)sc[r] * 4; k++) {
+            send[(size_t)sd[r] * 4 + k] = pattern(rank, r, k);
+        }
+    }
+    memset(rbuf, SENT, (size_t)rtot * 4 + 2 * GUARD);
+    t0 = mono_ms();
+    if (rmacoll_alltoallv(send, sc, sd, rbuf + GUARD, rc_, rd, RMACOLL_INT32, comm, NULL) !=
+        RMACOLL_SUCCESS) {
+        fprintf(stderr, "rank %d: %s\n", rank, rmacoll_comm_last_error(comm));
+        rc = 2;
+    }
+    dt = mono_ms() - t0;
+    for (int r = 0; r < nranks && rc == 0; r++) {
+        for (size_t k = 0; k < (size_t)rc_[r] * 4; k++) {
+            if (rbuf[GUARD + (size_t)rd[r] * 4 + k] != pattern(r, rank, k)) {
+                fprintf(stderr, "rank %d: byte %zu from rank %d wrong\n", rank, k, r);
+                rc = 1;
+                break;
+            }
+        }
+    }
+    if (!all_sentinel(rbuf, GUARD) || !all_sentinel(rbuf + GUARD + (size_t)rtot * 4, GUARD)) {
+        rc = 1;
+    }
+    fprintf(stderr, "rank %d: call took %llu ms (timeout %llu ms)\n", rank,
+            (unsigned long long)dt, (unsigned long long)a->timeout_ms);
+    /* the ranks with small blocks finish long before the others: wait for
+     * them here, outside rmacoll, so that the destroy's bootstrap barrier
+     * (which waits timeout_ms for every rank to enter) starts together */
+    atomic_fetch_add(a->done, 1);
+    for (uint64_t w0 = mono_ms(); atomic_load(a->done) < nranks && mono_ms() - w0 < 200000;) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (rc == 0 && (rank == 0 || rank == 3) && dt <= a->timeout_ms) {
+        rc = 4;
+    }
+    free(send);
+    free(rbuf);
+    return rc;
+}
+
+/* 1 MiB through 64-byte relay slots (2 slots, one channel per relay on
+ * 2 x 2) with a 400 ms timeout: the call lasts longer than the timeout yet
+ * every wait sees progress, so it must succeed, byte for byte. */
+static void test_slow_progress(void **state)
+{
+    static const int node_of[4] = {0, 0, 1, 1};
+    _Atomic int *done = mmap(NULL, sizeof(*done), PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    slow_arg_t a = {400, done};
+    rmacoll_config_t cfg = base_config(a.timeout_ms);
+    int codes[8] = {0}, failed;
+    mprun_opts_t o = {4, node_of, &cfg, 240, -1};
+
+    (void)state;
+    assert_true(done != MAP_FAILED);
+    atomic_store(done, 0);
+    cfg.relay_slots = 2;
+    cfg.relay_buffer_bytes = 128; /* 64-byte slots */
+    failed = mprun(&o, slow_body, &a, codes);
+    munmap(done, sizeof(*done));
+    for (int r = 0; r < 4 && failed; r++) {
+        print_message("rank %d exit %d\n", r, codes[r]);
+    }
+    assert_int_equal(failed, 0);
+}
+
+/* ---- item 5: the first failure propagates, naming the silent rank ---- */
+
+typedef struct stop_shared {
+    _Atomic int pid[16];
+    _Atomic int done;       /* survivors finished their failing call */
+    _Atomic int bad;        /* survivors whose message did not name it */
+} stop_shared_t;
+
+typedef struct stop_arg {
+    stop_shared_t *sh;
+    int stop_rank;
+    uint64_t timeout_ms;
+} stop_arg_t;
+
+/* One exact call, then stop_rank stops itself (SIGSTOP) before the second
+ * call: every survivor's second call must fail within a few timeouts, its
+ * message naming stop_rank as the silent rank; the last survivor resumes
+ * it (SIGCONT), and its own late call must fail promptly too (the abort
+ * word is in its window), so that every rank can destroy. */
+static int stop_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    const stop_arg_t *a = p;
+    int64_t count = 1000;
+    char want[32];
+    const char *msg;
+    uint64_t t0, dt;
+    rmacoll_status_t st;
+    int rc = uniform_body(comm, rank, nranks, &count);
+    size_t bytes = (size_t)count * 4 * (size_t)nranks;
+    unsigned char *send = calloc(1, bytes), *rbuf = malloc(bytes);
+    int64_t cnt[64], dsp[64];
+
+    if (rc != 0 || send == NULL || rbuf == NULL) {
+        return rc ? rc : 3;
+    }
+    for (int r = 0; r < nranks; r++) {
+        cnt[r] = count;
+        dsp[r] = (int64_t)r * count;
+    }
+    atomic_store(&a->sh->pid[rank], (int)getpid());
+    if (rank == a->stop_rank) {
+        kill(getpid(), SIGSTOP);
+        /* resumed after every survivor failed */
+        t0 = mono_ms();
+        st = rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32, comm, NULL);
+        dt = mono_ms() - t0;
+        fprintf(stderr, "rank %d (resumed): %s in %llu ms: %s\n", rank,
+                rmacoll_status_name(st), (unsigned long long)dt,
+                rmacoll_comm_last_error(comm));
+        /* it learns of the failure from the abort word at its first wait:
+         * a secondary error naming the first failure, well within a timeout */
+        snprintf(want, sizeof(want), "silent rank %d", a->stop_rank);
+        msg = rmacoll_comm_last_error(comm);
+        rc = st != RMACOLL_ERR_PEER ? 2
+             : (strstr(msg, "secondary error") == NULL || strstr(msg, want) == NULL) ? 6
+             : dt >= a->timeout_ms ? 5 : 0;
+    } else {
+        t0 = mono_ms();
+        st = rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32, comm, NULL);
+        dt = mono_ms() - t0;
+        msg = rmacoll_comm_last_error(comm);
+        fprintf(stderr, "rank %d: %s in %llu ms: %s\n", rank, rmacoll_status_name(st),
+                (unsigned long long)dt, msg);
+        snprintf(want, sizeof(want), "silent rank %d", a->stop_rank);
+        if (st == RMACOLL_SUCCESS) {
+            rc = 2;
+        } else if (strstr(msg, want) == NULL ||
+                   (st != RMACOLL_ERR_TIMEOUT && strstr(msg, "secondary error") == NULL)) {
+            rc = 6; /* a secondary error says so */
+        } else if (dt > 4 * a->timeout_ms) {
+            rc = 5;
+        }
+        if (atomic_fetch_add(&a->sh->done, 1) + 1 == nranks - 1) {
+            int pid = 0;
+            for (uint64_t w0 = mono_ms(); pid == 0 && mono_ms() - w0 < 10000;) {
+                pid = atomic_load(&a->sh->pid[a->stop_rank]);
+            }
+            if (pid > 0) {
+                kill(pid, SIGCONT);
+            }
+        }
+    }
+    free(send);
+    free(rbuf);
+    return rc;
+}
+
+static void run_stop(const int *node_of, int nranks, int stop_rank)
+{
+    stop_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    stop_arg_t a = {sh, stop_rank, 1000};
+    rmacoll_config_t cfg = base_config(a.timeout_ms);
+    int codes[16] = {0}, failed;
+    mprun_opts_t o = {nranks, node_of, &cfg, 120, -1};
+
+    assert_true(sh != MAP_FAILED);
+    memset(sh, 0, sizeof(*sh));
+    failed = mprun(&o, stop_body, &a, codes);
+    munmap(sh, sizeof(*sh));
+    for (int r = 0; r < nranks && failed; r++) {
+        print_message("rank %d exit %d\n", r, codes[r]);
+    }
+    assert_int_equal(failed, 0);
+}
+
+static void test_stopped_rank_named(void **state)
+{
+    static const int one_node[4] = {0, 0, 0, 0}, two_nodes[4] = {0, 0, 1, 1};
+
+    (void)state;
+    run_stop(one_node, 4, 2);
+    run_stop(two_nodes, 4, 1);
+    run_stop(two_nodes, 4, 3);
+}
+
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_node),
         cmocka_unit_test(test_dtype_relayed),
         cmocka_unit_test(test_concurrent_entry),
+        cmocka_unit_test(test_embedder_config),
+        cmocka_unit_test(test_relay_minimum),
+        cmocka_unit_test(test_slow_progress),
+        cmocka_unit_test(test_stopped_rank_named),
     };
 
+    if (argc > 1) {
+        cmocka_set_test_filter(argv[1]); /* e.g. test_safety 'test_dtype*' */
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,11 @@
  * every config key with its type, default, meaning, environment variable
  * and effective value (defaults < YAML file < RMACOLL_<KEY> environment).
  *
- *   rmacoll-info [--config FILE] [--json] [--help]
+ *   rmacoll-info [--config FILE] [--json] [--topology L,L,...] [--help]
+ *
+ * With --topology (ranks per node) it prints instead the relay channels of
+ * every relay of that topology, its slot bytes under the loaded config and
+ * the smallest relay.buffer_bytes that the topology accepts.
  *
  * Exit status: 0, 1 when the configuration does not load (the message is
  * printed and the effective column shows the defaults), 2 on bad usage.
@@ -14,7 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cases.h"
 #include "core/config_internal.h"
+#include "core/plan.h"
+#include "core/topo.h"
 #include "core/transport.h"
 #include "rmacoll.h"
 #include "rmacoll_sched.h"
@@ -79,6 +86,8 @@ static void info_usage(FILE *fp)
             "every configuration key with its default, meaning and effective value.\n"
             "  -c, --config FILE  YAML file to load (default: $RMACOLL_CONFIG, if set)\n"
             "  -j, --json         print JSON instead of text\n"
+            "  -t, --topology L,L,...  ranks per node: print the relay channels, slot\n"
+            "                     bytes and the minimum relay.buffer_bytes of that topology\n"
             "  -h, --help         print this help\n"
             "Precedence: defaults < YAML file < RMACOLL_<KEY> environment variables.\n");
 }
@@ -267,28 +276,76 @@ static void info_json(const rmacoll_config_t *cfg, const char *file, const char 
     printf("\n  ]\n}\n");
 }
 
+/* --topology: per relay, its channels and slot bytes, and the minimum
+ * relay.buffer_bytes (rmacoll__plan_min_relay_bytes). Returns 0, 1 when
+ * the loaded relay.buffer_bytes is below the minimum, 2 on a bad spec. */
+static int info_topology(const rmacoll_config_t *cfg, const char *spec)
+{
+    static int node_of[4096];
+    rmacoll__plan_cfg_t pcfg;
+    rmacoll_topo_t *topo = NULL;
+    uint64_t min;
+    int n = 0, worst = -1, rc;
+
+    if (rmacoll_case_parse_topology(spec, node_of, 4096, &n) != RMACOLL_SUCCESS ||
+        rmacoll__topo_create(n, node_of, &topo) != RMACOLL_SUCCESS) {
+        fprintf(stderr, "rmacoll-info: --topology: expected ranks per node such as 4,4 "
+                        "(got '%s')\n", spec);
+        return 2;
+    }
+    memset(&pcfg, 0, sizeof(pcfg));
+    pcfg.relay_enabled = cfg->relay_enabled;
+    pcfg.relay_buffer_bytes = cfg->relay_buffer_bytes;
+    pcfg.relay_slots = cfg->relay_slots;
+    pcfg.max_task_bytes = cfg->max_task_bytes;
+    printf("topology %s: %d ranks on %d nodes, relay %s, relay.slots = %u, "
+           "relay.buffer_bytes = %llu\n", spec, n, topo->nnodes,
+           cfg->relay_enabled ? "on" : "off", cfg->relay_slots,
+           (unsigned long long)cfg->relay_buffer_bytes);
+    for (int r = 0; r < n; r++) {
+        int nin = rmacoll__plan_nin(topo, &pcfg, r);
+        if (nin > 0) {
+            printf("  rank %d (node %d): %d incoming channels, slots of %llu bytes\n", r,
+                   topo->node_of[r], nin,
+                   (unsigned long long)rmacoll__plan_slot_bytes(topo, &pcfg, r));
+        }
+    }
+    min = rmacoll__plan_min_relay_bytes(topo, &pcfg, &worst);
+    rc = cfg->relay_buffer_bytes < min ? 1 : 0;
+    printf("minimum relay.buffer_bytes: %llu bytes (%u-byte slots x relay.slots %u x %d "
+           "channels at rank %d)%s\n", (unsigned long long)min, RMACOLL__MIN_SLOT_BYTES,
+           cfg->relay_slots, worst >= 0 ? rmacoll__plan_nin(topo, &pcfg, worst) : 0, worst,
+           rc ? ": the loaded relay.buffer_bytes is too small" : "");
+    rmacoll__topo_destroy(topo);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
         {"json", no_argument, NULL, 'j'},
+        {"topology", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *file = NULL;
+    const char *file = NULL, *topology = NULL;
     int json = 0;
     int c;
     rmacoll_config_t cfg;
     char err[512];
     rmacoll_status_t st;
 
-    while ((c = getopt_long(argc, argv, "c:jh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:jt:h", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
             file = optarg;
             break;
         case 'j':
             json = 1;
+            break;
+        case 't':
+            topology = optarg;
             break;
         case 'h':
             info_usage(stdout);
@@ -312,6 +369,9 @@ int main(int argc, char **argv)
     if (st != RMACOLL_SUCCESS) {
         rmacoll_config_init(&cfg);
         fprintf(stderr, "rmacoll-info: %s: %s\n", rmacoll_status_name(st), err);
+    }
+    if (topology != NULL) {
+        return st == RMACOLL_SUCCESS ? info_topology(&cfg, topology) : 1;
     }
     if (json) {
         info_json(&cfg, file, st == RMACOLL_SUCCESS ? NULL : err);
