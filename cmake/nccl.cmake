@@ -10,8 +10,9 @@
 # RMACOLL_DEFINES:
 #   - core/nccl_oob.c (already globbed with core/*.c; duplicates are
 #     dropped by add_library, so the order relative to the glob is free);
-#   - libnccl and libcudart as plain file paths (no imported targets, so
-#     the exported rmacollTargets need no find_dependency), never libcuda;
+#   - CUDA::cudart (never libcuda); NOT libnccl: nccl_oob.c loads it at
+#     run time with dlopen (libnccl.so.2, or RMACOLL_NCCL_LIBRARY), so
+#     librmacoll.so does not NEED libnccl and host-only users need no NCCL;
 #   - RMACOLL_HAVE_NCCL=1 (nccl_oob.c compiles to nothing without it);
 # adds the NCCL include directory to that one source file, installs
 # include/rmacoll_nccl.h, and sets in the including scope:
@@ -31,12 +32,12 @@ if(RMACOLL_ENABLE_NCCL AND RMACOLL_HAVE_CUDA)
     HINTS ${_nccl_hints} ${CUDAToolkit_LIBRARY_DIR}
     PATHS /usr/local/cuda/lib64 /usr/local/cuda /usr
     PATH_SUFFIXES lib64 lib lib/x86_64-linux-gnu)
-  if(NCCL_INCLUDE_DIR AND NCCL_LIB AND CUDA_cudart_LIBRARY)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIB AND TARGET CUDA::cudart)
     set(RMACOLL_HAVE_NCCL ON)
     set(_nccl_src ${PROJECT_SOURCE_DIR}/core/nccl_oob.c)
     list(APPEND RMACOLL_SOURCES ${_nccl_src})
     list(REMOVE_DUPLICATES RMACOLL_SOURCES)
-    list(APPEND RMACOLL_LIBS ${NCCL_LIB} ${CUDA_cudart_LIBRARY})
+    list(APPEND RMACOLL_LIBS CUDA::cudart)   # libnccl: dlopen at run time
     list(APPEND RMACOLL_DEFINES RMACOLL_HAVE_NCCL=1)
     set_source_files_properties(${_nccl_src} PROPERTIES
       INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR};${CUDAToolkit_INCLUDE_DIRS}")

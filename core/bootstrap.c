@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE /* accept4 */
 #include "core/bootstrap.h"
+#include "core/env.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,6 +35,12 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef RMACOLL_HAVE_PMIX
+#include <dlfcn.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <pmix.h>   /* types and constants only: libpmix is dlopen'ed */
+#endif
 
 #define BS_ID_TAG 0x524d4349u /* "RMCI" */
 #define BS_ID_VERSION 1u
@@ -1272,36 +1279,22 @@ static rmacoll_status_t bs_root_start(int lfd, const bs_id_t *d,
     return RMACOLL_SUCCESS;
 }
 
-rmacoll_status_t rmacoll_get_unique_id(rmacoll_unique_id_t *id)
+/* Makes a root listening on host (port 0 = ephemeral) and its id. */
+static rmacoll_status_t bs_new_root(const char *host, unsigned port,
+                                    const rmacoll__logger_t *lg,
+                                    rmacoll_unique_id_t *id)
 {
-    rmacoll__logger_t lg;
-    const char *env = getenv("RMACOLL_BOOTSTRAP_ADDR");
-    char host[256];
-    unsigned port = 0;
     bs_id_t d;
     int lfd;
     rmacoll_status_t st;
 
-    if (id == NULL) {
-        return RMACOLL_ERR_INVALID_ARG;
-    }
-    rmacoll__logger_default(&lg);
     memset(&d, 0, sizeof(d));
-    if (env != NULL && env[0] != '\0') {
-        if (bs_split_hostport(env, host, sizeof(host), &port) != 0) {
-            rmacoll__log(&lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
-                         "bootstrap: RMACOLL_BOOTSTRAP_ADDR='%s' is not host:port", env);
-            return RMACOLL_ERR_BOOTSTRAP;
-        }
-    } else {
-        snprintf(host, sizeof(host), "127.0.0.1");
-    }
     if (bs_resolve(host, port, &d) != 0) {
-        rmacoll__log(&lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+        rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                      "bootstrap: cannot resolve bootstrap address '%s'", host);
         return RMACOLL_ERR_BOOTSTRAP;
     }
-    st = bs_listen(&d, 0, &lg, &lfd);
+    st = bs_listen(&d, 0, lg, &lfd);
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
@@ -1319,12 +1312,35 @@ rmacoll_status_t rmacoll_get_unique_id(rmacoll_unique_id_t *id)
         }
     }
     d.magic = bs_random64();
-    st = bs_root_start(lfd, &d, &lg);
+    st = bs_root_start(lfd, &d, lg);
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
     bs_id_encode(&d, id);
     return RMACOLL_SUCCESS;
+}
+
+rmacoll_status_t rmacoll_get_unique_id(rmacoll_unique_id_t *id)
+{
+    rmacoll__logger_t lg;
+    const char *env = getenv("RMACOLL_BOOTSTRAP_ADDR");
+    char host[256];
+    unsigned port = 0;
+
+    if (id == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    rmacoll__logger_default(&lg);
+    if (env != NULL && env[0] != '\0') {
+        if (bs_split_hostport(env, host, sizeof(host), &port) != 0) {
+            rmacoll__log(&lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                         "bootstrap: RMACOLL_BOOTSTRAP_ADDR='%s' is not host:port", env);
+            return RMACOLL_ERR_BOOTSTRAP;
+        }
+    } else {
+        snprintf(host, sizeof(host), "127.0.0.1");
+    }
+    return bs_new_root(host, port, &lg, id);
 }
 
 /* ------------------------------------------------------------------ rank */
@@ -1464,6 +1480,7 @@ rmacoll_status_t rmacoll__bootstrap_create_ex(const rmacoll_unique_id_t *id,
         rmacoll__logger_default(&bs->lg);
         bs->lg.rank = rank;
     }
+    rmacoll__env_warn_unknown(&bs->lg);   /* once per process */
     if (bs_id_decode(id, &d) != 0) {
         rmacoll__log(&bs->lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                      "bootstrap rank %d: the unique id is not an rmacoll id "
@@ -1561,6 +1578,9 @@ void rmacoll__bootstrap_set_logger(rmacoll__bootstrap_t *bs,
     } else {
         rmacoll__logger_default(&bs->lg);
         bs->lg.rank = bs->rank;
+    }
+    if (bs->is_oob) {
+        rmacoll__env_warn_unknown(&bs->lg);   /* once per process */
     }
 }
 
@@ -1776,6 +1796,242 @@ static int bs_env_int(const char *name, long lo, long hi, int *out, int *bad)
     return 1;
 }
 
+#ifdef RMACOLL_HAVE_PMIX
+/* ---- PMIx wire-up (mpirun, srun --mpi=pmix, prterun) ----
+ * Rank 0 starts a root as rmacoll_get_unique_id does and publishes its id
+ * with PMIx_Put/Commit; a collecting PMIx_Fence; every rank reads it with
+ * PMIx_Get from rank 0. The TCP rendezvous itself is unchanged: PMIx only
+ * carries the id, so no RMACOLL_BOOTSTRAP_ADDR is needed.
+ * libpmix is opened with dlopen when a PMIx launcher is seen (as NCCL
+ * opens its plugins): RMACOLL_PMIX_LIBRARY, else libpmix.so.2 on the
+ * search path, else the build's PMIx libdir; librmacoll does not NEED it. */
+
+typedef struct bs_pmix_fns {
+    pmix_status_t (*init)(pmix_proc_t *, pmix_info_t *, size_t);
+    pmix_status_t (*finalize)(const pmix_info_t *, size_t);
+    pmix_status_t (*put)(pmix_scope_t, const char *, pmix_value_t *);
+    pmix_status_t (*commit)(void);
+    pmix_status_t (*fence)(const pmix_proc_t *, size_t, const pmix_info_t *, size_t);
+    pmix_status_t (*get)(const pmix_proc_t *, const char *, const pmix_info_t *, size_t,
+                         pmix_value_t **);
+    const char *(*error_string)(pmix_status_t);
+    void (*value_destruct)(pmix_value_t *);
+} bs_pmix_fns_t;
+
+static bs_pmix_fns_t bs_pmix;
+static pthread_once_t bs_pmix_once = PTHREAD_ONCE_INIT;
+static char bs_pmix_err[320];
+
+static void bs_pmix_sym(void *h, const char *name, void *fnp, size_t size)
+{
+    void *f = dlsym(h, name);
+
+    if (f == NULL && bs_pmix_err[0] == '\0') {
+        snprintf(bs_pmix_err, sizeof(bs_pmix_err), "%s not found in libpmix", name);
+    }
+    memcpy(fnp, &f, size);   /* POSIX: a dlsym result converts to a function */
+}
+
+static void bs_pmix_load(void)
+{
+    const char *env = getenv("RMACOLL_PMIX_LIBRARY");
+    void *h = NULL;
+
+    if (env != NULL && env[0] != '\0') {
+        h = dlopen(env, RTLD_NOW | RTLD_GLOBAL);
+    } else {
+        h = dlopen("libpmix.so.2", RTLD_NOW | RTLD_GLOBAL);
+#ifdef RMACOLL_PMIX_LIBDIR
+        if (h == NULL) {
+            h = dlopen(RMACOLL_PMIX_LIBDIR "/libpmix.so.2", RTLD_NOW | RTLD_GLOBAL);
+        }
+#endif
+    }
+    if (h == NULL) {
+        snprintf(bs_pmix_err, sizeof(bs_pmix_err), "cannot load libpmix: %s", dlerror());
+        return;
+    }
+#define BS_PMIX_SYM(field, name) bs_pmix_sym(h, name, &bs_pmix.field, sizeof(bs_pmix.field))
+    BS_PMIX_SYM(init, "PMIx_Init");
+    BS_PMIX_SYM(finalize, "PMIx_Finalize");
+    BS_PMIX_SYM(put, "PMIx_Put");
+    BS_PMIX_SYM(commit, "PMIx_Commit");
+    BS_PMIX_SYM(fence, "PMIx_Fence");
+    BS_PMIX_SYM(get, "PMIx_Get");
+    BS_PMIX_SYM(error_string, "PMIx_Error_string");
+    BS_PMIX_SYM(value_destruct, "PMIx_Value_destruct");
+#undef BS_PMIX_SYM
+    if (bs_pmix_err[0] != '\0') {
+        memset(&bs_pmix, 0, sizeof(bs_pmix));
+    }
+}
+
+static void bs_pmix_proc(pmix_proc_t *p, const char *nspace, pmix_rank_t rank)
+{
+    memset(p, 0, sizeof(*p));
+    snprintf(p->nspace, sizeof(p->nspace), "%s", nspace);
+    p->rank = rank;
+}
+
+static void bs_pmix_release(pmix_value_t *v)
+{
+    if (v != NULL) {
+        bs_pmix.value_destruct(v);
+        free(v);   /* PMIX_VALUE_RELEASE */
+    }
+}
+
+static int bs_pmix_present(void)
+{
+    return getenv("PMIX_RANK") != NULL || getenv("PMIX_NAMESPACE") != NULL;
+}
+
+/* An address of this host other nodes can dial: the first IPv4 address of
+ * an up, non-loopback interface; "127.0.0.1" when there is none. */
+static void bs_pmix_host(char *host, size_t len)
+{
+    struct ifaddrs *ifa = NULL;
+
+    snprintf(host, len, "127.0.0.1");
+    if (getifaddrs(&ifa) != 0) {
+        return;
+    }
+    for (struct ifaddrs *i = ifa; i != NULL; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
+            !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) {
+            continue;
+        }
+        if (inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr,
+                      host, (socklen_t)len) != NULL) {
+            break;
+        }
+    }
+    freeifaddrs(ifa);
+}
+
+static uint32_t bs_pmix_u32(const pmix_proc_t *p, const char *key, uint32_t dflt)
+{
+    pmix_value_t *v = NULL;
+    uint32_t out = dflt;
+
+    if (bs_pmix.get(p, key, NULL, 0, &v) == PMIX_SUCCESS && v != NULL) {
+        if (v->type == PMIX_UINT32) {
+            out = v->data.uint32;
+        }
+        bs_pmix_release(v);
+    }
+    return out;
+}
+
+/* *rank, *nranks from PMIx (checked against the launcher's variables when
+ * want_rank >= 0) and the id from rank 0. */
+static rmacoll_status_t bs_pmix_exchange(int want_rank, int want_n, int *rank,
+                                         int *nranks, rmacoll_unique_id_t *id,
+                                         const rmacoll__logger_t *lg)
+{
+    static unsigned seq;   /* one key per call: every rank counts alike */
+    pmix_proc_t me, job, root;
+    pmix_value_t val, *got = NULL;
+    pmix_info_t info;
+    pmix_status_t rc;
+    bool collect = true;
+    char key[64];
+    uint32_t n, nodes;
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+
+    pthread_once(&bs_pmix_once, bs_pmix_load);
+    if (bs_pmix.init == NULL) {
+        rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                     "bootstrap: PMIx launcher found but %s (set RMACOLL_PMIX_LIBRARY, or "
+                     "RMACOLL_BOOTSTRAP_ADDR to use the TCP rendezvous instead)", bs_pmix_err);
+        return RMACOLL_ERR_BOOTSTRAP;
+    }
+    rc = bs_pmix.init(&me, NULL, 0);
+    if (rc != PMIX_SUCCESS) {
+        rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                     "bootstrap: PMIx_Init failed: %s (set RMACOLL_BOOTSTRAP_ADDR "
+                     "to use the TCP rendezvous instead)", bs_pmix.error_string(rc));
+        return RMACOLL_ERR_BOOTSTRAP;
+    }
+    bs_pmix_proc(&job, me.nspace, PMIX_RANK_WILDCARD);
+    n = bs_pmix_u32(&job, PMIX_JOB_SIZE, 0);
+    nodes = bs_pmix_u32(&job, PMIX_NUM_NODES, 0);
+    if (n == 0 || me.rank >= n || n > (1u << 30) ||
+        (want_rank >= 0 && ((int)me.rank != want_rank || (int)n != want_n))) {
+        rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                     "bootstrap: PMIx rank %u of %u does not match the launcher's "
+                     "rank %d of %d", me.rank, n, want_rank, want_n);
+        bs_pmix.finalize(NULL, 0);
+        return RMACOLL_ERR_BOOTSTRAP;
+    }
+    snprintf(key, sizeof(key), "rmacoll.uid.%u", __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
+    if (me.rank == 0) {
+        char host[64];
+
+        /* One node: loopback; else an address the other nodes can reach. */
+        if (nodes > 1) {
+            bs_pmix_host(host, sizeof(host));
+        } else {
+            snprintf(host, sizeof(host), "127.0.0.1");
+        }
+        st = bs_new_root(host, 0, lg, id);
+        /* Published even on failure (zeros): the others must not wait for
+         * a key that never comes; they then fail on a bad id. */
+        if (st != RMACOLL_SUCCESS) {
+            memset(id, 0, sizeof(*id));
+        }
+        val.type = PMIX_BYTE_OBJECT;
+        val.data.bo.bytes = (char *)id->internal;
+        val.data.bo.size = sizeof(id->internal);
+        rc = bs_pmix.put(PMIX_GLOBAL, key, &val);
+        if (rc == PMIX_SUCCESS) {
+            rc = bs_pmix.commit();
+        }
+        if (rc != PMIX_SUCCESS) {
+            rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                         "bootstrap: PMIx_Put/Commit of %s failed: %s", key,
+                         bs_pmix.error_string(rc));
+        }
+    }
+    /* PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL) */
+    memset(&info, 0, sizeof(info));
+    snprintf(info.key, sizeof(info.key), "%s", PMIX_COLLECT_DATA);
+    info.value.type = PMIX_BOOL;
+    info.value.data.flag = collect;
+    rc = bs_pmix.fence(NULL, 0, &info, 1);
+    if (rc != PMIX_SUCCESS) {
+        rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                     "bootstrap: PMIx_Fence failed on rank %u: %s", me.rank,
+                     bs_pmix.error_string(rc));
+        bs_pmix.finalize(NULL, 0);
+        return RMACOLL_ERR_BOOTSTRAP;
+    }
+    if (me.rank != 0) {
+        bs_pmix_proc(&root, me.nspace, 0);
+        rc = bs_pmix.get(&root, key, NULL, 0, &got);
+        if (rc != PMIX_SUCCESS || got == NULL || got->type != PMIX_BYTE_OBJECT ||
+            got->data.bo.size != sizeof(id->internal)) {
+            rmacoll__log(lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                         "bootstrap: rank %u: PMIx_Get of %s from rank 0 failed: %s",
+                         me.rank, key, bs_pmix.error_string(rc));
+            st = RMACOLL_ERR_BOOTSTRAP;
+        } else {
+            memcpy(id->internal, got->data.bo.bytes, sizeof(id->internal));
+        }
+        bs_pmix_release(got);
+    }
+    bs_pmix.finalize(NULL, 0);
+    if (st == RMACOLL_SUCCESS) {
+        rmacoll__log(lg, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                     "bootstrap: rank %u of %u: rendezvous id from PMIx (%u node(s))",
+                     me.rank, n, nodes);
+        *rank = (int)me.rank;
+        *nranks = (int)n;
+    }
+    return st;
+}
+#endif /* RMACOLL_HAVE_PMIX */
+
 rmacoll_status_t rmacoll__bootstrap_from_env(int *rank, int *nranks,
                                              rmacoll_unique_id_t *id)
 {
@@ -1813,10 +2069,19 @@ rmacoll_status_t rmacoll__bootstrap_from_env(int *rank, int *nranks,
             break;
         }
     }
+#ifdef RMACOLL_HAVE_PMIX
+    /* PMIx carries the id unless an address is given by hand
+     * (RMACOLL_BOOTSTRAP_ADDR) or torchrun-style (MASTER_ADDR). */
+    if (bs_pmix_present() && (addr == NULL || addr[0] == '\0') &&
+        getenv("MASTER_ADDR") == NULL) {
+        return bs_pmix_exchange(found >= 0 ? r : -1, found >= 0 ? n : -1, rank,
+                                nranks, id, &lg);
+    }
+#endif
     if (found < 0) {
         rmacoll__log(&lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                      "bootstrap: no launcher variables (OMPI_COMM_WORLD_RANK/SIZE, "
-                     "PMI_RANK/SIZE, RANK/WORLD_SIZE, SLURM_PROCID/NTASKS)");
+                     "PMI_RANK/SIZE, RANK/WORLD_SIZE, SLURM_PROCID/NTASKS, PMIX_RANK)");
         return RMACOLL_ERR_INVALID_ARG;
     }
     if (r >= n) {

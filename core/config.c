@@ -699,6 +699,17 @@ static int config_name_index(const char *const *names, const char *s)
     return -1;
 }
 
+/* Log levels and subsystems are matched in any case ("INFO", as NCCL_DEBUG). */
+static int config_name_index_ci(const char *const *names, const char *s)
+{
+    for (int i = 0; names[i] != NULL; i++) {
+        if (strcasecmp(names[i], s) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
 static void config_join_names(const char *const *names, char *buf, size_t len)
 {
     size_t off = 0;
@@ -742,14 +753,14 @@ static rmacoll_status_t config_parse_subsys(const char *text, uint32_t *mask, ch
         s++;
     }
     for (tok = strtok_r(s, ", \t\n", &save); tok != NULL; tok = strtok_r(NULL, ", \t\n", &save)) {
-        int i = config_name_index(subsys_names, tok);
+        int i = config_name_index_ci(subsys_names, tok);
 
         ntok++;
         if (i >= 0) {
             m |= 1u << i;
-        } else if (strcmp(tok, "all") == 0) {
+        } else if (strcasecmp(tok, "all") == 0) {
             m = RMACOLL_LOG_SUBSYS_ALL;
-        } else if (strcmp(tok, "none") == 0) {
+        } else if (strcasecmp(tok, "none") == 0) {
             /* adds nothing */
         } else {
             snprintf(bad, badlen, "%s", tok);
@@ -814,7 +825,7 @@ static rmacoll_status_t config_parse_into(const config_field_t *f, const char *t
         return RMACOLL_SUCCESS;
     }
     case CFG_KIND_LEVEL: {
-        int l = config_name_index(f->names, text);
+        int l = config_name_index_ci(f->names, text);
         if (l < 0) {
             config_join_names(f->names, names, sizeof(names));
             config_msg(problem, plen, "'%s' is not one of %s", text, names);

@@ -7,6 +7,8 @@
 #define RMACOLL_CORE_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "rmacoll.h"
 
@@ -18,7 +20,10 @@ typedef struct rmacoll__logger {
     int rank;              /* prefixed to stderr lines; -1 = none */
 } rmacoll__logger_t;
 
-/** A logger from RMACOLL_LOG_LEVEL (error|warn|info|debug|trace) alone. */
+/** A logger from the environment alone: RMACOLL_LOG_LEVEL
+ *  (error|warn|info|debug|trace, any case) and RMACOLL_LOG_SUBSYSTEMS
+ *  (comma list, "all", "^a,b" = all but a, b). Lines go to stderr or
+ *  RMACOLL_LOG_FILE as "host:pid:tid [rank] rmacoll LEVEL subsys: msg". */
 void rmacoll__logger_default(rmacoll__logger_t *lg);
 
 void rmacoll__log(const rmacoll__logger_t *lg, rmacoll_log_level_t level,
@@ -27,8 +32,19 @@ void rmacoll__log(const rmacoll__logger_t *lg, rmacoll_log_level_t level,
 void rmacoll__vlog(const rmacoll__logger_t *lg, rmacoll_log_level_t level,
                    uint32_t subsys, const char *fmt, va_list ap);
 
-/** Parses a level name; -1 if unknown. */
+/** Parses a level name (any case; "warning" = warn); -1 if unknown. */
 int rmacoll__log_level_from_name(const char *name);
 const char *rmacoll__log_level_name(int level);
+
+/** Name of the lowest subsystem bit set in subsys ("core" if none). */
+const char *rmacoll__log_subsys_name(uint32_t subsys);
+
+/** Parses a subsystem list (see rmacoll__logger_default) into *mask;
+ *  0, or -1 on an unknown name or an empty list. */
+int rmacoll__log_subsys_parse(const char *text, uint32_t *mask);
+
+/** Expands %h (host name), %p (pid) and %% of an RMACOLL_LOG_FILE
+ *  pattern into out[len]; 0, or -1 if it does not fit. */
+int rmacoll__log_expand_path(const char *pattern, char *out, size_t len);
 
 #endif /* RMACOLL_CORE_LOG_H */

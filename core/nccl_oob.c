@@ -5,15 +5,85 @@
  * (see include/rmacoll_nccl.h). Compiled to nothing unless NCCL was found
  * (RMACOLL_HAVE_NCCL, cmake/nccl.cmake). Uses the CUDA runtime only; never
  * the driver library.
+ *
+ * libnccl is not linked: the six NCCL functions used here are resolved with
+ * dlopen/dlsym on the first rmacoll_comm_create_from_nccl (as NCCL itself
+ * loads libibverbs and its net plugins), from RMACOLL_NCCL_LIBRARY when set,
+ * else libnccl.so.2. The caller already has an ncclComm_t, so libnccl is in
+ * the process: dlopen finds that copy. librmacoll.so thus does not NEED
+ * libnccl and users without NCCL can load it.
  */
 #ifdef RMACOLL_HAVE_NCCL
 
 #include "rmacoll_nccl.h"
 
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
+
+/* The NCCL functions of this file, resolved at run time. */
+typedef struct nccl_fns {
+    ncclResult_t (*all_gather)(const void *, void *, size_t, ncclDataType_t,
+                               ncclComm_t, cudaStream_t);
+    ncclResult_t (*user_rank)(const ncclComm_t, int *);
+    ncclResult_t (*count)(const ncclComm_t, int *);
+    ncclResult_t (*cu_device)(const ncclComm_t, int *);
+    const char *(*error_string)(ncclResult_t);
+    const char *(*last_error)(ncclComm_t);
+} nccl_fns_t;
+
+static nccl_fns_t nccl_fn;
+static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
+static int nccl_loaded;          /* 1 when every function was found */
+static char nccl_load_err[256];
+
+static void *nccl_sym(void *h, const char *name)
+{
+    void *f = dlsym(h, name);
+
+    if (f == NULL && nccl_load_err[0] == '\0')
+        snprintf(nccl_load_err, sizeof(nccl_load_err),
+                 "%s not found in libnccl: %s", name, dlerror());
+    return f;
+}
+
+static void nccl_load(void)
+{
+    const char *path = getenv("RMACOLL_NCCL_LIBRARY");
+    void *h;
+
+    if (path == NULL || *path == '\0')
+        path = "libnccl.so.2";
+    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL && strcmp(path, "libnccl.so.2") == 0)
+        h = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        snprintf(nccl_load_err, sizeof(nccl_load_err), "cannot load %s: %s",
+                 path, dlerror());
+        return;
+    }
+    /* dlsym returns void *; POSIX guarantees the conversion to a function
+     * pointer, memcpy keeps ISO C quiet about it. */
+#define NCCL_LOAD(field, name)                                                \
+    do {                                                                      \
+        void *f_ = nccl_sym(h, name);                                         \
+        memcpy(&nccl_fn.field, &f_, sizeof(f_));                              \
+    } while (0)
+    NCCL_LOAD(all_gather, "ncclAllGather");
+    NCCL_LOAD(user_rank, "ncclCommUserRank");
+    NCCL_LOAD(count, "ncclCommCount");
+    NCCL_LOAD(cu_device, "ncclCommCuDevice");
+    NCCL_LOAD(error_string, "ncclGetErrorString");
+    NCCL_LOAD(last_error, "ncclGetLastError");
+#undef NCCL_LOAD
+    nccl_loaded = nccl_load_err[0] == '\0';
+    /* h stays open for the life of the process (NCCL cannot be unloaded
+     * under a live ncclComm_t anyway). */
+}
 
 struct rmacoll_nccl_oob {
     ncclComm_t nccl;          /* borrowed */
@@ -106,12 +176,12 @@ static rmacoll_status_t nccl_oob_allgather(void *ctx, const void *send,
     if (st != RMACOLL_SUCCESS)
         goto out;
     /* In place: sendbuff == recvbuff + rank * count (NCCL's in-place rule). */
-    nr = ncclAllGather(slot, o->scratch, eff, ncclUint8, o->nccl, o->stream);
+    nr = nccl_fn.all_gather(slot, o->scratch, eff, ncclUint8, o->nccl, o->stream);
     if (nr != ncclSuccess) {
         rmacoll__log(&o->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                      "nccl oob: ncclAllGather of %zu bytes over %d ranks "
                      "failed: %s (%s)", eff, o->nranks,
-                     ncclGetErrorString(nr), ncclGetLastError(o->nccl));
+                     nccl_fn.error_string(nr), nccl_fn.last_error(o->nccl));
         st = RMACOLL_ERR_BOOTSTRAP;
         goto out;
     }
@@ -176,16 +246,24 @@ rmacoll_status_t rmacoll_comm_create_from_nccl(ncclComm_t nccl,
     rmacoll__logger_default(&o->log);
     if (config != NULL)
         o->log.level = config->log_level;
+    pthread_once(&nccl_once, nccl_load);
+    if (!nccl_loaded) {
+        rmacoll__log(&o->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                     "nccl oob: %s (set RMACOLL_NCCL_LIBRARY to the libnccl "
+                     "of the process)", nccl_load_err);
+        free(o);
+        return RMACOLL_ERR_BOOTSTRAP;
+    }
 
-    nr = ncclCommUserRank(nccl, &o->rank);
+    nr = nccl_fn.user_rank(nccl, &o->rank);
     if (nr == ncclSuccess)
-        nr = ncclCommCount(nccl, &o->nranks);
+        nr = nccl_fn.count(nccl, &o->nranks);
     if (nr == ncclSuccess)
-        nr = ncclCommCuDevice(nccl, &o->device);
+        nr = nccl_fn.cu_device(nccl, &o->device);
     if (nr != ncclSuccess) {
         rmacoll__log(&o->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                      "nccl oob: cannot query the nccl communicator: %s",
-                     ncclGetErrorString(nr));
+                     nccl_fn.error_string(nr));
         free(o);
         return RMACOLL_ERR_BOOTSTRAP;
     }

@@ -33,6 +33,10 @@ extern "C" {
 #define RMACOLL_VERSION_MAJOR 0
 #define RMACOLL_VERSION_MINOR 1
 #define RMACOLL_VERSION_PATCH 0
+/* One number, as NCCL_VERSION_CODE: major * 10000 + minor * 100 + patch. */
+#define RMACOLL_VERSION_CODE                                                  \
+    (RMACOLL_VERSION_MAJOR * 10000 + RMACOLL_VERSION_MINOR * 100 +            \
+     RMACOLL_VERSION_PATCH)
 
 /*
  * Status codes. One table generates the enum and its strings
@@ -428,6 +432,18 @@ rmacoll_status_t rmacoll_test(rmacoll_request_t *req, int *done);
  * flight), else those of rmacoll_alltoallv.
  */
 rmacoll_status_t rmacoll_wait(rmacoll_request_t *req);
+
+/**
+ * Version of the library loaded at run time (which may differ from the
+ * RMACOLL_VERSION_* of the header compiled against), as ncclGetVersion:
+ * *version = major * 10000 + minor * 100 + patch (0.1.0 -> 100).
+ * Errors: RMACOLL_ERR_INVALID_ARG when version is NULL. Thread-safe.
+ */
+rmacoll_status_t rmacoll_get_version(int *version);
+
+/** The same version as text, "MAJOR.MINOR.PATCH" (static; never NULL).
+ *  Thread-safe. */
+const char *rmacoll_version_string(void);
 
 /** Build information: comma-separated transports and schedulers compiled in. */
 const char *rmacoll_build_transports(void);

@@ -59,7 +59,10 @@ typedef struct rmacoll_nccl_oob rmacoll_nccl_oob_t;
  *
  * Errors: RMACOLL_ERR_INVALID_ARG (NULL nccl/comm/oob), RMACOLL_ERR_CUDA
  * (a CUDA runtime call failed), RMACOLL_ERR_BOOTSTRAP (an NCCL call failed;
- * the NCCL error string is logged), RMACOLL_ERR_NO_MEMORY, and every error
+ * the NCCL error string is logged; or libnccl could not be loaded: librmacoll
+ * does not link libnccl but opens it at the first call, from
+ * RMACOLL_NCCL_LIBRARY when set, else libnccl.so.2, which is the process's
+ * own copy when the application links NCCL), RMACOLL_ERR_NO_MEMORY, and every error
  * of rmacoll_comm_create. On error *comm and *oob are NULL and nothing is
  * owed. Thread-safety: as rmacoll_comm_create.
  */

@@ -41,7 +41,7 @@ mkdir -p "$OUT"
 export FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo
 
 PERF=$BUILD/tools/rmacoll-perf
-MPIPERF=$BUILD/tools/mpi_alltoallv_perf
+MPIPERF=$BUILD/tools/rmacoll-mpi-perf
 for exe in "$PERF" "$MPIPERF"; do
     if [ ! -x "$exe" ]; then
         echo "compare_mpi: $exe not found (build first; the MPI baseline needs MPI)" >&2

@@ -16,6 +16,11 @@
 #include <cmocka.h>
 
 #include "cases.h"
+#include "refexec.h"
+
+#ifndef RMACOLL_EXTRA_CASES_DIRS
+#define RMACOLL_EXTRA_CASES_DIRS ""
+#endif
 
 static void test_shared_cases_load(void **state)
 {
@@ -343,6 +348,66 @@ static void test_parse_size(void **state)
     assert_int_equal(rmacoll_parse_size("2X", &v), RMACOLL_ERR_INVALID_ARG);
     assert_int_equal(rmacoll_parse_size("-1", &v), RMACOLL_ERR_INVALID_ARG);
     assert_int_equal(rmacoll_parse_size("", &v), RMACOLL_ERR_INVALID_ARG);
+    /* nccl-tests' fractions: -b 1.5M */
+    assert_int_equal(rmacoll_parse_size("1.5M", &v), 0);
+    assert_int_equal(v, 1572864);
+    assert_int_equal(rmacoll_parse_size("0.5K", &v), 0);
+    assert_int_equal(v, 512);
+    assert_int_equal(rmacoll_parse_size("2.25", &v), 0);
+    assert_int_equal(v, 2);
+    assert_int_equal(rmacoll_parse_size("1.", &v), RMACOLL_ERR_INVALID_ARG);
+    assert_int_equal(rmacoll_parse_size("1.5X", &v), RMACOLL_ERR_INVALID_ARG);
+    assert_int_equal(rmacoll_parse_size(".5M", &v), RMACOLL_ERR_INVALID_ARG);
+}
+
+/* Extra case folders: -DRMACOLL_EXTRA_CASES_DIRS=a;b at configure time
+ * and/or RMACOLL_TEST_CASES_DIRS=a:b at run time. Every *.txt there must
+ * load and run exactly through the reference executor (data checked,
+ * mismatch cases failing on every rank); skipped when none is given. */
+static void test_extra_cases(void **state)
+{
+    char dirs[4096], *save = NULL;
+    const char *env = getenv("RMACOLL_TEST_CASES_DIRS");
+    int ncases = 0;
+
+    (void)state;
+    snprintf(dirs, sizeof(dirs), "%s:%s", RMACOLL_EXTRA_CASES_DIRS, env ? env : "");
+    for (char *dir = strtok_r(dirs, ":;", &save); dir != NULL;
+         dir = strtok_r(NULL, ":;", &save)) {
+        DIR *d = opendir(dir);
+        struct dirent *e;
+
+        if (d == NULL)
+            fail_msg("extra cases folder %s: cannot open", dir);
+        while ((e = readdir(d)) != NULL) {
+            char path[2048], err[256];
+            size_t len = strlen(e->d_name);
+            rmacoll_case_t *c;
+            refexec_opts_t o;
+            refexec_result_t res;
+            rmacoll_status_t st;
+
+            if (len < 5 || strcmp(e->d_name + len - 4, ".txt") != 0)
+                continue;
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            if (rmacoll_case_load(path, &c, err, sizeof(err)) != RMACOLL_SUCCESS)
+                fail_msg("%s", err);
+            refexec_opts_init(&o);
+            o.ncalls = 2;
+            st = refexec_run(&o, c, &res);
+            if (st != RMACOLL_SUCCESS || !res.ok)
+                fail_msg("%s: %s (status %s)", path, res.msg,
+                         rmacoll_status_name(res.status));
+            assert_int_equal(res.status, c->has_mismatch ? RMACOLL_ERR_MISMATCH
+                                                         : RMACOLL_SUCCESS);
+            rmacoll_case_free(c);
+            ncases++;
+        }
+        closedir(d);
+    }
+    if (ncases == 0)
+        skip();
+    print_message("%d extra case(s) checked\n", ncases);
 }
 
 int main(void)
@@ -360,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_checker),
         cmocka_unit_test(test_fill_send),
         cmocka_unit_test(test_parse_size),
+        cmocka_unit_test(test_extra_cases),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

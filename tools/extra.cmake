@@ -40,14 +40,19 @@ endif()
 
 find_package(MPI COMPONENTS C QUIET)
 if(MPI_C_FOUND)
-  add_executable(mpi_alltoallv_perf ${CMAKE_CURRENT_SOURCE_DIR}/mpi/mpi_alltoallv_perf.c)
+  # Installed as rmacoll-mpi-perf (an rmacoll- name in bin/); the build
+  # tree keeps mpi_alltoallv_perf too (a link) for existing scripts.
+  add_executable(rmacoll-mpi-perf ${CMAKE_CURRENT_SOURCE_DIR}/mpi/mpi_alltoallv_perf.c)
   # Same counts, fill, check and columns as rmacoll-perf: tools/common.
-  target_link_libraries(mpi_alltoallv_perf PRIVATE rmacoll_toolsupport rmacoll_static MPI::MPI_C)
-  target_include_directories(mpi_alltoallv_perf PRIVATE ${PROJECT_SOURCE_DIR})
-  install(TARGETS mpi_alltoallv_perf RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-  message(STATUS "rmacoll: MPI baseline mpi_alltoallv_perf enabled (${MPI_C_LIBRARIES})")
+  target_link_libraries(rmacoll-mpi-perf PRIVATE rmacoll_toolsupport rmacoll_static MPI::MPI_C)
+  target_include_directories(rmacoll-mpi-perf PRIVATE ${PROJECT_SOURCE_DIR})
+  add_custom_command(TARGET rmacoll-mpi-perf POST_BUILD
+    COMMAND ${CMAKE_COMMAND} -E create_symlink rmacoll-mpi-perf mpi_alltoallv_perf
+    WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  install(TARGETS rmacoll-mpi-perf RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  message(STATUS "rmacoll: MPI baseline rmacoll-mpi-perf enabled (${MPI_C_LIBRARIES})")
 else()
-  message(STATUS "rmacoll: MPI not found; mpi_alltoallv_perf not built")
+  message(STATUS "rmacoll: MPI not found; rmacoll-mpi-perf not built")
 endif()
 
 # include(CTest) / enable_testing() run after tools/ in the top-level
@@ -78,5 +83,75 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
     PASS_REGULAR_EXPRESSION "--gemm N.*--gemm-iters K")
   add_test(NAME perf_help_gpu COMMAND rmacoll-perf --help)
   set_tests_properties(perf_help_gpu PROPERTIES TIMEOUT 30
-    PASS_REGULAR_EXPRESSION "--memory host\\|cuda.*--baseline none\\|nccl")
+    PASS_REGULAR_EXPRESSION "--buffers host\\|cuda.*--memory host\\|cuda is the old name.*--baseline none\\|nccl")
+
+  # nccl-tests command lines: a pasted alltoall_perf line runs unchanged
+  # and its output parses with the rules of parsers written for
+  # nccl-tests (tests/tools/parse_nccl_tests.py: SuperBench's, FlagPerf's,
+  # nccl-tests' own rank-line format). -e kept small for the suite.
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  set(_perf_env "FI_TCP_IFACE=lo;FI_SOCKETS_IFACE=lo")
+  if(Python3_Interpreter_FOUND)
+    add_test(NAME perf_nccl_tests_cmdline COMMAND sh -c
+      "\"$1\" -b 8 -e 64K -f 2 -g 1 -t 1 -c 1 -n 5 -w 2 -o sum -r 0 -z 0 -a 1 -m 1 -N 1 -T 300 -d float | \"$2\" \"$3\" --min-rows 14 --ranks 4"
+      sh $<TARGET_FILE:rmacoll-perf> ${Python3_EXECUTABLE}
+      ${PROJECT_SOURCE_DIR}/tests/tools/parse_nccl_tests.py)
+    set_tests_properties(perf_nccl_tests_cmdline PROPERTIES TIMEOUT 300
+      ENVIRONMENT "${_perf_env}" LABELS "multiprocess"
+      PASS_REGULAR_EXPRESSION "parse_nccl_tests: ok: 14 rows \\(8\\.\\.65536 bytes\\), 4 ranks")
+    # --json - : the JSON document alone on stdout; -d all: every type
+    add_test(NAME perf_json_stdout COMMAND sh -c
+      "\"$1\" -b 1K -e 2K -f 2 -n 2 -w 1 -d all --json - 2>/dev/null | \"$2\" -c 'import json,sys; d=json.load(sys.stdin); t=[r[\"type\"] for r in d[\"rows\"]]; assert d[\"status\"]==\"ok\" and len(t)==20 and t[0]==\"int8\" and t[-1]==\"bfloat16\" and all(r[\"wrong\"]==0 for r in d[\"rows\"]), t; print(\"json ok\", len(t))'"
+      sh $<TARGET_FILE:rmacoll-perf> ${Python3_EXECUTABLE})
+    set_tests_properties(perf_json_stdout PROPERTIES TIMEOUT 300
+      ENVIRONMENT "${_perf_env}" LABELS "multiprocess" PASS_REGULAR_EXPRESSION "json ok 20")
+  endif()
+  # rmacoll-info --runtime --json: one JSON object with every section and
+  # every variable rmacoll reads, with its value here.
+  if(Python3_Interpreter_FOUND AND TARGET rmacoll-info)
+    add_test(NAME rmacoll_info_runtime_json COMMAND sh -c
+      "\"$1\" --runtime --json | \"$2\" -c 'import json,sys; d=json.load(sys.stdin); e={v[\"name\"]: v for v in d[\"environment\"]}; assert set(d)=={\"versions\",\"libfabric_providers\",\"rdma_devices\",\"gpus\",\"environment\"}, d.keys(); assert e[\"RMACOLL_RELAY_SLOTS\"][\"value\"]==\"8\" and e[\"RMACOLL_RELAY_SLOTS\"][\"config_key\"]; assert \"RMACOLL_LOG_FILE\" in e and \"RMACOLL_NODE_ID\" in e and \"PMIX_RANK\" in e; assert d[\"versions\"][\"rmacoll\"]; print(\"runtime ok\", len(e))'"
+      sh $<TARGET_FILE:rmacoll-info> ${Python3_EXECUTABLE})
+    set_tests_properties(rmacoll_info_runtime_json PROPERTIES TIMEOUT 60
+      ENVIRONMENT "RMACOLL_RELAY_SLOTS=8" PASS_REGULAR_EXPRESSION "runtime ok")
+  endif()
+  # Levels are case-insensitive (NCCL_DEBUG=INFO style).
+  if(TARGET rmacoll-info)
+    add_test(NAME rmacoll_info_level_upper COMMAND rmacoll-info --json)
+    set_tests_properties(rmacoll_info_level_upper PROPERTIES TIMEOUT 60
+      ENVIRONMENT "RMACOLL_CONFIG=;RMACOLL_LOG_LEVEL=INFO;RMACOLL_LOG_SUBSYSTEMS=Bootstrap,CORE"
+      PASS_REGULAR_EXPRESSION "\"key\": \"log.level\", \"type\": \"[^\"]*\", \"default\": \"warn\", \"value\": \"info\"")
+  endif()
+  # Usage errors exit 64 before any rank starts (no "rank(s) failed").
+  foreach(_bad "inter;--inter;bogus" "scheduler;--scheduler;nope"
+                "np;-np;4" "nodes;--nodes;0,1,x" "graph;-G;1" "threads;-t;2")
+    list(GET _bad 0 _n)
+    list(GET _bad 1 _o)
+    list(GET _bad 2 _v)
+    add_test(NAME perf_usage_exit64_${_n} COMMAND sh -c
+      "\"$1\" --dist matrix:\"$2\" \"$3\" \"$4\" 2>&1; rc=$?; echo rc=$rc; test $rc -eq 64"
+      sh $<TARGET_FILE:rmacoll-perf> ${RMACOLL_CASES_DIR}/moe_zipf_2x4.txt ${_o} ${_v})
+    set_tests_properties(perf_usage_exit64_${_n} PROPERTIES TIMEOUT 30
+      ENVIRONMENT "${_perf_env}" FAIL_REGULAR_EXPRESSION "rank\\(s\\) failed|launch: rank")
+  endforeach()
+  # --nodes: a non-contiguous node map from the command line
+  add_test(NAME perf_nodes_map COMMAND rmacoll-perf --nodes 0,1,0,1 -b 1K -e 4K -n 3 -w 1)
+  set_tests_properties(perf_nodes_map PROPERTIES TIMEOUT 300 ENVIRONMENT "${_perf_env}"
+    LABELS "multiprocess"
+    PASS_REGULAR_EXPRESSION "nodes 2 \\(2,2\\) non-contiguous, launch spawned.*Out of bounds values : 0 OK")
+  # mpirun with no rmacoll variables (PMIx carries the rendezvous id), and
+  # with two virtual nodes (--ppn 2 under the launcher). Skipped without
+  # mpiexec; Open MPI as root needs the OMPI_* variables.
+  find_program(RMACOLL_MPIEXEC NAMES mpiexec mpirun)
+  if(RMACOLL_MPIEXEC AND RMACOLL_HAVE_PMIX)
+    set(_mpi_env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;${_perf_env}")
+    add_test(NAME perf_mpirun_np4 COMMAND ${RMACOLL_MPIEXEC} -np 4 $<TARGET_FILE:rmacoll-perf> -b 1K -e 64K -n 5 -w 1)
+    set_tests_properties(perf_mpirun_np4 PROPERTIES TIMEOUT 300 ENVIRONMENT "${_mpi_env}"
+      LABELS "mpi;multiprocess"
+      PASS_REGULAR_EXPRESSION "nranks 4, nodes 1 \\(4\\), launch mpirun.*Out of bounds values : 0 OK")
+    add_test(NAME perf_mpirun_two_nodes COMMAND ${RMACOLL_MPIEXEC} -np 4 $<TARGET_FILE:rmacoll-perf> --ppn 2 -b 1K -e 64K -n 5 -w 1)
+    set_tests_properties(perf_mpirun_two_nodes PROPERTIES TIMEOUT 300 ENVIRONMENT "${_mpi_env}"
+      LABELS "mpi;multiprocess"
+      PASS_REGULAR_EXPRESSION "nranks 4, nodes 2 \\(2,2\\), launch mpirun.*Out of bounds values : 0 OK")
+  endif()
 endif()

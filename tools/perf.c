@@ -270,6 +270,23 @@ static const rmacoll_perf_devops_t perf_cuda_devops = {
     perf_dev_timer_stop,
 };
 
+/* The "# Using devices" line of this rank: its GPU, PCI bus id, name. */
+static void perf_cuda_describe(void *ctx, int *device, char *busid,
+                               size_t busid_len, char *name, size_t name_len)
+{
+    perf_rmacoll_t *p = ctx;
+    struct cudaDeviceProp prop;
+    char bus[32];
+
+    if (p->stream == NULL)
+        return;     /* host memory: the defaults */
+    *device = p->device;
+    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), p->device) == cudaSuccess)
+        snprintf(busid, busid_len, "%s", bus);
+    if (cudaGetDeviceProperties(&prop, p->device) == cudaSuccess)
+        snprintf(name, name_len, "%s", prop.name);
+}
+
 /* Picks the GPU and makes the stream and events; before the communicator
  * (so that the library sees the right current device). */
 static int perf_cuda_setup(perf_rmacoll_t *p, const rmacoll_launch_env_t *env)
@@ -612,6 +629,125 @@ static int perf_nccl_setup(perf_rmacoll_t *p)
 }
 #endif /* RMACOLL_PERF_HAVE_NCCL */
 
+/* ---- usage checks and the node map, shared by the spawner and ranks ---- */
+
+/* 1 when name is one of the comma-separated list. */
+static int perf_in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+
+    for (const char *p = list; p != NULL && *p != '\0';) {
+        const char *e = strchr(p, ',');
+        size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
+
+        if (len == n && strncmp(p, name, n) == 0)
+            return 1;
+        p = e != NULL ? e + 1 : NULL;
+    }
+    return 0;
+}
+
+/* Applies --relay/--scheduler/--intra/--inter to cfg and checks the names
+ * against what is built in; err names the option. 0 or -1. */
+static int perf_apply_config(const rmacoll_perf_opts_t *o,
+                             rmacoll_config_t *cfg, char *err, size_t len)
+{
+    if (o->relay >= 0)
+        cfg->relay_enabled = o->relay;
+    if (o->scheduler[0] != '\0')
+        snprintf(cfg->scheduler, sizeof(cfg->scheduler), "%s", o->scheduler);
+    if (o->intra_node[0] != '\0')
+        snprintf(cfg->intra_node, sizeof(cfg->intra_node), "%s", o->intra_node);
+    if (o->inter_node[0] != '\0')
+        snprintf(cfg->inter_node, sizeof(cfg->inter_node), "%s", o->inter_node);
+    if (strcmp(cfg->intra_node, "auto") != 0 &&
+        (!perf_in_list(rmacoll_build_transports(), cfg->intra_node) ||
+         !strcmp(cfg->intra_node, "ofi") || !strcmp(cfg->intra_node, "verbs"))) {
+        snprintf(err, len, "%s %s: not a node transport of this build (ce, "
+                 "nvlink_kernel or auto; built: %s)",
+                 o->intra_node[0] ? "--intra" : "transports.intra_node",
+                 cfg->intra_node, rmacoll_build_transports());
+        return -1;
+    }
+    if (!perf_in_list(rmacoll_build_transports(), cfg->inter_node) ||
+        !strcmp(cfg->inter_node, "ce") ||
+        !strcmp(cfg->inter_node, "nvlink_kernel")) {
+        snprintf(err, len, "%s %s: not a network transport of this build "
+                 "(ofi or verbs; built: %s)",
+                 o->inter_node[0] ? "--inter" : "transports.inter_node",
+                 cfg->inter_node, rmacoll_build_transports());
+        return -1;
+    }
+    if (cfg->scheduler_plugin[0] == '\0' &&
+        !perf_in_list(rmacoll_build_schedulers(), cfg->scheduler)) {
+        snprintf(err, len, "%s %s: no such scheduler (built: %s; or "
+                 "scheduler_plugin in the config)",
+                 o->scheduler[0] ? "--scheduler" : "scheduler", cfg->scheduler,
+                 rmacoll_build_schedulers());
+        return -1;
+    }
+    return 0;
+}
+
+/* The virtual node of every rank from --nodes, --topology or -np/--ppn, or
+ * from the matrix file when no topology option was given (c may be NULL).
+ * 0, or -1 with err naming the option. */
+static int perf_node_map(const rmacoll_perf_opts_t *o, const rmacoll_case_t *c,
+                         int *node_of, int *nranks, char *err, size_t len)
+{
+    int sizes[RMACOLL_LAUNCH_MAX_RANKS];
+    int nnodes = 0;
+    rmacoll_status_t st;
+
+    if (o->nodes[0] != '\0') {
+        if (rmacoll_perf_parse_nodes(o->nodes, node_of,
+                                     RMACOLL_LAUNCH_MAX_RANKS, nranks) != 0) {
+            snprintf(err, len, "bad --nodes %.200s (node of every rank, e.g. "
+                     "0,1,0,1)", o->nodes);
+            return -1;
+        }
+        if (o->np_given && o->np != *nranks) {
+            snprintf(err, len, "--nodes %.200s names %d ranks but -np is %d",
+                     o->nodes, *nranks, o->np);
+            return -1;
+        }
+    } else if (c != NULL && !o->topology_given) {
+        /* A matrix file brings its own topology. */
+        if (c->nranks > RMACOLL_LAUNCH_MAX_RANKS) {
+            snprintf(err, len, "%.200s: too many ranks (%d)", o->dist + 7,
+                     c->nranks);
+            return -1;
+        }
+        *nranks = c->nranks;
+        memcpy(node_of, c->node_of, (size_t)c->nranks * sizeof(int));
+        return 0;
+    } else {
+        if (o->topology[0] != '\0')
+            st = rmacoll_launch_parse_topology(o->topology, sizes,
+                                               RMACOLL_LAUNCH_MAX_RANKS,
+                                               &nnodes, nranks);
+        else
+            st = rmacoll_launch_even_topology(o->np, o->ppn, sizes,
+                                              RMACOLL_LAUNCH_MAX_RANKS,
+                                              &nnodes, nranks);
+        if (st != RMACOLL_SUCCESS) {
+            snprintf(err, len, "bad topology (%.200s)",
+                     o->topology[0] ? o->topology : "-np/--ppn");
+            return -1;
+        }
+        for (int nd = 0, r = 0; nd < nnodes; nd++)
+            for (int k = 0; k < sizes[nd]; k++)
+                node_of[r++] = nd;
+    }
+    if (c != NULL && c->nranks != *nranks) {
+        snprintf(err, len, "%.200s has %d ranks, but the topology options give "
+                 "%d (leave out -np/--ppn/--topology/--nodes to use the "
+                 "file's)", o->dist + 7, c->nranks, *nranks);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- child / externally launched rank ---- */
 
 /* Test hooks of the launcher, honoured in --dry-run only:
@@ -690,14 +826,11 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
                     rmacoll_status_name(st));
         return 1;
     }
-    if (o->relay >= 0)
-        cfg.relay_enabled = o->relay;
-    if (o->scheduler[0] != '\0')
-        snprintf(cfg.scheduler, sizeof(cfg.scheduler), "%s", o->scheduler);
-    if (o->intra_node[0] != '\0')
-        snprintf(cfg.intra_node, sizeof(cfg.intra_node), "%s", o->intra_node);
-    if (o->inter_node[0] != '\0')
-        snprintf(cfg.inter_node, sizeof(cfg.inter_node), "%s", o->inter_node);
+    if (perf_apply_config(o, &cfg, err, sizeof(err)) != 0) {
+        if (env->rank == 0)
+            fprintf(stderr, PERF_NAME ": %s\n", err);
+        return PERF_EXIT_USAGE;
+    }
 
     if (env->kind == RMACOLL_LAUNCH_SPAWNED) {
         rmacoll_unique_id_t id;
@@ -814,8 +947,10 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
         be.load = &perf_gemm_loadops;
 #endif
 #ifdef RMACOLL_PERF_HAVE_CUDA
-    if (p.stream != NULL)
+    if (p.stream != NULL) {
         be.dev = &perf_cuda_devops;
+        be.describe = perf_cuda_describe;
+    }
 #endif
 #ifdef RMACOLL_PERF_HAVE_NCCL
     if (p.nccl != NULL) {
@@ -855,8 +990,7 @@ out:
 static int perf_spawn(const rmacoll_perf_opts_t *o, int argc, char **argv)
 {
     int node_of[RMACOLL_LAUNCH_MAX_RANKS];
-    int sizes[RMACOLL_LAUNCH_MAX_RANKS];
-    int nnodes = 0, nranks = 0;
+    int nranks = 0;
     rmacoll_unique_id_t id;
     char hex[2 * RMACOLL_UNIQUE_ID_BYTES + 1];
     rmacoll_launch_spec_t spec;
@@ -864,55 +998,37 @@ static int perf_spawn(const rmacoll_perf_opts_t *o, int argc, char **argv)
     rmacoll_status_t st;
     char **cargv;
 
-    if (strncmp(o->dist, "matrix:", 7) == 0 && !o->topology_given) {
-        /* A matrix file brings its own topology. */
+    {
+        /* Every usage error is found here, once, before any rank starts:
+         * the matrix file, the node map, the configuration and the
+         * transport and scheduler names (exit 64). */
         rmacoll_case_t *c = NULL;
-        char err[512];
+        rmacoll_config_t cfg;
+        char err[512] = "";
+        int bad;
 
-        if (rmacoll_case_load(o->dist + 7, &c, err, sizeof(err)) !=
-            RMACOLL_SUCCESS) {
+        if (strncmp(o->dist, "matrix:", 7) == 0 &&
+            rmacoll_case_load(o->dist + 7, &c, err, sizeof(err)) !=
+                RMACOLL_SUCCESS) {
             fprintf(stderr, PERF_NAME ": %s\n", err);
             return PERF_EXIT_USAGE;
         }
-        if (c->nranks > RMACOLL_LAUNCH_MAX_RANKS) {
-            fprintf(stderr, PERF_NAME ": %s: too many ranks (%d)\n",
-                    o->dist + 7, c->nranks);
-            rmacoll_case_free(c);
-            return PERF_EXIT_USAGE;
-        }
-        nranks = c->nranks;
-        memcpy(node_of, c->node_of, (size_t)nranks * sizeof(int));
+        bad = perf_node_map(o, c, node_of, &nranks, err, sizeof(err));
         rmacoll_case_free(c);
-    } else {
-        if (o->topology[0] != '\0')
-            st = rmacoll_launch_parse_topology(o->topology, sizes,
-                                               RMACOLL_LAUNCH_MAX_RANKS,
-                                               &nnodes, &nranks);
-        else
-            st = rmacoll_launch_even_topology(o->np, o->ppn, sizes,
-                                              RMACOLL_LAUNCH_MAX_RANKS,
-                                              &nnodes, &nranks);
-        if (st != RMACOLL_SUCCESS) {
-            fprintf(stderr, PERF_NAME ": bad topology (%s)\n",
-                    o->topology[0] ? o->topology : "-np/--ppn");
+        if (bad) {
+            fprintf(stderr, PERF_NAME ": %s\n", err);
             return PERF_EXIT_USAGE;
         }
-        for (int nd = 0, r = 0; nd < nnodes; nd++)
-            for (int k = 0; k < sizes[nd]; k++)
-                node_of[r++] = nd;
-    }
-
-    {
-        /* Fail once here rather than in every rank on a bad config. */
-        rmacoll_config_t cfg;
-        char err[512] = "";
-
         cfg.struct_size = sizeof(cfg);
         st = rmacoll_config_load(o->config_path[0] ? o->config_path : NULL,
                                  &cfg, err, sizeof(err));
         if (st != RMACOLL_SUCCESS) {
             fprintf(stderr, PERF_NAME ": config: %s (%s)\n", err,
                     rmacoll_status_name(st));
+            return PERF_EXIT_USAGE;
+        }
+        if (perf_apply_config(o, &cfg, err, sizeof(err)) != 0) {
+            fprintf(stderr, PERF_NAME ": %s\n", err);
             return PERF_EXIT_USAGE;
         }
     }
@@ -976,9 +1092,28 @@ int main(int argc, char **argv)
         env.kind = RMACOLL_LAUNCH_NONE;
     if (env.kind == RMACOLL_LAUNCH_NONE)
         return perf_spawn(&o, argc, argv);
-    if (env.kind != RMACOLL_LAUNCH_SPAWNED && o.topology_given && env.rank == 0)
-        fprintf(stderr, PERF_NAME ": launched by %s: -np/--ppn/--topology "
-                "ignored (nodes come from RMACOLL_NODE_ID or the host name)\n",
-                rmacoll_launch_kind_name(env.kind));
+    if (env.kind != RMACOLL_LAUNCH_SPAWNED && o.topology_given) {
+        /* Under a launcher, --ppn/--topology/--nodes make virtual nodes on
+         * the launcher's ranks (RMACOLL_NODE_ID of this process), e.g.
+         * mpirun -np 4 rmacoll-perf --ppn 2: two nodes of two ranks. */
+        static int node_of[RMACOLL_LAUNCH_MAX_RANKS];
+        int n = 0;
+        char id[32];
+
+        if (!o.np_given)
+            o.np = env.nranks;
+        if (perf_node_map(&o, NULL, node_of, &n, err, sizeof(err)) != 0 ||
+            (n != env.nranks &&
+             snprintf(err, sizeof(err), "the topology options give %d ranks "
+                      "but %s started %d", n,
+                      rmacoll_launch_kind_name(env.kind), env.nranks) > 0)) {
+            if (env.rank == 0)
+                fprintf(stderr, PERF_NAME ": %s\n", err);
+            return PERF_EXIT_USAGE;
+        }
+        snprintf(id, sizeof(id), "%d", node_of[env.rank]);
+        setenv(RMACOLL_LAUNCH_ENV_NODE, id, 1);
+        env.node = node_of[env.rank];
+    }
     return perf_rank(&o, &env);
 }

@@ -4,6 +4,8 @@
  */
 #include "cases.h"
 
+#include "core/config_internal.h" /* rmacoll__config_parse_size */
+
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -894,34 +896,50 @@ uint64_t rmacoll_check_recv(const void *buf, size_t bytes, size_t esize,
 
 rmacoll_status_t rmacoll_parse_size(const char *s, uint64_t *out)
 {
-    char *end;
-    unsigned long long v;
-    uint64_t mul = 1;
+    const char *dot;
 
-    if (s == NULL || !isdigit((unsigned char)*s)) {
+    if (s == NULL || out == NULL || !isdigit((unsigned char)*s)) {
         return RMACOLL_ERR_INVALID_ARG;
     }
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno != 0) {
-        return RMACOLL_ERR_INVALID_ARG;
+    dot = strchr(s, '.');
+    if (dot == NULL) {
+        /* The library's parser (configuration files use the same). */
+        return rmacoll__config_parse_size(s, out) == RMACOLL_SUCCESS
+                   ? RMACOLL_SUCCESS
+                   : RMACOLL_ERR_INVALID_ARG;
     }
-    switch (toupper((unsigned char)*end)) {
-    case 'K': mul = 1ull << 10; end++; break;
-    case 'M': mul = 1ull << 20; end++; break;
-    case 'G': mul = 1ull << 30; end++; break;
-    case 'T': mul = 1ull << 40; end++; break;
-    default: break;
+    {
+        /* A fraction, as nccl-tests takes them ("-b 1.5M"): the integer
+         * and the fraction digits as one integer, scaled by the unit, then
+         * divided by 10^digits (rounded down). */
+        char digits[40], unit[24];
+        size_t nd = 0, nf = 0;
+        const char *p = s;
+        uint64_t whole, div = 1;
+        unsigned __int128 v;
+
+        for (; isdigit((unsigned char)*p) && nd < sizeof(digits) - 1; p++)
+            digits[nd++] = *p;
+        if (*p != '.')
+            return RMACOLL_ERR_INVALID_ARG;
+        for (p++; isdigit((unsigned char)*p) && nd < sizeof(digits) - 1 &&
+                  nf < 18;
+             p++, nf++) {
+            digits[nd++] = *p;
+            div *= 10;
+        }
+        digits[nd] = '\0';
+        if (nf == 0 || strlen(p) >= sizeof(unit) - 2)
+            return RMACOLL_ERR_INVALID_ARG;
+        /* "1" + unit gives the unit's multiplier through the same parser. */
+        snprintf(unit, sizeof(unit), "1%s", p);
+        if (rmacoll__config_parse_size(unit, &whole) != RMACOLL_SUCCESS)
+            return RMACOLL_ERR_INVALID_ARG;
+        errno = 0;
+        v = (unsigned __int128)strtoull(digits, NULL, 10) * whole / div;
+        if (errno != 0 || v > UINT64_MAX)
+            return RMACOLL_ERR_INVALID_ARG;
+        *out = (uint64_t)v;
+        return RMACOLL_SUCCESS;
     }
-    if (mul > 1 && (*end == 'i' || *end == 'I')) {
-        end++;
-    }
-    if (*end == 'B' || *end == 'b') {
-        end++;
-    }
-    if (*end != '\0' || (mul > 1 && v > UINT64_MAX / mul)) {
-        return RMACOLL_ERR_INVALID_ARG;
-    }
-    *out = (uint64_t)v * mul;
-    return RMACOLL_SUCCESS;
 }

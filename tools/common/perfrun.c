@@ -6,6 +6,7 @@
 #include "perfrun.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,88 +30,84 @@ void rmacoll_perf_opts_init(rmacoll_perf_opts_t *o)
     o->check = 1;
     o->seed = 1;
     o->gemm_iters = 50;
+    o->agg_iters = 1;
+    o->run_cycles = 1;
+    o->average = 3;
 }
 
 void rmacoll_perf_usage(const char *prog, FILE *out)
 {
     fprintf(out,
 "usage: %s [options]\n"
-"AlltoAllV benchmark in the style of nccl-tests' alltoall_perf.\n"
+"AlltoAllV benchmark; takes nccl-tests' alltoall_perf command lines and prints\n"
+"its columns (out-of-place and in-place), plus rmacoll's own options.\n"
 "\n"
 "Launch (rmacoll-perf; ignored by the MPI baseline):\n"
 "  -np N, --nranks N      local ranks to spawn (default 4)\n"
 "  --ppn N                ranks per virtual node, node = rank / ppn (default 2)\n"
 "  --topology A,B,...     uneven virtual nodes, e.g. 3,2 (overrides -np/--ppn)\n"
-"  --timeout S            launcher deadline in seconds (default 600)\n"
+"  --nodes I,J,...        node of every rank, e.g. 0,1,0,1 (non-contiguous\n"
+"                         nodes; overrides -np/--ppn/--topology)\n"
+"  --timeout S, -T S      launcher deadline in seconds (default 600)\n"
 "  --spawn                spawn even when launcher variables are set\n"
 "  --dry-run              spawn the ranks, print what each got, stop\n"
-"  Under mpirun/srun/torchrun (OMPI_COMM_WORLD_RANK, SLURM_PROCID, RANK)\n"
-"  nothing is spawned: rmacoll_comm_create_from_env bootstraps.\n"
+"  Under mpirun/srun/torchrun (OMPI_COMM_WORLD_RANK, PMIX_RANK, SLURM_PROCID,\n"
+"  RANK) nothing is spawned: rmacoll_comm_create_from_env bootstraps.\n"
 "Runtime (rmacoll-perf):\n"
 "  --config FILE          YAML configuration (else RMACOLL_CONFIG)\n"
 "  --relay on|off         two-hop relay across nodes (default: the\n"
 "                         config's relay.enabled, which defaults to on)\n"
 "  --scheduler NAME       shift | node_shift | xor | random\n"
 "  --intra NAME, --inter NAME   transports inside / across nodes\n"
-"  --memory host|cuda     buffers in host memory (default) or CUDA device\n"
+"  --buffers host|cuda    buffers in host memory (default) or CUDA device\n"
 "                         memory: rank uses GPU local_rank %% device count;\n"
 "                         cuda defaults to one node of -np 2 ranks\n"
+"                         (--memory host|cuda is the old name, kept)\n"
 "  --baseline none|nccl   also time NCCL grouped ncclSend/ncclRecv on the\n"
-"                         same counts (needs --memory cuda, one rank per\n"
+"                         same counts (needs --buffers cuda, one rank per\n"
 "                         GPU); prints both rows and the busbw ratio\n"
-"  --gemm N               SM interference (needs --memory cuda): time K\n"
+"  --gemm N               SM interference (needs --buffers cuda): time K\n"
 "                         bf16 N x N GEMMs (cuBLAS) on a second stream alone,\n"
 "                         then while the -b size runs back to back on the\n"
 "                         collective's stream (and the baseline's); prints\n"
 "                         the GEMM slowdown and the busbw; implies --no-check\n"
 "  --gemm-iters K         GEMMs per timed batch (default 50)\n"
-"Benchmark:\n"
+"Benchmark (nccl-tests' flags and meanings):\n"
 "  -b, --minbytes SIZE    smallest bytes per rank sent in total (default 1K)\n"
 "  -e, --maxbytes SIZE    largest (default 16M)\n"
 "  -f, --stepfactor F     multiply the size by F per row (default 4)\n"
 "  -i, --stepbytes SIZE   add SIZE per row instead of -f\n"
+"  -d, --datatype NAME    float half double bfloat16 int8 uint8 int32 uint32\n"
+"                         int64 uint64 (or float32 float16 float64), or all\n"
+"                         (default float)\n"
+"  -n, --iters N          timed iterations per row (default 20)\n"
+"  -w, --warmup_iters N   warm-up iterations per row (default 5)\n"
+"  -m, --agg_iters N      calls per timed iteration (default 1)\n"
+"  -N, --run_cycles N     sweeps over the sizes, 0 = until killed (default 1)\n"
+"  -c, --check 0|1        fill and check every iteration (default 1)\n"
+"  --no-check             same as -c 0\n"
+"  -a, --average 0|1|2|3  time over ranks: rank 0, mean, min, max (default 3,\n"
+"                         max; nccl-tests defaults to 1)\n"
+"  -z, --blocking 0|1     wait for each call (device memory; host calls\n"
+"                         always block)\n"
+"  -C, --report_cputime 0|1  time on the host clock also with device memory\n"
+"  -M, --memory_report 0|1   print the largest buffers of any rank\n"
+"  -J, --output_file FILE, --json FILE   write the rows as JSON (FILE - =\n"
+"                         stdout; the table then goes to stderr)\n"
+"  -t, --nthreads 1  -g, --ngpus 1   one rank per process and GPU: only 1\n"
+"  -G, --cudagraph 0      CUDA graph launches: only 0 (not supported yet)\n"
+"  -o, --op, -r, --root, -p, --parallel_init, -R, --local_register:\n"
+"                         accepted and ignored (no reduction, no root, no\n"
+"                         threads, registration is the library's)\n"
 "  --dist SPEC            uniform | random | zipf:ALPHA | sparse:P |\n"
 "                         matrix:FILE (default zipf:1.2); see docs/perf.md\n"
-"  -d, --dtype NAME       int8 uint8 int32 uint32 int64 uint64 float16\n"
-"                         bfloat16 float32 float64 (default float32)\n"
-"  -n, --iters N          timed iterations per row (default 20)\n"
-"  -w, --warmup N         warm-up iterations per row (default 5)\n"
-"  -c, --check 0|1        fill and check every iteration (default 1)\n"
-"  --check, --no-check    same as -c 1 / -c 0\n"
 "  --seed N               seed of the count generator (default 1)\n"
-"  --json FILE            also write the rows as JSON\n"
 "  -q, --quiet            rows only, no header\n"
 "  -h, --help             this text\n"
-"SIZE takes K/M/G suffixes (powers of 1024).\n",
+"SIZE: bytes with K/M/G suffixes (powers of 1024), fractions allowed (1.5M).\n"
+"In-place columns print N/A: rmacoll has no in-place AlltoAllV yet.\n"
+"Exit status: 0 ok, 1 a rank failed, 2 wrong data, 64 bad usage.\n",
             prog);
-}
-
-/* Matches "--name", "-name" or "--name=value"/"-name=value"; for options
- * with a value, *val receives it (the next argument when not inline). */
-static int perf_opt(int argc, char **argv, int *i, const char *const *names,
-                    int want_val, const char **val)
-{
-    const char *a = argv[*i];
-
-    for (int k = 0; names[k] != NULL; k++) {
-        size_t n = strlen(names[k]);
-
-        if (strncmp(a, names[k], n) != 0)
-            continue;
-        if (a[n] == '\0') {
-            if (want_val) {
-                if (*i + 1 >= argc)
-                    return -1;
-                *val = argv[++*i];
-            }
-            return 1;
-        }
-        if (a[n] == '=' && want_val) {
-            *val = a + n + 1;
-            return 1;
-        }
-    }
-    return 0;
 }
 
 static int perf_int(const char *s, long lo, long hi, int *out)
@@ -147,124 +144,355 @@ static int perf_copy(char *dst, size_t len, const char *src)
     return 0;
 }
 
-#define PERF_NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
+/* nccl-tests' type names, in its -d all order, and ours. */
+static const struct {
+    const char *nccl;
+    rmacoll_datatype_t dt;
+} perf_types[] = {
+    {"int8", RMACOLL_INT8},       {"uint8", RMACOLL_UINT8},
+    {"int32", RMACOLL_INT32},     {"uint32", RMACOLL_UINT32},
+    {"int64", RMACOLL_INT64},     {"uint64", RMACOLL_UINT64},
+    {"half", RMACOLL_FLOAT16},    {"float", RMACOLL_FLOAT32},
+    {"double", RMACOLL_FLOAT64},  {"bfloat16", RMACOLL_BFLOAT16},
+};
+#define PERF_NTYPES ((int)(sizeof(perf_types) / sizeof(perf_types[0])))
+
+const char *rmacoll_perf_type_name(rmacoll_datatype_t d)
+{
+    for (int i = 0; i < PERF_NTYPES; i++)
+        if (perf_types[i].dt == d)
+            return perf_types[i].nccl;
+    return rmacoll_datatype_name(d) != NULL ? rmacoll_datatype_name(d) : "?";
+}
+
+static int perf_dtype(const char *s, rmacoll_datatype_t *out)
+{
+    for (int i = 0; i < PERF_NTYPES; i++)
+        if (!strcmp(s, perf_types[i].nccl)) {
+            *out = perf_types[i].dt;
+            return 0;
+        }
+    if (!strcmp(s, "char"))   /* nccl-tests' alias of int8 */
+        s = "int8";
+    return rmacoll_datatype_from_name(s, out) == RMACOLL_SUCCESS ? 0 : -1;
+}
+
+int rmacoll_perf_parse_nodes(const char *spec, int *node_of, int max_ranks,
+                             int *nranks)
+{
+    const char *p = spec;
+    int n = 0;
+
+    if (spec == NULL || *spec == '\0')
+        return -1;
+    while (*p != '\0') {
+        char *end = NULL;
+        long v;
+
+        errno = 0;
+        v = strtol(p, &end, 10);
+        if (errno != 0 || end == p || v < 0 || v > 1000000 || n >= max_ranks)
+            return -1;
+        node_of[n++] = (int)v;
+        if (*end == ',' && end[1] != '\0')
+            end++;
+        else if (*end != '\0')
+            return -1;
+        p = end;
+    }
+    *nranks = n;
+    return 0;
+}
+
+/* Long options; single-dash long names (-np, -ppn) work too
+ * (getopt_long_only). Values above 255 are options without a short
+ * letter. */
+enum {
+    PO_NP = 256, PO_PPN, PO_TOPOLOGY, PO_NODES, PO_TIMEOUT, PO_SPAWN,
+    PO_DRY_RUN, PO_CONFIG, PO_RELAY, PO_SCHEDULER, PO_INTRA, PO_INTER,
+    PO_BUFFERS, PO_MEMORY, PO_BASELINE, PO_GEMM, PO_GEMM_ITERS, PO_DIST,
+    PO_SEED, PO_JSON, PO_NO_CHECK, PO_CHECK_ON
+};
+
+static const struct option perf_longopts[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"np", required_argument, NULL, PO_NP},
+    {"nranks", required_argument, NULL, PO_NP},
+    {"ppn", required_argument, NULL, PO_PPN},
+    {"topology", required_argument, NULL, PO_TOPOLOGY},
+    {"nodes", required_argument, NULL, PO_NODES},
+    {"timeout", required_argument, NULL, PO_TIMEOUT},
+    {"spawn", no_argument, NULL, PO_SPAWN},
+    {"dry-run", no_argument, NULL, PO_DRY_RUN},
+    {"config", required_argument, NULL, PO_CONFIG},
+    {"relay", required_argument, NULL, PO_RELAY},
+    {"scheduler", required_argument, NULL, PO_SCHEDULER},
+    {"intra", required_argument, NULL, PO_INTRA},
+    {"inter", required_argument, NULL, PO_INTER},
+    {"buffers", required_argument, NULL, PO_BUFFERS},
+    {"memory", required_argument, NULL, PO_MEMORY},
+    {"baseline", required_argument, NULL, PO_BASELINE},
+    {"gemm", required_argument, NULL, PO_GEMM},
+    {"gemm-iters", required_argument, NULL, PO_GEMM_ITERS},
+    {"dist", required_argument, NULL, PO_DIST},
+    {"seed", required_argument, NULL, PO_SEED},
+    {"json", required_argument, NULL, PO_JSON},
+    {"output_file", required_argument, NULL, 'J'},
+    {"no-check", no_argument, NULL, PO_NO_CHECK},
+    {"quiet", no_argument, NULL, 'q'},
+    /* nccl-tests */
+    {"nthreads", required_argument, NULL, 't'},
+    {"ngpus", required_argument, NULL, 'g'},
+    {"minbytes", required_argument, NULL, 'b'},
+    {"maxbytes", required_argument, NULL, 'e'},
+    {"stepbytes", required_argument, NULL, 'i'},
+    {"stepfactor", required_argument, NULL, 'f'},
+    {"iters", required_argument, NULL, 'n'},
+    {"agg_iters", required_argument, NULL, 'm'},
+    {"warmup_iters", required_argument, NULL, 'w'},
+    {"warmup", required_argument, NULL, 'w'},
+    {"parallel_init", required_argument, NULL, 'p'},
+    {"check", optional_argument, NULL, PO_CHECK_ON},
+    {"op", required_argument, NULL, 'o'},
+    {"datatype", required_argument, NULL, 'd'},
+    {"dtype", required_argument, NULL, 'd'},
+    {"root", required_argument, NULL, 'r'},
+    {"blocking", required_argument, NULL, 'z'},
+    {"cudagraph", required_argument, NULL, 'G'},
+    {"report_cputime", required_argument, NULL, 'C'},
+    {"average", required_argument, NULL, 'a'},
+    {"local_register", required_argument, NULL, 'R'},
+    {"memory_report", required_argument, NULL, 'M'},
+    {"run_cycles", required_argument, NULL, 'N'},
+    {NULL, 0, NULL, 0},
+};
+
+/* The option's name as the user wrote it (argv element before any "="),
+ * for messages; call right after getopt returned it. */
+static const char *perf_optname(char **argv, const char *val, char *buf,
+                                size_t len)
+{
+    int idx = optind - 1;
+    const char *a;
+    size_t n;
+
+    /* "-b 8": the value is its own element, the name the one before. */
+    if (val != NULL && idx > 0 && argv[idx] == val)
+        idx--;
+    if (idx < 1 || argv[idx] == NULL)
+        return "?";
+    a = argv[idx];
+    n = strcspn(a, "=");
+    snprintf(buf, len, "%.*s", (int)(n < 60 ? n : 60), a);
+    return buf;
+}
+
+static int perf_size(const char *v, uint64_t *out)
+{
+    return rmacoll_parse_size(v, out) == RMACOLL_SUCCESS ? 0 : -1;
+}
+
+static int perf_double(const char *v, double lo, double *out)
+{
+    char *end = NULL;
+    double d;
+
+    errno = 0;
+    d = strtod(v, &end);
+    if (errno != 0 || end == v || *end != '\0' || !(d >= lo))
+        return -1;
+    *out = d;
+    return 0;
+}
 
 int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
                             FILE *out, char *err, size_t errlen)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        const char *a = argv[i];
-        int m, bad = 0;
+    static const char shortopts[] = "+:hqt:g:b:e:i:f:n:m:w:p:c:o:d:r:z:G:C:a:R:M:N:T:J:";
+    char name[64];
+    int c;
 
-#define OPT(want, ...)                                                        \
-    ((m = perf_opt(argc, argv, &i, PERF_NAMES(__VA_ARGS__), want, &v)) < 0   \
-         ? (snprintf(err, errlen, "option %s needs a value", a), -1)         \
-         : m)
-        if ((m = OPT(0, "-h", "--help")) != 0) {
-            if (m < 0)
-                return -1;
+    optind = 0;      /* glibc: full re-initialisation (tests parse twice) */
+    opterr = 0;
+    for (;;) {
+        int li = -1, bad = 0, iv = 0;
+        const char *v;
+
+        optopt = 0;
+        c = getopt_long_only(argc, argv, shortopts, perf_longopts, &li);
+        if (c == -1)
+            break;
+        v = optarg;
+        switch (c) {
+        case 'h':
             rmacoll_perf_usage(argv[0], out);
             return 1;
-        } else if ((m = OPT(1, "-np", "--np", "--nranks")) != 0) {
-            bad = m < 0 || perf_int(v, 1, 1024, &o->np);
+        case '?':
+            if (optopt > 0 && optopt < 256)
+                snprintf(name, sizeof(name), "-%c", optopt);
+            else
+                perf_optname(argv, NULL, name, sizeof(name));
+            snprintf(err, errlen, "unknown option %s (see --help)", name);
+            return -1;
+        case ':':
+            if (optopt > 0 && optopt < 256)
+                snprintf(name, sizeof(name), "-%c", optopt);
+            else
+                perf_optname(argv, NULL, name, sizeof(name));
+            snprintf(err, errlen, "option %s needs a value", name);
+            return -1;
+        case PO_NP:
+            bad = perf_int(v, 1, 1024, &o->np);
+            o->topology_given = o->np_given = 1;
+            break;
+        case PO_PPN:
+            bad = perf_int(v, 1, 1024, &o->ppn);
+            o->topology_given = o->ppn_given = 1;
+            break;
+        case PO_TOPOLOGY:
+            bad = perf_copy(o->topology, sizeof(o->topology), v);
             o->topology_given = 1;
-            o->np_given = 1;
-        } else if ((m = OPT(1, "--ppn", "-ppn")) != 0) {
-            bad = m < 0 || perf_int(v, 1, 1024, &o->ppn);
+            break;
+        case PO_NODES: {
+            int tmp[1024], n = 0;
+
+            bad = rmacoll_perf_parse_nodes(v, tmp, 1024, &n) ||
+                  perf_copy(o->nodes, sizeof(o->nodes), v);
             o->topology_given = 1;
-            o->ppn_given = 1;
-        } else if ((m = OPT(1, "--memory")) != 0) {
-            bad = m < 0;
-            if (!bad && !strcmp(v, "host"))
+            break;
+        }
+        case PO_TIMEOUT:
+        case 'T':
+            bad = perf_double(v, 0, &o->timeout_s);
+            break;
+        case PO_SPAWN: o->force_spawn = 1; break;
+        case PO_DRY_RUN: o->dry_run = 1; break;
+        case PO_CONFIG:
+            bad = perf_copy(o->config_path, sizeof(o->config_path), v);
+            break;
+        case PO_RELAY: bad = perf_onoff(v, &o->relay); break;
+        case PO_SCHEDULER:
+            bad = perf_copy(o->scheduler, sizeof(o->scheduler), v);
+            break;
+        case PO_INTRA:
+            bad = perf_copy(o->intra_node, sizeof(o->intra_node), v);
+            break;
+        case PO_INTER:
+            bad = perf_copy(o->inter_node, sizeof(o->inter_node), v);
+            break;
+        case PO_MEMORY:
+            /* Old name of --buffers; --memory 0|1 is what nccl-tests'
+             * getopt_long makes of an abbreviated --memory_report. */
+            if (!strcmp(v, "0") || !strcmp(v, "1")) {
+                o->memory_report = v[0] == '1';
+                break;
+            }
+            /* fall through */
+        case PO_BUFFERS:
+            if (!strcmp(v, "host"))
                 o->memory = RMACOLL_PERF_MEM_HOST;
-            else if (!bad && !strcmp(v, "cuda"))
+            else if (!strcmp(v, "cuda"))
                 o->memory = RMACOLL_PERF_MEM_CUDA;
             else
                 bad = 1;
-        } else if ((m = OPT(1, "--baseline")) != 0) {
-            bad = m < 0 || (strcmp(v, "none") != 0 && strcmp(v, "nccl") != 0) ||
+            break;
+        case PO_BASELINE:
+            bad = (strcmp(v, "none") != 0 && strcmp(v, "nccl") != 0) ||
                   perf_copy(o->baseline, sizeof(o->baseline), v);
-        } else if ((m = OPT(1, "--gemm-iters")) != 0) {
-            bad = m < 0 || perf_int(v, 1, 1000000, &o->gemm_iters);
-        } else if ((m = OPT(1, "--gemm")) != 0) {
-            bad = m < 0 || perf_int(v, 16, 65536, &o->gemm_n);
-        } else if ((m = OPT(1, "--topology")) != 0) {
-            bad = m < 0 || perf_copy(o->topology, sizeof(o->topology), v);
-            o->topology_given = 1;
-        } else if ((m = OPT(1, "--timeout")) != 0) {
+            break;
+        case PO_GEMM: bad = perf_int(v, 16, 65536, &o->gemm_n); break;
+        case PO_GEMM_ITERS:
+            bad = perf_int(v, 1, 1000000, &o->gemm_iters);
+            break;
+        case PO_DIST: bad = perf_copy(o->dist, sizeof(o->dist), v); break;
+        case PO_SEED: {
             char *end = NULL;
-            bad = m < 0;
-            if (!bad) {
-                o->timeout_s = strtod(v, &end);
-                bad = end == v || *end != '\0' || o->timeout_s < 0;
+
+            errno = 0;
+            o->seed = strtoull(v, &end, 0);
+            bad = errno != 0 || end == v || *end != '\0';
+            break;
+        }
+        case PO_JSON:
+        case 'J':
+            bad = perf_copy(o->json_path, sizeof(o->json_path), v);
+            o->json_stdout = !strcmp(v, "-");
+            break;
+        case PO_NO_CHECK: o->check = 0; break;
+        case 'q': o->quiet = 1; break;
+        case 't':
+        case 'g':
+            bad = perf_int(v, 1, 1024, &iv);
+            if (!bad && iv != 1) {
+                snprintf(err, errlen, "%s %s: rmacoll-perf runs one rank per "
+                         "process and one GPU per rank; start more ranks with "
+                         "-np or the launcher",
+                         c == 't' ? "-t" : "-g", v);
+                return -1;
             }
-        } else if ((m = OPT(0, "--spawn")) != 0) {
-            o->force_spawn = 1;
-        } else if ((m = OPT(0, "--dry-run")) != 0) {
-            o->dry_run = 1;
-        } else if ((m = OPT(1, "--config")) != 0) {
-            bad = m < 0 || perf_copy(o->config_path, sizeof(o->config_path), v);
-        } else if ((m = OPT(1, "--relay")) != 0) {
-            bad = m < 0 || perf_onoff(v, &o->relay);
-        } else if ((m = OPT(1, "--scheduler")) != 0) {
-            bad = m < 0 || perf_copy(o->scheduler, sizeof(o->scheduler), v);
-        } else if ((m = OPT(1, "--intra")) != 0) {
-            bad = m < 0 || perf_copy(o->intra_node, sizeof(o->intra_node), v);
-        } else if ((m = OPT(1, "--inter")) != 0) {
-            bad = m < 0 || perf_copy(o->inter_node, sizeof(o->inter_node), v);
-        } else if ((m = OPT(1, "-b", "--minbytes")) != 0) {
-            bad = m < 0 || rmacoll_parse_size(v, &o->minbytes) != RMACOLL_SUCCESS;
-        } else if ((m = OPT(1, "-e", "--maxbytes")) != 0) {
-            bad = m < 0 || rmacoll_parse_size(v, &o->maxbytes) != RMACOLL_SUCCESS;
-        } else if ((m = OPT(1, "-f", "--stepfactor")) != 0) {
-            char *end = NULL;
-            bad = m < 0;
-            if (!bad) {
-                o->stepfactor = strtod(v, &end);
-                bad = end == v || *end != '\0' || !(o->stepfactor > 1.0);
+            break;
+        case 'G':
+            bad = perf_int(v, 0, 1000000, &iv);
+            if (!bad && iv != 0) {
+                snprintf(err, errlen, "-G %s: CUDA graph capture of "
+                         "rmacoll_alltoallv is not supported yet (use -G 0)", v);
+                return -1;
             }
-        } else if ((m = OPT(1, "-i", "--stepbytes")) != 0) {
-            bad = m < 0 || rmacoll_parse_size(v, &o->stepbytes) != RMACOLL_SUCCESS ||
-                  o->stepbytes == 0;
-        } else if ((m = OPT(1, "--dist")) != 0) {
-            bad = m < 0 || perf_copy(o->dist, sizeof(o->dist), v);
-        } else if ((m = OPT(1, "-d", "--dtype")) != 0) {
-            bad = m < 0 || rmacoll_datatype_from_name(v, &o->dtype) != RMACOLL_SUCCESS;
+            break;
+        case 'b': bad = perf_size(v, &o->minbytes); break;
+        case 'e': bad = perf_size(v, &o->maxbytes); break;
+        case 'i':
+            bad = perf_size(v, &o->stepbytes) || o->stepbytes == 0;
+            break;
+        case 'f':
+            bad = perf_double(v, 0, &o->stepfactor) || !(o->stepfactor > 1.0);
+            break;
+        case 'n': bad = perf_int(v, 1, 1000000000, &o->iters); break;
+        case 'm': bad = perf_int(v, 1, 1000000, &o->agg_iters); break;
+        case 'w': bad = perf_int(v, 0, 1000000000, &o->warmup); break;
+        case 'N': bad = perf_int(v, 0, 1000000000, &o->run_cycles); break;
+        case PO_CHECK_ON:   /* --check alone = on; --check=V as -c V */
+        case 'c':           /* -c N (nccl-tests: N > 0 checks) */
+            if (v == NULL)
+                o->check = 1;
+            else if (perf_onoff(v, &o->check) != 0) {
+                bad = perf_int(v, 0, 1000000000, &iv);
+                o->check = iv > 0;
+            }
+            break;
+        case 'd':
+            if (!strcmp(v, "all")) {
+                o->dtype_all = 1;
+            } else {
+                bad = perf_dtype(v, &o->dtype);
+                o->dtype_all = 0;
+            }
             o->dtype_given = 1;
-        } else if ((m = OPT(1, "-n", "--iters")) != 0) {
-            bad = m < 0 || perf_int(v, 1, 1000000000, &o->iters);
-        } else if ((m = OPT(1, "-w", "--warmup")) != 0) {
-            bad = m < 0 || perf_int(v, 0, 1000000000, &o->warmup);
-        } else if ((m = OPT(0, "--no-check")) != 0) {
-            o->check = 0;
-        } else if (!strcmp(a, "--check")) {
-            o->check = 1;
-        } else if ((m = OPT(1, "-c", "--check")) != 0) {
-            bad = m < 0 || perf_onoff(v, &o->check);
-        } else if ((m = OPT(1, "--seed")) != 0) {
-            char *end = NULL;
-            bad = m < 0;
-            if (!bad) {
-                errno = 0;
-                o->seed = strtoull(v, &end, 0);
-                bad = errno != 0 || end == v || *end != '\0';
-            }
-        } else if ((m = OPT(1, "--json")) != 0) {
-            bad = m < 0 || perf_copy(o->json_path, sizeof(o->json_path), v);
-        } else if ((m = OPT(0, "-q", "--quiet")) != 0) {
-            o->quiet = 1;
-        } else {
-            snprintf(err, errlen, "unknown option %s (see --help)", a);
+            break;
+        case 'a': bad = perf_int(v, 0, 3, &o->average); break;
+        case 'z': bad = perf_onoff(v, &o->blocking); break;
+        case 'C': bad = perf_onoff(v, &o->cputime); break;
+        case 'M': bad = perf_onoff(v, &o->memory_report); break;
+        case 'o':   /* reduction: none in an AlltoAllV */
+        case 'r':   /* root: none */
+        case 'p':   /* parallel init of threads: one thread per process */
+        case 'R':   /* local buffer registration: the library's own */
+            break;
+        default:
+            snprintf(err, errlen, "unknown option %s (see --help)",
+                     perf_optname(argv, v, name, sizeof(name)));
             return -1;
         }
-#undef OPT
-        if (m < 0)
-            return -1;
         if (bad) {
-            snprintf(err, errlen, "bad value for %s: %s", a, v ? v : "");
+            snprintf(err, errlen, "bad value for %s: %s",
+                     perf_optname(argv, v, name, sizeof(name)), v ? v : "");
             return -1;
         }
+    }
+    if (optind < argc) {
+        snprintf(err, errlen, "unexpected argument %s (see --help)",
+                 argv[optind]);
+        return -1;
     }
     if (o->minbytes > o->maxbytes) {
         snprintf(err, errlen, "-b %llu is larger than -e %llu",
@@ -283,7 +511,7 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
     if (o->gemm_n > 0)
         o->check = 0;   /* calls are queued back to back: nothing to check */
     if (o->memory == RMACOLL_PERF_MEM_CUDA) {
-        /* Device memory is single-node for now: one node unless told. */
+        /* Device memory defaults to one node unless told. */
         if (!o->np_given)
             o->np = 2;
         if (!o->ppn_given)
@@ -355,9 +583,11 @@ static void perf_json_str(FILE *f, const char *s)
 typedef struct perf_row {
     uint64_t size;       /* nominal bytes per rank */
     uint64_t count;      /* nominal elements per rank */
+    rmacoll_datatype_t dtype;
     double time_us;      /* max over ranks of the mean */
     double time_min_us;  /* min over ranks of the mean */
     double max_bytes;    /* max over ranks of max(sent, received) */
+    double buf_bytes;    /* max over ranks of send + receive buffer bytes */
     double algbw, busbw; /* GB/s */
     double wrong;        /* sum over ranks */
 } perf_row_t;
@@ -373,6 +603,7 @@ typedef struct perf_state {
     const rmacoll_perf_devops_t *dev; /* device hooks (--memory cuda) or NULL */
     int ncoll;           /* 1, or 2 with a baseline */
     double *gathered;    /* rank 0: n * ncoll * PERF_G_N, rank-major */
+    FILE *out;           /* rank 0's table: stdout, or stderr with --json - */
     char err[512];
 } perf_state_t;
 
@@ -410,9 +641,11 @@ static rmacoll_status_t perf_reset_recv(perf_state_t *s, perf_bufs_t *b)
                        sizeof(s->err));
 }
 
+/* Device memory: events on the stream, or with -C 1 the host clock after
+ * the stream has drained (nccl-tests' report_cputime). */
 static rmacoll_status_t perf_timer_start(perf_state_t *s, double *t0)
 {
-    if (s->dev != NULL)
+    if (s->dev != NULL && !s->o->cputime)
         return s->dev->timer_start(s->be->ctx, s->err, sizeof(s->err));
     *t0 = perf_now_us();
     return RMACOLL_SUCCESS;
@@ -421,10 +654,32 @@ static rmacoll_status_t perf_timer_start(perf_state_t *s, double *t0)
 static rmacoll_status_t perf_timer_stop(perf_state_t *s, double t0,
                                         double *us)
 {
-    if (s->dev != NULL)
+    if (s->dev != NULL && !s->o->cputime)
         return s->dev->timer_stop(s->be->ctx, us, s->err, sizeof(s->err));
+    if (s->dev != NULL) {
+        rmacoll_status_t st = s->dev->sync(s->be->ctx, s->err,
+                                           sizeof(s->err));
+
+        if (st != RMACOLL_SUCCESS)
+            return st;
+    }
     *us = perf_now_us() - t0;
     return RMACOLL_SUCCESS;
+}
+
+/* One call, then with -z 1 and device memory a wait for its completion
+ * (nccl-tests' blocking mode; host-memory calls always block). */
+static rmacoll_status_t perf_call(perf_state_t *s, perf_bufs_t *b,
+                                  rmacoll_perf_a2av_fn_t fn,
+                                  rmacoll_datatype_t dtype)
+{
+    rmacoll_status_t st;
+
+    st = fn(s->be->ctx, b->ds, s->sendcounts, s->sdispls, b->dr,
+            s->recvcounts, s->rdispls, dtype, s->err, sizeof(s->err));
+    if (st == RMACOLL_SUCCESS && s->o->blocking && s->dev != NULL)
+        st = s->dev->sync(s->be->ctx, s->err, sizeof(s->err));
+    return st;
 }
 
 /* Runs one collective on the row's buffers: warm-ups, then the timed
@@ -447,8 +702,7 @@ static rmacoll_status_t perf_measure(perf_state_t *s, perf_bufs_t *b,
     if (st == RMACOLL_SUCCESS)
         st = perf_reset_recv(s, b);
     for (int it = 0; it < o->warmup && st == RMACOLL_SUCCESS; it++)
-        st = fn(be->ctx, b->ds, s->sendcounts, s->sdispls, b->dr,
-                s->recvcounts, s->rdispls, dtype, s->err, sizeof(s->err));
+        st = perf_call(s, b, fn, dtype);
     if (st == RMACOLL_SUCCESS && s->dev != NULL)
         st = s->dev->sync(be->ctx, s->err, sizeof(s->err));
     if (st != RMACOLL_SUCCESS)
@@ -458,7 +712,8 @@ static rmacoll_status_t perf_measure(perf_state_t *s, perf_bufs_t *b,
         /* Every iteration: a fresh stamp, the receive buffer reset to the
          * sentinel (both copied to the device when there is one), a
          * barrier (so fill/check skew is not timed), the call alone timed
-         * (device: events around it on the stream), then the check. */
+         * (device: events around it on the stream; -m: agg_iters calls on
+         * the same buffers, which give the same bytes), then the check. */
         for (int it = 0; it < o->iters; it++) {
             uint64_t iter = (row_id << 32) | (uint64_t)(it + 1);
             rmacoll_check_report_t rep;
@@ -471,10 +726,8 @@ static rmacoll_status_t perf_measure(perf_state_t *s, perf_bufs_t *b,
                 st = be->barrier(be->ctx, s->err, sizeof(s->err));
             if (st == RMACOLL_SUCCESS)
                 st = perf_timer_start(s, &t0);
-            if (st == RMACOLL_SUCCESS)
-                st = fn(be->ctx, b->ds, s->sendcounts, s->sdispls, b->dr,
-                        s->recvcounts, s->rdispls, dtype, s->err,
-                        sizeof(s->err));
+            for (int a = 0; a < o->agg_iters && st == RMACOLL_SUCCESS; a++)
+                st = perf_call(s, b, fn, dtype);
             if (st == RMACOLL_SUCCESS)
                 st = perf_timer_stop(s, t0, &us);
             if (st == RMACOLL_SUCCESS && s->dev != NULL && b->rbytes > 0)
@@ -498,15 +751,15 @@ static rmacoll_status_t perf_measure(perf_state_t *s, perf_bufs_t *b,
         st = be->barrier(be->ctx, s->err, sizeof(s->err));
         if (st == RMACOLL_SUCCESS)
             st = perf_timer_start(s, &t0);
-        for (int it = 0; it < o->iters && st == RMACOLL_SUCCESS; it++)
-            st = fn(be->ctx, b->ds, s->sendcounts, s->sdispls, b->dr,
-                    s->recvcounts, s->rdispls, dtype, s->err, sizeof(s->err));
+        for (long it = 0; it < (long)o->iters * o->agg_iters &&
+                          st == RMACOLL_SUCCESS; it++)
+            st = perf_call(s, b, fn, dtype);
         if (st == RMACOLL_SUCCESS)
             st = perf_timer_stop(s, t0, &total_us);
         if (st != RMACOLL_SUCCESS)
             return st;
     }
-    g[PERF_G_TIME] = total_us / o->iters;
+    g[PERF_G_TIME] = total_us / ((double)o->iters * o->agg_iters);
     g[PERF_G_SENT] = (double)b->sbytes;
     g[PERF_G_RECV] = (double)b->rbytes;
     g[PERF_G_WRONG] = (double)wrong;
@@ -607,6 +860,9 @@ static void perf_reduce(const perf_state_t *s, int k, perf_row_t *row)
 {
     int n = s->n;
 
+    double sum = 0;
+
+    row->buf_bytes = 0;
     row->time_us = 0;
     row->time_min_us = -1;
     row->max_bytes = 0;
@@ -621,9 +877,19 @@ static void perf_reduce(const perf_state_t *s, int k, perf_row_t *row)
             row->time_us = g[PERF_G_TIME];
         if (row->time_min_us < 0 || g[PERF_G_TIME] < row->time_min_us)
             row->time_min_us = g[PERF_G_TIME];
+        sum += g[PERF_G_TIME];
         if (b > row->max_bytes)
             row->max_bytes = b;
+        if (g[PERF_G_SENT] + g[PERF_G_RECV] > row->buf_bytes)
+            row->buf_bytes = g[PERF_G_SENT] + g[PERF_G_RECV];
         row->wrong += g[PERF_G_WRONG];
+    }
+    /* -a (nccl-tests' average): 0 rank 0, 1 mean, 2 min, 3 max (default). */
+    switch (s->o->average) {
+    case 0: row->time_us = s->gathered[(size_t)k * PERF_G_N + PERF_G_TIME]; break;
+    case 1: row->time_us = sum / n; break;
+    case 2: row->time_us = row->time_min_us; break;
+    default: break;
     }
     /* bytes / us / 1e3 = GB/s with 1 GB = 1e9 bytes (as nccl-tests). */
     row->algbw = row->time_us > 0 ? row->max_bytes / row->time_us / 1e3 : 0;
@@ -663,6 +929,99 @@ static const char *perf_dtype_name(rmacoll_datatype_t d)
     const char *s = rmacoll_datatype_name(d);
 
     return s != NULL ? s : "?";
+}
+
+/* A number in `width` columns with as many decimals as fit (nccl-tests'
+ * layout: 2 decimals while they fit, then 1, then none, then %e). */
+static void perf_num(double v, int width, char *buf, size_t len)
+{
+    int digits = 1;
+
+    for (double p = 10; v >= p && digits < 30; p *= 10)
+        digits++;
+    if (digits < width - 2)
+        snprintf(buf, len, "%*.2f", width, v);
+    else if (digits < width - 1)
+        snprintf(buf, len, "%*.1f", width, v);
+    else if (digits <= width)
+        snprintf(buf, len, "%*.0f", width, v);
+    else
+        snprintf(buf, len, "%*.1e", width, v);
+}
+
+static const char *perf_average_name(int average)
+{
+    static const char *const names[] = {"rank 0", "mean", "min", "max"};
+
+    return average >= 0 && average < 4 ? names[average] : "max";
+}
+
+/* Per-rank record of the "Using devices" lines: pid, device, then the
+ * text "host\tbusid\tname" one byte per double (gather_f64 is all the
+ * backends have). */
+#define PERF_INFO_CHARS 192
+
+static rmacoll_status_t perf_gather_info(perf_state_t *s, double *keys,
+                                         char **lines)
+{
+    const rmacoll_perf_backend_t *be = s->be;
+    double mine[3 + PERF_INFO_CHARS], *all = NULL;
+    char host[64] = "", bus[32] = "host", name[96] = "host memory";
+    char text[PERF_INFO_CHARS];
+    int device = -1, k = 3 + PERF_INFO_CHARS;
+    size_t cap;
+    rmacoll_status_t st;
+
+    *lines = NULL;
+    gethostname(host, sizeof(host) - 1);
+    if (be->describe != NULL)
+        be->describe(be->ctx, &device, bus, sizeof(bus), name, sizeof(name));
+    snprintf(text, sizeof(text), "%s\t%s\t%s", host, bus, name);
+    memset(mine, 0, sizeof(mine));
+    mine[0] = (double)rmacoll_perf_node_key();
+    mine[1] = (double)getpid();
+    mine[2] = (double)device;
+    for (int i = 0; i < PERF_INFO_CHARS && text[i] != '\0'; i++)
+        mine[3 + i] = (double)(unsigned char)text[i];
+    if (s->rank == 0) {
+        all = calloc((size_t)s->n * (size_t)k, sizeof(double));
+        if (all == NULL) {
+            snprintf(s->err, sizeof(s->err), "no memory for %d rank records",
+                     s->n);
+            /* still take part, so that the others are not left waiting */
+        }
+    }
+    st = be->gather_f64(be->ctx, mine, k, all, s->err, sizeof(s->err));
+    if (st != RMACOLL_SUCCESS || s->rank != 0) {
+        free(all);
+        return st;
+    }
+    if (all == NULL)
+        return RMACOLL_ERR_NO_MEMORY;
+    cap = (size_t)s->n * (PERF_INFO_CHARS + 64) + 1;
+    *lines = calloc(1, cap);
+    for (int r = 0; r < s->n; r++) {
+        const double *g = all + (size_t)r * (size_t)k;
+        char t[PERF_INFO_CHARS + 1], *h = t, *b, *nm;
+        size_t used = *lines ? strlen(*lines) : 0;
+
+        keys[r] = g[0];
+        for (int i = 0; i < PERF_INFO_CHARS; i++)
+            t[i] = (char)(int)g[3 + i];
+        t[PERF_INFO_CHARS] = '\0';
+        b = strchr(h, '\t');
+        if (b != NULL)
+            *b++ = '\0';
+        nm = b != NULL ? strchr(b, '\t') : NULL;
+        if (nm != NULL)
+            *nm++ = '\0';
+        if (*lines != NULL)
+            snprintf(*lines + used, cap - used,
+                     "#  Rank %2d Group  0 Pid %6d on %10s device %2d [%s] %s\n",
+                     r, (int)g[1], h, (int)g[2], b ? b : "?", nm ? nm : "?");
+    }
+    free(all);
+    return *lines != NULL ? RMACOLL_SUCCESS : RMACOLL_ERR_NO_MEMORY;
 }
 
 /* ---- --gemm: SM interference ---- */
@@ -875,21 +1234,21 @@ static int perf_gemm_run(perf_state_t *s, const rmacoll_case_t *c,
         double per_ms = res[0].alone_us / o->gemm_iters / 1e3;
         double tflops = per_ms > 0 ? gemm_flops / (per_ms * 1e-3) / 1e12 : 0;
 
-        printf("gemm alone: %.3f ms (%.1f TFLOP/s)", per_ms, tflops);
+        fprintf(s->out, "gemm alone: %.3f ms (%.1f TFLOP/s)", per_ms, tflops);
         for (int k = 0; k < s->ncoll; k++)
-            printf("; with %s: %.3f ms (%+.2f%%), %s busbw %.1f GB/s",
+            fprintf(s->out, "; with %s: %.3f ms (%+.2f%%), %s busbw %.1f GB/s",
                    names[k], res[k].gemm_us / o->gemm_iters / 1e3,
                    res[k].slowdown_pct, names[k], res[k].busbw);
-        printf("\n");
+        fprintf(s->out, "\n");
         if (!o->quiet) {
-            printf("#\n# %8s %12s %10s %10s %10s %10s %8s %10s %10s %8s\n",
+            fprintf(s->out, "#\n# %8s %12s %10s %10s %10s %10s %8s %10s %10s %8s\n",
                    "coll", "size", "gemm", "gemm", "slowdown", "worst",
                    "calls", "busbw", "busbw", "cover");
-            printf("# %8s %12s %10s %10s %10s %10s %8s %10s %10s %8s\n", "",
+            fprintf(s->out, "# %8s %12s %10s %10s %10s %10s %8s %10s %10s %8s\n", "",
                    "(B)", "alone(ms)", "with(ms)", "(%)", "rank (%)", "",
                    "(overlap)", "(alone)", "");
             for (int k = 0; k < s->ncoll; k++)
-                printf("  %8s %12.0f %10.3f %10.3f %+10.2f %+10.2f %8.0f "
+                fprintf(s->out, "  %8s %12.0f %10.3f %10.3f %+10.2f %+10.2f %8.0f "
                        "%10.2f %10.2f %8.2f\n",
                        names[k], res[k].max_bytes,
                        res[k].alone_us / o->gemm_iters / 1e3,
@@ -897,7 +1256,7 @@ static int perf_gemm_run(perf_state_t *s, const rmacoll_case_t *c,
                        res[k].slowdown_pct, res[k].worst_rank_pct,
                        res[k].calls, res[k].busbw, res[k].busbw_alone,
                        res[k].coverage);
-            printf("#\n");
+            fprintf(s->out, "#\n");
         }
         for (int k = 0; k < s->ncoll; k++)
             if (res[k].coverage < 1.0)
@@ -905,7 +1264,7 @@ static int perf_gemm_run(perf_state_t *s, const rmacoll_case_t *c,
                         "GEMMs on some rank (it covered %.0f%% of the "
                         "batch): the slowdown is understated\n", be->name,
                         names[k], res[k].coverage * 100);
-        fflush(stdout);
+        fflush(s->out);
 
         if (json != NULL) {
             fprintf(json, "{\n  \"tool\": ");
@@ -962,9 +1321,13 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
     perf_row_t *rows = NULL;   /* rank 0: ncoll per size */
     int nrows = 0, cap = 0, rc = 0, is_matrix;
     int node_sizes[RMACOLL_PERF_MAX_NODES], nnodes = 0, contig = 1;
-    double mykey, *keys = NULL;
+    double *keys = NULL;
     double bw_sum = 0, bw_base_sum = 0, ratio_sum = 0, wrong_total = 0;
-    int nratio = 0;
+    double max_buf = 0;
+    int nratio = 0, nbw = 0, ntypes = 0;
+    uint64_t row_id = 0;
+    rmacoll_datatype_t types[PERF_NTYPES];
+    char *devlines = NULL;
     FILE *json = NULL;
 
     memset(&s, 0, sizeof(s));
@@ -973,6 +1336,7 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
     s.n = be->nranks;
     s.rank = be->rank;
     s.ncoll = 1;
+    s.out = stdout;
     is_matrix = strncmp(o->dist, "matrix:", 7) == 0;
 
     /* Memory and baseline: what the backend can do (same on every rank). */
@@ -1039,9 +1403,9 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
     s.recvcounts = s.sendcounts + 2 * s.n;
     s.rdispls = s.sendcounts + 3 * s.n;
 
-    /* Where every rank runs, for the header. */
-    mykey = (double)rmacoll_perf_node_key();
-    st = be->gather_f64(be->ctx, &mykey, 1, keys, s.err, sizeof(s.err));
+    /* Where every rank runs: node key, pid, host and device, for the node
+     * summary and the "# Using devices" lines. */
+    st = perf_gather_info(&s, keys, &devlines);
     if (st != RMACOLL_SUCCESS) {
         fprintf(stderr, "%s: rank %d: gather failed: %s (%s)\n", be->name,
                 s.rank, s.err, rmacoll_status_name(st));
@@ -1051,7 +1415,10 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
     if (s.rank == 0) {
         nnodes = perf_nodes(keys, s.n, node_sizes, RMACOLL_PERF_MAX_NODES,
                             &contig);
-        if (o->json_path[0] != '\0') {
+        if (o->json_stdout) {
+            json = stdout;
+            s.out = stderr;     /* stdout is the JSON document alone */
+        } else if (o->json_path[0] != '\0') {
             json = fopen(o->json_path, "w");
             if (json == NULL)
                 fprintf(stderr, "%s: cannot write %s: %s\n", be->name,
@@ -1060,44 +1427,69 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
     }
 
     if (s.rank == 0 && !o->quiet) {
-        printf("# %s: nranks %d, nodes %d (", be->name, s.n, nnodes);
+        FILE *f = s.out;
+
+        /* nccl-tests' first lines */
+        fprintf(f, "# nThread 1 nGpus 1 minBytes %llu maxBytes %llu step: ",
+                (unsigned long long)o->minbytes,
+                (unsigned long long)o->maxbytes);
+        if (o->stepbytes > 0)
+            fprintf(f, "%llu(bytes)", (unsigned long long)o->stepbytes);
+        else
+            fprintf(f, "%g(factor)", o->stepfactor);
+        fprintf(f, " warmup iters: %d iters: %d agg iters: %d validation: %d "
+                "graph: 0\n#\n# Using devices\n%s#\n", o->warmup, o->iters,
+                o->agg_iters, o->check, devlines ? devlines : "");
+        fprintf(f, "# %s: nranks %d, nodes %d (", be->name, s.n, nnodes);
         for (int k = 0; k < nnodes; k++)
-            printf("%s%d", k ? "," : "", node_sizes[k]);
-        printf(")%s, launch %s\n", contig ? "" : " non-contiguous",
-               be->launch ? be->launch : "?");
-        printf("# dist %s, seed %llu, dtype %s, iters %d, warmup %d, check %s\n",
-               o->dist, (unsigned long long)o->seed, perf_dtype_name(dtype),
-               o->iters, o->warmup, o->check ? "on" : "off");
+            fprintf(f, "%s%d", k ? "," : "", node_sizes[k]);
+        fprintf(f, ")%s, launch %s\n", contig ? "" : " non-contiguous",
+                be->launch ? be->launch : "?");
+        fprintf(f, "# dist %s, seed %llu, dtype %s, iters %d, warmup %d, "
+                "check %s, time %s over ranks\n",
+                o->dist, (unsigned long long)o->seed,
+                o->dtype_all ? "all" : perf_dtype_name(dtype), o->iters,
+                o->warmup, o->check ? "on" : "off",
+                perf_average_name(o->average));
         if (be->header != NULL)
-            fputs(be->header, stdout);
-        printf("# memory %s, timing %s%s%s\n",
-               s.dev ? "cuda" : "host",
-               s.dev ? "cuda events on the stream" : "host clock",
-               s.ncoll > 1 ? ", baseline " : "",
-               s.ncoll > 1 ? be->baseline_name : "");
+            fputs(be->header, f);
+        fprintf(f, "# memory %s, timing %s%s%s\n",
+                s.dev ? "cuda" : "host",
+                s.dev && !o->cputime ? "cuda events on the stream"
+                                     : "host clock",
+                s.ncoll > 1 ? ", baseline " : "",
+                s.ncoll > 1 ? be->baseline_name : "");
         if (o->gemm_n > 0)
-            printf("# gemm interference: %d x bf16 %dx%dx%d GEMM (fp32 "
-                   "compute) on a second stream, alltoallv of -b %llu B "
-                   "looped on its own stream\n", o->gemm_iters, o->gemm_n,
-                   o->gemm_n, o->gemm_n, (unsigned long long)o->minbytes);
-        printf("#\n");
+            fprintf(f, "# gemm interference: %d x bf16 %dx%dx%d GEMM (fp32 "
+                    "compute) on a second stream, alltoallv of -b %llu B "
+                    "looped on its own stream\n", o->gemm_iters, o->gemm_n,
+                    o->gemm_n, o->gemm_n, (unsigned long long)o->minbytes);
+        fprintf(f, "#\n");
         if (o->gemm_n > 0) {
             /* printed by perf_gemm_run */
         } else if (s.ncoll > 1) {
             /* Two rows per size; ratio = busbw of the first / the second. */
-            printf("# %10s %12s %8s %8s %10s %8s %8s %8s %7s\n", "size",
-                   "count", "type", "coll", "time", "algbw", "busbw",
-                   "#wrong", "ratio");
-            printf("# %10s %12s %8s %8s %10s %8s %8s %8s %7s\n", "(B)",
-                   "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "",
-                   "");
+            fprintf(f, "# %10s %12s %8s %8s %10s %8s %8s %8s %7s\n", "size",
+                    "count", "type", "coll", "time", "algbw", "busbw",
+                    "#wrong", "ratio");
+            fprintf(f, "# %10s %12s %8s %8s %10s %8s %8s %8s %7s\n", "(B)",
+                    "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "",
+                    "");
         } else {
-            printf("# %10s %12s %8s %10s %8s %8s %8s\n", "size", "count",
-                   "type", "time", "algbw", "busbw", "#wrong");
-            printf("# %10s %12s %8s %10s %8s %8s %8s\n", "(B)",
-                   "(elements)", "", "(us)", "(GB/s)", "(GB/s)", "");
+            /* nccl-tests' columns; in-place is not supported (N/A). */
+            fprintf(f, "# %10s  %12s  %8s  %6s  %6s           out-of-place  "
+                    "                     in-place          \n",
+                    "", "", "", "", "");
+            fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  "
+                    "%6s  %6s %6s\n", "size", "count", "type", "redop",
+                    "root", "time", "algbw", "busbw", "#wrong", "time",
+                    "algbw", "busbw", "#wrong");
+            fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  "
+                    "%6s  %6s  %5s\n", "(B)", "(elements)", "", "", "",
+                    "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+                    "(GB/s)", "");
         }
-        fflush(stdout);
+        fflush(f);
     }
 
     if (o->gemm_n > 0) {
@@ -1125,7 +1517,18 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
         goto out;
     }
 
-    for (uint64_t size = o->minbytes, row_id = 0;; row_id++) {
+    /* -d all: every type in nccl-tests' order; -N: sweeps (0 = forever). */
+    if (o->dtype_all) {
+        for (int i = 0; i < PERF_NTYPES; i++)
+            types[ntypes++] = perf_types[i].dt;
+    } else {
+        types[ntypes++] = dtype;
+    }
+    for (int cycle = 0; rc == 0 && (o->run_cycles == 0 || cycle < o->run_cycles);
+         cycle++) {
+    for (int ti = 0; rc == 0 && ti < ntypes; ti++) {
+    dtype = types[ti];
+    for (uint64_t size = o->minbytes;; row_id++) {
         size_t esize = rmacoll_datatype_size(dtype);
         rmacoll_case_t *c = matrix;
         double mine[2 * PERF_G_N] = {0};
@@ -1180,32 +1583,47 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
             for (int k = 0; k < s.ncoll; k++) {
                 row[k].size = is_matrix ? (uint64_t)maxsent * esize : size;
                 row[k].count = row[k].size / esize;
+                row[k].dtype = dtype;
                 perf_reduce(&s, k, &row[k]);
                 wrong_total += row[k].wrong;
+                if (row[k].buf_bytes > max_buf)
+                    max_buf = row[k].buf_bytes;
             }
             if (s.ncoll == 1) {
-                printf("  %10llu %12llu %8s %10.2f %8.3f %8.3f %8.0f\n",
-                       (unsigned long long)row[0].size,
-                       (unsigned long long)row[0].count,
-                       perf_dtype_name(dtype), row[0].time_us, row[0].algbw,
-                       row[0].busbw, row[0].wrong);
+                char t[16], a[16], b[16];
+
+                perf_num(row[0].time_us, 7, t, sizeof(t));
+                perf_num(row[0].algbw, 6, a, sizeof(a));
+                perf_num(row[0].busbw, 6, b, sizeof(b));
+                fprintf(s.out, "%12llu  %12llu  %8s  %6s  %6d",
+                        (unsigned long long)row[0].size,
+                        (unsigned long long)row[0].count,
+                        rmacoll_perf_type_name(dtype), "none", -1);
+                if (o->check)
+                    fprintf(s.out, "  %7s  %6s  %6s  %6g", t, a, b,
+                            row[0].wrong);
+                else
+                    fprintf(s.out, "  %7s  %6s  %6s    N/A", t, a, b);
+                fprintf(s.out, "  %7s  %6s  %6s  %5s\n", "N/A", "N/A", "N/A",
+                        "N/A");
             } else {
                 double ratio = row[1].busbw > 0 ? row[0].busbw / row[1].busbw
                                                 : 0;
 
                 for (int k = 0; k < 2; k++) {
-                    printf("  %10llu %12llu %8s %8s %10.2f %8.3f %8.3f %8.0f",
-                           (unsigned long long)row[k].size,
-                           (unsigned long long)row[k].count,
-                           perf_dtype_name(dtype),
-                           k == 0 ? (be->coll_name ? be->coll_name : be->name)
-                                  : be->baseline_name,
-                           row[k].time_us, row[k].algbw, row[k].busbw,
-                           row[k].wrong);
+                    fprintf(s.out,
+                            "  %10llu %12llu %8s %8s %10.2f %8.3f %8.3f %8.0f",
+                            (unsigned long long)row[k].size,
+                            (unsigned long long)row[k].count,
+                            rmacoll_perf_type_name(dtype),
+                            k == 0 ? (be->coll_name ? be->coll_name : be->name)
+                                   : be->baseline_name,
+                            row[k].time_us, row[k].algbw, row[k].busbw,
+                            row[k].wrong);
                     if (k == 0)
-                        printf(" %7.3f\n", ratio);
+                        fprintf(s.out, " %7.3f\n", ratio);
                     else
-                        printf(" %7s\n", "-");
+                        fprintf(s.out, " %7s\n", "-");
                 }
                 if (row[1].busbw > 0) {
                     ratio_sum += ratio;
@@ -1213,7 +1631,7 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                 }
                 bw_base_sum += row[1].busbw;
             }
-            fflush(stdout);
+            fflush(s.out);
             if (nrows == cap) {
                 int ncap = cap ? cap * 2 : 16;
                 perf_row_t *nr = realloc(rows, (size_t)ncap * 2 *
@@ -1230,43 +1648,57 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                 nrows++;
             }
             bw_sum += row[0].busbw;
+            nbw++;
         }
-        if (is_matrix)
+        if (is_matrix) {
+            row_id++;
             break;
+        }
         /* Next size: -i adds, -f multiplies; stop past -e. */
         if (o->stepbytes > 0) {
-            if (size > o->maxbytes - o->stepbytes)
+            if (size > o->maxbytes - o->stepbytes) {
+                row_id++;
                 break;
+            }
             size += o->stepbytes;
         } else {
             double next = floor((double)size * o->stepfactor);
 
-            if (next > (double)o->maxbytes || next <= (double)size)
+            if (next > (double)o->maxbytes || next <= (double)size) {
+                row_id++;
                 break;
+            }
             size = (uint64_t)next;
         }
+    }
+    }
     }
 
     if (s.rank == 0) {
         if (!o->quiet && rc == 0) {
-            printf("# Out of bounds values : %.0f %s\n", wrong_total,
-                   wrong_total == 0 ? "OK" : "FAILED");
-            printf("# Avg bus bandwidth    : %g\n",
-                   nrows ? bw_sum / nrows : 0.0);
+            fprintf(s.out, "# Out of bounds values : %.0f %s\n", wrong_total,
+                    wrong_total == 0 ? "OK" : "FAILED");
+            fprintf(s.out, "# Avg bus bandwidth    : %g \n",
+                    nbw ? bw_sum / nbw : 0.0);
             if (s.ncoll > 1) {
-                printf("# Avg bus bandwidth %s : %g\n", be->baseline_name,
-                       nrows ? bw_base_sum / nrows : 0.0);
-                printf("# Avg busbw ratio      : %g\n",
-                       nratio ? ratio_sum / nratio : 0.0);
+                fprintf(s.out, "# Avg bus bandwidth %s : %g\n",
+                        be->baseline_name, nrows ? bw_base_sum / nrows : 0.0);
+                fprintf(s.out, "# Avg busbw ratio      : %g\n",
+                        nratio ? ratio_sum / nratio : 0.0);
             }
-            printf("#\n");
+            if (o->memory_report)
+                fprintf(s.out, "# Memory: largest buffers of one rank %.0f "
+                        "bytes (send + receive, %s)\n", max_buf,
+                        s.dev ? "device, and as much pinned host" : "host");
+            fprintf(s.out, "#\n# Collective test concluded: alltoallv\n");
+            fflush(s.out);
         }
         if (rc == 0 && wrong_total != 0)
             rc = 2;
         if (json != NULL) {
             fprintf(json, "{\n  \"tool\": ");
             perf_json_str(json, be->name);
-            fprintf(json, ",\n  \"launch\": ");
+            fprintf(json, ",\n  \"collective\": \"alltoallv\",\n  \"launch\": ");
             perf_json_str(json, be->launch ? be->launch : "");
             fprintf(json, ",\n  \"nranks\": %d,\n  \"nodes\": [", s.n);
             for (int k = 0; k < nnodes; k++)
@@ -1276,20 +1708,24 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
             perf_json_str(json, o->dist);
             fprintf(json, ",\n  \"seed\": %llu,\n  \"dtype\": ",
                     (unsigned long long)o->seed);
-            perf_json_str(json, perf_dtype_name(dtype));
+            perf_json_str(json, o->dtype_all ? "all" : perf_dtype_name(dtype));
             fprintf(json,
-                    ",\n  \"iters\": %d,\n  \"warmup\": %d,\n  \"check\": %s,",
-                    o->iters, o->warmup, o->check ? "true" : "false");
+                    ",\n  \"iters\": %d,\n  \"warmup\": %d,\n  \"agg_iters\": %d,"
+                    "\n  \"average\": \"%s\",\n  \"check\": %s,",
+                    o->iters, o->warmup, o->agg_iters,
+                    perf_average_name(o->average), o->check ? "true" : "false");
             fprintf(json, "\n  \"memory\": \"%s\",\n  \"timing\": \"%s\","
                     "\n  \"baseline\": ",
-                    s.dev ? "cuda" : "host", s.dev ? "cuda_events" : "host_clock");
+                    s.dev ? "cuda" : "host",
+                    s.dev && !o->cputime ? "cuda_events" : "host_clock");
             perf_json_str(json, s.ncoll > 1 ? be->baseline_name : "none");
             fprintf(json, ",\n  \"status\": ");
             perf_json_str(json, rc == 0 ? "ok" : rc == 2 ? "wrong" : "error");
             fprintf(json, ",\n  \"config\": {%s},\n  \"rows\": [",
                     be->json_config ? be->json_config : "");
             /* One object per size: the primary's fields at the top level
-             * (as without a baseline), the baseline's under "baseline". */
+             * (as without a baseline), the baseline's under "baseline";
+             * "in_place" is null (not supported). */
             for (int k = 0; k < nrows; k++) {
                 const perf_row_t *w = &rows[2 * k];
                 const perf_row_t *bl = &rows[2 * k + 1];
@@ -1299,11 +1735,12 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                         "\"type\": \"%s\", \"time_us\": %.3f, "
                         "\"time_min_us\": %.3f, \"max_rank_bytes\": %.0f, "
                         "\"algbw_gbs\": %.6f, \"busbw_gbs\": %.6f, "
-                        "\"wrong\": %.0f",
+                        "\"wrong\": %.0f, \"in_place\": null",
                         k ? "," : "", (unsigned long long)w->size,
-                        (unsigned long long)w->count, perf_dtype_name(dtype),
-                        w->time_us, w->time_min_us, w->max_bytes, w->algbw,
-                        w->busbw, w->wrong);
+                        (unsigned long long)w->count,
+                        perf_dtype_name(w->dtype), w->time_us,
+                        w->time_min_us, w->max_bytes, w->algbw, w->busbw,
+                        w->wrong);
                 if (s.ncoll > 1)
                     fprintf(json,
                             ", \"baseline\": {\"coll\": \"%s\", "
@@ -1317,19 +1754,27 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                 fprintf(json, "}");
             }
             fprintf(json, "\n  ],\n  \"avg_busbw_gbs\": %.6f",
-                    nrows ? bw_sum / nrows : 0.0);
+                    nbw ? bw_sum / nbw : 0.0);
             if (s.ncoll > 1)
                 fprintf(json, ",\n  \"baseline_avg_busbw_gbs\": %.6f,"
                         "\n  \"avg_ratio_busbw\": %.6f",
                         nrows ? bw_base_sum / nrows : 0.0,
                         nratio ? ratio_sum / nratio : 0.0);
             fprintf(json, "\n}\n");
-            fclose(json);
+            if (json == stdout)
+                fflush(json);
+            else
+                fclose(json);
+            json = NULL;
         }
     }
+
 out:
-    if (json != NULL && o->gemm_n > 0)
+    if (json != NULL && json != stdout)
         fclose(json);
+    else if (json != NULL)
+        fflush(json);
+    free(devlines);
     free(rows);
     free(keys);
     free(s.gathered);

@@ -10,10 +10,12 @@
  * results to rank 0 and prints them.
  *
  * Columns follow nccl-tests (doc/PERFORMANCE.md), for alltoallv:
- *   time  = max over ranks of the mean per-iteration time (us)
+ *   time  = max over ranks of the mean per-call time (us); -a 0/1/2 take
+ *           rank 0's, the mean, the min instead (nccl-tests' -a)
  *   algbw = max over ranks of max(bytes sent, bytes received) / time
  *   busbw = algbw * (n - 1) / n
- * with 1 GB/s = 1e9 bytes/s.
+ * with 1 GB/s = 1e9 bytes/s. The text layout is nccl-tests' (out-of-place
+ * and in-place columns, in-place N/A: no in-place AlltoAllV yet).
  *
  * Memory: host buffers by default. A backend that supplies `dev` (device
  * hooks) runs with --memory cuda: the fill and the check stay on the host
@@ -86,6 +88,16 @@ typedef struct rmacoll_perf_opts {
     /* SM interference (rmacoll-perf, --memory cuda) */
     int gemm_n;                  /* --gemm N: bf16 N x N GEMMs (0 = off); implies --no-check */
     int gemm_iters;              /* --gemm-iters K: GEMMs per timed batch (default 50) */
+    /* nccl-tests options (see rmacoll_perf_usage for the no-ops) */
+    char nodes[RMACOLL_PERF_STR]; /* --nodes 0,1,0,1: node of every rank ("" = none) */
+    int agg_iters;               /* -m: calls per timed iteration (default 1) */
+    int run_cycles;              /* -N: sweeps over the sizes, 0 = until killed (default 1) */
+    int blocking;                /* -z 1: wait for each call's completion (device memory) */
+    int average;                 /* -a 0 rank 0 | 1 mean | 2 min | 3 max over ranks (default 3) */
+    int cputime;                 /* -C 1: time on the host clock, also with device memory */
+    int memory_report;           /* -M 1: print the largest buffers of any rank */
+    int dtype_all;               /* -d all: every datatype in turn */
+    int json_stdout;             /* --json -: JSON on stdout, the table on stderr */
 } rmacoll_perf_opts_t;
 
 /** The no-argument defaults: 2 virtual nodes x 2 ranks, zipf:1.2, relay
@@ -99,6 +111,19 @@ void rmacoll_perf_opts_init(rmacoll_perf_opts_t *o);
  */
 int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
                             FILE *out, char *err, size_t errlen);
+
+/** nccl-tests' name of a datatype ("float", "half", "double", "bfloat16",
+ *  "int8", ...) as printed in the type column; never NULL. */
+const char *rmacoll_perf_type_name(rmacoll_datatype_t d);
+
+/**
+ * Parses a node map "0,1,0,1" (the node of every rank, in rank order;
+ * node ids need not be contiguous) into node_of[max_ranks]; *nranks gets
+ * the count. Returns 0, or -1 when empty, non-numeric, negative or longer
+ * than max_ranks.
+ */
+int rmacoll_perf_parse_nodes(const char *spec, int *node_of, int max_ranks,
+                             int *nranks);
 
 /** Prints the usage text of tool `prog` to out. */
 void rmacoll_perf_usage(const char *prog, FILE *out);
@@ -192,6 +217,11 @@ typedef struct rmacoll_perf_backend {
     /** Optional: the --gemm load, set up by the tool for o->gemm_n and
      *  o->gemm_iters; NULL = --gemm refused. */
     const rmacoll_perf_loadops_t *load;
+    /** Optional: this rank's device for the "# Using devices" lines:
+     *  *device (-1 = host memory), bus id ("0000:04:00") and name. NULL =
+     *  host memory. */
+    void (*describe)(void *ctx, int *device, char *busid, size_t busid_len,
+                     char *name, size_t name_len);
 } rmacoll_perf_backend_t;
 
 /**
