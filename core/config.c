@@ -27,6 +27,7 @@
 #include <cyaml/cyaml.h>
 
 #include "rmacoll_transport.h"
+#include "core/plan.h"
 #include "core/transport.h"
 
 
@@ -364,8 +365,10 @@ void rmacoll__config_add_keys(const char *transport, const rmacoll_transport_key
 #define CFG_FIELD(i) (config_reg.fields[(i)])
 #define CFG_CORE(id) ((size_t)config_reg.core_index[(id)])
 
-/* Smallest relay slot: one element of the widest datatype. */
-#define CONFIG_MIN_SLOT_BYTES 8u
+/* Smallest relay slot: the planner's rule (RMACOLL__MIN_SLOT_BYTES, and
+ * rmacoll__plan_min_relay_bytes for a topology, checked at create); here
+ * only its topology-free part, a relay with one incoming channel. */
+#define CONFIG_MIN_SLOT_BYTES RMACOLL__MIN_SLOT_BYTES
 
 const rmacoll__config_key_t *rmacoll__config_keys(size_t *n)
 {
