@@ -120,6 +120,9 @@ rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
                                     const volatile uint64_t *word, uint64_t value,
                                     int peer, const char *what);
 
+/** Raises this rank's progress count (ctrl.h): a completed wait or batch
+ * of copies, seen by node peers waiting on this rank. */
+void rmacoll__progress_bump(rmacoll_comm_t *comm);
 /** Opens this rank's receive gate for call epoch `epoch` (ctrl.h). */
 void rmacoll__gate_open(rmacoll_comm_t *comm, uint64_t epoch);
 /** Closes the receive gate and waits (up to timeout_ms) until no node peer

@@ -289,10 +289,16 @@ rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
     }
     if (st == RMACOLL_SUCCESS) {
         /* a satisfied wait is this rank's progress, for node peers waiting on it */
-        volatile uint64_t *pw = progress_word(comm->ctrl.addr);
-        __atomic_store_n(pw, __atomic_load_n(pw, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+        rmacoll__progress_bump(comm);
     }
     return st;
+}
+
+void rmacoll__progress_bump(rmacoll_comm_t *comm)
+{
+    volatile uint64_t *pw = progress_word(comm->ctrl.addr);
+
+    __atomic_store_n(pw, __atomic_load_n(pw, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
 static rmacoll__local_rec_t *local_rec(rmacoll_comm_t *comm, int j, int par)

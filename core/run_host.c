@@ -166,6 +166,7 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, const void *sendbu
             }
             st = ti->ops->host.post_puts(ti->tp, &comm->puts[f], n);
             gate_leave(comm, &comm->puts[f], n);
+            rmacoll__progress_bump(comm); /* copies made: progress for waiters */
             if (st != RMACOLL_SUCCESS) {
                 char sec[160];
                 int ep = ti->ops->base.error_peer(ti->tp);
