@@ -8,7 +8,7 @@
  * Control window (host shared memory, mapped by node peers, registered
  * with the network transport):
  *   header (64 bytes: magic, the credit word, the progress count, the
- *   abort word, the rank waited for, spare)
+ *   abort word, the rank waited for, the receive gate, spare)
  *   | signal words [nsig]
  *   | local record [2 parities]          (node peers read it)
  *   | inbox [2][nnet] | inbox2 [2][nnet]  (network peers write them)
@@ -58,6 +58,18 @@
  * (0: not waiting); node peers read it to name the rank at the end of a
  * chain of waits. */
 #define RMACOLL__CTRL_WAITING_OFF 32
+/* Byte offsets in the header of the receive gate: OPEN holds the epoch of
+ * the call whose receive buffer node peers may write (0: closed); BUSY
+ * counts node peers between their check of OPEN and the end of their copy.
+ * A writer adds to BUSY, then reads OPEN; the owner clears OPEN, then
+ * waits for BUSY to reach 0 (both seq_cst: a Dekker handshake), so once
+ * its call has returned no node peer copies into its buffer. */
+/* Byte offset in the header of the waiter's heartbeat: CLOCK_MONOTONIC
+ * milliseconds of its last sample while waiting (a stopped waiter's goes
+ * stale, so a chain of waits ends at it). */
+#define RMACOLL__CTRL_HEARTBEAT_OFF 56
+#define RMACOLL__CTRL_OPEN_OFF 40
+#define RMACOLL__CTRL_BUSY_OFF 48
 #define RMACOLL__CTRL_HEADER_BYTES 64
 
 /* The abort word: bit 63 set, the status code, the rank that failed first

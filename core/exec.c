@@ -181,6 +181,15 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
     rmacoll_comm_t *comm = c->comm;
     int me = comm->rank;
 
+    if (c->runner == &rmacoll__run_host) {
+        if (st != RMACOLL_SUCCESS) {
+            /* peers still waiting stop at once, and late writers see the
+             * gate closed before they copy */
+            rmacoll__abort_broadcast(comm, st);
+        }
+        (void)rmacoll__gate_close(comm);
+    }
+
     if (st == RMACOLL_SUCCESS && c->acc.code != RMACOLL_SUCCESS) {
         /* everyone returns the same error; nothing was written */
         rmacoll__proxy_flush(&comm->proxy);
@@ -197,7 +206,7 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
     if (st == RMACOLL_SUCCESS) {
         log_profile(c);
     }
-    if (st != RMACOLL_SUCCESS) {
+    if (st != RMACOLL_SUCCESS && c->runner != &rmacoll__run_host) {
         /* the first failure propagates: peers still waiting stop at once */
         rmacoll__abort_broadcast(comm, st);
     }
@@ -219,6 +228,11 @@ rmacoll_status_t rmacoll__call_pipeline(rmacoll__call_t *call)
 {
     rmacoll_status_t st;
 
+    /* node peers may copy into the receive buffer during this call only
+     * (host memory: the gate closes before the call returns; device
+     * memory is not gated) */
+    rmacoll__gate_open(call->comm, call->runner == &rmacoll__run_host ? call->epoch
+                                                                      : UINT64_MAX);
     call_validate(call);                   /* + runner prepare: call->local */
     st = rmacoll__meta_exchange(call);     /* control exchange: call->acc */
     if (st == RMACOLL_SUCCESS) {

@@ -132,6 +132,34 @@ void rmacoll__abort_broadcast(rmacoll_comm_t *comm, rmacoll_status_t st)
     }
 }
 
+void rmacoll__gate_open(rmacoll_comm_t *comm, uint64_t epoch)
+{
+    __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_OPEN_OFF), epoch,
+                     __ATOMIC_SEQ_CST);
+}
+
+int rmacoll__gate_close(rmacoll_comm_t *comm)
+{
+    volatile uint64_t *busy = hdr_word(comm->ctrl.addr, RMACOLL__CTRL_BUSY_OFF);
+    uint64_t start = now_ms(), n;
+
+    __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_OPEN_OFF), 0,
+                     __ATOMIC_SEQ_CST);
+    while ((n = __atomic_load_n(busy, __ATOMIC_SEQ_CST)) != 0) {
+        if (now_ms() - start > comm->cfg.timeout_ms) {
+            rmacoll__log(&comm->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE,
+                         "rank %d: %llu node peer(s) still inside a copy into this "
+                         "rank's receive buffer after %llu ms (stopped between their "
+                         "check and their copy): it may still be written",
+                         comm->rank, (unsigned long long)n,
+                         (unsigned long long)comm->cfg.timeout_ms);
+            return (int)n;
+        }
+        sched_yield();
+    }
+    return 0;
+}
+
 /* The rank at the end of a chain of waits that starts at node peer
  * `peer` (each waiting rank publishes whom it waits for): the silent rank
  * itself, or the first rank of the chain that is not a node peer. */
@@ -139,8 +167,12 @@ static int wait_chain_end(const rmacoll_comm_t *comm, int peer)
 {
     int x = peer;
 
+    /* a live waiter samples every timeout_ms / 16: a heartbeat older than
+     * a quarter of the timeout is a stopped (or dead) one */
+    uint64_t stale = comm->cfg.timeout_ms / 4 + 20;
+
     for (int step = 0; step < comm->nranks; step++) {
-        uint64_t w;
+        uint64_t w, hb;
         int y;
         if (x < 0 || x >= comm->nranks || x == comm->rank ||
             comm->peer_ctrl[x].addr == NULL) {
@@ -148,8 +180,11 @@ static int wait_chain_end(const rmacoll_comm_t *comm, int peer)
         }
         w = __atomic_load_n(hdr_word(comm->peer_ctrl[x].addr, RMACOLL__CTRL_WAITING_OFF),
                             __ATOMIC_RELAXED);
+        hb = __atomic_load_n(hdr_word(comm->peer_ctrl[x].addr,
+                                      RMACOLL__CTRL_HEARTBEAT_OFF), __ATOMIC_RELAXED);
         y = (int)w - 1;
-        if (w == 0 || y == comm->rank || y == x || y < 0 || y >= comm->nranks) {
+        if (w == 0 || y == comm->rank || y == x || y < 0 || y >= comm->nranks ||
+            now_ms() - hb > stale) {
             break;
         }
         x = y;
@@ -213,10 +248,14 @@ rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
             last_change = now;
             next_sample = now + period;
             seen = progress_seen(comm, word, peer);
+            __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_HEARTBEAT_OFF), now,
+                             __ATOMIC_RELAXED);
             __atomic_store_n(waiting, (uint64_t)(peer + 1), __ATOMIC_RELAXED);
         } else if (now >= next_sample) {
             uint64_t p = progress_seen(comm, word, peer);
             next_sample = now + period;
+            __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_HEARTBEAT_OFF), now,
+                             __ATOMIC_RELAXED);
             if (p != seen) {
                 seen = p;
                 last_change = now;
@@ -250,10 +289,16 @@ rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
     }
     if (st == RMACOLL_SUCCESS) {
         /* a satisfied wait is this rank's progress, for node peers waiting on it */
-        volatile uint64_t *pw = progress_word(comm->ctrl.addr);
-        __atomic_store_n(pw, __atomic_load_n(pw, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+        rmacoll__progress_bump(comm);
     }
     return st;
+}
+
+void rmacoll__progress_bump(rmacoll_comm_t *comm)
+{
+    volatile uint64_t *pw = progress_word(comm->ctrl.addr);
+
+    __atomic_store_n(pw, __atomic_load_n(pw, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
 static rmacoll__local_rec_t *local_rec(rmacoll_comm_t *comm, int j, int par)

@@ -352,9 +352,36 @@ const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm);
  *                           communicator already failed in an earlier call
  *  RMACOLL_ERR_CUDA, RMACOLL_ERR_NO_MEMORY
  * After TIMEOUT, TRANSPORT, PEER or CUDA the communicator is unusable and
- * must be destroyed; these failures are seen by each rank when it meets
- * them, so ranks may report different codes (and a rank may already have
- * completed the call when a peer dies).
+ * must be destroyed. The first rank to meet such a failure writes an abort
+ * word (its rank, the code, the peer it found silent) into its peers'
+ * control windows (node peers through shared memory, network peers by a
+ * put, best effort); every rank still waiting in the call returns at once
+ * with RMACOLL_ERR_PEER, its message starting "secondary error: rank R
+ * failed first (CODE, silent rank S)". A rank may already have completed
+ * the call when a peer dies, and a network peer the put does not reach
+ * learns of the failure by its own timeout.
+ *
+ * Error guarantees (what may have been written when a call fails):
+ *  - Argument, datatype, mismatch, config and registration errors (the
+ *    same code on every rank): no receive buffer is written, on any rank.
+ *  - After any other error this rank's receive blocks may hold part of the
+ *    data (never bytes outside the blocks); treat them as undefined.
+ *  - No late write by node peers, host memory: once the call has returned
+ *    (success or error), no node peer copies into this rank's receive
+ *    buffer. A gate in the control window is closed before the call
+ *    returns, and a node peer checks it before each batch of copies (a
+ *    Dekker handshake: the call waits, up to timeout_ms, for a peer already
+ *    between its check and the end of its copies). Limit: a peer frozen
+ *    longer than timeout_ms inside that window (a few instructions plus one
+ *    batch of copies) may still complete its batch; the call logs it.
+ *  - Network peers write through the receive buffer's registration, which
+ *    the call releases before it returns; providers that keep unused
+ *    registrations for reuse (libfabric tcp: no pinning) may still accept
+ *    a late network write: not yet excluded.
+ *  - Device memory (CUDA) is not gated: a node peer's stream copy cannot be
+ *    revoked; synchronise and destroy on every rank before freeing device
+ *    buffers after an error.
+ *  - The timeout measures silence (RMACOLL_ERR_TIMEOUT above).
  *
  * Thread-safety: one call per communicator at a time. A thread entering
  * comm (rmacoll_alltoallv, rmacoll_alltoall, rmacoll_alltoallv_start)
