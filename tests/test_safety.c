@@ -544,15 +544,26 @@ static uint64_t mono_ms(void)
 
 #define SLOW_BIG (1 << 18) /* int32 elements: 1 MiB from rank 0 to rank 3 */
 
-/* Elements rank i sends to rank j: one skewed block, small others. */
+/* Elements rank i sends to rank j: one skewed block (scale x SLOW_BIG),
+ * small others. */
+static int64_t slow_count_x(int i, int j, int64_t scale)
+{
+    return i == 0 && j == 3 ? SLOW_BIG * scale : 1000 + (i * 7 + j * 3) % 50;
+}
+
 static int64_t slow_count(int i, int j)
 {
-    return i == 0 && j == 3 ? SLOW_BIG : 1000 + (i * 7 + j * 3) % 50;
+    return slow_count_x(i, j, 1);
 }
+
+typedef struct slow_shared {
+    _Atomic int done;        /* ranks finished their last call */
+    _Atomic int verdict[4];  /* per call, set by rank 3: 1 = enough, 2 = again */
+} slow_shared_t;
 
 typedef struct slow_arg {
     uint64_t timeout_ms;
-    _Atomic int *done;   /* shared by the forked ranks: calls finished */
+    slow_shared_t *sh;       /* shared by the forked ranks */
 } slow_arg_t;
 
 /* One skewed call through 64-byte relay slots: every byte and guard is
@@ -561,87 +572,108 @@ typedef struct slow_arg {
 static int slow_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
 {
     const slow_arg_t *a = p;
-    int64_t sc[64], sd[64], rc_[64], rd[64], stot = 0, rtot = 0;
-    unsigned char *send, *rbuf;
-    uint64_t t0, dt;
-    int rc = 0;
+    int rc = 0, proved = 0;
 
-    for (int r = 0; r < nranks; r++) {
-        sc[r] = slow_count(rank, r);
-        sd[r] = stot;
-        stot += sc[r];
-        rc_[r] = slow_count(r, rank);
-        rd[r] = rtot;
-        rtot += rc_[r];
-    }
-    send = malloc((size_t)stot * 4 + 1);
-    rbuf = malloc((size_t)rtot * 4 + 2 * GUARD);
-    if (send == NULL || rbuf == NULL) {
-        return 3;
-    }
-    for (int r = 0; r < nranks; r++) {
-        for (size_t k = 0; k < (size_t)sc[r] * 4; k++) {
-            send[(size_t)sd[r] * 4 + k] = pattern(rank, r, k);
+    /* 1, 2 then 4 MiB until rank 3's call outlasts the timeout (a fast,
+     * idle machine moves 1 MiB in less); rank 3 decides for all, through
+     * shared memory outside rmacoll */
+    for (int k = 0, scale = 1; k < 3 && rc == 0; k++, scale *= 2) {
+        int64_t sc[64], sd[64], rc_[64], rd[64], stot = 0, rtot = 0;
+        unsigned char *send, *rbuf;
+        uint64_t t0, dt;
+        int v = 0;
+        for (int r = 0; r < nranks; r++) {
+            sc[r] = slow_count_x(rank, r, scale);
+            sd[r] = stot;
+            stot += sc[r];
+            rc_[r] = slow_count_x(r, rank, scale);
+            rd[r] = rtot;
+            rtot += rc_[r];
         }
-    }
-    memset(rbuf, SENT, (size_t)rtot * 4 + 2 * GUARD);
-    t0 = mono_ms();
-    if (rmacoll_alltoallv(send, sc, sd, rbuf + GUARD, rc_, rd, RMACOLL_INT32, comm, NULL) !=
-        RMACOLL_SUCCESS) {
-        fprintf(stderr, "rank %d: %s\n", rank, rmacoll_comm_last_error(comm));
-        rc = 2;
-    }
-    dt = mono_ms() - t0;
-    for (int r = 0; r < nranks && rc == 0; r++) {
-        for (size_t k = 0; k < (size_t)rc_[r] * 4; k++) {
-            if (rbuf[GUARD + (size_t)rd[r] * 4 + k] != pattern(r, rank, k)) {
-                fprintf(stderr, "rank %d: byte %zu from rank %d wrong\n", rank, k, r);
-                rc = 1;
-                break;
+        send = malloc((size_t)stot * 4 + 1);
+        rbuf = malloc((size_t)rtot * 4 + 2 * GUARD);
+        if (send == NULL || rbuf == NULL) {
+            return 3;
+        }
+        for (int r = 0; r < nranks; r++) {
+            for (size_t b = 0; b < (size_t)sc[r] * 4; b++) {
+                send[(size_t)sd[r] * 4 + b] = pattern(rank, r, b);
             }
         }
+        memset(rbuf, SENT, (size_t)rtot * 4 + 2 * GUARD);
+        t0 = mono_ms();
+        if (rmacoll_alltoallv(send, sc, sd, rbuf + GUARD, rc_, rd, RMACOLL_INT32, comm,
+                              NULL) != RMACOLL_SUCCESS) {
+            fprintf(stderr, "rank %d: %s\n", rank, rmacoll_comm_last_error(comm));
+            rc = 2;
+        }
+        dt = mono_ms() - t0;
+        for (int r = 0; r < nranks && rc == 0; r++) {
+            for (size_t b = 0; b < (size_t)rc_[r] * 4; b++) {
+                if (rbuf[GUARD + (size_t)rd[r] * 4 + b] != pattern(r, rank, b)) {
+                    fprintf(stderr, "rank %d: byte %zu from rank %d wrong\n", rank, b, r);
+                    rc = 1;
+                    break;
+                }
+            }
+        }
+        if (!all_sentinel(rbuf, GUARD) ||
+            !all_sentinel(rbuf + GUARD + (size_t)rtot * 4, GUARD)) {
+            rc = 1;
+        }
+        free(send);
+        free(rbuf);
+        fprintf(stderr, "rank %d: call %d (%d MiB) took %llu ms (timeout %llu ms)\n", rank,
+                k, scale, (unsigned long long)dt, (unsigned long long)a->timeout_ms);
+        if (rank == 3) {
+            proved = rc == 0 && dt > a->timeout_ms;
+            atomic_store(&a->sh->verdict[k], proved || rc != 0 ? 1 : 2);
+        }
+        /* every rank follows rank 3's verdict (bounded) */
+        for (uint64_t w0 = mono_ms(); (v = atomic_load(&a->sh->verdict[k])) == 0 &&
+                                      mono_ms() - w0 < 200000;) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        if (v != 2) {
+            break;
+        }
     }
-    if (!all_sentinel(rbuf, GUARD) || !all_sentinel(rbuf + GUARD + (size_t)rtot * 4, GUARD)) {
-        rc = 1;
-    }
-    fprintf(stderr, "rank %d: call took %llu ms (timeout %llu ms)\n", rank,
-            (unsigned long long)dt, (unsigned long long)a->timeout_ms);
     /* the ranks with small blocks finish long before the others: wait for
      * them here, outside rmacoll, so that the destroy's bootstrap barrier
      * (which waits timeout_ms for every rank to enter) starts together */
-    atomic_fetch_add(a->done, 1);
-    for (uint64_t w0 = mono_ms(); atomic_load(a->done) < nranks && mono_ms() - w0 < 200000;) {
+    atomic_fetch_add(&a->sh->done, 1);
+    for (uint64_t w0 = mono_ms(); atomic_load(&a->sh->done) < nranks &&
+                                  mono_ms() - w0 < 200000;) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    if (rc == 0 && (rank == 0 || rank == 3) && dt <= a->timeout_ms) {
-        rc = 4;
+    if (rc == 0 && rank == 3 && !proved) {
+        rc = 4; /* no call outlasted the timeout: the test would prove nothing */
     }
-    free(send);
-    free(rbuf);
     return rc;
 }
 
-/* 1 MiB through 64-byte relay slots (2 slots, one channel per relay on
- * 2 x 2) with a 400 ms timeout: the call lasts longer than the timeout yet
+/* 1 MiB (or 2, 4 MiB) through 64-byte relay slots (2 slots, one channel
+ * per relay on 2 x 2) with a 500 ms timeout: the call lasts longer than the timeout yet
  * every wait sees progress, so it must succeed, byte for byte. */
 static void test_slow_progress(void **state)
 {
     static const int node_of[4] = {0, 0, 1, 1};
-    _Atomic int *done = mmap(NULL, sizeof(*done), PROT_READ | PROT_WRITE,
+    slow_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    slow_arg_t a = {400, done};
+    slow_arg_t a = {500, sh};
     rmacoll_config_t cfg = base_config(a.timeout_ms);
     int codes[8] = {0}, failed;
     mprun_opts_t o = {4, node_of, &cfg, 240, -1};
 
     (void)state;
-    assert_true(done != MAP_FAILED);
-    atomic_store(done, 0);
+    assert_true(sh != MAP_FAILED);
+    memset(sh, 0, sizeof(*sh));
     cfg.relay_slots = 2;
     cfg.relay_buffer_bytes = 128; /* 64-byte slots */
     failed = mprun(&o, slow_body, &a, codes);
-    munmap(done, sizeof(*done));
+    munmap(sh, sizeof(*sh));
     for (int r = 0; r < 4 && failed; r++) {
         print_message("rank %d exit %d\n", r, codes[r]);
     }
@@ -954,7 +986,7 @@ static void run_late(int destroy)
     static const int node_of[4] = {0, 0, 1, 1};
     late_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    late_arg_t a = {sh, 3, 2, destroy, 500, 300};
+    late_arg_t a = {sh, 3, 2, destroy, 500, 150};
     rmacoll_config_t cfg = base_config(a.timeout_ms);
     int codes[16] = {0}, failed;
 
