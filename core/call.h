@@ -120,6 +120,16 @@ rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
                                     const volatile uint64_t *word, uint64_t value,
                                     int peer, const char *what);
 
+/** Raises this rank's progress count (ctrl.h): a completed wait or batch
+ * of copies, seen by node peers waiting on this rank. */
+void rmacoll__progress_bump(rmacoll_comm_t *comm);
+/** Opens this rank's receive gate for call epoch `epoch` (ctrl.h). */
+void rmacoll__gate_open(rmacoll_comm_t *comm, uint64_t epoch);
+/** Closes the receive gate and waits (up to timeout_ms) until no node peer
+ * is between its check of the gate and the end of its copy; returns 0, or
+ * the number of writers still inside after the wait (logged). */
+int rmacoll__gate_close(rmacoll_comm_t *comm);
+
 /** Checks the communicator can take device memory on call->stream
  * (run_stream.c); on error call->msg says why. */
 rmacoll_status_t rmacoll__stream_usable(rmacoll__call_t *call);

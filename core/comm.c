@@ -121,33 +121,59 @@ static rmacoll_status_t make_topology(rmacoll_comm_t *comm,
     return st;
 }
 
-/* Every rank must run with the same configuration. */
-static rmacoll_status_t check_config(rmacoll_comm_t *comm)
+/* What every rank contributes to the configuration agreement. */
+typedef struct cfg_vote {
+    uint64_t hash;      /* rmacoll__config_hash */
+    uint64_t comm_id;   /* rank 0's wins */
+    int32_t code;       /* the rank's config validation (0 = valid) */
+    int32_t pad;
+    char msg[240];      /* its message, naming the key */
+} cfg_vote_t;
+
+/* Every rank must run with the same, valid configuration: each rank's
+ * validation outcome (rmacoll__config_check, the same checks as the YAML
+ * and environment paths) travels with the hash of its config, so a bad
+ * value on one rank fails on every rank, naming that rank and the key. */
+static rmacoll_status_t check_config(rmacoll_comm_t *comm, rmacoll_status_t cfg_st,
+                                     const char *cfg_err)
 {
-    uint64_t mine[2] = {rmacoll__config_hash(&comm->cfg), 0};
-    uint64_t *all = malloc((size_t)comm->nranks * sizeof(mine));
+    cfg_vote_t mine;
+    cfg_vote_t *all = malloc((size_t)comm->nranks * sizeof(mine));
     rmacoll_status_t st;
 
-    /* the comm id travels with it: rank 0's wins */
+    memset(&mine, 0, sizeof(mine));
+    mine.hash = rmacoll__config_hash(&comm->cfg);
+    mine.code = (int32_t)cfg_st;
+    snprintf(mine.msg, sizeof(mine.msg), "%s", cfg_err);
     if (comm->rank == 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        mine[1] = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
-                  ((uint64_t)getpid() << 40);
+        mine.comm_id = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
+                       ((uint64_t)getpid() << 40);
     }
     if (all == NULL) {
         return RMACOLL_ERR_NO_MEMORY;
     }
-    st = rmacoll__bootstrap_allgather(comm->bs, mine, all, sizeof(mine));
+    st = rmacoll__bootstrap_allgather(comm->bs, &mine, all, sizeof(mine));
     if (st == RMACOLL_SUCCESS) {
-        comm->comm_id = all[1];
-        for (int r = 0; r < comm->nranks; r++) {
-            if (all[2 * r] != all[0]) {
+        comm->comm_id = all[0].comm_id;
+        for (int r = 0; r < comm->nranks && st == RMACOLL_SUCCESS; r++) {
+            if (all[r].code != RMACOLL_SUCCESS) {
+                all[r].msg[sizeof(all[r].msg) - 1] = '\0';
+                st = r == comm->rank
+                         ? rmacoll__comm_fail(comm, (rmacoll_status_t)all[r].code,
+                                              "rank %d: %s", r, all[r].msg)
+                         : rmacoll__comm_fail(comm, (rmacoll_status_t)all[r].code,
+                                              "rank %d: the configuration of rank %d is "
+                                              "invalid: %s", comm->rank, r, all[r].msg);
+            }
+        }
+        for (int r = 0; r < comm->nranks && st == RMACOLL_SUCCESS; r++) {
+            if (all[r].hash != all[0].hash) {
                 st = rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
                                         "rank %d: configuration differs from rank 0's "
                                         "(every rank must load the same config)",
                                         r);
-                break;
             }
         }
     }
@@ -157,24 +183,26 @@ static rmacoll_status_t check_config(rmacoll_comm_t *comm)
 
 /* Every relay's slots must hold at least one element of the widest type;
  * a relay divides its buffer among all the senders it serves, so this
- * depends on the topology, not only on buffer_bytes / slots. */
+ * depends on the topology, not only on buffer_bytes / slots (the rule:
+ * rmacoll__plan_min_relay_bytes). Every rank computes it for every relay,
+ * so every rank fails alike. */
 static rmacoll_status_t check_relay_slots(rmacoll_comm_t *comm)
 {
-    for (int r = 0; comm->pcfg.relay_enabled && r < comm->nranks; r++) {
-        int nin = rmacoll__plan_nin(comm->topo, &comm->pcfg, r);
-        uint64_t slot = rmacoll__plan_slot_bytes(comm->topo, &comm->pcfg, r);
-        if (nin > 0 && slot < 8) {
-            return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
-                                      "rank %d: relay.buffer_bytes = %llu is too small: "
-                                      "rank %d relays for %d senders with %u slots each, "
-                                      "leaving %llu-byte slots (at least 8 needed; "
-                                      "buffer_bytes >= %llu)", comm->rank,
-                                      (unsigned long long)comm->pcfg.relay_buffer_bytes, r,
-                                      nin, comm->pcfg.relay_slots,
-                                      (unsigned long long)slot,
-                                      (unsigned long long)8 * (uint64_t)nin *
-                                          comm->pcfg.relay_slots);
-        }
+    int r = -1;
+    uint64_t min = rmacoll__plan_min_relay_bytes(comm->topo, &comm->pcfg, &r);
+
+    if (r >= 0 && comm->pcfg.relay_buffer_bytes < min) {
+        return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
+                                  "rank %d: relay.buffer_bytes = %llu is too small for "
+                                  "this topology: rank %d relays for %d senders with %u "
+                                  "slots each, leaving %llu-byte slots (at least %u "
+                                  "needed: relay.buffer_bytes >= %llu)", comm->rank,
+                                  (unsigned long long)comm->pcfg.relay_buffer_bytes, r,
+                                  rmacoll__plan_nin(comm->topo, &comm->pcfg, r),
+                                  comm->pcfg.relay_slots,
+                                  (unsigned long long)rmacoll__plan_slot_bytes(
+                                      comm->topo, &comm->pcfg, r),
+                                  RMACOLL__MIN_SLOT_BYTES, (unsigned long long)min);
     }
     return RMACOLL_SUCCESS;
 }
@@ -286,6 +314,7 @@ static void fill_env(rmacoll_comm_t *comm, rmacoll_transport_env_t *env,
         comm->peer_nsig[r] = comm->peer_lay[r].nsig;
     }
     env->peer_nsignals = comm->peer_nsig;
+    env->config_get = rmacoll_config_get;
 }
 
 /* The transports to choose from: every built-in, then the plugins the
@@ -433,12 +462,14 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->chan_rcount = calloc(nc, sizeof(int64_t));
     comm->chan_rdispl = calloc(nc, sizeof(int64_t));
     comm->meta_puts = calloc(2 * n, sizeof(rmacoll_put_t));
+    comm->abort_puts = calloc(n, sizeof(rmacoll_put_t));
     if (!comm->peer_ctrl || !comm->peer_lay || !comm->peer_nsig || !comm->peer_signals || !comm->net_list ||
         !comm->net_slot_at || !comm->net_index || !comm->path_peers[0] ||
         !comm->path_peers[1] || !comm->peer_ctrl_rkey || !comm->peer_relay_rkey ||
         !comm->scratch || !comm->uniform || !comm->peer_rcount || !comm->peer_rdispl ||
         !comm->peer_recv_addr || !comm->peer_recv_rkey || !comm->chan_sendcount ||
-        !comm->chan_rcount || !comm->chan_rdispl || !comm->meta_puts) {
+        !comm->chan_rcount || !comm->chan_rdispl || !comm->meta_puts ||
+        !comm->abort_puts) {
         return RMACOLL_ERR_NO_MEMORY;
     }
     return RMACOLL_SUCCESS;
@@ -512,6 +543,7 @@ static void comm_free(rmacoll_comm_t *comm)
     free(comm->chan_rcount);
     free(comm->chan_rdispl);
     free(comm->meta_puts);
+    free(comm->abort_puts);
     free(comm->puts);
     free(comm->wait_idx);
     free(comm->wait_val);
@@ -522,9 +554,20 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
                                      rmacoll_comm_t **out)
 {
     rmacoll_comm_t *comm;
-    rmacoll_status_t st;
-    char err[512];
+    rmacoll_status_t st, cfg_st = RMACOLL_SUCCESS;
+    char err[512], cfg_err[320] = "";
 
+    if (params != NULL && params->struct_size != sizeof(*params)) {
+        rmacoll__logger_t lg;
+        rmacoll__logger_default(&lg);
+        lg.fn = params->log_fn;
+        lg.ctx = params->log_ctx;
+        rmacoll__log(&lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE,
+                     "rank %d: rmacoll_comm_create: params->struct_size is %zu, not "
+                     "sizeof(rmacoll_comm_params_t) = %zu", params->rank,
+                     params->struct_size, sizeof(*params));
+        return RMACOLL_ERR_INVALID_ARG;
+    }
     if (params == NULL || out == NULL || params->nranks < 1 || params->rank < 0 ||
         params->rank >= params->nranks ||
         (params->unique_id == NULL) == (params->oob == NULL)) {
@@ -541,12 +584,21 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
     rmacoll__plan_init(&comm->plan);
     comm->rank = params->rank;
     comm->nranks = params->nranks;
+    comm->fail_culprit = -1;
     rmacoll__logger_default(&comm->log);
     comm->log.rank = comm->rank;
     rmacoll__proxy_init(&comm->proxy, comm->rank, 0, &comm->log, comm->last_error,
                         sizeof(comm->last_error));
     if (params->config != NULL) {
-        comm->cfg = *params->config;
+        /* the embedder's struct passes the checks of the YAML and
+         * environment paths; a bad one still joins the bootstrap (with the
+         * defaults) so that every rank fails with its message */
+        cfg_st = rmacoll__config_check(params->config, cfg_err, sizeof(cfg_err));
+        if (cfg_st == RMACOLL_SUCCESS) {
+            comm->cfg = *params->config;
+        } else {
+            rmacoll_config_init(&comm->cfg);
+        }
     } else {
         st = rmacoll_config_load(NULL, &comm->cfg, err, sizeof(err));
         if (st != RMACOLL_SUCCESS) {
@@ -582,7 +634,7 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
         st = make_topology(comm, params);
     }
     if (st == RMACOLL_SUCCESS) {
-        st = check_config(comm);
+        st = check_config(comm, cfg_st, cfg_err);
     }
     if (st == RMACOLL_SUCCESS) {
         comm->nin = rmacoll__plan_nin(comm->topo, &comm->pcfg, comm->rank);

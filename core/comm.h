@@ -73,6 +73,9 @@ struct rmacoll_comm {
     uint64_t comm_id;
     uint64_t epoch;                 /* calls made (successful or not) */
     int broken;                     /* a data phase failed: comm unusable */
+    _Atomic int entered;            /* a thread is inside a call (rmacoll__enter) */
+    int fail_culprit;               /* the peer a failure of this rank names, or -1 */
+    rmacoll_put_t *abort_puts;      /* [nranks]: the abort word to network peers */
     char last_error[512];
 
     /* control windows */
@@ -141,6 +144,22 @@ rmacoll__tinst_t *rmacoll__comm_bound(rmacoll_comm_t *comm, int path,
 /* comm.c: the control instance of (path, mem): mappings, stream waits and
  * signals, staging pins; NULL if none. */
 rmacoll__tinst_t *rmacoll__comm_ctl(rmacoll_comm_t *comm, int path, rmacoll_memtype_t mem);
+
+/* exec.c: marks comm as entered by the calling thread; a second thread
+ * entering before rmacoll__leave gets RMACOLL_ERR_INVALID_ARG (logged,
+ * naming fn, the communicator and the rank; last_error belongs to the call
+ * inside). */
+rmacoll_status_t rmacoll__enter(rmacoll_comm_t *comm, const char *fn);
+void rmacoll__leave(rmacoll_comm_t *comm);
+
+/* meta.c: after a failure of this rank (code st) that breaks comm: sets
+ * the abort word in its own window (unless one is set already, which is
+ * then passed on unchanged) and writes it into every node peer's window
+ * and, by an 8-byte put, every network peer's (best effort). */
+void rmacoll__abort_broadcast(rmacoll_comm_t *comm, rmacoll_status_t st);
+/* meta.c: 1 when an abort word is set in this rank's window; buf then says
+ * "secondary error: rank R failed first (CODE, ...)". */
+int rmacoll__abort_seen(const rmacoll_comm_t *comm, char *buf, size_t len);
 
 /* comm.c: records st with a message in comm->last_error and logs it. */
 rmacoll_status_t rmacoll__comm_fail(rmacoll_comm_t *comm, rmacoll_status_t st,

@@ -2,8 +2,8 @@
  * config.c - configuration: built-in defaults, a YAML file parsed with
  * libcyaml, then RMACOLL_<KEY> environment overrides.
  *
- * One table (config_keys / config_fields, indexed by config_id_t) drives
- * everything: the libcyaml schema loads every leaf as a string into one
+ * One registry (the core's RMACOLL_CONFIG_CORE_TABLE and every transport's
+ * declared keys, indexed by config_id_t) drives everything: the libcyaml schema loads every leaf as a string into one
  * flat struct, and each string is then parsed by the key's kind, so YAML
  * and environment values share one parser (sizes like "64MiB", booleans,
  * enums). libcyaml reports structural errors (unknown keys, bad nesting,
@@ -22,36 +22,24 @@
 #include <string.h>
 #include <strings.h>
 
+#include <pthread.h>
+
 #include <cyaml/cyaml.h>
 
+#include "rmacoll_transport.h"
+#include "core/plan.h"
+#include "core/transport.h"
 
-/* ---- the key table ---- */
 
-typedef enum config_id {
-    CFG_INTRA_NODE,
-    CFG_INTER_NODE,
-    CFG_SCHEDULER,
-    CFG_SCHEDULER_PLUGIN,
-    CFG_SCHEDULER_SEED,
-    CFG_RELAY_ENABLED,
-    CFG_RELAY_BUFFER_BYTES,
-    CFG_RELAY_SLOTS,
-    CFG_MAX_TASK_BYTES,
-    CFG_TIMEOUT_MS,
-    CFG_NVLINK_KERNEL_THRESHOLD,
-    CFG_OFI_PROVIDER,
-    CFG_OFI_IFACE,
-    CFG_VERBS_DEVICE,
-    CFG_VERBS_PORT,
-    CFG_VERBS_GID_INDEX,
-    CFG_VERBS_MTU,
-    CFG_VERBS_TRAFFIC_CLASS,
-    CFG_VERBS_SERVICE_LEVEL,
-    CFG_VERBS_MAX_INFLIGHT,
-    CFG_LOG_LEVEL,
-    CFG_LOG_SUBSYSTEMS,
-    CFG_NKEYS
-} config_id_t;
+/* ---- the key table ----
+ * The core's own keys are RMACOLL_CONFIG_CORE_TABLE, one row each: the row
+ * generates the key's id, its dotted name (whose environment variable is
+ * RMACOLL_ + the name upper-cased, dots as underscores), its type as
+ * rmacoll-info shows it, its default, its help line, and its storage and
+ * validation (a config_field_t). Transport keys are not here: each
+ * transport declares its own (rmacoll_transport_key_t, in its ops and in
+ * its folder's keyset); config_registry() puts both in one list, in the
+ * order rmacoll-info and the dump show. Nothing below names a transport. */
 
 typedef enum config_kind {
     CFG_KIND_STRING,  /* char[RMACOLL_CONFIG_STR_MAX] */
@@ -65,17 +53,34 @@ typedef enum config_kind {
     CFG_KIND_SUBSYS   /* uint32_t mask, list of names */
 } config_kind_t;
 
+/* offset of a key stored in rmacoll_config_t's ext block */
+#define CFG_EXT SIZE_MAX
+
 typedef struct config_field {
     config_kind_t kind;
-    size_t offset;               /* in rmacoll_config_t */
+    size_t offset;               /* in rmacoll_config_t, or CFG_EXT */
     const char *const *names;    /* ENUM, LEVEL, SUBSYS: NULL-terminated */
     int64_t min;                 /* integers */
     uint64_t max;
-    const uint64_t *allowed;     /* integers: the only values allowed, or NULL */
-    size_t nallowed;
     int nonempty;                /* STRING: "" is an error */
     int plugin_ok;               /* ENUM: "plugin:PATH" allowed too */
+    int after_transports;        /* listed after the transports' keys */
 } config_field_t;
+
+typedef size_t config_id_t; /* index in the registry */
+
+/* A value of any kind, for keys stored in the ext block. */
+typedef union config_value {
+    char s[RMACOLL_CONFIG_STR_MAX];
+    uint64_t u64;
+    uint32_t u32;
+    int32_t i32;
+    int i;
+} config_value_t;
+
+static rmacoll_status_t config_parse_into(const config_field_t *f, const char *text, void *p,
+                                          char *problem, size_t plen, char *bad, size_t badlen);
+
 
 static const char *const intra_names[] = {"ce", "nvlink_kernel", "auto", NULL};
 static const char *const inter_names[] = {"ofi", "verbs", NULL};
@@ -83,123 +88,296 @@ static const char *const level_names[] = {"error", "warn", "info", "debug", "tra
 /* Bit i of the mask is subsys_names[i]; "all" and "none" are handled apart. */
 static const char *const subsys_names[] = {"core",  "plan",      "sched",  "bootstrap",
                                            "transport", "proxy", "config", NULL};
-static const uint64_t mtu_allowed[] = {0, 256, 512, 1024, 2048, 4096};
 
 #define CFG_OFF(member) offsetof(rmacoll_config_t, member)
 #define CONFIG_PLUGIN_PREFIX "plugin:" /* a transport loaded from a shared object */
 
-static const rmacoll__config_key_t config_keys[CFG_NKEYS] = {
-    [CFG_INTRA_NODE] = {"transports.intra_node", "enum(ce|nvlink_kernel|auto)", "ce",
-                        "transport between ranks of one node: copy engine, NVLink kernel, "
-                        "auto (kernel up to nvlink_kernel_threshold bytes), or "
-                        "plugin:PATH (docs/plugins.md)"},
-    [CFG_INTER_NODE] = {"transports.inter_node", "enum(ofi|verbs)", "ofi",
-                        "network transport between nodes: libfabric, ibverbs, or "
-                        "plugin:PATH (a shared object, docs/plugins.md)"},
-    [CFG_SCHEDULER] = {"scheduler", "string", "node_shift",
-                       "round scheduler by name (shift, node_shift, xor, random, ...); "
-                       "checked against the compiled-in schedulers at create"},
-    [CFG_SCHEDULER_PLUGIN] = {"scheduler_plugin", "string", "",
-                              "path of a scheduler plugin .so exporting rmacoll_sched_plugin_v1 "
-                              "(\"\" = none); used instead of scheduler when set"},
-    [CFG_SCHEDULER_SEED] = {"scheduler_seed", "u64", "1",
-                            "seed of the random scheduler (same on every rank)"},
-    [CFG_RELAY_ENABLED] = {"relay.enabled", "bool", "true",
-                           "send cross-node traffic through the rail-aligned two-hop relay"},
-    [CFG_RELAY_BUFFER_BYTES] = {"relay.buffer_bytes", "size", "64MiB",
-                                "relay buffer per rank, split into slots; "
-                                "buffer_bytes / slots must be >= 8"},
-    [CFG_RELAY_SLOTS] = {"relay.slots", "u32", "4",
-                         "slots per incoming relay channel (>= 1)"},
-    [CFG_MAX_TASK_BYTES] = {"max_task_bytes", "size", "1GiB",
-                            "transfers above this are split in chunks; only the last chunk "
-                            "signals (>= 1)"},
-    [CFG_TIMEOUT_MS] = {"timeout_ms", "u64", "30000",
-                        "every wait fails after this many milliseconds, naming the silent "
-                        "peer (>= 1)"},
-    [CFG_NVLINK_KERNEL_THRESHOLD] = {"nvlink_kernel_threshold", "size", "256KiB",
-                                     "with intra_node auto: node transfers of at most this "
-                                     "many bytes use nvlink_kernel, larger ones ce"},
-    [CFG_OFI_PROVIDER] = {"ofi.provider", "string", "tcp;ofi_rxm",
-                          "libfabric provider (FI_PROVIDER syntax), e.g. tcp;ofi_rxm, shm, "
-                          "verbs;ofi_rxm"},
-    [CFG_OFI_IFACE] = {"ofi.iface", "string", "",
-                       "network interface for the provider, e.g. lo (\"\" = provider default)"},
-    [CFG_VERBS_DEVICE] = {"verbs.device", "string", "",
-                          "ibverbs device, e.g. mlx5_0 (\"\" = one per rail, closest to the "
-                          "rank's GPU)"},
-    [CFG_VERBS_PORT] = {"verbs.port", "u32", "1", "port of the device, 1-based (1..255)"},
-    [CFG_VERBS_GID_INDEX] = {"verbs.gid_index", "i32", "-1",
-                             "GID index for RoCE (-1 = auto)"},
-    [CFG_VERBS_MTU] = {"verbs.mtu", "u32", "0",
-                       "path MTU in bytes: 256, 512, 1024, 2048 or 4096 (0 = the port's "
-                       "active MTU)"},
-    [CFG_VERBS_TRAFFIC_CLASS] = {"verbs.traffic_class", "u32", "0",
-                                 "traffic class of the GRH (0..255)"},
-    [CFG_VERBS_SERVICE_LEVEL] = {"verbs.service_level", "u32", "0",
-                                 "InfiniBand service level (0..15)"},
-    [CFG_VERBS_MAX_INFLIGHT] = {"verbs.max_inflight", "u32", "128",
-                                "work requests in flight per queue pair (>= 1)"},
-    [CFG_LOG_LEVEL] = {"log.level", "enum(error|warn|info|debug|trace)", "warn",
-                       "most verbose level logged"},
-    [CFG_LOG_SUBSYSTEMS] = {"log.subsystems",
-                            "list(core|plan|sched|bootstrap|transport|proxy|config|all|none)",
-                            "[all]",
-                            "subsystems logged; in the environment a comma-separated list"},
+/* X(id, key, type, default, help, field initialiser...) */
+#define RMACOLL_CONFIG_CORE_TABLE(X)                                                          \
+    X(INTRA_NODE, "transports.intra_node", "enum(ce|nvlink_kernel|auto)", "ce",              \
+      "transport between ranks of one node: copy engine, NVLink kernel, auto (kernel up to " \
+      "nvlink_kernel_threshold bytes), or plugin:PATH (docs/plugins.md)",                    \
+      .kind = CFG_KIND_ENUM, .offset = CFG_OFF(intra_node), .names = intra_names,            \
+      .plugin_ok = 1)                                                                         \
+    X(INTER_NODE, "transports.inter_node", "enum(ofi|verbs)", "ofi",                         \
+      "network transport between nodes: libfabric, ibverbs, or plugin:PATH (a shared "       \
+      "object, docs/plugins.md)",                                                             \
+      .kind = CFG_KIND_ENUM, .offset = CFG_OFF(inter_node), .names = inter_names,            \
+      .plugin_ok = 1)                                                                         \
+    X(SCHEDULER, "scheduler", "string", "node_shift",                                        \
+      "round scheduler by name (shift, node_shift, xor, random, ...); checked against the "  \
+      "compiled-in schedulers at create",                                                     \
+      .kind = CFG_KIND_STRING, .offset = CFG_OFF(scheduler), .nonempty = 1)                  \
+    X(SCHEDULER_PLUGIN, "scheduler_plugin", "string", "",                                    \
+      "path of a scheduler plugin .so exporting rmacoll_sched_plugin_v1 (\"\" = none); "     \
+      "used instead of scheduler when set",                                                   \
+      .kind = CFG_KIND_STRING, .offset = CFG_OFF(scheduler_plugin))                          \
+    X(SCHEDULER_SEED, "scheduler_seed", "u64", "1",                                          \
+      "seed of the random scheduler (same on every rank)",                                   \
+      .kind = CFG_KIND_U64, .offset = CFG_OFF(scheduler_seed), .min = 0, .max = UINT64_MAX)  \
+    X(RELAY_ENABLED, "relay.enabled", "bool", "true",                                        \
+      "send cross-node traffic through the rail-aligned two-hop relay",                      \
+      .kind = CFG_KIND_BOOL, .offset = CFG_OFF(relay_enabled))                               \
+    X(RELAY_BUFFER_BYTES, "relay.buffer_bytes", "size", "64MiB",                             \
+      "relay buffer per rank, split into slots; each relay needs >= 8 * slots * its "       \
+      "incoming channels (rmacoll-info --topology prints the minimum)",                       \
+      .kind = CFG_KIND_SIZE, .offset = CFG_OFF(relay_buffer_bytes), .min = 0,                \
+      .max = UINT64_MAX)                                                                      \
+    X(RELAY_SLOTS, "relay.slots", "u32", "4", "slots per incoming relay channel (>= 1)",     \
+      .kind = CFG_KIND_U32, .offset = CFG_OFF(relay_slots), .min = 1, .max = UINT32_MAX)     \
+    X(MAX_TASK_BYTES, "max_task_bytes", "size", "1GiB",                                      \
+      "transfers above this are split in chunks; only the last chunk signals (>= 1)",        \
+      .kind = CFG_KIND_SIZE, .offset = CFG_OFF(max_task_bytes), .min = 1, .max = UINT64_MAX) \
+    X(TIMEOUT_MS, "timeout_ms", "u64", "30000",                                              \
+      "a wait fails after this many milliseconds without progress (silence, not total "     \
+      "time), naming the silent peer (>= 1)",                                                 \
+      .kind = CFG_KIND_U64, .offset = CFG_OFF(timeout_ms), .min = 1, .max = UINT64_MAX)      \
+    X(LOG_LEVEL, "log.level", "enum(error|warn|info|debug|trace)", "warn",                   \
+      "most verbose level logged",                                                            \
+      .kind = CFG_KIND_LEVEL, .offset = CFG_OFF(log_level), .names = level_names,            \
+      .after_transports = 1)                                                                  \
+    X(LOG_SUBSYSTEMS, "log.subsystems",                                                      \
+      "list(core|plan|sched|bootstrap|transport|proxy|config|all|none)", "[all]",            \
+      "subsystems logged; in the environment a comma-separated list",                        \
+      .kind = CFG_KIND_SUBSYS, .offset = CFG_OFF(log_subsystems), .names = subsys_names,     \
+      .after_transports = 1)
+
+typedef enum config_core_id {
+#define CFG_CORE_ID(id, ...) CFG_##id,
+    RMACOLL_CONFIG_CORE_TABLE(CFG_CORE_ID)
+#undef CFG_CORE_ID
+    CFG_NCORE
+} config_core_id_t;
+
+static const rmacoll__config_key_t core_keys[CFG_NCORE] = {
+#define CFG_CORE_KEY(id, key, type, def, help, ...) [CFG_##id] = {key, type, def, help},
+    RMACOLL_CONFIG_CORE_TABLE(CFG_CORE_KEY)
+#undef CFG_CORE_KEY
 };
 
-static const config_field_t config_fields[CFG_NKEYS] = {
-    [CFG_INTRA_NODE] = {.kind = CFG_KIND_ENUM, .offset = CFG_OFF(intra_node),
-                        .names = intra_names, .plugin_ok = 1},
-    [CFG_INTER_NODE] = {.kind = CFG_KIND_ENUM, .offset = CFG_OFF(inter_node),
-                        .names = inter_names, .plugin_ok = 1},
-    [CFG_SCHEDULER] = {.kind = CFG_KIND_STRING, .offset = CFG_OFF(scheduler), .nonempty = 1},
-    [CFG_SCHEDULER_PLUGIN] = {.kind = CFG_KIND_STRING, .offset = CFG_OFF(scheduler_plugin)},
-    [CFG_SCHEDULER_SEED] = {.kind = CFG_KIND_U64, .offset = CFG_OFF(scheduler_seed),
-                            .min = 0, .max = UINT64_MAX},
-    [CFG_RELAY_ENABLED] = {.kind = CFG_KIND_BOOL, .offset = CFG_OFF(relay_enabled)},
-    [CFG_RELAY_BUFFER_BYTES] = {.kind = CFG_KIND_SIZE, .offset = CFG_OFF(relay_buffer_bytes),
-                                .min = 0, .max = UINT64_MAX},
-    [CFG_RELAY_SLOTS] = {.kind = CFG_KIND_U32, .offset = CFG_OFF(relay_slots),
-                         .min = 1, .max = UINT32_MAX},
-    [CFG_MAX_TASK_BYTES] = {.kind = CFG_KIND_SIZE, .offset = CFG_OFF(max_task_bytes),
-                            .min = 1, .max = UINT64_MAX},
-    [CFG_TIMEOUT_MS] = {.kind = CFG_KIND_U64, .offset = CFG_OFF(timeout_ms),
-                        .min = 1, .max = UINT64_MAX},
-    [CFG_NVLINK_KERNEL_THRESHOLD] = {.kind = CFG_KIND_SIZE,
-                                     .offset = CFG_OFF(nvlink_kernel_threshold),
-                                     .min = 0, .max = UINT64_MAX},
-    [CFG_OFI_PROVIDER] = {.kind = CFG_KIND_STRING, .offset = CFG_OFF(ofi_provider)},
-    [CFG_OFI_IFACE] = {.kind = CFG_KIND_STRING, .offset = CFG_OFF(ofi_iface)},
-    [CFG_VERBS_DEVICE] = {.kind = CFG_KIND_STRING, .offset = CFG_OFF(verbs_device)},
-    [CFG_VERBS_PORT] = {.kind = CFG_KIND_U32, .offset = CFG_OFF(verbs_port),
-                        .min = 1, .max = 255},
-    [CFG_VERBS_GID_INDEX] = {.kind = CFG_KIND_I32, .offset = CFG_OFF(verbs_gid_index),
-                             .min = -1, .max = INT32_MAX},
-    [CFG_VERBS_MTU] = {.kind = CFG_KIND_U32, .offset = CFG_OFF(verbs_mtu),
-                       .min = 0, .max = 4096, .allowed = mtu_allowed,
-                       .nallowed = sizeof(mtu_allowed) / sizeof(mtu_allowed[0])},
-    [CFG_VERBS_TRAFFIC_CLASS] = {.kind = CFG_KIND_U32, .offset = CFG_OFF(verbs_traffic_class),
-                                 .min = 0, .max = 255},
-    [CFG_VERBS_SERVICE_LEVEL] = {.kind = CFG_KIND_U32, .offset = CFG_OFF(verbs_service_level),
-                                 .min = 0, .max = 15},
-    [CFG_VERBS_MAX_INFLIGHT] = {.kind = CFG_KIND_U32, .offset = CFG_OFF(verbs_max_inflight),
-                                .min = 1, .max = UINT32_MAX},
-    [CFG_LOG_LEVEL] = {.kind = CFG_KIND_LEVEL, .offset = CFG_OFF(log_level),
-                       .names = level_names},
-    [CFG_LOG_SUBSYSTEMS] = {.kind = CFG_KIND_SUBSYS, .offset = CFG_OFF(log_subsystems),
-                            .names = subsys_names},
+static const config_field_t core_fields[CFG_NCORE] = {
+#define CFG_CORE_FIELD(id, key, type, def, help, ...) [CFG_##id] = {__VA_ARGS__},
+    RMACOLL_CONFIG_CORE_TABLE(CFG_CORE_FIELD)
+#undef CFG_CORE_FIELD
 };
 
-/* Smallest relay slot: one element of the widest datatype. */
-#define CONFIG_MIN_SLOT_BYTES 8u
+/*
+ * Storage of the in-tree transports' keys that have a public field in
+ * rmacoll_config_t (kept for source compatibility). Frozen: a key added
+ * from now on is stored in cfg->ext, and this table never grows. Only the
+ * place is here; name, type, default, help and range come from the
+ * transport's declaration, and a field is used only when its width fits
+ * the declared type.
+ */
+static const struct {
+    const char *key;
+    size_t offset;
+    rmacoll_config_type_t type;
+} config_frozen[] = {
+    {"nvlink_kernel_threshold", CFG_OFF(nvlink_kernel_threshold), RMACOLL_CONFIG_SIZE},
+    {"ofi.provider", CFG_OFF(ofi_provider), RMACOLL_CONFIG_STRING},
+    {"ofi.iface", CFG_OFF(ofi_iface), RMACOLL_CONFIG_STRING},
+    {"verbs.device", CFG_OFF(verbs_device), RMACOLL_CONFIG_STRING},
+    {"verbs.port", CFG_OFF(verbs_port), RMACOLL_CONFIG_U32},
+    {"verbs.gid_index", CFG_OFF(verbs_gid_index), RMACOLL_CONFIG_I32},
+    {"verbs.mtu", CFG_OFF(verbs_mtu), RMACOLL_CONFIG_U32},
+    {"verbs.traffic_class", CFG_OFF(verbs_traffic_class), RMACOLL_CONFIG_U32},
+    {"verbs.service_level", CFG_OFF(verbs_service_level), RMACOLL_CONFIG_U32},
+    {"verbs.max_inflight", CFG_OFF(verbs_max_inflight), RMACOLL_CONFIG_U32},
+};
+
+/* ---- the registry: the core's keys and every transport's, in one list ---- */
+
+#define CONFIG_MAX_KEYS 160
+#define CONFIG_KEY_MAX 64
+
+static struct {
+    pthread_once_t once;
+    pthread_mutex_t lock;                              /* rmacoll__config_add_keys */
+    _Atomic size_t n;                                  /* entries [0, n) are complete */
+    int core_index[CFG_NCORE];                         /* registry index of each core key */
+    rmacoll__config_key_t keys[CONFIG_MAX_KEYS];
+    config_field_t fields[CONFIG_MAX_KEYS];
+    const rmacoll_transport_keyset_t *owner[CONFIG_MAX_KEYS]; /* NULL: the core */
+    char names[CONFIG_MAX_KEYS][CONFIG_KEY_MAX];
+    /* copies of a plugin's strings: the plugin may be unloaded */
+    char defaults[CONFIG_MAX_KEYS][RMACOLL_CONFIG_STR_MAX];
+    char helps[CONFIG_MAX_KEYS][192];
+} config_reg = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+static const char *config_type_name(rmacoll_config_type_t t)
+{
+    switch (t) {
+    case RMACOLL_CONFIG_STRING: return "string";
+    case RMACOLL_CONFIG_U32: return "u32";
+    case RMACOLL_CONFIG_I32: return "i32";
+    case RMACOLL_CONFIG_SIZE: return "size";
+    case RMACOLL_CONFIG_BOOL: return "bool";
+    }
+    return NULL;
+}
+
+static void config_reg_core(int id)
+{
+    size_t i = config_reg.n++;
+
+    config_reg.keys[i] = core_keys[id];
+    config_reg.fields[i] = core_fields[id];
+    config_reg.core_index[id] = (int)i;
+}
+
+/* The full name of a transport's key: "<t>.<name>", or name itself when it
+ * already starts with "<t>_" or "<t>.". */
+int rmacoll__config_key_name(const char *transport, const char *name, char *buf, size_t len)
+{
+    size_t tl = strlen(transport);
+    int n;
+
+    if (strncmp(name, transport, tl) == 0 && (name[tl] == '_' || name[tl] == '.')) {
+        n = snprintf(buf, len, "%s", name);
+    } else {
+        n = snprintf(buf, len, "%s.%s", transport, name);
+    }
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+/* Appends the keys of transport `name` not yet known; copy: copy the
+ * strings (a plugin's). Callers serialise (once, or the lock). */
+static void config_reg_keys(const char *name, const rmacoll_transport_key_t *keys, size_t nkeys,
+                            const rmacoll_transport_keyset_t *ks, int copy)
+{
+    for (size_t k = 0; keys != NULL && k < nkeys && config_reg.n < CONFIG_MAX_KEYS; k++) {
+        const rmacoll_transport_key_t *tk = &keys[k];
+        size_t i = config_reg.n;
+        config_field_t *f = &config_reg.fields[i];
+        const char *type = tk->name != NULL ? config_type_name(tk->type) : NULL;
+
+        if (type == NULL || tk->default_str == NULL || tk->help == NULL ||
+            rmacoll__config_key_name(name, tk->name, config_reg.names[i], CONFIG_KEY_MAX) != 0 ||
+            strlen(tk->default_str) >= RMACOLL_CONFIG_STR_MAX) {
+            continue; /* a malformed declaration is not a key */
+        }
+        {
+            int dup = 0;
+            for (size_t j = 0; j < i && !dup; j++) {
+                dup = strcmp(config_reg.keys[j].key, config_reg.names[i]) == 0;
+            }
+            if (dup) {
+                continue; /* known already (a plugin loaded twice) */
+            }
+        }
+        memset(f, 0, sizeof(*f));
+        f->offset = CFG_EXT;
+        switch (tk->type) {
+        case RMACOLL_CONFIG_STRING: f->kind = CFG_KIND_STRING; break;
+        case RMACOLL_CONFIG_BOOL: f->kind = CFG_KIND_BOOL; break;
+        case RMACOLL_CONFIG_U32:
+            f->kind = CFG_KIND_U32;
+            f->min = tk->min == 0 && tk->max == 0 ? 0 : (tk->min < 0 ? 0 : tk->min);
+            f->max = tk->min == 0 && tk->max == 0 ? UINT32_MAX
+                     : (tk->max > (int64_t)UINT32_MAX ? UINT32_MAX : (uint64_t)tk->max);
+            break;
+        case RMACOLL_CONFIG_I32:
+            f->kind = CFG_KIND_I32;
+            f->min = tk->min == 0 && tk->max == 0 ? INT32_MIN
+                     : (tk->min < INT32_MIN ? INT32_MIN : tk->min);
+            f->max = tk->min == 0 && tk->max == 0 ? INT32_MAX
+                     : (tk->max > INT32_MAX ? INT32_MAX : (uint64_t)tk->max);
+            break;
+        case RMACOLL_CONFIG_SIZE:
+            f->kind = CFG_KIND_SIZE;
+            f->min = tk->min < 0 ? 0 : tk->min;
+            f->max = tk->min == 0 && tk->max == 0 ? UINT64_MAX : (uint64_t)tk->max;
+            break;
+        }
+        for (size_t z = 0; z < sizeof(config_frozen) / sizeof(config_frozen[0]); z++) {
+            if (strcmp(config_frozen[z].key, config_reg.names[i]) == 0 &&
+                config_frozen[z].type == tk->type) {
+                f->offset = config_frozen[z].offset;
+            }
+        }
+        config_reg.keys[i].key = config_reg.names[i];
+        config_reg.keys[i].type = type;
+        config_reg.keys[i].default_str = tk->default_str;
+        config_reg.keys[i].meaning = tk->help;
+        if (copy) {
+            snprintf(config_reg.defaults[i], sizeof(config_reg.defaults[i]), "%s",
+                     tk->default_str);
+            snprintf(config_reg.helps[i], sizeof(config_reg.helps[i]), "%s", tk->help);
+            config_reg.keys[i].default_str = config_reg.defaults[i];
+            config_reg.keys[i].meaning = config_reg.helps[i];
+            f->offset = CFG_EXT; /* a plugin's key is never a frozen field */
+        }
+        {
+            /* The default must parse as the key's type, or it is no key. */
+            config_value_t sc;
+            if (config_parse_into(f, config_reg.keys[i].default_str, &sc, NULL, 0, NULL, 0) !=
+                RMACOLL_SUCCESS) {
+                continue;
+            }
+        }
+        config_reg.owner[i] = ks;
+        config_reg.n = i + 1; /* publishes entry i (sequentially consistent) */
+    }
+}
+
+static void config_reg_transport(const rmacoll_transport_keyset_t *ks)
+{
+    config_reg_keys(ks->transport, ks->keys, ks->nkeys, ks, 0);
+}
+
+static void config_reg_build(void)
+{
+    for (int id = 0; id < CFG_NCORE; id++) {
+        if (!core_fields[id].after_transports) {
+            config_reg_core(id);
+        }
+    }
+    for (size_t t = 0; rmacoll__transport_keysets[t] != NULL; t++) {
+        config_reg_transport(rmacoll__transport_keysets[t]);
+    }
+    for (int id = 0; id < CFG_NCORE; id++) {
+        if (core_fields[id].after_transports) {
+            config_reg_core(id);
+        }
+    }
+}
+
+static size_t config_nkeys(void)
+{
+    pthread_once(&config_reg.once, config_reg_build);
+    return config_reg.n;
+}
+
+void rmacoll__config_add_keys(const char *transport, const rmacoll_transport_key_t *keys,
+                              size_t nkeys)
+{
+    if (transport == NULL || keys == NULL || nkeys == 0) {
+        return;
+    }
+    (void)config_nkeys();
+    pthread_mutex_lock(&config_reg.lock);
+    config_reg_keys(transport, keys, nkeys, NULL, 1);
+    pthread_mutex_unlock(&config_reg.lock);
+}
+
+#define CFG_KEY(i) (config_reg.keys[(i)])
+#define CFG_FIELD(i) (config_reg.fields[(i)])
+#define CFG_CORE(id) ((size_t)config_reg.core_index[(id)])
+
+/* Smallest relay slot: the planner's rule (RMACOLL__MIN_SLOT_BYTES, and
+ * rmacoll__plan_min_relay_bytes for a topology, checked at create); here
+ * only its topology-free part, a relay with one incoming channel. */
+#define CONFIG_MIN_SLOT_BYTES RMACOLL__MIN_SLOT_BYTES
 
 const rmacoll__config_key_t *rmacoll__config_keys(size_t *n)
 {
+    size_t nk = config_nkeys();
+
     if (n != NULL) {
-        *n = CFG_NKEYS;
+        *n = nk;
     }
-    return config_keys;
+    return config_reg.keys;
 }
 
 /* ---- small helpers ---- */
@@ -219,22 +397,119 @@ static void config_msg(char *errbuf, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-static void *config_field_ptr(rmacoll_config_t *cfg, config_id_t id)
+/* ---- the ext block: "key\0value\0" pairs sorted by key, ended by "\0";
+ * a key at its default has no pair, so equal configs are equal bytes ---- */
+
+/* Length of the well-formed part (up to and with the final "\0"), or 0. */
+static size_t config_ext_len(const char *ext)
 {
-    return (char *)cfg + config_fields[id].offset;
+    size_t off = 0;
+
+    while (off < RMACOLL_CONFIG_EXT_BYTES && ext[off] != '\0') {
+        for (int part = 0; part < 2; part++) {
+            const char *nul = memchr(ext + off, '\0', RMACOLL_CONFIG_EXT_BYTES - off);
+            if (nul == NULL) {
+                return 0;
+            }
+            off = (size_t)(nul - ext) + 1;
+            if (off >= RMACOLL_CONFIG_EXT_BYTES) {
+                return 0;
+            }
+        }
+    }
+    return off < RMACOLL_CONFIG_EXT_BYTES ? off + 1 : 0;
 }
 
-static const void *config_field_cptr(const rmacoll_config_t *cfg, config_id_t id)
+/* The stored text of key, or NULL (absent: the default applies). */
+static const char *config_ext_find(const rmacoll_config_t *cfg, const char *key)
 {
-    return (const char *)cfg + config_fields[id].offset;
+    const char *e = cfg->ext;
+
+    if (config_ext_len(e) == 0) {
+        return NULL;
+    }
+    while (*e != '\0') {
+        const char *v = e + strlen(e) + 1;
+        if (strcmp(e, key) == 0) {
+            return v;
+        }
+        e = v + strlen(v) + 1;
+    }
+    return NULL;
+}
+
+/* Stores key = value (value NULL: removes it). RMACOLL_ERR_CONFIG when the
+ * block is full or malformed. */
+static int config_ext_emit(char *out, size_t *off, const char *k, const char *v)
+{
+    size_t kl = strlen(k) + 1, vl = strlen(v) + 1;
+
+    if (*off + kl + vl + 1 > RMACOLL_CONFIG_EXT_BYTES) {
+        return -1;
+    }
+    memcpy(out + *off, k, kl);
+    memcpy(out + *off + kl, v, vl);
+    *off += kl + vl;
+    return 0;
+}
+
+static rmacoll_status_t config_ext_put(rmacoll_config_t *cfg, const char *key, const char *value)
+{
+    char out[RMACOLL_CONFIG_EXT_BYTES];
+    const char *e = cfg->ext;
+    size_t off = 0;
+    int done = value == NULL;
+
+    if (config_ext_len(e) == 0) {
+        return RMACOLL_ERR_CONFIG;
+    }
+    memset(out, 0, sizeof(out));
+    while (*e != '\0') {
+        const char *v = e + strlen(e) + 1;
+        int cmp = strcmp(e, key);
+
+        if (!done && cmp >= 0) {
+            if (config_ext_emit(out, &off, key, value) != 0) {
+                return RMACOLL_ERR_CONFIG;
+            }
+            done = 1;
+        }
+        if (cmp != 0 && config_ext_emit(out, &off, e, v) != 0) {
+            return RMACOLL_ERR_CONFIG;
+        }
+        e = v + strlen(v) + 1;
+    }
+    if (!done && config_ext_emit(out, &off, key, value) != 0) {
+        return RMACOLL_ERR_CONFIG;
+    }
+    memcpy(cfg->ext, out, sizeof(out));
+    return RMACOLL_SUCCESS;
+}
+
+/* Where the value of key id lies: its field, or (ext) scratch filled from
+ * the stored text or the default. */
+static const void *config_value_ptr(const rmacoll_config_t *cfg, config_id_t id,
+                                    config_value_t *scratch)
+{
+    const char *text;
+
+    if (CFG_FIELD(id).offset != CFG_EXT) {
+        return (const char *)cfg + CFG_FIELD(id).offset;
+    }
+    memset(scratch, 0, sizeof(*scratch));
+    text = config_ext_find(cfg, CFG_KEY(id).key);
+    (void)config_parse_into(&CFG_FIELD(id), text != NULL ? text : CFG_KEY(id).default_str,
+                            scratch, NULL, 0, NULL, 0);
+    return scratch;
 }
 
 /* Integer value of a numeric, boolean, level or mask field, widened. */
 static uint64_t config_get_u64(const rmacoll_config_t *cfg, config_id_t id)
 {
-    const void *p = config_field_cptr(cfg, id);
+    config_value_t sc;
+    const void *p = config_value_ptr(cfg, id, &sc);
 
-    switch (config_fields[id].kind) {
+    switch (CFG_FIELD(id).kind) {
     case CFG_KIND_BOOL:
     case CFG_KIND_LEVEL:
         return (uint64_t)(int64_t)*(const int *)p;
@@ -508,11 +783,9 @@ static rmacoll_status_t config_parse_subsys(const char *text, uint32_t *mask, ch
  * is unchanged, problem receives why ("'x' is not a size ...") and, for a
  * list, bad receives the offending entry.
  */
-static rmacoll_status_t config_set(rmacoll_config_t *cfg, config_id_t id, const char *text,
-                                   char *problem, size_t plen, char *bad, size_t badlen)
+static rmacoll_status_t config_parse_into(const config_field_t *f, const char *text, void *p,
+                                          char *problem, size_t plen, char *bad, size_t badlen)
 {
-    const config_field_t *f = &config_fields[id];
-    void *p = config_field_ptr(cfg, id);
     char names[160];
     uint64_t u = 0;
     int64_t i = 0;
@@ -618,7 +891,7 @@ static rmacoll_status_t config_set(rmacoll_config_t *cfg, config_id_t id, const 
         return RMACOLL_SUCCESS;
     }
 
-    /* Unsigned kinds: range, then the allowed set. */
+    /* Unsigned kinds: the range. */
     if (u < (uint64_t)f->min) {
         config_msg(problem, plen, "%" PRIu64 " is below the minimum %" PRId64, u, f->min);
         return RMACOLL_ERR_CONFIG;
@@ -627,27 +900,55 @@ static rmacoll_status_t config_set(rmacoll_config_t *cfg, config_id_t id, const 
         config_msg(problem, plen, "%" PRIu64 " is above the maximum %" PRIu64, u, f->max);
         return RMACOLL_ERR_CONFIG;
     }
-    if (f->allowed != NULL) {
-        size_t k;
-        for (k = 0; k < f->nallowed && f->allowed[k] != u; k++) {
-        }
-        if (k == f->nallowed) {
-            size_t off = 0;
-            names[0] = '\0';
-            for (k = 0; k < f->nallowed && off < sizeof(names); k++) {
-                off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%" PRIu64,
-                                        k ? "|" : "", f->allowed[k]);
-            }
-            config_msg(problem, plen, "%" PRIu64 " is not one of %s", u, names);
-            return RMACOLL_ERR_CONFIG;
-        }
-    }
     if (f->kind == CFG_KIND_U32) {
         *(uint32_t *)p = (uint32_t)u;
     } else {
         *(uint64_t *)p = u;
     }
     return RMACOLL_SUCCESS;
+}
+
+static int config_value_string(const rmacoll_config_t *cfg, config_id_t id, char *buf,
+                               size_t len, int quote);
+static rmacoll_status_t config_check_transports(const rmacoll_config_t *cfg, const char **key,
+                                                char *problem, size_t plen);
+static int config_id_of(const char *key);
+static int config_format(const config_field_t *f, const void *p, char *buf, size_t len,
+                         int quote);
+
+/*
+ * Parses text as the value of key id and stores it in cfg: in its field,
+ * or as canonical text in the ext block (no pair at the default). On
+ * failure cfg is unchanged, problem receives why and, for a list, bad the
+ * offending entry.
+ */
+static rmacoll_status_t config_set(rmacoll_config_t *cfg, config_id_t id, const char *text,
+                                   char *problem, size_t plen, char *bad, size_t badlen)
+{
+    const config_field_t *f = &CFG_FIELD(id);
+    config_value_t sc, dsc;
+    char canon[RMACOLL_CONFIG_STR_MAX + 16];
+    char dcanon[RMACOLL_CONFIG_STR_MAX + 16];
+    rmacoll_status_t st;
+
+    if (f->offset != CFG_EXT) {
+        return config_parse_into(f, text, (char *)cfg + f->offset, problem, plen, bad, badlen);
+    }
+    memset(&sc, 0, sizeof(sc));
+    memset(&dsc, 0, sizeof(dsc));
+    st = config_parse_into(f, text, &sc, problem, plen, bad, badlen);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    (void)config_parse_into(f, CFG_KEY(id).default_str, &dsc, NULL, 0, NULL, 0);
+    config_format(f, &sc, canon, sizeof(canon), 0);
+    config_format(f, &dsc, dcanon, sizeof(dcanon), 0);
+    st = config_ext_put(cfg, CFG_KEY(id).key, strcmp(canon, dcanon) == 0 ? NULL : canon);
+    if (st != RMACOLL_SUCCESS) {
+        config_msg(problem, plen, "no room left for transport keys (%d bytes in all)",
+                   RMACOLL_CONFIG_EXT_BYTES);
+    }
+    return st;
 }
 
 /* relay.buffer_bytes / relay.slots must hold one element of the widest type. */
@@ -829,86 +1130,103 @@ static int config_find_line(const char *t, size_t len, const char *path, const c
     return scan_line_of(t, (size_t)pos);
 }
 
-/* ---- libcyaml schema: every leaf a string, all in one flat struct ---- */
+/* ---- libcyaml schema: every leaf a string, all in one flat struct ----
+ * Built from the registry at each load (the keys are the core's and the
+ * transports'): a top-level key without a dot is a leaf, "a.b" a leaf b in
+ * the mapping a. log.subsystems (a SUBSYS key) is a sequence of strings. */
 
 typedef struct config_raw {
-    char *v[CFG_NKEYS];       /* NULL: key absent */
-    char **subsystems;        /* log.subsystems entries */
-    unsigned subsystems_count;
+    char *v[CONFIG_MAX_KEYS];  /* NULL: key absent */
+    char **seq;                /* the SUBSYS key's entries */
+    unsigned seq_count;
 } config_raw_t;
 
-#define RAW_STR(name, id)                                                               \
-    CYAML_FIELD_STRING_PTR(name, CYAML_FLAG_OPTIONAL | CYAML_FLAG_POINTER, config_raw_t, \
-                           v[id], 0, CYAML_UNLIMITED)
+#define CONFIG_MAX_SECTIONS 32
 
-/* A nested mapping stored in place: its fields' offsets are relative to
- * the start of config_raw_t, so the mapping itself sits at offset 0. */
-#define RAW_MAP(name, fields_)                                                      \
-    {                                                                               \
-        .key = name, .data_offset = 0,                                              \
-        .value = {.type = CYAML_MAPPING, .flags = CYAML_FLAG_OPTIONAL,              \
-                  .data_size = sizeof(config_raw_t), .mapping = {.fields = fields_}} \
-    }
+typedef struct config_schema {
+    cyaml_schema_field_t top[CONFIG_MAX_KEYS + 1];
+    cyaml_schema_field_t child[CONFIG_MAX_KEYS + CONFIG_MAX_SECTIONS];
+    char section[CONFIG_MAX_SECTIONS][CONFIG_KEY_MAX];
+    cyaml_schema_value_t value;
+} config_schema_t;
 
 static const cyaml_schema_value_t raw_entry_schema = {
     CYAML_VALUE_STRING(CYAML_FLAG_POINTER, char, 0, CYAML_UNLIMITED),
 };
 
-static const cyaml_schema_field_t raw_transports_fields[] = {
-    RAW_STR("intra_node", CFG_INTRA_NODE),
-    RAW_STR("inter_node", CFG_INTER_NODE),
-    CYAML_FIELD_END,
-};
+static cyaml_schema_field_t config_schema_leaf(const char *name, config_id_t id)
+{
+    if (CFG_FIELD(id).kind == CFG_KIND_SUBSYS) {
+        cyaml_schema_field_t f = CYAML_FIELD_SEQUENCE(
+            "x", CYAML_FLAG_OPTIONAL | CYAML_FLAG_POINTER, config_raw_t, seq, &raw_entry_schema,
+            1, CYAML_UNLIMITED);
+        f.key = name;
+        return f;
+    } else {
+        cyaml_schema_field_t f = CYAML_FIELD_STRING_PTR(
+            "x", CYAML_FLAG_OPTIONAL | CYAML_FLAG_POINTER, config_raw_t, v[0], 0,
+            CYAML_UNLIMITED);
+        f.key = name;
+        f.data_offset = (uint32_t)(offsetof(config_raw_t, v) + id * sizeof(char *));
+        return f;
+    }
+}
 
-static const cyaml_schema_field_t raw_relay_fields[] = {
-    RAW_STR("enabled", CFG_RELAY_ENABLED),
-    RAW_STR("buffer_bytes", CFG_RELAY_BUFFER_BYTES),
-    RAW_STR("slots", CFG_RELAY_SLOTS),
-    CYAML_FIELD_END,
-};
+/* Fills sc from the registry; the names point into the registry and sc. */
+static void config_schema_build(config_schema_t *sc)
+{
+    size_t n = config_nkeys();
+    size_t nt = 0, nc = 0, ns = 0;
+    const cyaml_schema_field_t end = CYAML_FIELD_END;
 
-static const cyaml_schema_field_t raw_ofi_fields[] = {
-    RAW_STR("provider", CFG_OFI_PROVIDER),
-    RAW_STR("iface", CFG_OFI_IFACE),
-    CYAML_FIELD_END,
-};
+    memset(sc, 0, sizeof(*sc));
+    for (size_t id = 0; id < n; id++) {
+        const char *key = CFG_KEY(id).key;
+        const char *dot = strchr(key, '.');
+        size_t plen;
+        int seen = 0;
 
-static const cyaml_schema_field_t raw_verbs_fields[] = {
-    RAW_STR("device", CFG_VERBS_DEVICE),
-    RAW_STR("port", CFG_VERBS_PORT),
-    RAW_STR("gid_index", CFG_VERBS_GID_INDEX),
-    RAW_STR("mtu", CFG_VERBS_MTU),
-    RAW_STR("traffic_class", CFG_VERBS_TRAFFIC_CLASS),
-    RAW_STR("service_level", CFG_VERBS_SERVICE_LEVEL),
-    RAW_STR("max_inflight", CFG_VERBS_MAX_INFLIGHT),
-    CYAML_FIELD_END,
-};
-
-static const cyaml_schema_field_t raw_log_fields[] = {
-    RAW_STR("level", CFG_LOG_LEVEL),
-    CYAML_FIELD_SEQUENCE("subsystems", CYAML_FLAG_OPTIONAL | CYAML_FLAG_POINTER, config_raw_t,
-                         subsystems, &raw_entry_schema, 1, CYAML_UNLIMITED),
-    CYAML_FIELD_END,
-};
-
-static const cyaml_schema_field_t raw_top_fields[] = {
-    RAW_MAP("transports", raw_transports_fields),
-    RAW_STR("scheduler", CFG_SCHEDULER),
-    RAW_STR("scheduler_plugin", CFG_SCHEDULER_PLUGIN),
-    RAW_STR("scheduler_seed", CFG_SCHEDULER_SEED),
-    RAW_MAP("relay", raw_relay_fields),
-    RAW_STR("max_task_bytes", CFG_MAX_TASK_BYTES),
-    RAW_STR("timeout_ms", CFG_TIMEOUT_MS),
-    RAW_STR("nvlink_kernel_threshold", CFG_NVLINK_KERNEL_THRESHOLD),
-    RAW_MAP("ofi", raw_ofi_fields),
-    RAW_MAP("verbs", raw_verbs_fields),
-    RAW_MAP("log", raw_log_fields),
-    CYAML_FIELD_END,
-};
-
-static const cyaml_schema_value_t raw_schema = {
-    CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, config_raw_t, raw_top_fields),
-};
+        if (dot == NULL) {
+            sc->top[nt++] = config_schema_leaf(key, id);
+            continue;
+        }
+        plen = (size_t)(dot - key);
+        for (size_t k = 0; k < ns; k++) {
+            seen |= strlen(sc->section[k]) == plen && strncmp(sc->section[k], key, plen) == 0;
+        }
+        if (seen || ns == CONFIG_MAX_SECTIONS || plen >= CONFIG_KEY_MAX) {
+            continue;
+        }
+        /* A new section: every key with this prefix, in registry order. */
+        memcpy(sc->section[ns], key, plen);
+        sc->section[ns][plen] = '\0';
+        {
+            cyaml_schema_field_t m = {
+                .key = sc->section[ns],
+                .data_offset = 0,
+                .value = {.type = CYAML_MAPPING, .flags = CYAML_FLAG_OPTIONAL,
+                          .data_size = sizeof(config_raw_t),
+                          .mapping = {.fields = &sc->child[nc]}},
+            };
+            sc->top[nt++] = m;
+        }
+        for (size_t j = id; j < n; j++) {
+            const char *kj = CFG_KEY(j).key;
+            if (strncmp(kj, key, plen) == 0 && kj[plen] == '.') {
+                sc->child[nc++] = config_schema_leaf(kj + plen + 1, j);
+            }
+        }
+        sc->child[nc++] = end;
+        ns++;
+    }
+    sc->top[nt] = end;
+    {
+        cyaml_schema_value_t v = {
+            CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, config_raw_t, sc->top),
+        };
+        sc->value = v;
+    }
+}
 
 /* ---- capturing libcyaml's error log ---- */
 
@@ -976,8 +1294,8 @@ static void config_list_children(const char *parent, char *buf, size_t len)
     char prev[64] = "";
 
     buf[0] = '\0';
-    for (int k = 0; k < CFG_NKEYS && off < len; k++) {
-        const char *key = config_keys[k].key;
+    for (size_t k = 0; k < config_nkeys() && off < len; k++) {
+        const char *key = CFG_KEY(k).key;
         char name[64];
         const char *dot;
 
@@ -1093,10 +1411,11 @@ static int config_text_empty(const char *t, size_t len)
 
 /* Applies the file; lines[id] receives the line of every key it set. */
 static rmacoll_status_t config_load_file(const char *file, rmacoll_config_t *cfg, int *lines,
-                                         char *errbuf, size_t errlen)
+                                         int lenient, char *errbuf, size_t errlen)
 {
     config_cyaml_log_t lg;
     cyaml_config_t ycfg;
+    config_schema_t *schema;
     config_raw_t *raw = NULL;
     char *text = NULL;
     size_t len = 0;
@@ -1111,52 +1430,61 @@ static rmacoll_status_t config_load_file(const char *file, rmacoll_config_t *cfg
         free(text);
         return RMACOLL_SUCCESS;
     }
+    schema = malloc(sizeof(*schema));
+    if (schema == NULL) {
+        free(text);
+        config_msg(errbuf, errlen, "no memory to read config file '%s'", file);
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    config_schema_build(schema);
     memset(&lg, 0, sizeof(lg));
     memset(&ycfg, 0, sizeof(ycfg));
     ycfg.log_fn = config_cyaml_log;
     ycfg.log_ctx = &lg;
     ycfg.mem_fn = cyaml_mem;
     ycfg.log_level = CYAML_LOG_ERROR;
-    ycfg.flags = CYAML_CFG_DEFAULT;
-    err = cyaml_load_data((const uint8_t *)text, len, &ycfg, &raw_schema, (cyaml_data_t **)&raw,
-                          NULL);
+    ycfg.flags = lenient ? CYAML_CFG_IGNORE_UNKNOWN_KEYS : CYAML_CFG_DEFAULT;
+    err = cyaml_load_data((const uint8_t *)text, len, &ycfg, &schema->value,
+                          (cyaml_data_t **)&raw, NULL);
     if (err != CYAML_OK) {
         config_cyaml_error(&lg, err, file, text, len, errbuf, errlen);
+        free(schema);
         free(text);
         return err == CYAML_ERR_OOM ? RMACOLL_ERR_NO_MEMORY : RMACOLL_ERR_CONFIG;
     }
 
     st = RMACOLL_SUCCESS;
-    for (int id = 0; raw != NULL && id < CFG_NKEYS && st == RMACOLL_SUCCESS; id++) {
+    for (size_t id = 0; raw != NULL && id < config_nkeys() && st == RMACOLL_SUCCESS; id++) {
         char joined[512];
         char problem[320];
         char bad[64];
         const char *val = raw->v[id];
 
-        if (id == CFG_LOG_SUBSYSTEMS && raw->subsystems != NULL) {
+        if (CFG_FIELD(id).kind == CFG_KIND_SUBSYS && raw->seq != NULL) {
             size_t off = 0;
             joined[0] = '\0';
-            for (unsigned k = 0; k < raw->subsystems_count && off < sizeof(joined); k++) {
+            for (unsigned k = 0; k < raw->seq_count && off < sizeof(joined); k++) {
                 off += (size_t)snprintf(joined + off, sizeof(joined) - off, "%s%s",
-                                        k ? "," : "", raw->subsystems[k]);
+                                        k ? "," : "", raw->seq[k]);
             }
             val = joined;
         }
         if (val == NULL) {
             continue;
         }
-        lines[id] = config_find_line(text, len, config_keys[id].key, NULL);
+        lines[id] = config_find_line(text, len, CFG_KEY(id).key, NULL);
         if (lines[id] == 0) {
             lines[id] = 1;
         }
-        st = config_set(cfg, (config_id_t)id, val, problem, sizeof(problem), bad, sizeof(bad));
+        st = config_set(cfg, id, val, problem, sizeof(problem), bad, sizeof(bad));
         if (st != RMACOLL_SUCCESS) {
-            int line = bad[0] ? config_find_line(text, len, config_keys[id].key, bad) : 0;
+            int line = bad[0] ? config_find_line(text, len, CFG_KEY(id).key, bad) : 0;
             config_msg(errbuf, errlen, "config file '%s' line %d: %s: %s", file,
-                       line > 0 ? line : lines[id], config_keys[id].key, problem);
+                       line > 0 ? line : lines[id], CFG_KEY(id).key, problem);
         }
     }
-    cyaml_free(&ycfg, &raw_schema, raw, 0);
+    cyaml_free(&ycfg, &schema->value, raw, 0);
+    free(schema);
     free(text);
     return st;
 }
@@ -1166,7 +1494,7 @@ static void config_env_name(config_id_t id, char *buf, size_t len)
 {
     size_t off = (size_t)snprintf(buf, len, "RMACOLL_");
 
-    for (const char *k = config_keys[id].key; *k != '\0' && off + 1 < len; k++) {
+    for (const char *k = CFG_KEY(id).key; *k != '\0' && off + 1 < len; k++) {
         buf[off++] = *k == '.' ? '_' : (char)toupper((unsigned char)*k);
     }
     buf[off < len ? off : len - 1] = '\0';
@@ -1175,21 +1503,21 @@ static void config_env_name(config_id_t id, char *buf, size_t len)
 static rmacoll_status_t config_load_env(rmacoll_config_t *cfg, int *from_env, char *errbuf,
                                         size_t errlen)
 {
-    for (int id = 0; id < CFG_NKEYS; id++) {
+    for (size_t id = 0; id < config_nkeys(); id++) {
         char name[96];
         char problem[320];
         const char *val;
 
-        config_env_name((config_id_t)id, name, sizeof(name));
+        config_env_name(id, name, sizeof(name));
         val = getenv(name);
         if (val == NULL) {
             continue;
         }
         from_env[id] = 1;
-        if (config_set(cfg, (config_id_t)id, val, problem, sizeof(problem), NULL, 0) !=
+        if (config_set(cfg, id, val, problem, sizeof(problem), NULL, 0) !=
             RMACOLL_SUCCESS) {
             config_msg(errbuf, errlen, "environment %s='%.64s' (%s): %s", name, val,
-                       config_keys[id].key, problem);
+                       CFG_KEY(id).key, problem);
             return RMACOLL_ERR_CONFIG;
         }
     }
@@ -1203,19 +1531,65 @@ void rmacoll_config_init(rmacoll_config_t *cfg)
     }
     memset(cfg, 0, sizeof(*cfg));
     cfg->struct_size = sizeof(*cfg);
-    for (int id = 0; id < CFG_NKEYS; id++) {
+    for (size_t id = 0; id < config_nkeys(); id++) {
         /* The defaults are parsed from the table, so the table is the truth;
          * test_config checks that every one parses. */
-        (void)config_set(cfg, (config_id_t)id, config_keys[id].default_str, NULL, 0, NULL, 0);
+        (void)config_set(cfg, id, CFG_KEY(id).default_str, NULL, 0, NULL, 0);
     }
+}
+
+/* Loads the plugins cfg names as transports (plugin:PATH), so that their
+ * keys are known; one that cannot be loaded adds no keys (create reports
+ * why). */
+static void config_peek_plugins(const rmacoll_config_t *cfg)
+{
+    const char *specs[2] = {cfg->intra_node, cfg->inter_node};
+
+    for (int k = 0; k < 2; k++) {
+        rmacoll__tops_t t;
+        char err[512];
+
+        if (memchr(specs[k], '\0', RMACOLL_CONFIG_STR_MAX) == NULL ||
+            strncmp(specs[k], CONFIG_PLUGIN_PREFIX, strlen(CONFIG_PLUGIN_PREFIX)) != 0) {
+            continue;
+        }
+        if (rmacoll__tops_find(specs[k], "transports", &t, err, sizeof(err)) == RMACOLL_SUCCESS) {
+            rmacoll__tops_release(&t);
+        }
+    }
+}
+
+/* A check over several keys failed: name whichever source set them last
+ * (environment, else the file's line, else just the keys). */
+static void config_blame(const config_id_t *ids, int n, const char *file, const int *lines,
+                         const int *from_env, const char *problem, char *errbuf, size_t errlen)
+{
+    char name[96];
+
+    for (int k = 0; k < n; k++) {
+        if (from_env[ids[k]]) {
+            config_env_name(ids[k], name, sizeof(name));
+            config_msg(errbuf, errlen, "environment %s (%s): %s", name, CFG_KEY(ids[k]).key,
+                       problem);
+            return;
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        if (lines[ids[k]] > 0) {
+            config_msg(errbuf, errlen, "config file '%s' line %d: %s: %s", file, lines[ids[k]],
+                       CFG_KEY(ids[k]).key, problem);
+            return;
+        }
+    }
+    config_msg(errbuf, errlen, "%s: %s", CFG_KEY(ids[0]).key, problem);
 }
 
 rmacoll_status_t rmacoll_config_load(const char *path, rmacoll_config_t *cfg, char *errbuf,
                                      size_t errbuf_len)
 {
     rmacoll_config_t tmp;
-    int lines[CFG_NKEYS] = {0};
-    int from_env[CFG_NKEYS] = {0};
+    int lines[CONFIG_MAX_KEYS] = {0};
+    int from_env[CONFIG_MAX_KEYS] = {0};
     char problem[320];
     rmacoll_status_t st;
     const char *file = path;
@@ -1232,8 +1606,24 @@ rmacoll_status_t rmacoll_config_load(const char *path, rmacoll_config_t *cfg, ch
             file = NULL;
         }
     }
+    /* Pass 1, unknown keys ignored: which transports, so that the keys of
+     * a plugin named there are known (config_peek_plugins) in pass 2. */
     if (file != NULL) {
-        st = config_load_file(file, &tmp, lines, errbuf, errbuf_len);
+        st = config_load_file(file, &tmp, lines, 1, errbuf, errbuf_len);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
+    }
+    st = config_load_env(&tmp, from_env, errbuf, errbuf_len);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    config_peek_plugins(&tmp);
+    rmacoll_config_init(&tmp);
+    memset(lines, 0, sizeof(lines));
+    memset(from_env, 0, sizeof(from_env));
+    if (file != NULL) {
+        st = config_load_file(file, &tmp, lines, 0, errbuf, errbuf_len);
         if (st != RMACOLL_SUCCESS) {
             return st;
         }
@@ -1243,26 +1633,22 @@ rmacoll_status_t rmacoll_config_load(const char *path, rmacoll_config_t *cfg, ch
         return st;
     }
     if (!config_relay_ok(&tmp, problem, sizeof(problem))) {
-        /* Name whichever source set the offending values last. */
-        config_id_t ids[2] = {CFG_RELAY_BUFFER_BYTES, CFG_RELAY_SLOTS};
-        char name[96];
-        for (int k = 0; k < 2; k++) {
-            if (from_env[ids[k]]) {
-                config_env_name(ids[k], name, sizeof(name));
-                config_msg(errbuf, errbuf_len, "environment %s (%s): %s", name,
-                           config_keys[ids[k]].key, problem);
-                return RMACOLL_ERR_CONFIG;
-            }
-        }
-        for (int k = 0; k < 2; k++) {
-            if (lines[ids[k]] > 0) {
-                config_msg(errbuf, errbuf_len, "config file '%s' line %d: %s: %s", file,
-                           lines[ids[k]], config_keys[ids[k]].key, problem);
-                return RMACOLL_ERR_CONFIG;
-            }
-        }
-        config_msg(errbuf, errbuf_len, "%s", problem);
+        config_id_t ids[2] = {CFG_CORE(CFG_RELAY_BUFFER_BYTES), CFG_CORE(CFG_RELAY_SLOTS)};
+        config_blame(ids, 2, file, lines, from_env, problem, errbuf, errbuf_len);
         return RMACOLL_ERR_CONFIG;
+    }
+    {
+        const char *tkey = NULL;
+        if (config_check_transports(&tmp, &tkey, problem, sizeof(problem)) != RMACOLL_SUCCESS) {
+            int id = config_id_of(tkey);
+            config_id_t ids[1] = {id >= 0 ? (config_id_t)id : 0};
+            if (id >= 0) {
+                config_blame(ids, 1, file, lines, from_env, problem, errbuf, errbuf_len);
+            } else {
+                config_msg(errbuf, errbuf_len, "%s: %s", tkey, problem);
+            }
+            return RMACOLL_ERR_CONFIG;
+        }
     }
     *cfg = tmp;
     return RMACOLL_SUCCESS;
@@ -1329,11 +1715,10 @@ static int config_quote(const char *s, char *buf, size_t len)
     return need;
 }
 
-static int config_value_string(const rmacoll_config_t *cfg, config_id_t id, char *buf,
-                               size_t len, int quote)
+/* Writes the value at p (of field f) as YAML would. */
+static int config_format(const config_field_t *f, const void *p, char *buf, size_t len,
+                         int quote)
 {
-    const config_field_t *f = &config_fields[id];
-    const void *p = config_field_cptr(cfg, id);
     char tmp[RMACOLL_CONFIG_STR_MAX];
 
     switch (f->kind) {
@@ -1373,22 +1758,45 @@ static int config_value_string(const rmacoll_config_t *cfg, config_id_t id, char
     case CFG_KIND_I32:
         return snprintf(buf, len, "%" PRId32, *(const int32_t *)p);
     case CFG_KIND_SIZE:
-        return config_format_size(config_get_u64(cfg, id), buf, len);
+        return config_format_size(*(const uint64_t *)p, buf, len);
     case CFG_KIND_U32:
+        return snprintf(buf, len, "%" PRIu32, *(const uint32_t *)p);
     case CFG_KIND_U64:
-        return snprintf(buf, len, "%" PRIu64, config_get_u64(cfg, id));
+        return snprintf(buf, len, "%" PRIu64, *(const uint64_t *)p);
     }
     return -1;
 }
 
+static int config_value_string(const rmacoll_config_t *cfg, config_id_t id, char *buf,
+                               size_t len, int quote)
+{
+    config_value_t sc;
+
+    return config_format(&CFG_FIELD(id), config_value_ptr(cfg, id, &sc), buf, len, quote);
+}
+
 static int config_id_of(const char *key)
 {
-    for (int id = 0; key != NULL && id < CFG_NKEYS; id++) {
-        if (strcmp(config_keys[id].key, key) == 0) {
-            return id;
+    size_t n = config_nkeys();
+
+    for (size_t id = 0; key != NULL && id < n; id++) {
+        if (strcmp(CFG_KEY(id).key, key) == 0) {
+            return (int)id;
         }
     }
     return -1;
+}
+
+/* config_id_of, after loading the plugins cfg names when key is unknown. */
+static int config_id_in(const rmacoll_config_t *cfg, const char *key)
+{
+    int id = config_id_of(key);
+
+    if (id < 0 && key != NULL) {
+        config_peek_plugins(cfg);
+        id = config_id_of(key);
+    }
+    return id;
 }
 
 rmacoll_status_t rmacoll_config_set(rmacoll_config_t *cfg, const char *key, const char *value)
@@ -1400,12 +1808,15 @@ rmacoll_status_t rmacoll_config_set(rmacoll_config_t *cfg, const char *key, cons
     if (cfg == NULL || key == NULL || value == NULL || cfg->struct_size < sizeof(*cfg)) {
         return RMACOLL_ERR_INVALID_ARG;
     }
-    id = config_id_of(key);
+    id = config_id_in(cfg, key);
     if (id < 0) {
         return RMACOLL_ERR_CONFIG;
     }
     tmp = *cfg; /* cfg is unchanged on error */
     st = config_set(&tmp, (config_id_t)id, value, NULL, 0, NULL, 0);
+    if (st == RMACOLL_SUCCESS) {
+        st = config_check_transports(&tmp, NULL, NULL, 0);
+    }
     if (st == RMACOLL_SUCCESS) {
         *cfg = tmp;
     }
@@ -1421,7 +1832,7 @@ rmacoll_status_t rmacoll_config_get(const rmacoll_config_t *cfg, const char *key
         cfg->struct_size < sizeof(*cfg)) {
         return RMACOLL_ERR_INVALID_ARG;
     }
-    id = config_id_of(key);
+    id = config_id_in(cfg, key);
     if (id < 0) {
         buf[0] = '\0';
         return RMACOLL_ERR_CONFIG;
@@ -1435,7 +1846,7 @@ rmacoll_status_t rmacoll__config_get_size(const rmacoll_config_t *cfg, const cha
 {
     int id = cfg != NULL ? config_id_of(key) : -1;
 
-    if (id < 0 || config_fields[id].kind != CFG_KIND_SIZE) {
+    if (id < 0 || CFG_FIELD(id).kind != CFG_KIND_SIZE) {
         return RMACOLL_ERR_CONFIG;
     }
     *bytes = config_get_u64(cfg, (config_id_t)id);
@@ -1445,7 +1856,7 @@ rmacoll_status_t rmacoll__config_get_size(const rmacoll_config_t *cfg, const cha
 int rmacoll__config_value_string(const rmacoll_config_t *cfg, size_t index, char *buf,
                                  size_t len)
 {
-    if (cfg == NULL || index >= CFG_NKEYS) {
+    if (cfg == NULL || index >= config_nkeys()) {
         return -1;
     }
     return config_value_string(cfg, (config_id_t)index, buf, len, 0);
@@ -1460,13 +1871,13 @@ int rmacoll__config_to_string(const rmacoll_config_t *cfg, char *buf, size_t len
     if (len > 0) {
         buf[0] = '\0';
     }
-    for (int id = 0; id < CFG_NKEYS; id++) {
-        const char *key = config_keys[id].key;
+    for (size_t id = 0; id < config_nkeys(); id++) {
+        const char *key = CFG_KEY(id).key;
         const char *dot = strchr(key, '.');
         char val[2 * RMACOLL_CONFIG_STR_MAX + 8];
         int n;
 
-        config_value_string(cfg, (config_id_t)id, val, sizeof(val), 1);
+        config_value_string(cfg, id, val, sizeof(val), 1);
         if (dot != NULL) {
             if (strncmp(parent, key, (size_t)(dot - key)) != 0 ||
                 parent[dot - key] != '\0') {
@@ -1500,21 +1911,25 @@ static uint64_t config_fnv1a(uint64_t h, const void *data, size_t n)
 uint64_t rmacoll__config_hash(const rmacoll_config_t *cfg)
 {
     uint64_t h = UINT64_C(0xcbf29ce484222325); /* FNV-1a 64-bit offset basis */
+    size_t elen;
 
-    for (int id = 0; id < CFG_NKEYS; id++) {
-        const config_field_t *f = &config_fields[id];
+    for (size_t id = 0; id < config_nkeys(); id++) {
+        const config_field_t *f = &CFG_FIELD(id);
 
         if (f->kind == CFG_KIND_LEVEL || f->kind == CFG_KIND_SUBSYS) {
             continue; /* log settings may differ between ranks */
         }
+        if (f->offset == CFG_EXT) {
+            continue; /* the ext block is hashed whole below */
+        }
         if (f->kind == CFG_KIND_STRING || f->kind == CFG_KIND_ENUM) {
-            const char *s = config_field_cptr(cfg, (config_id_t)id);
+            const char *s = (const char *)cfg + f->offset;
             const char *nul = memchr(s, '\0', RMACOLL_CONFIG_STR_MAX);
             size_t n = nul != NULL ? (size_t)(nul - s) : RMACOLL_CONFIG_STR_MAX;
             h = config_fnv1a(h, s, n);
             h = config_fnv1a(h, "", 1);
         } else {
-            uint64_t v = config_get_u64(cfg, (config_id_t)id);
+            uint64_t v = config_get_u64(cfg, id);
             unsigned char le[8];
             for (int b = 0; b < 8; b++) {
                 le[b] = (unsigned char)(v >> (8 * b));
@@ -1522,7 +1937,31 @@ uint64_t rmacoll__config_hash(const rmacoll_config_t *cfg)
             h = config_fnv1a(h, le, sizeof(le));
         }
     }
+    /* Canonical (sorted, no defaults), so equal configs hash equal even
+     * when this process has not seen every key in it. */
+    elen = config_ext_len(cfg->ext);
+    h = config_fnv1a(h, cfg->ext, elen != 0 ? elen : RMACOLL_CONFIG_EXT_BYTES);
     return h;
+}
+
+/* Every transport keyset's whole-config check; errors as a config value. */
+static rmacoll_status_t config_check_transports(const rmacoll_config_t *cfg, const char **key,
+                                                char *problem, size_t plen)
+{
+    for (size_t t = 0; rmacoll__transport_keysets[t] != NULL; t++) {
+        const rmacoll_transport_keyset_t *ks = rmacoll__transport_keysets[t];
+        char why[256] = "";
+        const char *bad = ks->check != NULL ? ks->check(cfg, why, sizeof(why)) : NULL;
+
+        if (bad != NULL) {
+            if (key != NULL) {
+                *key = bad;
+            }
+            config_msg(problem, plen, "%s", why);
+            return RMACOLL_ERR_CONFIG;
+        }
+    }
+    return RMACOLL_SUCCESS;
 }
 
 rmacoll_status_t rmacoll__config_check(const rmacoll_config_t *cfg, char *errbuf, size_t errlen)
@@ -1530,34 +1969,44 @@ rmacoll_status_t rmacoll__config_check(const rmacoll_config_t *cfg, char *errbuf
     rmacoll_config_t tmp;
     char problem[320];
     char val[RMACOLL_CONFIG_STR_MAX + 16];
+    const char *tkey = NULL;
 
     config_msg(errbuf, errlen, "%s", "");
-    if (cfg == NULL || cfg->struct_size < sizeof(rmacoll_config_t)) {
-        config_msg(errbuf, errlen, "config is NULL or its struct_size is %zu, not %zu",
+    if (cfg == NULL || cfg->struct_size != sizeof(rmacoll_config_t)) {
+        config_msg(errbuf, errlen, "config %s struct_size is %zu, not sizeof(rmacoll_config_t) "
+                   "= %zu (fill it with rmacoll_config_init)", cfg == NULL ? "is NULL;" : "",
                    cfg != NULL ? cfg->struct_size : (size_t)0, sizeof(rmacoll_config_t));
         return RMACOLL_ERR_INVALID_ARG;
     }
+    if (config_ext_len(cfg->ext) == 0) {
+        config_msg(errbuf, errlen, "config ext: not filled by rmacoll_config_init / "
+                   "rmacoll_config_set (malformed)");
+        return RMACOLL_ERR_CONFIG;
+    }
     rmacoll_config_init(&tmp);
-    for (int id = 0; id < CFG_NKEYS; id++) {
-        const config_field_t *f = &config_fields[id];
-        const char *key = config_keys[id].key;
+    for (size_t id = 0; id < config_nkeys(); id++) {
+        const config_field_t *f = &CFG_FIELD(id);
+        const char *key = CFG_KEY(id).key;
+        const void *p = (const char *)cfg + f->offset;
 
+        if (f->offset == CFG_EXT) {
+            continue; /* stored canonical by config_set */
+        }
         if (f->kind == CFG_KIND_STRING || f->kind == CFG_KIND_ENUM) {
-            if (memchr(config_field_cptr(cfg, (config_id_t)id), '\0', RMACOLL_CONFIG_STR_MAX) ==
-                NULL) {
+            if (memchr(p, '\0', RMACOLL_CONFIG_STR_MAX) == NULL) {
                 config_msg(errbuf, errlen, "config %s: not NUL-terminated within %d bytes", key,
                            RMACOLL_CONFIG_STR_MAX);
                 return RMACOLL_ERR_CONFIG;
             }
         } else if (f->kind == CFG_KIND_BOOL) {
-            int b = *(const int *)config_field_cptr(cfg, (config_id_t)id);
+            int b = *(const int *)p;
             if (b != 0 && b != 1) {
                 config_msg(errbuf, errlen, "config %s: %d is not 0 or 1", key, b);
                 return RMACOLL_ERR_CONFIG;
             }
             continue;
         } else if (f->kind == CFG_KIND_LEVEL) {
-            int l = *(const int *)config_field_cptr(cfg, (config_id_t)id);
+            int l = *(const int *)p;
             if (l < RMACOLL_LOG_ERROR || l > RMACOLL_LOG_TRACE) {
                 config_msg(errbuf, errlen, "config %s: %d is not a log level (0..4)", key, l);
                 return RMACOLL_ERR_CONFIG;
@@ -1567,8 +2016,8 @@ rmacoll_status_t rmacoll__config_check(const rmacoll_config_t *cfg, char *errbuf
             continue; /* every mask is valid */
         }
         /* Round-trip through the parser: same rules as a file value. */
-        config_value_string(cfg, (config_id_t)id, val, sizeof(val), 0);
-        if (config_set(&tmp, (config_id_t)id, val, problem, sizeof(problem), NULL, 0) !=
+        config_value_string(cfg, id, val, sizeof(val), 0);
+        if (config_set(&tmp, id, val, problem, sizeof(problem), NULL, 0) !=
             RMACOLL_SUCCESS) {
             config_msg(errbuf, errlen, "config %s: %s", key, problem);
             return RMACOLL_ERR_CONFIG;
@@ -1576,6 +2025,10 @@ rmacoll_status_t rmacoll__config_check(const rmacoll_config_t *cfg, char *errbuf
     }
     if (!config_relay_ok(cfg, problem, sizeof(problem))) {
         config_msg(errbuf, errlen, "config relay.buffer_bytes: %s", problem);
+        return RMACOLL_ERR_CONFIG;
+    }
+    if (config_check_transports(cfg, &tkey, problem, sizeof(problem)) != RMACOLL_SUCCESS) {
+        config_msg(errbuf, errlen, "config %s: %s", tkey, problem);
         return RMACOLL_ERR_CONFIG;
     }
     return RMACOLL_SUCCESS;

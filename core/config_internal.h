@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "rmacoll.h"
+#include "rmacoll_transport.h"
 
 /* One configuration key. */
 typedef struct rmacoll__config_key {
@@ -26,6 +27,24 @@ typedef struct rmacoll__config_key {
  * "RMACOLL_" + key upper-cased with dots as underscores. Thread-safe.
  */
 const rmacoll__config_key_t *rmacoll__config_keys(size_t *n);
+
+/**
+ * The full name of transport `transport`'s key `name` (rmacoll_transport_key_t):
+ * "<transport>.<name>", or name itself when it already starts with
+ * "<transport>_" or "<transport>.". 0, or -1 when it does not fit in len.
+ */
+int rmacoll__config_key_name(const char *transport, const char *name, char *buf, size_t len);
+
+/**
+ * Makes the keys a transport plugin declares known to the configuration
+ * (YAML, environment, rmacoll_config_set/get), under the names
+ * rmacoll__config_key_name gives; the strings are copied. Keys already
+ * known are skipped, and so are malformed ones (bad type, a default that
+ * does not parse). Called by the plugin loader (core/transport.c).
+ * Thread-safe.
+ */
+void rmacoll__config_add_keys(const char *transport, const rmacoll_transport_key_t *keys,
+                              size_t nkeys);
 
 /**
  * Writes the value of key number `index` (of rmacoll__config_keys) in cfg

@@ -7,7 +7,9 @@
  *
  * Control window (host shared memory, mapped by node peers, registered
  * with the network transport):
- *   header (64 bytes: magic, the credit word, the creator's pid, spare)
+ *   header (magic, the credit word, the progress count, the
+ *   abort word, the rank waited for, the receive gate, the heartbeat;
+ *   then the creator's pid, spare: 128 bytes in all)
  *   | signal words [nsig]
  *   | local record [2 parities]          (node peers read it)
  *   | inbox [2][nnet] | inbox2 [2][nnet]  (network peers write them)
@@ -43,10 +45,47 @@
  * (8 bytes from here to the same offset at the peer: some providers never
  * complete zero-length writes carrying remote CQ data). */
 #define RMACOLL__CTRL_CREDIT_OFF 8
+/* Byte offset in the header of the owner's progress count: raised by the
+ * owner each time one of its waits is satisfied; node peers waiting on the
+ * owner read it (a relay busy forwarding for others is making progress). */
+#define RMACOLL__CTRL_PROGRESS_OFF 16
+/* Byte offset in the header of the abort word (rmacoll__abort_word): set
+ * once, by the first failing rank of a call (and by every rank that learns
+ * of it, passing it on), in its own window and in its peers' (node peers
+ * through shared memory, network peers by an 8-byte put); every wait
+ * checks it. */
+#define RMACOLL__CTRL_ABORT_OFF 24
+/* Byte offset in the header of the rank the owner is waiting for, plus 1
+ * (0: not waiting); node peers read it to name the rank at the end of a
+ * chain of waits. */
+#define RMACOLL__CTRL_WAITING_OFF 32
+/* Byte offsets in the header of the receive gate: OPEN holds the epoch of
+ * the call whose receive buffer node peers may write (0: closed); BUSY
+ * counts node peers between their check of OPEN and the end of their copy.
+ * A writer adds to BUSY, then reads OPEN; the owner clears OPEN, then
+ * waits for BUSY to reach 0 (both seq_cst: a Dekker handshake), so once
+ * its call has returned no node peer copies into its buffer. */
+/* Byte offset in the header of the waiter's heartbeat: CLOCK_MONOTONIC
+ * milliseconds of its last sample while waiting (a stopped waiter's goes
+ * stale, so a chain of waits ends at it). */
+#define RMACOLL__CTRL_HEARTBEAT_OFF 56
+#define RMACOLL__CTRL_OPEN_OFF 40
+#define RMACOLL__CTRL_BUSY_OFF 48
 /* Byte offset in the header of the creator's pid (stale windows of killed
  * processes are removed by the next communicator's creation). */
-#define RMACOLL__CTRL_PID_OFF 16
-#define RMACOLL__CTRL_HEADER_BYTES 64
+#define RMACOLL__CTRL_PID_OFF 64
+#define RMACOLL__CTRL_HEADER_BYTES 128
+
+/* The abort word: bit 63 set, the status code, the rank that failed first
+ * and the peer it found silent or failing (-1: none). */
+static inline uint64_t rmacoll__abort_word(int code, int origin, int culprit)
+{
+    return (1ull << 63) | ((uint64_t)(code & 0xff) << 48) |
+           ((uint64_t)(origin & 0xffffff) << 24) | (uint64_t)((culprit + 1) & 0xffffff);
+}
+static inline int rmacoll__abort_code(uint64_t w) { return (int)((w >> 48) & 0xff); }
+static inline int rmacoll__abort_origin(uint64_t w) { return (int)((w >> 24) & 0xffffff); }
+static inline int rmacoll__abort_culprit(uint64_t w) { return (int)(w & 0xffffff) - 1; }
 
 /* A status travelling between ranks: the error of the lowest rank wins. */
 typedef struct rmacoll__status_rec {
@@ -68,6 +107,7 @@ typedef enum rmacoll__ctrl_stage {
 typedef struct rmacoll__local_rec {
     _Atomic uint64_t epoch[3];  /* [stage]: e + 1 when that stage is valid */
     uint64_t recv_addr;         /* receive buffer in the owner's address space */
+    uint64_t esize;             /* element size of the call, bytes (0: unknown) */
     rmacoll__status_rec_t st[3];
     uint8_t recv_blob[RMACOLL_EXPORT_BYTES]; /* device receive buffer export */
 } rmacoll__local_rec_t;
@@ -80,6 +120,7 @@ typedef struct rmacoll__net_rec {
     rmacoll__status_rec_t st;
     int64_t rcount;             /* sender's recvcounts[receiver] */
     int64_t rdispl;             /* sender's rdispls[receiver] */
+    uint64_t esize;             /* sender's element size, bytes (0: unknown) */
     rmacoll_rkey_t recv_rkey;   /* sender's receive buffer */
 } rmacoll__net_rec_t;
 

@@ -181,6 +181,15 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
     rmacoll_comm_t *comm = c->comm;
     int me = comm->rank;
 
+    if (c->runner == &rmacoll__run_host) {
+        if (st != RMACOLL_SUCCESS) {
+            /* peers still waiting stop at once, and late writers see the
+             * gate closed before they copy */
+            rmacoll__abort_broadcast(comm, st);
+        }
+        (void)rmacoll__gate_close(comm);
+    }
+
     if (st == RMACOLL_SUCCESS && c->acc.code != RMACOLL_SUCCESS) {
         /* everyone returns the same error; nothing was written */
         rmacoll__proxy_flush(&comm->proxy);
@@ -196,6 +205,10 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
     }
     if (st == RMACOLL_SUCCESS) {
         log_profile(c);
+    }
+    if (st != RMACOLL_SUCCESS && c->runner != &rmacoll__run_host) {
+        /* the first failure propagates: peers still waiting stop at once */
+        rmacoll__abort_broadcast(comm, st);
     }
     c->runner->release(c);
     rmacoll__proxy_set_active(&comm->proxy, 0);
@@ -215,6 +228,11 @@ rmacoll_status_t rmacoll__call_pipeline(rmacoll__call_t *call)
 {
     rmacoll_status_t st;
 
+    /* node peers may copy into the receive buffer during this call only
+     * (host memory: the gate closes before the call returns; device
+     * memory is not gated) */
+    rmacoll__gate_open(call->comm, call->runner == &rmacoll__run_host ? call->epoch
+                                                                      : UINT64_MAX);
     call_validate(call);                   /* + runner prepare: call->local */
     st = rmacoll__meta_exchange(call);     /* control exchange: call->acc */
     if (st == RMACOLL_SUCCESS) {
@@ -228,11 +246,29 @@ rmacoll_status_t rmacoll__call_pipeline(rmacoll__call_t *call)
     return call_end(call, st);             /* commit signal state */
 }
 
-rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcounts,
-                                   const int64_t *sdispls, void *recvbuf,
-                                   const int64_t *recvcounts, const int64_t *rdispls,
-                                   rmacoll_datatype_t dtype, rmacoll_comm_t *comm,
-                                   void *stream)
+rmacoll_status_t rmacoll__enter(rmacoll_comm_t *comm, const char *fn)
+{
+    if (atomic_exchange_explicit(&comm->entered, 1, memory_order_acquire)) {
+        rmacoll__log(&comm->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE,
+                     "rank %d: %s: communicator %p (rank %d of %d) is in use by another "
+                     "thread: calls on one communicator must not overlap", comm->rank,
+                     fn, (void *)comm, comm->rank, comm->nranks);
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+void rmacoll__leave(rmacoll_comm_t *comm)
+{
+    atomic_store_explicit(&comm->entered, 0, memory_order_release);
+}
+
+/* rmacoll_alltoallv once comm is entered. */
+static rmacoll_status_t alltoallv_entered(const void *sendbuf, const int64_t *sendcounts,
+                                          const int64_t *sdispls, void *recvbuf,
+                                          const int64_t *recvcounts,
+                                          const int64_t *rdispls, rmacoll_datatype_t dtype,
+                                          rmacoll_comm_t *comm, void *stream)
 {
     rmacoll__call_t call;
     rmacoll_status_t st = rmacoll__call_begin(&call, comm, sendbuf, sendcounts, sdispls,
@@ -241,15 +277,41 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
     return st == RMACOLL_SUCCESS ? rmacoll__call_pipeline(&call) : st;
 }
 
+rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcounts,
+                                   const int64_t *sdispls, void *recvbuf,
+                                   const int64_t *recvcounts, const int64_t *rdispls,
+                                   rmacoll_datatype_t dtype, rmacoll_comm_t *comm,
+                                   void *stream)
+{
+    rmacoll_status_t st;
+
+    if (comm == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    st = rmacoll__enter(comm, "rmacoll_alltoallv");
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    st = alltoallv_entered(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
+                           dtype, comm, stream);
+    rmacoll__leave(comm);
+    return st;
+}
+
 rmacoll_status_t rmacoll_alltoall(const void *sendbuf, void *recvbuf, int64_t count,
                                   rmacoll_datatype_t dtype, rmacoll_comm_t *comm,
                                   void *stream)
 {
+    rmacoll_status_t st;
     int64_t *arr;
     int n;
 
     if (comm == NULL) {
         return RMACOLL_ERR_INVALID_ARG;
+    }
+    st = rmacoll__enter(comm, "rmacoll_alltoall"); /* before comm->uniform is written */
+    if (st != RMACOLL_SUCCESS) {
+        return st;
     }
     n = comm->nranks;
     arr = comm->uniform; /* counts, then displacements */
@@ -259,6 +321,8 @@ rmacoll_status_t rmacoll_alltoall(const void *sendbuf, void *recvbuf, int64_t co
          * into RMACOLL_ERR_OVERFLOW on every rank */
         arr[n + r] = (count < 0 || (r > 0 && count > INT64_MAX / r)) ? -1 : count * r;
     }
-    return rmacoll_alltoallv(sendbuf, arr, arr + n, recvbuf, arr, arr + n, dtype, comm,
-                             stream);
+    st = alltoallv_entered(sendbuf, arr, arr + n, recvbuf, arr, arr + n, dtype, comm,
+                           stream);
+    rmacoll__leave(comm);
+    return st;
 }

@@ -35,37 +35,247 @@ static uint64_t load_acquire(const volatile uint64_t *w)
     return __atomic_load_n(w, __ATOMIC_ACQUIRE);
 }
 
+/* The progress count in the header of a control window. */
+static volatile uint64_t *progress_word(void *ctrl_base)
+{
+    return (volatile uint64_t *)((char *)ctrl_base + RMACOLL__CTRL_PROGRESS_OFF);
+}
+
+/*
+ * What a waiter can see of progress, summed: the awaited word itself (a
+ * transfer in chunks raises it once per chunk), every signal word of this
+ * rank (any peer still delivering to it), and, when the awaited peer is a
+ * node peer, that peer's progress count (a relay busy forwarding for other
+ * ranks raises it with each wait it completes). A network peer's own
+ * progress is visible only through the words it raises here.
+ */
+static uint64_t progress_seen(const rmacoll_comm_t *comm, const volatile uint64_t *word,
+                              int peer)
+{
+    uint64_t sum = load_acquire(word);
+
+    for (uint32_t k = 0; k < comm->lay.nsig; k++) {
+        sum += __atomic_load_n(&comm->signals[k], __ATOMIC_RELAXED);
+    }
+    if (peer >= 0 && peer < comm->nranks && peer != comm->rank &&
+        comm->peer_ctrl[peer].addr != NULL) {
+        sum += __atomic_load_n(progress_word(comm->peer_ctrl[peer].addr), __ATOMIC_RELAXED);
+    }
+    return sum;
+}
+
+static volatile uint64_t *hdr_word(void *ctrl_base, size_t off)
+{
+    return (volatile uint64_t *)((char *)ctrl_base + off);
+}
+
+int rmacoll__abort_seen(const rmacoll_comm_t *comm, char *buf, size_t len)
+{
+    uint64_t w = __atomic_load_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_ABORT_OFF),
+                                 __ATOMIC_ACQUIRE);
+    int culprit;
+
+    if (w == 0) {
+        return 0;
+    }
+    culprit = rmacoll__abort_culprit(w);
+    if (culprit >= 0) {
+        snprintf(buf, len, "secondary error: rank %d failed first (%s, silent rank %d)",
+                 rmacoll__abort_origin(w),
+                 rmacoll_status_name((rmacoll_status_t)rmacoll__abort_code(w)), culprit);
+    } else {
+        snprintf(buf, len, "secondary error: rank %d failed first (%s)",
+                 rmacoll__abort_origin(w),
+                 rmacoll_status_name((rmacoll_status_t)rmacoll__abort_code(w)));
+    }
+    return 1;
+}
+
+void rmacoll__abort_broadcast(rmacoll_comm_t *comm, rmacoll_status_t st)
+{
+    volatile uint64_t *own = hdr_word(comm->ctrl.addr, RMACOLL__CTRL_ABORT_OFF);
+    const rmacoll_topo_t *topo = comm->topo;
+    int A = topo->node_of[comm->rank];
+    uint64_t w = rmacoll__abort_word((int)st, comm->rank, comm->fail_culprit);
+    uint64_t zero = 0;
+
+    /* the first failure known here wins: a secondary one passes it on */
+    __atomic_compare_exchange_n(own, &zero, w, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    w = __atomic_load_n(own, __ATOMIC_ACQUIRE);
+    for (int l = 0; l < topo->node_size[A]; l++) {
+        int j = rmacoll__topo_rank(topo, A, l);
+        if (j != comm->rank && comm->peer_ctrl[j].addr != NULL) {
+            zero = 0;
+            __atomic_compare_exchange_n(hdr_word(comm->peer_ctrl[j].addr,
+                                                 RMACOLL__CTRL_ABORT_OFF),
+                                        &zero, w, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+        }
+    }
+    if (comm->nnet > 0 && comm->proxy.started && comm->ctrl_mem != NULL) {
+        for (int k = 0; k < comm->nnet; k++) {
+            int p = comm->net_list[k];
+            rmacoll_put_t *put = &comm->abort_puts[k];
+            memset(put, 0, sizeof(*put));
+            put->peer = p;
+            put->src = (const char *)comm->ctrl.addr + RMACOLL__CTRL_ABORT_OFF;
+            put->src_mem = comm->ctrl_mem;
+            put->bytes = 8;
+            put->dst_rkey = &comm->peer_ctrl_rkey[p];
+            put->dst_addr = put->dst_rkey->addr + RMACOLL__CTRL_ABORT_OFF;
+            put->sig_index = RMACOLL_NO_SIGNAL;
+        }
+        /* best effort: a failed network is the likely cause */
+        if (rmacoll__proxy_submit(&comm->proxy, comm->abort_puts, (size_t)comm->nnet) ==
+            RMACOLL_SUCCESS) {
+            rmacoll__proxy_poll(&comm->proxy);
+        }
+    }
+}
+
+void rmacoll__gate_open(rmacoll_comm_t *comm, uint64_t epoch)
+{
+    __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_OPEN_OFF), epoch,
+                     __ATOMIC_SEQ_CST);
+}
+
+int rmacoll__gate_close(rmacoll_comm_t *comm)
+{
+    volatile uint64_t *busy = hdr_word(comm->ctrl.addr, RMACOLL__CTRL_BUSY_OFF);
+    uint64_t start = now_ms(), n;
+
+    __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_OPEN_OFF), 0,
+                     __ATOMIC_SEQ_CST);
+    while ((n = __atomic_load_n(busy, __ATOMIC_SEQ_CST)) != 0) {
+        if (now_ms() - start > comm->cfg.timeout_ms) {
+            rmacoll__log(&comm->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE,
+                         "rank %d: %llu node peer(s) still inside a copy into this "
+                         "rank's receive buffer after %llu ms (stopped between their "
+                         "check and their copy): it may still be written",
+                         comm->rank, (unsigned long long)n,
+                         (unsigned long long)comm->cfg.timeout_ms);
+            return (int)n;
+        }
+        sched_yield();
+    }
+    return 0;
+}
+
+/* The rank at the end of a chain of waits that starts at node peer
+ * `peer` (each waiting rank publishes whom it waits for): the silent rank
+ * itself, or the first rank of the chain that is not a node peer. */
+static int wait_chain_end(const rmacoll_comm_t *comm, int peer)
+{
+    int x = peer;
+
+    /* a live waiter samples every timeout_ms / 16: a heartbeat older than
+     * a quarter of the timeout is a stopped (or dead) one */
+    uint64_t stale = comm->cfg.timeout_ms / 4 + 20;
+
+    for (int step = 0; step < comm->nranks; step++) {
+        uint64_t w, hb;
+        int y;
+        if (x < 0 || x >= comm->nranks || x == comm->rank ||
+            comm->peer_ctrl[x].addr == NULL) {
+            break;
+        }
+        w = __atomic_load_n(hdr_word(comm->peer_ctrl[x].addr, RMACOLL__CTRL_WAITING_OFF),
+                            __ATOMIC_RELAXED);
+        hb = __atomic_load_n(hdr_word(comm->peer_ctrl[x].addr,
+                                      RMACOLL__CTRL_HEARTBEAT_OFF), __ATOMIC_RELAXED);
+        y = (int)w - 1;
+        if (w == 0 || y == comm->rank || y == x || y < 0 || y >= comm->nranks ||
+            now_ms() - hb > stale) {
+            break;
+        }
+        x = y;
+    }
+    return x;
+}
+
+/*
+ * The timeout counts silence, not total time: the wait fails when nothing
+ * it can see (progress_seen) has moved for timeout_ms. A slow transfer
+ * that keeps delivering chunks never times out; a stopped or dead peer is
+ * reported timeout_ms (+ one sampling period, timeout_ms / 16) after its
+ * last sign of life. A timeout names the awaited peer and, when that node
+ * peer is itself waiting, the rank at the end of the chain ("silent rank
+ * S"); the abort word of a rank that failed first ends the wait at once
+ * (a secondary error, RMACOLL_ERR_PEER, naming that rank and its cause).
+ */
 rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
                                     const volatile uint64_t *word,
                                     uint64_t value, int peer, const char *what)
 {
-    uint64_t start = 0;
+    volatile uint64_t *waiting = hdr_word(comm->ctrl.addr, RMACOLL__CTRL_WAITING_OFF);
+    uint64_t last_change = 0, next_sample = 0, seen = 0;
+    uint64_t period = comm->cfg.timeout_ms / 16 ? comm->cfg.timeout_ms / 16 : 1;
     unsigned spins = 0;
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+    char sec[160];
 
     while (load_acquire(word) < value) {
         int ep;
         rmacoll_status_t pst = rmacoll__proxy_error(&comm->proxy, &ep);
+        uint64_t now;
         if (pst != RMACOLL_SUCCESS) {
-            return rmacoll__comm_fail(comm, pst,
-                                      "rank %d: network transport failed (peer %d) "
-                                      "while waiting for rank %d (%s): %s",
-                                      comm->rank, ep, peer, what,
-                                      rmacoll_status_string(pst));
+            comm->fail_culprit = ep;
+            if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
+                st = rmacoll__comm_fail(comm, RMACOLL_ERR_PEER,
+                                        "rank %d: %s; then the network transport failed "
+                                        "(peer %d) while waiting for rank %d (%s)",
+                                        comm->rank, sec, ep, peer, what);
+            } else {
+                st = rmacoll__comm_fail(comm, pst,
+                                        "rank %d: network transport failed (peer %d) "
+                                        "while waiting for rank %d (%s): %s",
+                                        comm->rank, ep, peer, what,
+                                        rmacoll_status_string(pst));
+            }
+            break;
         }
         rmacoll__proxy_poll(&comm->proxy);
         if (++spins < 256) {
             continue;
         }
-        if (start == 0) {
-            start = now_ms();
-        } else if (now_ms() - start > comm->cfg.timeout_ms) {
-            return rmacoll__comm_fail(comm, RMACOLL_ERR_TIMEOUT,
-                                      "rank %d: timed out after %llu ms waiting for "
-                                      "rank %d (%s: signal at %llu, expected %llu)",
-                                      comm->rank,
-                                      (unsigned long long)comm->cfg.timeout_ms, peer,
-                                      what, (unsigned long long)load_acquire(word),
-                                      (unsigned long long)value);
+        if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
+            st = rmacoll__comm_fail(comm, RMACOLL_ERR_PEER,
+                                    "rank %d: %s; stopped waiting for rank %d (%s)",
+                                    comm->rank, sec, peer, what);
+            break;
+        }
+        now = now_ms();
+        if (last_change == 0) {
+            last_change = now;
+            next_sample = now + period;
+            seen = progress_seen(comm, word, peer);
+            __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_HEARTBEAT_OFF), now,
+                             __ATOMIC_RELAXED);
+            __atomic_store_n(waiting, (uint64_t)(peer + 1), __ATOMIC_RELAXED);
+        } else if (now >= next_sample) {
+            uint64_t p = progress_seen(comm, word, peer);
+            next_sample = now + period;
+            __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_HEARTBEAT_OFF), now,
+                             __ATOMIC_RELAXED);
+            if (p != seen) {
+                seen = p;
+                last_change = now;
+            } else if (now - last_change > comm->cfg.timeout_ms) {
+                int end = wait_chain_end(comm, peer);
+                char via[64] = "";
+                if (end != peer) {
+                    snprintf(via, sizeof(via), ", which waits for rank %d", end);
+                }
+                comm->fail_culprit = end;
+                st = rmacoll__comm_fail(comm, RMACOLL_ERR_TIMEOUT,
+                                        "rank %d: timed out waiting for rank %d%s "
+                                        "(silent rank %d): no progress for %llu ms (%s: "
+                                        "signal at %llu, expected %llu)",
+                                        comm->rank, peer, via, end,
+                                        (unsigned long long)(now - last_change), what,
+                                        (unsigned long long)load_acquire(word),
+                                        (unsigned long long)value);
+                break;
+            }
         }
         if (spins > 4096) {
             struct timespec ts = {0, 20000};
@@ -74,7 +284,21 @@ rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
             sched_yield();
         }
     }
-    return RMACOLL_SUCCESS;
+    if (last_change != 0) {
+        __atomic_store_n(waiting, 0, __ATOMIC_RELAXED);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        /* a satisfied wait is this rank's progress, for node peers waiting on it */
+        rmacoll__progress_bump(comm);
+    }
+    return st;
+}
+
+void rmacoll__progress_bump(rmacoll_comm_t *comm)
+{
+    volatile uint64_t *pw = progress_word(comm->ctrl.addr);
+
+    __atomic_store_n(pw, __atomic_load_n(pw, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
 static rmacoll__local_rec_t *local_rec(rmacoll_comm_t *comm, int j, int par)
@@ -178,6 +402,55 @@ static void publish(rmacoll_comm_t *comm, int par, int stage,
     atomic_store_explicit(&lr->epoch[stage], comm->epoch, memory_order_release);
 }
 
+/* Element size of `peer` differs from this rank's: the datatype error of
+ * this rank (the agreement keeps the lowest-ranked one, so every rank
+ * returns the same error). */
+static void esize_error(rmacoll__call_t *c, int peer, uint64_t peer_esize)
+{
+    rmacoll_comm_t *comm = c->comm;
+    rmacoll__status_rec_t rec;
+    char msg[256];
+    int a = comm->rank < peer ? comm->rank : peer;
+    int b = comm->rank < peer ? peer : comm->rank;
+    uint64_t ea = comm->rank < peer ? c->esize : peer_esize;
+    uint64_t eb = comm->rank < peer ? peer_esize : c->esize;
+
+    snprintf(msg, sizeof(msg), "rank %d: the datatype differs between ranks: rank %d "
+             "has %llu-byte elements, rank %d has %llu-byte elements", comm->rank, a,
+             (unsigned long long)ea, b, (unsigned long long)eb);
+    rmacoll__status_set(&rec, RMACOLL_ERR_DATATYPE, comm->rank, msg);
+    rmacoll__status_merge(&c->acc, &rec);
+}
+
+/* Compares this rank's element size with every peer's it has a record of
+ * (node peers and network peers: together they connect every pair of
+ * ranks that exchange bytes, directly or through a relay). */
+static void check_esize(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    const rmacoll_topo_t *topo = comm->topo;
+    int A = topo->node_of[comm->rank];
+
+    if (c->local.code != RMACOLL_SUCCESS || c->esize == 0) {
+        return;
+    }
+    for (int l = 0; l < topo->node_size[A]; l++) {
+        int j = rmacoll__topo_rank(topo, A, l);
+        const rmacoll__local_rec_t *lr = local_rec(comm, j, c->par);
+        if (j != comm->rank && lr->esize != 0 && lr->esize != c->esize) {
+            esize_error(c, j, lr->esize);
+            return;
+        }
+    }
+    for (int k = 0; k < comm->nnet; k++) {
+        const rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 0, k, c->par);
+        if (rec->esize != 0 && rec->esize != c->esize) {
+            esize_error(c, comm->net_list[k], rec->esize);
+            return;
+        }
+    }
+}
+
 rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
@@ -188,6 +461,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
 
     /* node peers read it from the control window ... */
     lr->recv_addr = (uint64_t)(uintptr_t)c->hrecv;
+    lr->esize = ok ? c->esize : 0;
     for (int r = 0; r < comm->nranks; r++) {
         rmacoll__ctrl_local_counts(lr)[r] = ok ? c->recvcounts[r] : 0;
         rmacoll__ctrl_local_counts(lr)[comm->nranks + r] = ok ? c->rdispls[r] : 0;
@@ -203,6 +477,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
         rec->st = c->local;
         rec->rcount = ok ? c->recvcounts[p] : 0;
         rec->rdispl = ok ? c->rdispls[p] : 0;
+        rec->esize = ok ? c->esize : 0;
         rec->recv_rkey = c->recv_rkey;
         for (int l = 0; l < topo->node_size[B]; l++) {
             sc[l] = ok ? c->sendcounts[rmacoll__topo_rank(topo, B, l)] : 0;
@@ -225,6 +500,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
         rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 0, k, c->par);
         rmacoll__status_merge(&c->acc, &rec->st);
     }
+    check_esize(c);
     return RMACOLL_SUCCESS;
 }
 

@@ -72,6 +72,24 @@ uint64_t rmacoll__plan_slot_bytes(const rmacoll_topo_t *topo,
            ~(uint64_t)7;
 }
 
+uint64_t rmacoll__plan_min_relay_bytes(const rmacoll_topo_t *topo,
+                                       const rmacoll__plan_cfg_t *cfg, int *worst)
+{
+    int most = 0, at = -1;
+
+    for (int r = 0; cfg->relay_enabled && r < topo->nranks; r++) {
+        int nin = rmacoll__plan_nin(topo, cfg, r);
+        if (nin > most) {
+            most = nin;
+            at = r;
+        }
+    }
+    if (worst != NULL) {
+        *worst = at;
+    }
+    return (uint64_t)RMACOLL__MIN_SLOT_BYTES * cfg->relay_slots * (uint64_t)most;
+}
+
 uint64_t rmacoll__plan_slot_off(const rmacoll_topo_t *topo,
                                 const rmacoll__plan_cfg_t *cfg, int r, int c,
                                 uint32_t s)

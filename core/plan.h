@@ -209,7 +209,20 @@ int rmacoll__plan_nin(const rmacoll_topo_t *topo,
 int rmacoll__plan_chan_src(const rmacoll_topo_t *topo, int r, int c);
 /** Channel index of sender i at its relay r, or -1. */
 int rmacoll__plan_chan_index(const rmacoll_topo_t *topo, int r, int i);
-/** Bytes of one relay slot at relay r (multiple of 8; 0 if nin(r) == 0). */
+/** The smallest relay slot that works, bytes (one element of the widest
+ * datatype). */
+#define RMACOLL__MIN_SLOT_BYTES 8u
+/**
+ * The smallest relay.buffer_bytes that works on topo with cfg's
+ * relay.slots: slot bytes = floor(buffer_bytes / (nin(r) * slots)) rounded
+ * down to a multiple of 8 must be >= 8 at every relay r, so the minimum is
+ * 8 * slots * max_r nin(r). 0 with the relay off or no relay channel.
+ * *worst (may be NULL) receives a relay with the most channels (or -1).
+ */
+uint64_t rmacoll__plan_min_relay_bytes(const rmacoll_topo_t *topo,
+                                       const rmacoll__plan_cfg_t *cfg, int *worst);
+/** Bytes of one relay slot at relay r: floor(buffer_bytes / (nin(r) *
+ * slots)) rounded down to a multiple of 8; 0 if nin(r) == 0. */
 uint64_t rmacoll__plan_slot_bytes(const rmacoll_topo_t *topo,
                                   const rmacoll__plan_cfg_t *cfg, int r);
 /** Byte offset of slot s of channel c in relay r's relay buffer. */

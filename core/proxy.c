@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -175,13 +176,21 @@ rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t
 {
     uint64_t posted = atomic_load_explicit(&px->jobs_posted, memory_order_relaxed);
     uint64_t start = now_ms();
+    uint64_t done_seen = atomic_load_explicit(&px->jobs_done, memory_order_acquire);
 
     if (n == 0) {
         return RMACOLL_SUCCESS;
     }
-    /* ring full: wait for the proxy (bounded by the timeout) */
+
+    /* ring full: wait for the proxy (bounded by the timeout, counted from
+     * the last job it completed) */
     while (posted - atomic_load_explicit(&px->jobs_done, memory_order_acquire) >=
            RMACOLL__PROXY_RING) {
+        uint64_t d = atomic_load_explicit(&px->jobs_done, memory_order_acquire);
+        if (d != done_seen) {
+            done_seen = d;
+            start = now_ms();
+        }
         if (now_ms() - start > px->timeout_ms) {
             return proxy_fail(px, RMACOLL_ERR_TIMEOUT,
                               "rank %d: proxy thread stalled for %llu ms", px->rank,
@@ -199,6 +208,7 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
 {
     uint64_t start = now_ms();
     uint64_t posted = atomic_load(&px->jobs_posted);
+    size_t last_pending = SIZE_MAX;
     unsigned spins = 0;
 
     if (!px->started) {
@@ -222,6 +232,10 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
         pthread_mutex_unlock(&px->lock);
         if (pending == 0) {
             return RMACOLL_SUCCESS;
+        }
+        if (pending < last_pending) {
+            last_pending = pending; /* progress: the timeout counts silence */
+            start = now_ms();
         }
         if (now_ms() - start > px->timeout_ms) {
             return proxy_fail(px, RMACOLL_ERR_TIMEOUT,

@@ -58,16 +58,23 @@ rmacoll_status_t rmacoll_alltoallv_start(const void *sendbuf, const int64_t *sen
                             : RMACOLL_ERR_INVALID_ARG;
     }
     as = &comm->async;
+    st = rmacoll__enter(comm, "rmacoll_alltoallv_start");
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
     st = rmacoll__call_begin(&as->req.call, comm, sendbuf, sendcounts, sdispls, recvbuf,
                              recvcounts, rdispls, dtype, NULL);
     if (st != RMACOLL_SUCCESS) {
+        rmacoll__leave(comm);
         return st;
     }
     if (!as->started) {
         if (pthread_create(&as->thread, NULL, async_main, comm) != 0) {
             comm->broken = 1; /* the epoch advanced without the call: peers wait */
-            return rmacoll__comm_fail(comm, RMACOLL_ERR_NO_MEMORY, "rank %d: cannot start "
-                                      "the thread of non-blocking calls", comm->rank);
+            st = rmacoll__comm_fail(comm, RMACOLL_ERR_NO_MEMORY, "rank %d: cannot start "
+                                    "the thread of non-blocking calls", comm->rank);
+            rmacoll__leave(comm);
+            return st;
         }
         as->started = 1;
     }
@@ -78,6 +85,7 @@ rmacoll_status_t rmacoll_alltoallv_start(const void *sendbuf, const int64_t *sen
     pthread_cond_broadcast(&as->cond);
     pthread_mutex_unlock(&as->lock);
     *req = &as->req;
+    rmacoll__leave(comm); /* from here as->busy refuses other calls */
     return RMACOLL_SUCCESS;
 }
 

@@ -73,6 +73,46 @@ static rmacoll_status_t wait_task(rmacoll_comm_t *comm, const rmacoll__task_t *t
     return rmacoll__wait_word(comm, &comm->signals[t->sig], t->sig_value, t->peer, what);
 }
 
+static volatile uint64_t *gate_word(rmacoll_comm_t *comm, int peer, size_t off)
+{
+    return (volatile uint64_t *)((char *)comm->peer_ctrl[peer].addr + off);
+}
+
+/* Enters the receive gates (ctrl.h) of the node peers that puts[0, n)
+ * write into; returns the index of a put whose target is closed for this
+ * call, or -1 (then the copies may run). Always pair with gate_leave. */
+static long gate_enter(rmacoll_comm_t *comm, const rmacoll_put_t *puts, uint32_t n)
+{
+    long closed = -1;
+
+    for (uint32_t k = 0; k < n; k++) {
+        if (puts[k].peer != comm->rank && puts[k].bytes > 0) {
+            __atomic_fetch_add(gate_word(comm, puts[k].peer, RMACOLL__CTRL_BUSY_OFF), 1,
+                               __ATOMIC_SEQ_CST);
+        }
+    }
+    for (uint32_t k = 0; k < n && closed < 0; k++) {
+        if (puts[k].peer != comm->rank && puts[k].bytes > 0) {
+            uint64_t open = __atomic_load_n(
+                gate_word(comm, puts[k].peer, RMACOLL__CTRL_OPEN_OFF), __ATOMIC_SEQ_CST);
+            if (open != comm->epoch && open != UINT64_MAX) {
+                closed = (long)k;
+            }
+        }
+    }
+    return closed;
+}
+
+static void gate_leave(rmacoll_comm_t *comm, const rmacoll_put_t *puts, uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        if (puts[k].peer != comm->rank && puts[k].bytes > 0) {
+            __atomic_fetch_sub(gate_word(comm, puts[k].peer, RMACOLL__CTRL_BUSY_OFF), 1,
+                               __ATOMIC_SEQ_CST);
+        }
+    }
+}
+
 rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, const void *sendbuf,
                                         void *recvbuf, rmacoll_mem_t *send_mem)
 {
@@ -105,11 +145,42 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, const void *sendbu
             uint32_t f = bt->first[RMACOLL__Q_CE_PUT];
             rmacoll__tinst_t *ti = rmacoll__comm_bound(comm, RMACOLL__PATH_CE,
                                                        RMACOLL_MEM_HOST, &plan->tasks[f], n);
+            long closed = gate_enter(comm, &comm->puts[f], n);
+            if (closed >= 0) {
+                /* the target's call already ended (with an error): its
+                 * buffer is not written after it returned */
+                char sec[160];
+                const rmacoll_put_t *cp = &comm->puts[f + (uint32_t)closed];
+                gate_leave(comm, &comm->puts[f], n);
+                if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
+                    return rmacoll__comm_fail(comm, RMACOLL_ERR_PEER, "rank %d: %s; rank "
+                                              "%d closed its receive buffer, %llu bytes "
+                                              "not copied", comm->rank, sec, cp->peer,
+                                              (unsigned long long)cp->bytes);
+                }
+                comm->fail_culprit = cp->peer;
+                return rmacoll__comm_fail(comm, RMACOLL_ERR_PEER, "rank %d: rank %d closed "
+                                          "its receive buffer (its call ended): %llu bytes "
+                                          "not copied", comm->rank, cp->peer,
+                                          (unsigned long long)cp->bytes);
+            }
             st = ti->ops->host.post_puts(ti->tp, &comm->puts[f], n);
+            gate_leave(comm, &comm->puts[f], n);
+            rmacoll__progress_bump(comm); /* copies made: progress for waiters */
             if (st != RMACOLL_SUCCESS) {
-                st = rmacoll__comm_fail(comm, st, "rank %d: copy to rank %d failed: %s",
-                                        comm->rank, ti->ops->base.error_peer(ti->tp),
-                                        rmacoll_status_string(st));
+                char sec[160];
+                int ep = ti->ops->base.error_peer(ti->tp);
+                comm->fail_culprit = ep;
+                if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
+                    /* the peer likely freed its buffer after its own error */
+                    st = rmacoll__comm_fail(comm, RMACOLL_ERR_PEER, "rank %d: %s; then "
+                                            "the copy to rank %d failed: %s", comm->rank,
+                                            sec, ep, rmacoll_status_string(st));
+                } else {
+                    st = rmacoll__comm_fail(comm, st, "rank %d: copy to rank %d failed: "
+                                            "%s", comm->rank, ep,
+                                            rmacoll_status_string(st));
+                }
             }
         }
         /* proxyWait and ceWait: signals land in the control window */

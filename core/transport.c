@@ -4,10 +4,16 @@
  * lookup and plugins loaded from a shared object (newest entry first, as
  * NCCL loads net plugins; ABI 1 is adapted).
  */
+#define _GNU_SOURCE /* dladdr */
+
 #include "core/transport.h"
 
+#include "core/config_internal.h"
+
+#include <ctype.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -346,7 +352,60 @@ static rmacoll_status_t load_plugin(const char *path, const char *spec, const ch
     }
     out->dl = dl;
     snprintf(out->spec, sizeof(out->spec), "%s", spec);
+    /* its keys become configurable ("<name>.<key>") */
+    rmacoll__config_add_keys(out->name, out->keys, out->nkeys);
     return RMACOLL_SUCCESS;
+}
+
+/* Where this code lives (dladdr): librmacoll.so, or a program linking
+ * librmacoll.a. */
+static const char tops_anchor = 0;
+
+int rmacoll__tops_module_path(const char *name, char *path, size_t len)
+{
+    Dl_info info;
+    const char *dirs[2] = {NULL, NULL};
+    int ndirs = 0;
+
+    if (name == NULL || name[0] == '\0' || len == 0) {
+        return -1;
+    }
+    for (const char *p = name; *p != '\0'; p++) {
+        if (!islower((unsigned char)*p) && !isdigit((unsigned char)*p) && *p != '_') {
+            return -1; /* a transport name, not a path */
+        }
+    }
+    memset(&info, 0, sizeof(info));
+    if (dladdr(&tops_anchor, &info) != 0 && info.dli_fname != NULL &&
+        strchr(info.dli_fname, '/') != NULL) {
+        dirs[ndirs++] = info.dli_fname;
+    }
+#ifdef RMACOLL_INSTALL_LIBDIR
+    dirs[ndirs++] = RMACOLL_INSTALL_LIBDIR "/";
+#endif
+    for (int d = 0; d < ndirs; d++) {
+        const char *slash = strrchr(dirs[d], '/');
+        int n = snprintf(path, len, "%.*s/librmacoll-%s.so", (int)(slash - dirs[d]), dirs[d],
+                         name);
+        if (n > 0 && (size_t)n < len && access(path, R_OK) == 0) {
+            return 0;
+        }
+    }
+    /* the dynamic linker's search (LD_LIBRARY_PATH, the program's RUNPATH) */
+    snprintf(path, len, "librmacoll-%s.so", name);
+    {
+        void *dl = dlopen(path, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+        if (dl == NULL) {
+            dl = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+        }
+        if (dl != NULL) {
+            dlclose(dl);
+            return 0;
+        }
+        (void)dlerror();
+    }
+    path[0] = '\0';
+    return -1;
 }
 
 rmacoll_status_t rmacoll__tops_find(const char *spec, const char *what,
@@ -363,9 +422,17 @@ rmacoll_status_t rmacoll__tops_find(const char *spec, const char *what,
             return rmacoll__tops_adopt(ops, out, err, len);
         }
     }
+    {
+        /* an in-tree transport built as a loadable module (its own
+         * third-party dependencies stay out of librmacoll) */
+        char path[1024];
+        if (rmacoll__tops_module_path(spec, path, sizeof(path)) == 0) {
+            return load_plugin(path, spec, what, out, err, len);
+        }
+    }
     tops_clear(out, NULL);
-    snprintf(err, len, "%s '%s' is not built in (built: %s; or plugin:PATH)", what, spec,
-             rmacoll__tops_builtin_names());
+    snprintf(err, len, "%s '%s' is not built in (built: %s; no module librmacoll-%s.so "
+             "found; or plugin:PATH)", what, spec, rmacoll__tops_builtin_names(), spec);
     return RMACOLL_ERR_CONFIG;
 }
 

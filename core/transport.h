@@ -86,6 +86,15 @@ rmacoll_status_t rmacoll__tops_find(const char *spec, const char *what,
                                     rmacoll__tops_t *out, char *err, size_t len);
 void rmacoll__tops_release(rmacoll__tops_t *t);
 
+/**
+ * Finds the loadable module of in-tree transport `name` ([a-z0-9_]+):
+ * librmacoll-<name>.so next to the object holding librmacoll's code
+ * (librmacoll.so, or the program linking librmacoll.a), then in the
+ * install libdir, then through the dynamic linker's search. 0 with the
+ * path (or the bare file name the linker finds) in path; -1 if none.
+ */
+int rmacoll__tops_module_path(const char *name, char *path, size_t len);
+
 /** Names of the built-in transports, comma-separated (static storage). */
 const char *rmacoll__tops_builtin_names(void);
 

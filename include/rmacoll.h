@@ -132,12 +132,23 @@ typedef void (*rmacoll_log_fn_t)(void *ctx, rmacoll_log_level_t level,
 /* Maximum length (with the terminating NUL) of string config values. */
 #define RMACOLL_CONFIG_STR_MAX 128
 
+/* Bytes of rmacoll_config_t's opaque store of transport keys (ext). */
+#define RMACOLL_CONFIG_EXT_BYTES 2048
+
 /**
  * Configuration. Defaults < YAML file (RMACOLL_CONFIG) < environment
  * (RMACOLL_<KEY>, e.g. RMACOLL_RELAY_SLOTS) < this struct when given to
  * rmacoll_comm_create. Fill it with rmacoll_config_init() first; every
  * rank must use the same configuration (checked at create).
  * See `rmacoll-info` for every key, its default and its meaning.
+ *
+ * Transports own their keys (rmacoll_transport.h, docs/config.md): the
+ * fields from nvlink_kernel_threshold to verbs_max_inflight are the
+ * storage of the in-tree transports' keys that existed when transports
+ * took over their configuration; they stay for source compatibility
+ * (frozen: no transport field is added again). Every other transport
+ * key, a plugin's too, is stored in ext, set and read with
+ * rmacoll_config_set / rmacoll_config_get only.
  */
 typedef struct rmacoll_config {
     size_t struct_size;            /* sizeof(rmacoll_config_t) */
@@ -147,10 +158,18 @@ typedef struct rmacoll_config {
     char scheduler_plugin[RMACOLL_CONFIG_STR_MAX]; /* path of a .so, or "" */
     uint64_t scheduler_seed;       /* seed of the random scheduler */
     int relay_enabled;             /* relay.enabled: 1 = two-hop relay across nodes */
-    uint64_t relay_buffer_bytes;   /* relay.buffer_bytes: per-rank relay buffer */
+    uint64_t relay_buffer_bytes;   /* relay.buffer_bytes: per-rank relay buffer, split
+                                    * among the relay's nin incoming channels x slots;
+                                    * slot bytes = floor(buffer_bytes / (nin * slots))
+                                    * rounded down to 8 must be >= 8, so the minimum is
+                                    * 8 * slots * (most channels of any relay) and
+                                    * depends on the topology (rmacoll-info --topology;
+                                    * checked at create) */
     uint32_t relay_slots;          /* relay.slots: slots per incoming channel */
     uint64_t max_task_bytes;       /* split tasks above this; only the last chunk signals */
-    uint64_t timeout_ms;           /* every wait fails after this, naming the peer */
+    uint64_t timeout_ms;           /* a wait fails after this long without progress
+                                    * (silence, not total time), naming the peer */
+    /* --- storage of in-tree transport keys (frozen; see above) --- */
     uint64_t nvlink_kernel_threshold; /* intra_node auto: bytes at or below use nvlink_kernel */
     char ofi_provider[RMACOLL_CONFIG_STR_MAX];  /* ofi.provider, e.g. "tcp;ofi_rxm", "shm" */
     char ofi_iface[RMACOLL_CONFIG_STR_MAX];     /* ofi.iface, e.g. "lo" ("" = provider default) */
@@ -163,6 +182,9 @@ typedef struct rmacoll_config {
     uint32_t verbs_max_inflight;   /* verbs.max_inflight work requests per QP */
     int log_level;                 /* log.level (rmacoll_log_level_t) */
     uint32_t log_subsystems;       /* log.subsystems (RMACOLL_LOG_SUBSYS_* mask) */
+    /* Opaque: transport keys without a field above (rmacoll_config_set);
+     * zeroed by rmacoll_config_init, copied with the struct. */
+    char ext[RMACOLL_CONFIG_EXT_BYTES];
 } rmacoll_config_t;
 
 /** Fills cfg with the built-in defaults (no file, no environment). */
@@ -251,8 +273,13 @@ typedef struct rmacoll_comm_params {
  * Exactly one of unique_id and oob must be set. Nodes are found from the
  * node keys of all ranks; ranks of one node need not be contiguous.
  * Errors: RMACOLL_ERR_INVALID_ARG (bad rank, nranks, or both/neither of
- * unique_id and oob), RMACOLL_ERR_CONFIG (bad config or configs differing
- * between ranks), RMACOLL_ERR_BOOTSTRAP, RMACOLL_ERR_TRANSPORT,
+ * unique_id and oob; params->struct_size not sizeof(rmacoll_comm_params_t):
+ * returned at once on that rank only; config->struct_size not
+ * sizeof(rmacoll_config_t): on every rank), RMACOLL_ERR_CONFIG (a value of
+ * params->config that the YAML and environment paths reject, e.g.
+ * timeout_ms = 0, relay.slots = 0, max_task_bytes = 0, log.level = 99, on
+ * any rank: every rank fails, the message naming that rank and the key;
+ * or configs differing between ranks), RMACOLL_ERR_BOOTSTRAP, RMACOLL_ERR_TRANSPORT,
  * RMACOLL_ERR_NO_DEVICE, RMACOLL_ERR_TIMEOUT, RMACOLL_ERR_NO_MEMORY.
  */
 rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
@@ -325,19 +352,61 @@ const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm);
  *  RMACOLL_ERR_OVERFLOW     negative count/displacement, or
  *                           (displacement + count) * element size > 2^63
  *  RMACOLL_ERR_OVERLAP      two receive blocks overlap
- *  RMACOLL_ERR_DATATYPE     unknown dtype
+ *  RMACOLL_ERR_DATATYPE     unknown dtype, or an element size that differs
+ *                           between ranks (the element size travels in the
+ *                           metadata; the message names both ranks and sizes)
  *  RMACOLL_ERR_MISMATCH     sendcounts of i for j != recvcounts of j for i
- *  RMACOLL_ERR_TIMEOUT      a peer was silent longer than timeout_ms
- *                           (the message names it)
+ *  RMACOLL_ERR_TIMEOUT      a wait saw no progress for timeout_ms (the
+ *                           message names the awaited peer). Progress is
+ *                           any rise of the awaited word, of any signal word
+ *                           of this rank, or of a node peer's progress count
+ *                           (raised by each wait it completes), so a slow
+ *                           transfer that keeps moving does not time out; a
+ *                           stopped peer is reported about timeout_ms after
+ *                           its last sign of life
  *  RMACOLL_ERR_TRANSPORT    the network reported a failure (a dead peer is
  *                           often seen this way, before any timeout)
  *  RMACOLL_ERR_PEER         a node peer vanished during a copy, or the
  *                           communicator already failed in an earlier call
  *  RMACOLL_ERR_CUDA, RMACOLL_ERR_NO_MEMORY
  * After TIMEOUT, TRANSPORT, PEER or CUDA the communicator is unusable and
- * must be destroyed; these failures are seen by each rank when it meets
- * them, so ranks may report different codes (and a rank may already have
- * completed the call when a peer dies).
+ * must be destroyed. The first rank to meet such a failure writes an abort
+ * word (its rank, the code, the peer it found silent) into its peers'
+ * control windows (node peers through shared memory, network peers by a
+ * put, best effort); every rank still waiting in the call returns at once
+ * with RMACOLL_ERR_PEER, its message starting "secondary error: rank R
+ * failed first (CODE, silent rank S)". A rank may already have completed
+ * the call when a peer dies, and a network peer the put does not reach
+ * learns of the failure by its own timeout.
+ *
+ * Error guarantees (what may have been written when a call fails):
+ *  - Argument, datatype, mismatch, config and registration errors (the
+ *    same code on every rank): no receive buffer is written, on any rank.
+ *  - After any other error this rank's receive blocks may hold part of the
+ *    data (never bytes outside the blocks); treat them as undefined.
+ *  - No late write by node peers, host memory: once the call has returned
+ *    (success or error), no node peer copies into this rank's receive
+ *    buffer. A gate in the control window is closed before the call
+ *    returns, and a node peer checks it before each batch of copies (a
+ *    Dekker handshake: the call waits, up to timeout_ms, for a peer already
+ *    between its check and the end of its copies). Limit: a peer frozen
+ *    longer than timeout_ms inside that window (a few instructions plus one
+ *    batch of copies) may still complete its batch; the call logs it.
+ *  - Network peers write through the receive buffer's registration, which
+ *    the call releases before it returns; providers that keep unused
+ *    registrations for reuse (libfabric tcp: no pinning) may still accept
+ *    a late network write: not yet excluded.
+ *  - Device memory (CUDA) is not gated: a node peer's stream copy cannot be
+ *    revoked; synchronise and destroy on every rank before freeing device
+ *    buffers after an error.
+ *  - The timeout measures silence (RMACOLL_ERR_TIMEOUT above).
+ *
+ * Thread-safety: one call per communicator at a time. A thread entering
+ * comm (rmacoll_alltoallv, rmacoll_alltoall, rmacoll_alltoallv_start)
+ * while another thread is inside a call on it gets RMACOLL_ERR_INVALID_ARG
+ * at once (logged, naming the communicator and the rank; last_error stays
+ * the inner call's), and nothing is started or written. Calls on different
+ * communicators may run concurrently.
  */
 rmacoll_status_t rmacoll_alltoallv(const void *sendbuf,
                                    const int64_t *sendcounts,

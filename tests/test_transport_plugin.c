@@ -12,8 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
+
+#include "core/config_internal.h"
 
 #include "core/transport.h"
 #include "e2e_body.h"
@@ -154,10 +157,116 @@ static void test_plugin_refused_comm(void **state)
     assert_int_equal(codes[1], MPRUN_CREATE_FAILED);
 }
 
+/* Writes text to a fresh temporary file; returns its path in buf. */
+static const char *write_yaml(const char *text, char *buf, size_t len)
+{
+    int fd;
+
+    snprintf(buf, len, "/tmp/rmacoll-tp-cfg-XXXXXX");
+    fd = mkstemp(buf);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return buf;
+}
+
+/* The plugin's own key (example_cma.shm_prefix, declared in its ops):
+ * YAML, environment and rmacoll_config_set reach it, unknown plugin keys
+ * are errors naming the key and the line, and the value reaches the
+ * plugin's init (a bad prefix fails create on every rank, a good one
+ * carries a case). */
+static void test_plugin_keys(void **state)
+{
+    static const int node_of[] = {0, 1};
+    rmacoll_config_t cfg, plain;
+    char yaml[1024], path[64], err[512], buf[RMACOLL_CONFIG_STR_MAX];
+    uint64_t h;
+
+    (void)state;
+    /* Before the plugin is named anywhere its keys are unknown. */
+    rmacoll_config_init(&plain);
+    assert_int_equal(rmacoll_config_set(&plain, "example_cma.shm_prefix", "/x"),
+                     RMACOLL_ERR_CONFIG);
+
+    /* YAML: the plugin named in the same file. */
+    snprintf(yaml, sizeof(yaml),
+             "transports:\n  inter_node: plugin:%s\nexample_cma:\n  shm_prefix: /rmx-yaml\n",
+             RMACOLL_TEST_TRANSPORT_PLUGIN);
+    unsetenv("RMACOLL_EXAMPLE_CMA_SHM_PREFIX");
+    assert_int_equal(rmacoll_config_load(write_yaml(yaml, path, sizeof(path)), &cfg, err,
+                                         sizeof(err)),
+                     RMACOLL_SUCCESS);
+    assert_int_equal(rmacoll_config_get(&cfg, "example_cma.shm_prefix", buf, sizeof(buf)),
+                     RMACOLL_SUCCESS);
+    assert_string_equal(buf, "/rmx-yaml");
+    assert_int_equal(rmacoll__config_check(&cfg, err, sizeof(err)), RMACOLL_SUCCESS);
+
+    /* The environment over the file. */
+    setenv("RMACOLL_EXAMPLE_CMA_SHM_PREFIX", "/rmx-env", 1);
+    assert_int_equal(rmacoll_config_load(path, &cfg, err, sizeof(err)), RMACOLL_SUCCESS);
+    unsetenv("RMACOLL_EXAMPLE_CMA_SHM_PREFIX");
+    assert_int_equal(rmacoll_config_get(&cfg, "example_cma.shm_prefix", buf, sizeof(buf)),
+                     RMACOLL_SUCCESS);
+    assert_string_equal(buf, "/rmx-env");
+    unlink(path);
+
+    /* An unknown key of the plugin: named, with its line. */
+    snprintf(yaml, sizeof(yaml),
+             "transports:\n  inter_node: plugin:%s\nexample_cma:\n  shm_prefix: /a\n"
+             "  no_such: 1\n", RMACOLL_TEST_TRANSPORT_PLUGIN);
+    assert_int_equal(rmacoll_config_load(write_yaml(yaml, path, sizeof(path)), &cfg, err,
+                                         sizeof(err)),
+                     RMACOLL_ERR_CONFIG);
+    unlink(path);
+    assert_non_null(strstr(err, "example_cma.no_such"));
+    assert_non_null(strstr(err, "line 5"));
+
+    /* rmacoll_config_set / get; the default reads back; the hash sees it. */
+    cfg = plugin_config(RMACOLL_TEST_TRANSPORT_PLUGIN);
+    assert_int_equal(rmacoll_config_get(&cfg, "example_cma.shm_prefix", buf, sizeof(buf)),
+                     RMACOLL_SUCCESS);
+    assert_string_equal(buf, "/rmacoll-excma");
+    h = rmacoll__config_hash(&cfg);
+    assert_int_equal(rmacoll_config_set(&cfg, "example_cma.shm_prefix", "/rmx-set"),
+                     RMACOLL_SUCCESS);
+    assert_true(rmacoll__config_hash(&cfg) != h);
+    assert_int_equal(rmacoll_config_get(&cfg, "example_cma.shm_prefix", buf, sizeof(buf)),
+                     RMACOLL_SUCCESS);
+    assert_string_equal(buf, "/rmx-set");
+    assert_int_equal(rmacoll_config_set(&cfg, "example_cma.no_such", "1"), RMACOLL_ERR_CONFIG);
+    /* back to the default: the same bytes as never set */
+    plain = cfg;
+    assert_int_equal(rmacoll_config_set(&plain, "example_cma.shm_prefix", "/rmacoll-excma"),
+                     RMACOLL_SUCCESS);
+    assert_int_equal(rmacoll__config_hash(&plain), h);
+
+    /* The value reaches the plugin: a good prefix carries a case ... */
+    {
+        rmacoll_case_t *c = load("symmetric_small_2x2.txt");
+        e2e_arg_t arg = {c, 1, 1, RMACOLL_SUCCESS, 1};
+        mprun_opts_t o = {2, node_of, &cfg, 120, -1};
+        int codes[2] = {-1, -1};
+
+        assert_int_equal(mprun(&o, e2e_body, &arg, codes), 0);
+        assert_int_equal(codes[0], 0);
+        assert_int_equal(codes[1], 0);
+
+        /* ... a bad one fails create on every rank. */
+        assert_int_equal(rmacoll_config_set(&cfg, "example_cma.shm_prefix", "bad/prefix"),
+                         RMACOLL_SUCCESS);
+        codes[0] = codes[1] = 0;
+        mprun(&o, e2e_body, &arg, codes);
+        rmacoll_case_free(c);
+        assert_int_equal(codes[0], MPRUN_CREATE_FAILED);
+        assert_int_equal(codes[1], MPRUN_CREATE_FAILED);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plugin_refused),
+        cmocka_unit_test(test_plugin_keys),
         cmocka_unit_test(test_plugin_refused_comm),
         cmocka_unit_test(test_plugin_v1_adapted),
         cmocka_unit_test(test_plugin_cases),

@@ -4,7 +4,11 @@
  * every config key with its type, default, meaning, environment variable
  * and effective value (defaults < YAML file < RMACOLL_<KEY> environment).
  *
- *   rmacoll-info [--config FILE] [--json] [--help]
+ *   rmacoll-info [--config FILE] [--json] [--topology L,L,...] [--help]
+ *
+ * With --topology (ranks per node) it prints instead the relay channels of
+ * every relay of that topology, its slot bytes under the loaded config and
+ * the smallest relay.buffer_bytes that the topology accepts.
  *
  * Exit status: 0, 1 when the configuration does not load (the message is
  * printed and the effective column shows the defaults), 2 on bad usage.
@@ -14,7 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cases.h"
 #include "core/config_internal.h"
+#include "core/plan.h"
+#include "core/topo.h"
+#include "core/transport.h"
 #include "rmacoll.h"
 #include "rmacoll_sched.h"
 #include "rmacoll_transport.h"
@@ -31,31 +39,43 @@ static const struct {
 };
 #define INFO_NCAPS (sizeof(info_caps) / sizeof(info_caps[0]))
 
-/* The configuration keys a transport owns: "<name>.<key>" in the table,
- * then those its ops declare; comma-separated into buf (JSON strings when
- * json). */
-static void info_transport_keys(const rmacoll_transport_ops_t *t, int json, char *buf,
-                                size_t len)
+/* The configuration keys a transport declares (rmacoll_transport_key_t,
+ * full names as the config spells them); comma-separated into buf (JSON
+ * strings when json). */
+static void info_keys(const char *name, const rmacoll_transport_key_t *keys, size_t nkeys,
+                      int json, char *buf, size_t len)
 {
-    size_t nkeys = 0, off = 0, plen = t->name != NULL ? strlen(t->name) : 0;
-    const rmacoll__config_key_t *keys = rmacoll__config_keys(&nkeys);
+    size_t off = 0;
     int n = 0;
 
     buf[0] = '\0';
-    for (size_t i = 0; plen > 0 && i < nkeys && off < len; i++) {
-        if (strncmp(keys[i].key, t->name, plen) == 0 && keys[i].key[plen] == '.') {
-            off += (size_t)snprintf(buf + off, len - off, json ? "%s\"%s\"" : "%s%s",
-                                    n++ ? ", " : "", keys[i].key);
+    for (size_t i = 0; name != NULL && keys != NULL && i < nkeys && off < len; i++) {
+        char full[96];
+        if (keys[i].name == NULL ||
+            rmacoll__config_key_name(name, keys[i].name, full, sizeof(full)) != 0) {
+            continue;
+        }
+        off += (size_t)snprintf(buf + off, len - off, json ? "%s\"%s\"" : "%s%s",
+                                n++ ? ", " : "", full);
+    }
+}
+
+static void info_transport_keys(const rmacoll_transport_ops_t *t, int json, char *buf,
+                                size_t len)
+{
+    info_keys(t->name, t->keys, t->nkeys, json, buf, len);
+}
+
+/* Is the transport named `name` compiled into this library? */
+static int info_built(const char *name)
+{
+    for (int n = 0; rmacoll__builtin_transports[n] != NULL; n++) {
+        if (rmacoll__builtin_transports[n]->name != NULL &&
+            strcmp(rmacoll__builtin_transports[n]->name, name) == 0) {
+            return 1;
         }
     }
-    for (size_t i = 0; t->keys != NULL && i < t->nkeys && off < len; i++) {
-        off += (size_t)snprintf(buf + off, len - off, json ? "%s\"%s.%s\"" : "%s%s.%s",
-                                n++ ? ", " : "", t->name, t->keys[i].name);
-    }
-    for (size_t i = 0; t->small_max_key != NULL && i < 1 && off < len; i++) {
-        off += (size_t)snprintf(buf + off, len - off, json ? "%s\"%s\"" : "%s%s",
-                                n++ ? ", " : "", t->small_max_key);
-    }
+    return 0;
 }
 
 static void info_usage(FILE *fp)
@@ -66,6 +86,8 @@ static void info_usage(FILE *fp)
             "every configuration key with its default, meaning and effective value.\n"
             "  -c, --config FILE  YAML file to load (default: $RMACOLL_CONFIG, if set)\n"
             "  -j, --json         print JSON instead of text\n"
+            "  -t, --topology L,L,...  ranks per node: print the relay channels, slot\n"
+            "                     bytes and the minimum relay.buffer_bytes of that topology\n"
             "  -r, --runtime      only the run-time report (libfabric providers and\n"
             "                     FI_HMEM, RDMA devices, GPUs and NVLink, library\n"
             "                     versions, environment variables); with --json as JSON\n"
@@ -146,6 +168,22 @@ static void info_text(const rmacoll_config_t *cfg, const char *file, const char 
     }
     if (n == 0) {
         printf("  (none)\n");
+    }
+    for (size_t k = 0; rmacoll__transport_keysets[k] != NULL; k++) {
+        const rmacoll_transport_keyset_t *ks = rmacoll__transport_keysets[k];
+        char tkeys[512];
+        if (info_built(ks->transport)) {
+            continue;
+        }
+        char mod[1024];
+        info_keys(ks->transport, ks->keys, ks->nkeys, 0, tkeys, sizeof(tkeys));
+        if (rmacoll__tops_module_path(ks->transport, mod, sizeof(mod)) == 0) {
+            printf("  %-14s available as module %s\n", ks->transport, mod);
+        } else {
+            printf("  %-14s not built (no module librmacoll-%s.so; its keys are accepted)\n",
+                   ks->transport, ks->transport);
+        }
+        printf("  %-14s keys: %s\n", "", tkeys[0] ? tkeys : "none");
     }
 
     printf("\nschedulers compiled in:\n");
@@ -241,6 +279,49 @@ static void info_json(const rmacoll_config_t *cfg, const char *file, const char 
     printf("\n  ]\n}\n");
 }
 
+/* --topology: per relay, its channels and slot bytes, and the minimum
+ * relay.buffer_bytes (rmacoll__plan_min_relay_bytes). Returns 0, 1 when
+ * the loaded relay.buffer_bytes is below the minimum, 2 on a bad spec. */
+static int info_topology(const rmacoll_config_t *cfg, const char *spec)
+{
+    static int node_of[4096];
+    rmacoll__plan_cfg_t pcfg;
+    rmacoll_topo_t *topo = NULL;
+    uint64_t min;
+    int n = 0, worst = -1, rc;
+
+    if (rmacoll_case_parse_topology(spec, node_of, 4096, &n) != RMACOLL_SUCCESS ||
+        rmacoll__topo_create(n, node_of, &topo) != RMACOLL_SUCCESS) {
+        fprintf(stderr, "rmacoll-info: --topology: expected ranks per node such as 4,4 "
+                        "(got '%s')\n", spec);
+        return 2;
+    }
+    memset(&pcfg, 0, sizeof(pcfg));
+    pcfg.relay_enabled = cfg->relay_enabled;
+    pcfg.relay_buffer_bytes = cfg->relay_buffer_bytes;
+    pcfg.relay_slots = cfg->relay_slots;
+    pcfg.max_task_bytes = cfg->max_task_bytes;
+    printf("topology %s: %d ranks on %d nodes, relay %s, relay.slots = %u, "
+           "relay.buffer_bytes = %llu\n", spec, n, topo->nnodes,
+           cfg->relay_enabled ? "on" : "off", cfg->relay_slots,
+           (unsigned long long)cfg->relay_buffer_bytes);
+    for (int r = 0; r < n; r++) {
+        int nin = rmacoll__plan_nin(topo, &pcfg, r);
+        if (nin > 0) {
+            printf("  rank %d (node %d): %d incoming channels, slots of %llu bytes\n", r,
+                   topo->node_of[r], nin,
+                   (unsigned long long)rmacoll__plan_slot_bytes(topo, &pcfg, r));
+        }
+    }
+    min = rmacoll__plan_min_relay_bytes(topo, &pcfg, &worst);
+    rc = cfg->relay_buffer_bytes < min ? 1 : 0;
+    printf("minimum relay.buffer_bytes: %llu bytes (%u-byte slots x relay.slots %u x %d "
+           "channels at rank %d)%s\n", (unsigned long long)min, RMACOLL__MIN_SLOT_BYTES,
+           cfg->relay_slots, worst >= 0 ? rmacoll__plan_nin(topo, &pcfg, worst) : 0, worst,
+           rc ? ": the loaded relay.buffer_bytes is too small" : "");
+    rmacoll__topo_destroy(topo);
+    return rc;
+}
 static void info_runtime(int json);   /* the run-time report, at the end */
 
 int main(int argc, char **argv)
@@ -248,18 +329,19 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
         {"json", no_argument, NULL, 'j'},
+        {"topology", required_argument, NULL, 't'},
         {"runtime", no_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *file = NULL;
+    const char *file = NULL, *topology = NULL;
     int json = 0, runtime = 0;
     int c;
     rmacoll_config_t cfg;
     char err[512];
     rmacoll_status_t st;
 
-    while ((c = getopt_long(argc, argv, "c:jrh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:jrt:h", opts, NULL)) != -1) {
         switch (c) {
         case 'r':
             runtime = 1;
@@ -269,6 +351,9 @@ int main(int argc, char **argv)
             break;
         case 'j':
             json = 1;
+            break;
+        case 't':
+            topology = optarg;
             break;
         case 'h':
             info_usage(stdout);
@@ -292,6 +377,9 @@ int main(int argc, char **argv)
     if (st != RMACOLL_SUCCESS) {
         rmacoll_config_init(&cfg);
         fprintf(stderr, "rmacoll-info: %s: %s\n", rmacoll_status_name(st), err);
+    }
+    if (topology != NULL) {
+        return st == RMACOLL_SUCCESS ? info_topology(&cfg, topology) : 1;
     }
     if (runtime) {
         info_runtime(json);

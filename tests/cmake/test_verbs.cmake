@@ -4,8 +4,12 @@
 # The data-path verbs (ibv_post_send/recv, ibv_poll_cq) are inline and go
 # through the fake context's ops table instead. Without the verbs transport
 # the test is built as a stub that reports "skipped" (exit 77).
-if("verbs" IN_LIST RMACOLL_TRANSPORT_NAMES)
-  target_sources(test_verbs PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support_verbs/fake_verbs.c)
+# The transport is a module (librmacoll-verbs.so); the test links its
+# source directly, so the wraps reach it.
+if(TARGET rmacoll-verbs)
+  target_sources(test_verbs PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support_verbs/fake_verbs.c
+                                    ${PROJECT_SOURCE_DIR}/transports/verbs/verbs.c)
+  target_link_libraries(test_verbs PRIVATE ${IBVERBS_LIB})
   target_include_directories(test_verbs PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support_verbs)
   target_compile_definitions(test_verbs PRIVATE RMACOLL_TEST_HAVE_VERBS=1)
   set(_verbs_wrapped

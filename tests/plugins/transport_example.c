@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +119,7 @@ static rmacoll_status_t ex_init(const rmacoll_transport_env_t *env, rmacoll_tran
 {
     rmacoll_transport_t *tp;
     ex_addr_t mine;
+    char prefix[32] = "/rmacoll-excma";
     struct timespec ts;
     rmacoll_status_t st;
     void *p = NULL;
@@ -149,7 +151,20 @@ static rmacoll_status_t ex_init(const rmacoll_transport_env_t *env, rmacoll_tran
     memset(&mine, 0, sizeof(mine));
     mine.pid = (int64_t)getpid();
     mine.nsignals = env->nsignals;
-    snprintf(mine.shm_name, sizeof(mine.shm_name), "/rmacoll-excma-%lld-%d-%lx",
+    /* The plugin's own key (ops keys): example_cma.shm_prefix. */
+    if (env->struct_size >= offsetof(rmacoll_transport_env_t, config_get) + sizeof(void *) &&
+        env->config_get != NULL &&
+        env->config_get(env->config, "example_cma.shm_prefix", prefix, sizeof(prefix)) ==
+            RMACOLL_SUCCESS) {
+        if (prefix[0] != '/' || strchr(prefix + 1, '/') != NULL) {
+            EX_LOG(tp, RMACOLL_LOG_ERROR, "example_cma: shm_prefix '%s' is not a POSIX "
+                   "shared-memory name ('/' then no other '/')", prefix);
+            free(all_ok);
+            ex_free(tp);
+            return RMACOLL_ERR_CONFIG;
+        }
+    }
+    snprintf(mine.shm_name, sizeof(mine.shm_name), "%.24s-%lld-%d-%lx", prefix,
              (long long)mine.pid, env->rank, (unsigned long)ts.tv_nsec);
     tp->shadow_bytes = (size_t)env->nsignals * sizeof(uint64_t) + 64;
     st = ex_map(mine.shm_name, tp->shadow_bytes, 1, &p);
@@ -313,6 +328,13 @@ static int ex_error_peer(rmacoll_transport_t *tp)
 #define EX_DESC "example plugin: cross-memory attach + shared-memory signal words (one host)"
 
 #if EXAMPLE_ABI == 2
+/* Its configuration keys: "example_cma.<name>" in YAML, the environment
+ * (RMACOLL_EXAMPLE_CMA_<NAME>) and rmacoll_config_set. */
+static const rmacoll_transport_key_t ex_keys[] = {
+    {"shm_prefix", RMACOLL_CONFIG_STRING, "/rmacoll-excma",
+     "prefix of the POSIX shared-memory segment names ('/' then no other '/')", 0, 0},
+};
+
 static const rmacoll_transport_base_ops_t ex_base = {
     .size = sizeof(rmacoll_transport_base_ops_t),
     .init = ex_init,
@@ -342,6 +364,8 @@ const rmacoll_transport_ops_t RMACOLL_TRANSPORT_PLUGIN_SYMBOL = {
     .base = &ex_base,
     .mem = &ex_mem,
     .host = &ex_host,
+    .keys = ex_keys,
+    .nkeys = sizeof(ex_keys) / sizeof(ex_keys[0]),
 };
 #else
 /* The flat table of ABI version 1, as a plugin built against that header

@@ -413,13 +413,17 @@ static rmacoll_status_t ce_cma_error(rmacoll_transport_t *tp, int peer,
                (unsigned long long)dst, (unsigned long long)done, e);
         return RMACOLL_ERR_PEER;
     case EFAULT:
+        /* the source was validated and is ours: the destination is no
+         * longer mapped in the peer (it freed its receive buffer, most
+         * likely after an error of its own) */
+        tp->error_peer = peer;
         CE_LOG(tp->env, RMACOLL_LOG_ERROR,
-               "ce: put of %llu bytes to peer %d at 0x%llx faulted after %llu "
-               "bytes: %s (destination not mapped in the peer, or source not "
-               "readable here)",
-               (unsigned long long)bytes, peer, (unsigned long long)dst,
+               "ce: put of %llu bytes to peer %d (pid %d) at 0x%llx faulted after "
+               "%llu bytes: %s (the destination is not mapped in the peer: it freed "
+               "or unmapped its receive buffer, or this rank's source is unreadable)",
+               (unsigned long long)bytes, peer, (int)pid, (unsigned long long)dst,
                (unsigned long long)done, e);
-        return RMACOLL_ERR_INVALID_ARG;
+        return RMACOLL_ERR_PEER;
     case ENOMEM:
         CE_LOG(tp->env, RMACOLL_LOG_ERROR,
                "ce: put of %llu bytes to peer %d at 0x%llx: out of kernel "

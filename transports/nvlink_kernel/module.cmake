@@ -13,3 +13,7 @@ if(RMACOLL_HAVE_CUDA)
   list(APPEND RMACOLL_LIBS CUDA::cudart)
 endif()
 
+# The keys (nvl_keys.c) are compiled in every build: a config naming them loads
+# everywhere, and rmacoll-info lists them.
+list(APPEND RMACOLL_SOURCES ${CMAKE_CURRENT_LIST_DIR}/nvl_keys.c)
+list(APPEND RMACOLL_TRANSPORT_KEYSETS rmacoll_transport_nvlink_kernel_keyset)

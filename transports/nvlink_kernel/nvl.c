@@ -36,6 +36,7 @@
 #include "transports/common/cuda_common.h"
 #include "transports/common/tlog.h"
 #include "transports/nvlink_kernel/nvl.h"
+#include "transports/nvlink_kernel/nvl_keys.h"
 
 #define NVL_BLOB_MAGIC 0x6e766c31u /* "nvl1" */
 #define NVL_BYTES_PER_BLOCK (16u << 10)
@@ -740,5 +741,7 @@ const rmacoll_transport_ops_t rmacoll_transport_nvlink_kernel_ops = {
     .mem = &nvl_mem_ops,
     .host = &nvl_host_ops,
     .stream = &nvl_stream_ops,
+    .keys = rmacoll_transport_nvlink_kernel_keys,
+    .nkeys = NVL_NKEYS,
 };
 

@@ -14,3 +14,7 @@ if(RMACOLL_ENABLE_OFI)
     message(STATUS "rmacoll: ofi transport disabled (libfabric not found by pkg-config)")
   endif()
 endif()
+# The keys (ofi_keys.c) are compiled in every build: a config naming them loads
+# everywhere, and rmacoll-info lists them.
+list(APPEND RMACOLL_SOURCES ${CMAKE_CURRENT_LIST_DIR}/ofi_keys.c)
+list(APPEND RMACOLL_TRANSPORT_KEYSETS rmacoll_transport_ofi_keyset)

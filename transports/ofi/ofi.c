@@ -52,6 +52,7 @@
 #include <rdma/fi_rma.h>
 
 #include "rmacoll_transport.h"
+#include "transports/ofi/ofi_keys.h"
 
 #define OFI_API_VERSION FI_VERSION(1, 9)
 #define OFI_DEFAULT_PROVIDER "tcp;ofi_rxm"
@@ -1038,4 +1039,6 @@ const rmacoll_transport_ops_t rmacoll_transport_ofi_ops = {
     .base = &ofi_base_ops,
     .mem = &ofi_mem_ops,
     .host = &ofi_host_ops,
+    .keys = rmacoll_transport_ofi_keys,
+    .nkeys = OFI_NKEYS,
 };

@@ -35,6 +35,7 @@
 
 #include "rmacoll_transport.h"
 #include "transports/verbs/verbs_internal.h"
+#include "transports/verbs/verbs_keys.h"
 
 #define VERBS_DEFAULT_MAX_INFLIGHT 128u
 #define VERBS_DEFAULT_TIMEOUT_MS 30000u
@@ -1458,4 +1459,13 @@ const rmacoll_transport_ops_t rmacoll_transport_verbs_ops = {
     .base = &verbs_base_ops,
     .mem = &verbs_mem_ops,
     .host = &verbs_host_ops,
+    .keys = rmacoll_transport_verbs_keys,
+    .nkeys = VERBS_NKEYS,
 };
+
+#ifdef RMACOLL_VERBS_MODULE
+/* Built as librmacoll-verbs.so: the same table under the plugin entry
+ * symbol, which the core's loader resolves (rmacoll_transport.h). */
+extern const rmacoll_transport_ops_t RMACOLL_TRANSPORT_PLUGIN_SYMBOL
+    __attribute__((alias("rmacoll_transport_verbs_ops")));
+#endif

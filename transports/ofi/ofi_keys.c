@@ -1,0 +1,19 @@
+/*
+ * ofi_keys.c - the ofi transport's configuration keys (ofi.*). Compiled
+ * into the core library in every build, with or without libfabric, so a
+ * config file naming them loads everywhere (rmacoll_transport.h,
+ * rmacoll_transport_keyset_t). ofi.c reads the values from the
+ * rmacoll_config_t fields that store them (ofi_provider, ofi_iface).
+ */
+#include "rmacoll_transport.h"
+#include "transports/ofi/ofi_keys.h"
+
+const rmacoll_transport_key_t rmacoll_transport_ofi_keys[OFI_NKEYS] = {
+    {"provider", RMACOLL_CONFIG_STRING, "tcp;ofi_rxm",
+     "libfabric provider (FI_PROVIDER syntax), e.g. tcp;ofi_rxm, shm, verbs;ofi_rxm", 0, 0},
+    {"iface", RMACOLL_CONFIG_STRING, "",
+     "network interface for the provider, e.g. lo (\"\" = provider default)", 0, 0},
+};
+
+const rmacoll_transport_keyset_t rmacoll_transport_ofi_keyset = {
+    "ofi", rmacoll_transport_ofi_keys, OFI_NKEYS, NULL};
