@@ -73,7 +73,7 @@ rmacoll__tinst_t *rmacoll__comm_ctl(rmacoll_comm_t *comm, int path, rmacoll_memt
 
 const char *rmacoll_build_schedulers(void)
 {
-    return "shift,node_shift,xor,random";
+    return rmacoll__sched_builtin_names();
 }
 
 static void node_key_of(const rmacoll_comm_params_t *params, char *key)

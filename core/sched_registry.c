@@ -12,6 +12,7 @@
  */
 #include "core/sched_registry.h"
 
+#include <pthread.h>
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -239,4 +240,26 @@ void rmacoll__sched_close(rmacoll__sched_t *s)
         sched_reg_unload((sched_reg_plugin_t *)s->ops);
     s->ops = NULL;
     s->state = NULL;
+}
+
+/* "shift,node_shift,..." from the generated table, made once. */
+static pthread_once_t sched_names_once = PTHREAD_ONCE_INIT;
+static char sched_names[512];
+
+static void sched_names_make(void)
+{
+    size_t off = 0;
+
+    for (size_t i = 0; rmacoll__builtin_schedulers[i] != NULL && off < sizeof(sched_names);
+         i++) {
+        int n = snprintf(sched_names + off, sizeof(sched_names) - off, "%s%s",
+                         i ? "," : "", rmacoll__builtin_schedulers[i]->name);
+        off += n > 0 ? (size_t)n : 0;
+    }
+}
+
+const char *rmacoll__sched_builtin_names(void)
+{
+    pthread_once(&sched_names_once, sched_names_make);
+    return sched_names;
 }

@@ -23,6 +23,9 @@
  */
 const rmacoll_sched_ops_t *rmacoll__sched_find(const char *name);
 
+/** Names of the built-in schedulers, comma-separated (static). Thread-safe. */
+const char *rmacoll__sched_builtin_names(void);
+
 /**
  * Opens a scheduler and binds it to `topo` (which must outlive it).
  *  - plugin_path non-NULL and non-empty: dlopen(plugin_path), look up

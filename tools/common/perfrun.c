@@ -451,7 +451,11 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
         case 'm': bad = perf_int(v, 1, 1000000, &o->agg_iters); break;
         case 'w': bad = perf_int(v, 0, 1000000000, &o->warmup); break;
         case 'N': bad = perf_int(v, 0, 1000000000, &o->run_cycles); break;
-        case PO_CHECK_ON:   /* --check alone = on; --check=V as -c V */
+        case PO_CHECK_ON:   /* --check alone = on; --check V / --check=V as -c V */
+            if (v == NULL && optind < argc && argv[optind][0] >= '0' &&
+                argv[optind][0] <= '9')
+                v = argv[optind++]; /* nccl-tests' "--check 0" */
+            /* fall through */
         case 'c':           /* -c N (nccl-tests: N > 0 checks) */
             if (v == NULL)
                 o->check = 1;
