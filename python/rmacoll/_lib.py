@@ -155,8 +155,9 @@ def load_library():
             _lib, _lib_path = lib, c
             return _lib
         hint = ("RMACOLL_LIBRARY is set, so only it was tried" if strict else
-                "build the library (cmake -S . -B build && cmake --build build), "
-                "install it, or set RMACOLL_LIBRARY=/path/to/librmacoll.so")
+                "an installed package does not look in a source tree's build/: set "
+                "RMACOLL_LIBRARY=/path/to/build/librmacoll.so, or install the library "
+                "(cmake --install build --prefix /usr/local)")
         raise LibraryNotFoundError("cannot load librmacoll; tried: %s; %s"
                                    % ("; ".join(tried), hint))
 
