@@ -9,22 +9,17 @@
 #include <time.h>
 #include <unistd.h>
 
-int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
+/* The rendezvous root runs as a thread of the process that makes the id.
+ * Forking ranks from a process with a live thread can hand them a lock
+ * held at fork time (seen under ASan), so a separate child makes the id
+ * and hosts the root; the caller stays single-threaded. */
+pid_t mprun_root(rmacoll_unique_id_t *id, unsigned timeout_s)
 {
-    rmacoll_unique_id_t id;
-    pid_t *pids = calloc((size_t)opts->nranks, sizeof(pid_t));
-    pid_t root;
     int idpipe[2];
-    int failed = 0, left;
-    time_t deadline;
+    pid_t root;
 
-    /* The rendezvous root runs as a thread of the process that makes the
-     * id. Forking ranks from a process with a live thread can hand them a
-     * lock held at fork time (seen under ASan), so a separate child makes
-     * the id and hosts the root; this process stays single-threaded. */
-    if (pids == NULL || pipe(idpipe) != 0) {
-        free(pids);
-        return opts->nranks;
+    if (pipe(idpipe) != 0) {
+        return -1;
     }
     fflush(stdout);
     fflush(stderr);
@@ -32,27 +27,45 @@ int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
     if (root == 0) {
         int ok;
         close(idpipe[0]);
-        alarm(opts->timeout_s + 30);
-        ok = rmacoll_get_unique_id(&id) == RMACOLL_SUCCESS;
-        if (!ok || write(idpipe[1], &id, sizeof(id)) != (ssize_t)sizeof(id)) {
+        alarm(timeout_s);
+        ok = rmacoll_get_unique_id(id) == RMACOLL_SUCCESS;
+        if (!ok || write(idpipe[1], id, sizeof(*id)) != (ssize_t)sizeof(*id)) {
             _exit(1);
         }
         close(idpipe[1]);
         for (;;) {
-            pause(); /* the parent kills this process when the ranks are done */
+            pause(); /* the caller kills this process when the ranks are done */
         }
     }
     close(idpipe[1]);
-    if (root < 0 || read(idpipe[0], &id, sizeof(id)) != (ssize_t)sizeof(id)) {
+    if (root < 0 || read(idpipe[0], id, sizeof(*id)) != (ssize_t)sizeof(*id)) {
         close(idpipe[0]);
         if (root > 0) {
             kill(root, SIGKILL);
             waitpid(root, NULL, 0);
         }
+        return -1;
+    }
+    close(idpipe[0]);
+    return root;
+}
+
+int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
+{
+    rmacoll_unique_id_t id;
+    pid_t *pids = calloc((size_t)opts->nranks, sizeof(pid_t));
+    pid_t root;
+    int failed = 0, left;
+    time_t deadline;
+
+    if (pids == NULL) {
+        return opts->nranks;
+    }
+    root = mprun_root(&id, opts->timeout_s + 30);
+    if (root < 0) {
         free(pids);
         return opts->nranks;
     }
-    close(idpipe[0]);
     for (int r = 0; r < opts->nranks; r++) {
         pid_t pid = fork();
         if (pid == 0) {

@@ -8,6 +8,8 @@
 #ifndef RMACOLL_TESTS_MPRUN_H
 #define RMACOLL_TESTS_MPRUN_H
 
+#include <sys/types.h>
+
 #include "rmacoll.h"
 
 /* Body run by every rank; its return value (0..255) is the rank's exit code. */
@@ -20,6 +22,14 @@ typedef struct mprun_opts {
     unsigned timeout_s;            /* whole run, per child (alarm) */
     int kill_rank;                 /* >= 0: this rank exits right after create */
 } mprun_opts_t;
+
+/**
+ * Makes a unique id in a forked child that then hosts the bootstrap root
+ * (so the caller, which forks ranks, never has a live thread); returns the
+ * child's pid (kill it with SIGKILL and reap it when the ranks are done),
+ * or -1. The child gives up after timeout_s seconds.
+ */
+pid_t mprun_root(rmacoll_unique_id_t *id, unsigned timeout_s);
 
 /* Exit code of a child that could not create its communicator. */
 #define MPRUN_CREATE_FAILED 200
