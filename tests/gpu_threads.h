@@ -80,7 +80,10 @@ static int gt_buf_init(gt_buf_t *k, const rmacoll_case_t *c, int rank, int64_t g
         k->rc[j] = c->recv[(size_t)j * n + rank];
     }
     sext = rmacoll_displs_contiguous(n, k->sc, k->sd);
-    rext = rmacoll_displs_gapped(n, k->rc, gap, k->rd);
+    /* gap 0: rank order, rmacoll_alltoall's layout (gapped displacements
+     * run in reverse rank order) */
+    rext = gap > 0 ? rmacoll_displs_gapped(n, k->rc, gap, k->rd)
+                   : rmacoll_displs_contiguous(n, k->rc, k->rd);
     k->sbytes = (size_t)sext * k->es;
     k->rbytes = (size_t)rext * k->es;
     if (cudaMallocHost(&k->hs, k->sbytes + 1) != cudaSuccess ||
@@ -187,6 +190,46 @@ static int gt_buf_check(gt_buf_t *k, int rank, int nranks, uint64_t iter, int ok
 
 /* ---- ranks as threads ---- */
 
+/* A barrier of the rank threads of one gt_run, bounded: a rank that never
+ * arrives ends the process with a message after 150 s. The bodies meet in
+ * it after allocating their buffers and before freeing them: cudaFree and
+ * cudaFreeHost synchronise the device, so a rank that frees while another
+ * rank's stream still waits for a signal from a third rank's thread (which
+ * the synchronisation holds up) would deadlock the process; NCCL has the
+ * same rule for communicators driven by threads of one process. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int n, arrived;
+    unsigned gen;
+} gt_bar = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+
+static void gt_barrier(int rank, const char *what)
+{
+    struct timespec dl;
+    unsigned gen;
+
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 150;
+    pthread_mutex_lock(&gt_bar.lock);
+    gen = gt_bar.gen;
+    if (++gt_bar.arrived == gt_bar.n) {
+        gt_bar.arrived = 0;
+        gt_bar.gen++;
+        pthread_cond_broadcast(&gt_bar.cond);
+    }
+    while (gen == gt_bar.gen) {
+        if (pthread_cond_timedwait(&gt_bar.cond, &gt_bar.lock, &dl) != 0 &&
+            gen == gt_bar.gen) {
+            fprintf(stderr, "rank %d (%s): the other ranks did not reach the barrier in "
+                    "150 s: giving up\n", rank, what);
+            fflush(stderr);
+            _exit(3);
+        }
+    }
+    pthread_mutex_unlock(&gt_bar.lock);
+}
+
 typedef int (*gt_body_fn)(rmacoll_comm_t *comm, int rank, int nranks, cudaStream_t s,
                           void *arg);
 
@@ -262,6 +305,8 @@ static int gt_run(int nranks, const rmacoll_config_t *cfg, gt_body_fn body, void
 
     if (nranks > GT_MAX_RANKS || rmacoll_get_unique_id(&id) != RMACOLL_SUCCESS)
         return nranks > 0 ? nranks : 1;
+    gt_bar.n = nranks;
+    gt_bar.arrived = 0;
     for (int r = 0; r < nranks; r++) {
         ta[r] = (gt_thread_t){r, nranks, &id, cfg, body, arg, -1};
         if (pthread_create(&th[r], NULL, gt_main, &ta[r]) != 0)

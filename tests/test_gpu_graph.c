@@ -92,6 +92,7 @@ static int graph_body(rmacoll_comm_t *comm, int rank, int nranks, cudaStream_t s
     int rcode;
 
     rcode = gt_buf_init(&k, a->c, rank, a->alltoall ? 0 : 3);
+    gt_barrier(rank, "buffers allocated");
     if (rcode == GT_OK)
         rcode = ordinary(a, &k, comm, rank, nranks, 1, s);
     if (rcode != GT_OK)
@@ -123,6 +124,9 @@ static int graph_body(rmacoll_comm_t *comm, int rank, int nranks, cudaStream_t s
     if (rcode == GT_OK)
         rcode = replay(a, &k, exec, rank, nranks, 300000, s);
 out:
+    if (rcode != GT_CUDA)
+        (void)gt_sync(s, rank, "before freeing");
+    gt_barrier(rank, "before freeing"); /* no rank frees while another's stream runs */
     if (exec != NULL)
         cudaGraphExecDestroy(exec);
     if (graph != NULL)

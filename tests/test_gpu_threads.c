@@ -38,6 +38,7 @@ static int case_body(rmacoll_comm_t *comm, int rank, int nranks, cudaStream_t s,
     gt_buf_t k;
 
     rcode = gt_buf_init(&k, a->c, rank, 3);
+    gt_barrier(rank, "buffers allocated");
     for (int call = 0; call < a->ncalls && rcode == GT_OK; call++) {
         uint64_t stamp = 10 + (uint64_t)call;
         rmacoll_status_t st;
@@ -56,6 +57,9 @@ static int case_body(rmacoll_comm_t *comm, int rank, int nranks, cudaStream_t s,
         if (!ok)
             break; /* the communicator is broken after a failed call */
     }
+    if (rcode != GT_CUDA)
+        (void)gt_sync(s, rank, "before freeing");
+    gt_barrier(rank, "before freeing"); /* no rank frees while another's stream runs */
     gt_buf_free(&k);
     return rcode;
 }

@@ -629,8 +629,10 @@ rmacoll_status_t rmacoll__cu_check_stream(rmacoll__cu_t *cu, cudaStream_t s)
                                     "stream");
     }
     if (cs != cudaStreamCaptureStatusNone) {
-        CU_LOG(cu, RMACOLL_LOG_ERROR, "%s: the stream is being captured into a CUDA "
-               "graph; stream operations of rmacoll cannot be captured", cu->name);
+        /* DEBUG: the core decides (graph mode records the call) and words
+         * the error when it refuses */
+        CU_LOG(cu, RMACOLL_LOG_DEBUG, "%s: the stream is being captured into a CUDA "
+               "graph", cu->name);
         return RMACOLL_ERR_UNSUPPORTED;
     }
     return RMACOLL_SUCCESS;
