@@ -19,6 +19,15 @@
  * at once. One communicator must not be used by two threads at the same
  * time (as with NCCL communicators). Functions without a communicator are
  * thread-safe.
+ *
+ * Several ranks in one process (one thread per rank, as with
+ * ncclCommInitRank from threads): device calls of one rank may wait, on
+ * its stream, for work that another rank's thread has still to enqueue.
+ * A CUDA function that synchronises the device (cudaFree, cudaFreeHost,
+ * cudaDeviceSynchronize, ...) called by one rank's thread while another
+ * rank's call is in flight can therefore deadlock the process (NCCL has
+ * the same rule): synchronise every rank's stream, and have the ranks'
+ * threads meet, before freeing buffers or destroying communicators.
  */
 #ifndef RMACOLL_H
 #define RMACOLL_H
