@@ -34,6 +34,7 @@
 #include <infiniband/verbs.h>
 
 #include "rmacoll_transport.h"
+#include "transports/common/tops.h"
 #include "transports/verbs/verbs_internal.h"
 #include "transports/verbs/verbs_keys.h"
 
@@ -749,16 +750,11 @@ static rmacoll_status_t verbs_init(const rmacoll_transport_env_t *env,
     uint8_t *blob = NULL;
     uint8_t *all = NULL;
 
-    if (env == NULL || tpp == NULL || env->nranks < 1 || env->rank < 0 ||
-        env->rank >= env->nranks || env->allgather == NULL || env->peers == NULL) {
-        return RMACOLL_ERR_INVALID_ARG;
-    }
-    *tpp = NULL;
-    cfg = env->config;
-    tp = calloc(1, sizeof(*tp));
+    tp = rmacoll__tops_new(env, tpp, 1, sizeof(*tp), &st);
     if (tp == NULL) {
-        return RMACOLL_ERR_NO_MEMORY;
+        return st;
     }
+    cfg = env->config;
     pthread_mutex_init(&tp->reg_lock, NULL);
     tp->env = env;
     tp->err_peer = -1;
@@ -1423,42 +1419,21 @@ static size_t verbs_pending(rmacoll_transport_t *tp)
     return tp != NULL ? tp->pending : 0;
 }
 
-static int verbs_error_peer(rmacoll_transport_t *tp)
-{
-    return tp != NULL ? tp->err_peer : -1;
-}
-
-static const rmacoll_transport_base_ops_t verbs_base_ops = {
-    .size = sizeof(rmacoll_transport_base_ops_t),
-    .init = verbs_init,
-    .finalize = verbs_finalize,
-    .progress = verbs_progress,
-    .pending = verbs_pending,
-    .error_peer = verbs_error_peer,
-};
-
-static const rmacoll_transport_mem_ops_t verbs_mem_ops = {
-    .size = sizeof(rmacoll_transport_mem_ops_t),
-    .mem_register = verbs_mem_register,
-    .mem_deregister = verbs_mem_deregister,
-};
-
-static const rmacoll_transport_host_ops_t verbs_host_ops = {
-    .size = sizeof(rmacoll_transport_host_ops_t),
-    .post_puts = verbs_post_puts,
-};
+RMACOLL__TOPS_ERROR_PEER_FN(verbs_error_peer, err_peer)
 
 const rmacoll_transport_ops_t rmacoll_transport_verbs_ops = {
-    .abi_version = RMACOLL_TRANSPORT_ABI_VERSION,
-    .struct_size = sizeof(rmacoll_transport_ops_t),
+    RMACOLL__TOPS_ABI,
     .name = "verbs",
     .desc = "rdma-core ibverbs: RC queue pairs, RDMA WRITE and WRITE_WITH_IMM signals",
     /* device memory, registered for the network directly (GPUDirect RDMA) */
     .caps = RMACOLL_TCAP_PROXY | RMACOLL_TCAP_MEM_HOST | RMACOLL_TCAP_MEM_CUDA |
             RMACOLL_TCAP_HMEM,
-    .base = &verbs_base_ops,
-    .mem = &verbs_mem_ops,
-    .host = &verbs_host_ops,
+    .base = RMACOLL__TOPS_BASE(.init = verbs_init, .finalize = verbs_finalize,
+                               .progress = verbs_progress, .pending = verbs_pending,
+                               .error_peer = verbs_error_peer),
+    .mem = RMACOLL__TOPS_MEM(.mem_register = verbs_mem_register,
+                             .mem_deregister = verbs_mem_deregister),
+    .host = RMACOLL__TOPS_HOST(.post_puts = verbs_post_puts),
     .keys = rmacoll_transport_verbs_keys,
     .nkeys = VERBS_NKEYS,
 };
