@@ -20,7 +20,6 @@
  */
 #include <arpa/inet.h>
 #include <ctype.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -35,6 +34,9 @@
 
 #include "rmacoll_transport.h"
 #include "transports/common/tops.h"
+#ifdef RMACOLL_VERBS_CUDA
+#include "transports/common/cuda_common.h"
+#endif
 #include "transports/verbs/verbs_internal.h"
 #include "transports/verbs/verbs_keys.h"
 
@@ -138,7 +140,6 @@ struct rmacoll_transport {
     uint32_t idle_cuda;
 
     int cuda_tried;
-    void *cudart;
     verbs_cuda_ops_t cuda;
 };
 
@@ -189,74 +190,61 @@ static uint32_t verbs_mtu_bytes(enum ibv_mtu mtu)
 
 /* ------------------------------------------------------------ CUDA glue */
 
-typedef int (*verbs_entry_by_version_fn_t)(const char *symbol, void **fn,
-                                           unsigned int cuda_version,
-                                           unsigned long long flags, int *status);
-typedef int (*verbs_entry_fn_t)(const char *symbol, void **fn,
-                                unsigned long long flags, int *status);
+#ifdef RMACOLL_VERBS_CUDA
+/* The runtime calls, in the CUDA-free types of verbs_cuda_ops_t. */
+static int verbs_cuda_device_count(int *count)
+{
+    return (int)cudaGetDeviceCount(count);
+}
 
-/* Loads libcudart.so at run time and resolves the driver entry points
- * through it. Never links libcuda: binaries start on machines without a
- * GPU driver. Failing is normal on CPU-only machines and silent. */
+static int verbs_cuda_device(int *device)
+{
+    return (int)cudaGetDevice(device);
+}
+
+static int verbs_cuda_bus_id(char *bus_id, int len, int device)
+{
+    return (int)cudaDeviceGetPCIBusId(bus_id, len, device);
+}
+#endif
+
+/* Fills the CUDA entry points once: the runtime (linked in a CUDA build)
+ * and the driver's entry points through it (rmacoll__cu_entry of
+ * transports/common/cuda_common.h; libcuda is never linked, so the module
+ * loads on machines without a GPU driver). A driver entry point that does
+ * not resolve stays NULL, which is normal on CPU-only machines and silent.
+ * Built without CUDA, every entry point stays NULL: device memory is
+ * registered with ibv_reg_mr and the device is chosen without a GPU. */
 static void verbs_cuda_load(rmacoll_transport_t *tp)
 {
-    static const char *const libs[] = {"libcudart.so", "libcudart.so.13",
-                                       "libcudart.so.12"};
-    verbs_entry_by_version_fn_t by_version;
-    verbs_entry_fn_t entry;
-    void *lib = NULL;
-    void *fn;
-
     if (tp->cuda_tried) {
         return;
     }
     tp->cuda_tried = 1;
-    for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]) && lib == NULL; i++) {
-        lib = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
-    }
-    if (lib == NULL) {
-        verbs_log(tp, RMACOLL_LOG_DEBUG,
-                  "libcudart.so not loadable; device memory will use ibv_reg_mr");
-        return;
-    }
-    tp->cudart = lib;
-    /* dlsym returns void *; POSIX guarantees the conversion to a function
-     * pointer, which memcpy expresses without a function-pointer cast. */
-    fn = dlsym(lib, "cudaGetDeviceCount");
-    memcpy(&tp->cuda.get_device_count, &fn, sizeof(fn));
-    fn = dlsym(lib, "cudaGetDevice");
-    memcpy(&tp->cuda.get_device, &fn, sizeof(fn));
-    fn = dlsym(lib, "cudaDeviceGetPCIBusId");
-    memcpy(&tp->cuda.device_get_pci_bus_id, &fn, sizeof(fn));
-
-    fn = dlsym(lib, "cudaGetDriverEntryPointByVersion");
-    memcpy(&by_version, &fn, sizeof(fn));
-    fn = dlsym(lib, "cudaGetDriverEntryPoint");
-    memcpy(&entry, &fn, sizeof(fn));
+#ifdef RMACOLL_VERBS_CUDA
     {
-        static const char *const names[2] = {"cuMemGetHandleForAddressRange",
-                                             "cuPointerGetAttribute"};
-        void *got[2] = {NULL, NULL};
+        void *fn = NULL;
 
-        for (int k = 0; k < 2; k++) {
-            int qstatus = 0;
-
-            if (by_version != NULL &&
-                by_version(names[k], &got[k], 12000, 0, &qstatus) == 0 &&
-                qstatus == 0) {
-                continue;
-            }
-            got[k] = NULL;
-            if (entry != NULL && entry(names[k], &got[k], 0, &qstatus) != 0) {
-                got[k] = NULL;
-            }
+        tp->cuda.get_device_count = verbs_cuda_device_count;
+        tp->cuda.get_device = verbs_cuda_device;
+        tp->cuda.device_get_pci_bus_id = verbs_cuda_bus_id;
+        /* void * to a function pointer: POSIX allows it, memcpy says it
+         * without a function-pointer cast; the CUDA-free types of
+         * verbs_cuda_ops_t have the driver functions' ABI */
+        if (rmacoll__cu_entry(&fn, "cuMemGetHandleForAddressRange", 12000) == 0) {
+            memcpy(&tp->cuda.mem_get_handle_for_address_range, &fn, sizeof(fn));
         }
-        memcpy(&tp->cuda.mem_get_handle_for_address_range, &got[0], sizeof(void *));
-        memcpy(&tp->cuda.pointer_get_attribute, &got[1], sizeof(void *));
+        if (rmacoll__cu_entry(&fn, "cuPointerGetAttribute", 12000) == 0) {
+            memcpy(&tp->cuda.pointer_get_attribute, &fn, sizeof(fn));
+        }
     }
-    verbs_log(tp, RMACOLL_LOG_DEBUG, "libcudart loaded: dma-buf export %s, buffer ids %s",
+    verbs_log(tp, RMACOLL_LOG_DEBUG, "cuda: dma-buf export %s, buffer ids %s",
               tp->cuda.mem_get_handle_for_address_range ? "available" : "unavailable",
               tp->cuda.pointer_get_attribute ? "available" : "unavailable");
+#else
+    verbs_log(tp, RMACOLL_LOG_DEBUG, "built without CUDA: device memory will use "
+              "ibv_reg_mr");
+#endif
 }
 
 void rmacoll__verbs_set_cuda_ops(rmacoll_transport_t *tp,
@@ -727,9 +715,6 @@ static void verbs_destroy(rmacoll_transport_t *tp)
     }
     if (tp->ctx != NULL) {
         ibv_close_device(tp->ctx);
-    }
-    if (tp->cudart != NULL) {
-        dlclose(tp->cudart);
     }
     pthread_mutex_destroy(&tp->reg_lock);
     free(tp->peers);
