@@ -365,11 +365,6 @@ void rmacoll__config_add_keys(const char *transport, const rmacoll_transport_key
 #define CFG_FIELD(i) (config_reg.fields[(i)])
 #define CFG_CORE(id) ((size_t)config_reg.core_index[(id)])
 
-/* Smallest relay slot: the planner's rule (RMACOLL__MIN_SLOT_BYTES, and
- * rmacoll__plan_min_relay_bytes for a topology, checked at create); here
- * only its topology-free part, a relay with one incoming channel. */
-#define CONFIG_MIN_SLOT_BYTES RMACOLL__MIN_SLOT_BYTES
-
 const rmacoll__config_key_t *rmacoll__config_keys(size_t *n)
 {
     size_t nk = config_nkeys();
@@ -951,19 +946,15 @@ static rmacoll_status_t config_set(rmacoll_config_t *cfg, config_id_t id, const 
     return st;
 }
 
-/* relay.buffer_bytes / relay.slots must hold one element of the widest type. */
+/* The planner's relay slot rule (rmacoll__plan_relay_rule), in its part
+ * that needs no topology: relay.buffer_bytes / relay.slots must hold one
+ * element of the widest type. rmacoll_comm_create applies the whole rule. */
 static int config_relay_ok(const rmacoll_config_t *cfg, char *problem, size_t plen)
 {
-    if (cfg->relay_slots == 0 || cfg->relay_buffer_bytes / cfg->relay_slots < CONFIG_MIN_SLOT_BYTES) {
-        config_msg(problem, plen,
-                   "relay.buffer_bytes = %" PRIu64 " over relay.slots = %" PRIu32
-                   " gives slots of %" PRIu64 " bytes, below %u (one element of the widest type)",
-                   cfg->relay_buffer_bytes, cfg->relay_slots,
-                   cfg->relay_slots ? cfg->relay_buffer_bytes / cfg->relay_slots : 0,
-                   CONFIG_MIN_SLOT_BYTES);
-        return 0;
-    }
-    return 1;
+    rmacoll__plan_cfg_t pcfg;
+
+    rmacoll__plan_cfg_from(cfg, &pcfg);
+    return rmacoll__plan_relay_rule(NULL, &pcfg, NULL, problem, plen);
 }
 
 /* ---- finding the line of a key in the YAML text ----
