@@ -1,10 +1,10 @@
 /*
  * tops.h - writing an in-tree transport's ops table (rmacoll_transport.h)
  * once. A transport keeps one flat table whose groups are written in
- * place with these initialisers: each fills the group's size (the one
- * field the core checks that a copied table gets silently wrong) and
+ * place with these initialisers: each fills the group's size (which the
+ * core checks, and which a copied table gets wrong without a warning) and
  * takes the ops as designated initialisers, so that an op left out is
- * NULL, and the core's typed stub (rmacoll_transport.h):
+ * NULL, and so the core's typed stub (rmacoll_transport.h):
  *
  *   const rmacoll_transport_ops_t rmacoll_transport_x_ops = {
  *       RMACOLL__TOPS_ABI,
