@@ -183,26 +183,14 @@ static rmacoll_status_t check_config(rmacoll_comm_t *comm, rmacoll_status_t cfg_
 
 /* Every relay's slots must hold at least one element of the widest type;
  * a relay divides its buffer among all the senders it serves, so this
- * depends on the topology, not only on buffer_bytes / slots (the rule:
- * rmacoll__plan_min_relay_bytes). Every rank computes it for every relay,
- * so every rank fails alike. */
+ * depends on the topology (the planner's rule, rmacoll__plan_relay_rule).
+ * Every rank computes it for every relay, so every rank fails alike. */
 static rmacoll_status_t check_relay_slots(rmacoll_comm_t *comm)
 {
-    int r = -1;
-    uint64_t min = rmacoll__plan_min_relay_bytes(comm->topo, &comm->pcfg, &r);
+    char why[384];
 
-    if (r >= 0 && comm->pcfg.relay_buffer_bytes < min) {
-        return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
-                                  "rank %d: relay.buffer_bytes = %llu is too small for "
-                                  "this topology: rank %d relays for %d senders with %u "
-                                  "slots each, leaving %llu-byte slots (at least %u "
-                                  "needed: relay.buffer_bytes >= %llu)", comm->rank,
-                                  (unsigned long long)comm->pcfg.relay_buffer_bytes, r,
-                                  rmacoll__plan_nin(comm->topo, &comm->pcfg, r),
-                                  comm->pcfg.relay_slots,
-                                  (unsigned long long)rmacoll__plan_slot_bytes(
-                                      comm->topo, &comm->pcfg, r),
-                                  RMACOLL__MIN_SLOT_BYTES, (unsigned long long)min);
+    if (!rmacoll__plan_relay_rule(comm->topo, &comm->pcfg, NULL, why, sizeof(why))) {
+        return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG, "rank %d: %s", comm->rank, why);
     }
     return RMACOLL_SUCCESS;
 }
@@ -615,10 +603,7 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
         comm->log.fn = params->log_fn;
         comm->log.ctx = params->log_ctx;
     }
-    comm->pcfg.relay_enabled = comm->cfg.relay_enabled;
-    comm->pcfg.relay_buffer_bytes = comm->cfg.relay_buffer_bytes;
-    comm->pcfg.relay_slots = comm->cfg.relay_slots;
-    comm->pcfg.max_task_bytes = comm->cfg.max_task_bytes;
+    rmacoll__plan_cfg_from(&comm->cfg, &comm->pcfg);
 
     if (params->unique_id != NULL) {
         st = rmacoll__bootstrap_create_ex(params->unique_id, comm->rank, comm->nranks,

@@ -138,7 +138,7 @@ static const char *const subsys_names[] = {"core",  "plan",      "sched",  "boot
       .after_transports = 1)                                                                  \
     X(LOG_SUBSYSTEMS, "log.subsystems",                                                      \
       "list(core|plan|sched|bootstrap|transport|proxy|config|all|none)", "[all]",            \
-      "subsystems logged; in the environment a comma-separated list",                        \
+      "subsystems logged; in the environment a comma-separated list, ^ first to exclude",    \
       .kind = CFG_KIND_SUBSYS, .offset = CFG_OFF(log_subsystems), .names = subsys_names,     \
       .after_transports = 1)
 
@@ -364,11 +364,6 @@ void rmacoll__config_add_keys(const char *transport, const rmacoll_transport_key
 #define CFG_KEY(i) (config_reg.keys[(i)])
 #define CFG_FIELD(i) (config_reg.fields[(i)])
 #define CFG_CORE(id) ((size_t)config_reg.core_index[(id)])
-
-/* Smallest relay slot: the planner's rule (RMACOLL__MIN_SLOT_BYTES, and
- * rmacoll__plan_min_relay_bytes for a topology, checked at create); here
- * only its topology-free part, a relay with one incoming channel. */
-#define CONFIG_MIN_SLOT_BYTES RMACOLL__MIN_SLOT_BYTES
 
 const rmacoll__config_key_t *rmacoll__config_keys(size_t *n)
 {
@@ -729,8 +724,9 @@ static void config_join_names(const char *const *names, char *buf, size_t len)
 
 /*
  * Parses a subsystem list: names separated by commas or blanks, optionally
- * in brackets ("core,plan", "[core, plan]", "all", "none"). On a bad name,
- * bad receives it.
+ * in brackets ("core,plan", "[core, plan]", "all", "none"). A '^' before
+ * the first name excludes the names listed: every subsystem but those
+ * ("^plan,sched", as NCCL_DEBUG_SUBSYS). On a bad name, bad receives it.
  */
 static rmacoll_status_t config_parse_subsys(const char *text, uint32_t *mask, char *bad,
                                             size_t badlen)
@@ -741,6 +737,7 @@ static rmacoll_status_t config_parse_subsys(const char *text, uint32_t *mask, ch
     char *tok;
     uint32_t m = 0;
     int ntok = 0;
+    int exclude = 0;   /* '^': every subsystem but the names */
 
     if (config_trim(text, buf, sizeof(buf)) != 0) {
         snprintf(bad, badlen, "%.*s", 32, text);
@@ -753,6 +750,13 @@ static rmacoll_status_t config_parse_subsys(const char *text, uint32_t *mask, ch
             return RMACOLL_ERR_CONFIG;
         }
         s[n - 1] = '\0';
+        s++;
+    }
+    while (*s == ' ' || *s == '\t') {
+        s++;
+    }
+    if (*s == '^') {
+        exclude = 1;
         s++;
     }
     for (tok = strtok_r(s, ", \t\n", &save); tok != NULL; tok = strtok_r(NULL, ", \t\n", &save)) {
@@ -771,10 +775,10 @@ static rmacoll_status_t config_parse_subsys(const char *text, uint32_t *mask, ch
         }
     }
     if (ntok == 0) {
-        snprintf(bad, badlen, "%s", "");
+        snprintf(bad, badlen, "%s", exclude ? "^" : "");
         return RMACOLL_ERR_CONFIG;
     }
-    *mask = m;
+    *mask = exclude ? RMACOLL_LOG_SUBSYS_ALL & ~m : m;
     return RMACOLL_SUCCESS;
 }
 
@@ -951,19 +955,15 @@ static rmacoll_status_t config_set(rmacoll_config_t *cfg, config_id_t id, const 
     return st;
 }
 
-/* relay.buffer_bytes / relay.slots must hold one element of the widest type. */
+/* The planner's relay slot rule (rmacoll__plan_relay_rule), in its part
+ * that needs no topology: relay.buffer_bytes / relay.slots must hold one
+ * element of the widest type. rmacoll_comm_create applies the whole rule. */
 static int config_relay_ok(const rmacoll_config_t *cfg, char *problem, size_t plen)
 {
-    if (cfg->relay_slots == 0 || cfg->relay_buffer_bytes / cfg->relay_slots < CONFIG_MIN_SLOT_BYTES) {
-        config_msg(problem, plen,
-                   "relay.buffer_bytes = %" PRIu64 " over relay.slots = %" PRIu32
-                   " gives slots of %" PRIu64 " bytes, below %u (one element of the widest type)",
-                   cfg->relay_buffer_bytes, cfg->relay_slots,
-                   cfg->relay_slots ? cfg->relay_buffer_bytes / cfg->relay_slots : 0,
-                   CONFIG_MIN_SLOT_BYTES);
-        return 0;
-    }
-    return 1;
+    rmacoll__plan_cfg_t pcfg;
+
+    rmacoll__plan_cfg_from(cfg, &pcfg);
+    return rmacoll__plan_relay_rule(NULL, &pcfg, NULL, problem, plen);
 }
 
 /* ---- finding the line of a key in the YAML text ----
@@ -1744,12 +1744,23 @@ static int config_format(const config_field_t *f, const void *p, char *buf, size
         if (m == 0) {
             return snprintf(buf, len, "[none]");
         }
-        for (int i = 0; f->names[i] != NULL; i++) {
-            if (m & (1u << i)) {
-                int n = snprintf(buf + off, off < len ? len - off : 0, "%s%s",
-                                 total ? ", " : "[", f->names[i]);
-                total += n;
-                off = (size_t)total;
+        {
+            uint32_t known = 0;
+            int exclude;
+
+            for (int i = 0; f->names[i] != NULL; i++) {
+                known |= 1u << i;
+            }
+            /* every subsystem beyond the names is on: written as '^' and
+             * the names that are off, as it was given (round trip) */
+            exclude = (m | known) == RMACOLL_LOG_SUBSYS_ALL && (m & ~known) == ~known;
+            for (int i = 0; f->names[i] != NULL; i++) {
+                if (((m >> i) & 1u) != (uint32_t)exclude) {
+                    int n = snprintf(buf + off, off < len ? len - off : 0, "%s%s",
+                                     total ? ", " : exclude ? "[^" : "[", f->names[i]);
+                    total += n;
+                    off = (size_t)total;
+                }
             }
         }
         total += snprintf(buf + off, off < len ? len - off : 0, "]");

@@ -6,12 +6,23 @@
  */
 #include "core/plan.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/topo.h"
 
 /* ---------------------------------------------------------------- layout */
+
+void rmacoll__plan_cfg_from(const rmacoll_config_t *cfg, rmacoll__plan_cfg_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->relay_enabled = cfg->relay_enabled;
+    out->relay_buffer_bytes = cfg->relay_buffer_bytes;
+    out->relay_slots = cfg->relay_slots;
+    out->max_task_bytes = cfg->max_task_bytes;
+}
 
 int rmacoll__plan_nin(const rmacoll_topo_t *topo,
                       const rmacoll__plan_cfg_t *cfg, int r)
@@ -72,22 +83,49 @@ uint64_t rmacoll__plan_slot_bytes(const rmacoll_topo_t *topo,
            ~(uint64_t)7;
 }
 
-uint64_t rmacoll__plan_min_relay_bytes(const rmacoll_topo_t *topo,
-                                       const rmacoll__plan_cfg_t *cfg, int *worst)
+int rmacoll__plan_relay_rule(const rmacoll_topo_t *topo, const rmacoll__plan_cfg_t *cfg,
+                             rmacoll__relay_rule_t *out, char *msg, size_t len)
 {
-    int most = 0, at = -1;
+    rmacoll__relay_rule_t r = {0, -1, 1, 0};
+    int ok;
 
-    for (int r = 0; cfg->relay_enabled && r < topo->nranks; r++) {
-        int nin = rmacoll__plan_nin(topo, cfg, r);
-        if (nin > most) {
-            most = nin;
-            at = r;
+    if (topo == NULL) {
+        r.slot_bytes = cfg->relay_slots ? cfg->relay_buffer_bytes / cfg->relay_slots : 0;
+        r.min_buffer_bytes = (uint64_t)RMACOLL__MIN_SLOT_BYTES * cfg->relay_slots;
+        ok = cfg->relay_slots > 0 && r.slot_bytes >= RMACOLL__MIN_SLOT_BYTES;
+        if (!ok && msg != NULL) {
+            snprintf(msg, len, "relay.buffer_bytes = %" PRIu64 " over relay.slots = %" PRIu32
+                     " gives slots of %" PRIu64 " bytes, below %u (one element of the "
+                     "widest type)", cfg->relay_buffer_bytes, cfg->relay_slots,
+                     r.slot_bytes, RMACOLL__MIN_SLOT_BYTES);
+        }
+    } else {
+        r.nin = 0;
+        for (int k = 0; cfg->relay_enabled && k < topo->nranks; k++) {
+            int nin = rmacoll__plan_nin(topo, cfg, k);
+            if (nin > r.nin) {
+                r.nin = nin;
+                r.relay = k;
+            }
+        }
+        r.min_buffer_bytes = (uint64_t)RMACOLL__MIN_SLOT_BYTES * cfg->relay_slots *
+                             (uint64_t)r.nin;
+        r.slot_bytes = r.relay >= 0 ? rmacoll__plan_slot_bytes(topo, cfg, r.relay) : 0;
+        ok = r.relay < 0 || (cfg->relay_slots > 0 &&
+                             cfg->relay_buffer_bytes >= r.min_buffer_bytes);
+        if (!ok && msg != NULL) {
+            snprintf(msg, len, "relay.buffer_bytes = %" PRIu64 " is too small for this "
+                     "topology: rank %d relays for %d senders with %" PRIu32 " slots "
+                     "each, leaving %" PRIu64 "-byte slots (at least %u needed: "
+                     "relay.buffer_bytes >= %" PRIu64 ")", cfg->relay_buffer_bytes,
+                     r.relay, r.nin, cfg->relay_slots, r.slot_bytes,
+                     RMACOLL__MIN_SLOT_BYTES, r.min_buffer_bytes);
         }
     }
-    if (worst != NULL) {
-        *worst = at;
+    if (out != NULL) {
+        *out = r;
     }
-    return (uint64_t)RMACOLL__MIN_SLOT_BYTES * cfg->relay_slots * (uint64_t)most;
+    return ok;
 }
 
 uint64_t rmacoll__plan_slot_off(const rmacoll_topo_t *topo,

@@ -155,6 +155,9 @@ typedef struct rmacoll__plan_cfg {
     uint64_t max_task_bytes;   /* >= 1 */
 } rmacoll__plan_cfg_t;
 
+/** The planner's settings of a configuration. */
+void rmacoll__plan_cfg_from(const rmacoll_config_t *cfg, rmacoll__plan_cfg_t *out);
+
 /** A scheduler bound to a topology. */
 typedef struct rmacoll__sched {
     const rmacoll_sched_ops_t *ops;
@@ -213,14 +216,32 @@ int rmacoll__plan_chan_index(const rmacoll_topo_t *topo, int r, int i);
  * datatype). */
 #define RMACOLL__MIN_SLOT_BYTES 8u
 /**
- * The smallest relay.buffer_bytes that works on topo with cfg's
- * relay.slots: slot bytes = floor(buffer_bytes / (nin(r) * slots)) rounded
- * down to a multiple of 8 must be >= 8 at every relay r, so the minimum is
- * 8 * slots * max_r nin(r). 0 with the relay off or no relay channel.
- * *worst (may be NULL) receives a relay with the most channels (or -1).
+ * The relay slot rule, owned here and applied everywhere (the config's
+ * load-time check, rmacoll_comm_create, rmacoll-info, rmacoll-plan):
+ * slot bytes = floor(buffer_bytes / (nin(r) * slots)) rounded down to a
+ * multiple of 8 must be >= RMACOLL__MIN_SLOT_BYTES at every relay r, so
+ * the smallest relay.buffer_bytes that works is 8 * slots * max_r nin(r).
+ *
+ * topo NULL: the part that needs no topology, a relay with one incoming
+ * channel (buffer_bytes / slots >= 8), checked whether or not the relay
+ * is on (what a configuration file alone can be refused for).
+ * With a topology: 0 bytes needed with the relay off or no relay channel.
+ *
+ * Returns 1 when cfg->relay_buffer_bytes is enough, 0 otherwise (slots 0
+ * included); *out (may be NULL) receives the minimum, the relay with the
+ * most channels (-1: none, or topo NULL), its channels and its slot bytes
+ * (topo NULL: buffer_bytes / slots, unrounded). When it returns 0 and msg
+ * is not NULL, msg (len bytes) says why, naming the keys and the minimum.
+ * Pure; thread-safe.
  */
-uint64_t rmacoll__plan_min_relay_bytes(const rmacoll_topo_t *topo,
-                                       const rmacoll__plan_cfg_t *cfg, int *worst);
+typedef struct rmacoll__relay_rule {
+    uint64_t min_buffer_bytes; /* smallest relay.buffer_bytes that works */
+    int relay;                 /* a relay with the most incoming channels, or -1 */
+    int nin;                   /* its incoming channels (topo NULL: 1) */
+    uint64_t slot_bytes;       /* bytes of one of its slots under cfg */
+} rmacoll__relay_rule_t;
+int rmacoll__plan_relay_rule(const rmacoll_topo_t *topo, const rmacoll__plan_cfg_t *cfg,
+                             rmacoll__relay_rule_t *out, char *msg, size_t len);
 /** Bytes of one relay slot at relay r: floor(buffer_bytes / (nin(r) *
  * slots)) rounded down to a multiple of 8; 0 if nin(r) == 0. */
 uint64_t rmacoll__plan_slot_bytes(const rmacoll_topo_t *topo,

@@ -402,6 +402,61 @@ static void test_env_bad_values(void **state)
     }
 }
 
+/* log.subsystems '^a,b': every subsystem but a and b (as NCCL_DEBUG_SUBSYS),
+ * from the environment, a file and rmacoll_config_set; '^' alone and a bad
+ * name after it are refused naming the key. */
+static void test_subsys_exclude(void **state)
+{
+    const uint32_t all = RMACOLL_LOG_SUBSYS_ALL;
+    rmacoll_config_t cfg;
+    char err[512];
+
+    (void)state;
+    setenv("RMACOLL_LOG_SUBSYSTEMS", "^plan", 1);
+    assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_SUCCESS);
+    assert_int_equal(cfg.log_subsystems, all & ~RMACOLL_LOG_SUBSYS_PLAN);
+    setenv("RMACOLL_LOG_SUBSYSTEMS", " ^PLAN, sched", 1);
+    assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_SUCCESS);
+    assert_int_equal(cfg.log_subsystems,
+                     all & ~(RMACOLL_LOG_SUBSYS_PLAN | RMACOLL_LOG_SUBSYS_SCHED));
+    {
+        /* written back as given, and read back to the same mask */
+        rmacoll_config_t again;
+        char text[128];
+
+        assert_int_equal(rmacoll_config_get(&cfg, "log.subsystems", text, sizeof(text)),
+                         RMACOLL_SUCCESS);
+        assert_string_equal(text, "[^plan, sched]");
+        rmacoll_config_init(&again);
+        assert_int_equal(rmacoll_config_set(&again, "log.subsystems", text), RMACOLL_SUCCESS);
+        assert_int_equal(again.log_subsystems, cfg.log_subsystems);
+    }
+    setenv("RMACOLL_LOG_SUBSYSTEMS", "^all", 1);
+    assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_SUCCESS);
+    assert_int_equal(cfg.log_subsystems, 0);
+    setenv("RMACOLL_LOG_SUBSYSTEMS", "^", 1);
+    assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_ERR_CONFIG);
+    assert_has(err, "RMACOLL_LOG_SUBSYSTEMS");
+    assert_has(err, "log.subsystems");
+    setenv("RMACOLL_LOG_SUBSYSTEMS", "^plan,gpu", 1);
+    assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_ERR_CONFIG);
+    assert_has(err, "'gpu' is not a subsystem");
+    /* '^' only before the first name */
+    setenv("RMACOLL_LOG_SUBSYSTEMS", "core,^plan", 1);
+    assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_ERR_CONFIG);
+    assert_has(err, "'^plan' is not a subsystem");
+    unsetenv("RMACOLL_LOG_SUBSYSTEMS");
+
+    assert_int_equal(rmacoll_config_load(write_tmp("log: {subsystems: [\"^proxy\", transport]}\n"),
+                                         &cfg, err, sizeof(err)),
+                     RMACOLL_SUCCESS);
+    assert_int_equal(cfg.log_subsystems,
+                     all & ~(RMACOLL_LOG_SUBSYS_PROXY | RMACOLL_LOG_SUBSYS_TRANSPORT));
+    rmacoll_config_init(&cfg);
+    assert_int_equal(rmacoll_config_set(&cfg, "log.subsystems", "^config"), RMACOLL_SUCCESS);
+    assert_int_equal(cfg.log_subsystems, all & ~RMACOLL_LOG_SUBSYS_CONFIG);
+}
+
 static void test_unknown_key(void **state)
 {
     char err[512];
@@ -817,6 +872,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_env_every_key, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_env_over_file, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_env_bad_values, clean_env, cleanup),
+        cmocka_unit_test_setup_teardown(test_subsys_exclude, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_unknown_key, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_bad_enum, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_impossible_sizes, clean_env, cleanup),

@@ -3,7 +3,7 @@
 # / NCCL are found), the MPI_Alltoallv baseline (when MPI is found) and
 # smoke tests of rmacoll-perf's option parsing.
 
-# rmacoll-perf --memory cuda: the CUDA runtime (never libcuda) in the tool
+# rmacoll-perf --buffers cuda: the CUDA runtime (never libcuda) in the tool
 # only. --baseline nccl: libnccl too. Both optional; without them the
 # options fail with a clear message at run time.
 if(TARGET rmacoll-perf AND RMACOLL_HAVE_CUDA AND TARGET CUDA::cudart)
@@ -23,9 +23,9 @@ if(TARGET rmacoll-perf AND RMACOLL_HAVE_CUDA AND TARGET CUDA::cudart)
     target_include_directories(rmacoll-perf PRIVATE ${NCCL_INCLUDE_DIR})
     target_link_libraries(rmacoll-perf PRIVATE ${NCCL_LIB})
     target_compile_definitions(rmacoll-perf PRIVATE RMACOLL_PERF_HAVE_NCCL=1)
-    message(STATUS "rmacoll: rmacoll-perf --memory cuda and --baseline nccl enabled (${NCCL_LIB})")
+    message(STATUS "rmacoll: rmacoll-perf --buffers cuda and --baseline nccl enabled (${NCCL_LIB})")
   else()
-    message(STATUS "rmacoll: rmacoll-perf --memory cuda enabled; NCCL not found, no --baseline nccl")
+    message(STATUS "rmacoll: rmacoll-perf --buffers cuda enabled; NCCL not found, no --baseline nccl")
   endif()
   # --gemm (SM interference): cuBLAS in rmacoll-perf only, when the toolkit
   # has it; without it the option fails with a clear message at run time.
@@ -68,15 +68,15 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
   # A bad option must fail (exit 2), not start ranks.
   add_test(NAME perf_bad_option COMMAND rmacoll-perf --no-such-option)
   set_tests_properties(perf_bad_option PROPERTIES TIMEOUT 30 WILL_FAIL TRUE)
-  # --baseline nccl without --memory cuda is refused before anything starts.
+  # --baseline nccl without --buffers cuda is refused before anything starts.
   add_test(NAME perf_baseline_needs_cuda COMMAND rmacoll-perf --baseline nccl)
   set_tests_properties(perf_baseline_needs_cuda PROPERTIES TIMEOUT 30
-    PASS_REGULAR_EXPRESSION "--baseline nccl needs --memory cuda")
-  # --gemm without --memory cuda, and a bad --gemm, are refused up front.
+    PASS_REGULAR_EXPRESSION "--baseline nccl needs --buffers cuda")
+  # --gemm without --buffers cuda, and a bad --gemm, are refused up front.
   add_test(NAME perf_gemm_needs_cuda COMMAND rmacoll-perf --gemm 1024)
   set_tests_properties(perf_gemm_needs_cuda PROPERTIES TIMEOUT 30
-    PASS_REGULAR_EXPRESSION "--gemm needs --memory cuda")
-  add_test(NAME perf_gemm_bad_size COMMAND rmacoll-perf --memory cuda --gemm 0)
+    PASS_REGULAR_EXPRESSION "--gemm needs --buffers cuda")
+  add_test(NAME perf_gemm_bad_size COMMAND rmacoll-perf --buffers cuda --gemm 0)
   set_tests_properties(perf_gemm_bad_size PROPERTIES TIMEOUT 30 WILL_FAIL TRUE)
   add_test(NAME perf_help_gemm COMMAND rmacoll-perf --help)
   set_tests_properties(perf_help_gemm PROPERTIES TIMEOUT 30
@@ -84,6 +84,15 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
   add_test(NAME perf_help_gpu COMMAND rmacoll-perf --help)
   set_tests_properties(perf_help_gpu PROPERTIES TIMEOUT 30
     PASS_REGULAR_EXPRESSION "--buffers host\\|cuda.*--memory host\\|cuda is the old name.*--baseline none\\|nccl")
+  # --json FILE in a folder that does not exist: refused before any rank
+  # starts (exit 64), naming the path; nothing is written.
+  add_test(NAME perf_json_bad_path
+    COMMAND rmacoll-perf --json ${CMAKE_CURRENT_BINARY_DIR}/no-such-dir/x.json -b 1K -e 1K -n 1 -w 0)
+  set_tests_properties(perf_json_bad_path PROPERTIES TIMEOUT 30
+    PASS_REGULAR_EXPRESSION "^rmacoll-perf: --json [^ ]*/no-such-dir/x.json: cannot create the file in [^ ]*/no-such-dir: No such file or directory\n$")
+  add_test(NAME perf_json_bad_path_status
+    COMMAND rmacoll-perf --json ${CMAKE_CURRENT_BINARY_DIR}/no-such-dir/x.json -b 1K -e 1K -n 1 -w 0)
+  set_tests_properties(perf_json_bad_path_status PROPERTIES TIMEOUT 30 WILL_FAIL TRUE)
 
   # nccl-tests command lines: a pasted alltoall_perf line runs unchanged
   # and its output parses with the rules of parsers written for

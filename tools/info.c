@@ -280,15 +280,16 @@ static void info_json(const rmacoll_config_t *cfg, const char *file, const char 
 }
 
 /* --topology: per relay, its channels and slot bytes, and the minimum
- * relay.buffer_bytes (rmacoll__plan_min_relay_bytes). Returns 0, 1 when
- * the loaded relay.buffer_bytes is below the minimum, 2 on a bad spec. */
+ * relay.buffer_bytes (the planner's rule, rmacoll__plan_relay_rule).
+ * Returns 0, 1 when the loaded relay.buffer_bytes is below the minimum, 2
+ * on a bad spec. */
 static int info_topology(const rmacoll_config_t *cfg, const char *spec)
 {
     static int node_of[4096];
     rmacoll__plan_cfg_t pcfg;
+    rmacoll__relay_rule_t rule;
     rmacoll_topo_t *topo = NULL;
-    uint64_t min;
-    int n = 0, worst = -1, rc;
+    int n = 0, rc;
 
     if (rmacoll_case_parse_topology(spec, node_of, 4096, &n) != RMACOLL_SUCCESS ||
         rmacoll__topo_create(n, node_of, &topo) != RMACOLL_SUCCESS) {
@@ -296,11 +297,7 @@ static int info_topology(const rmacoll_config_t *cfg, const char *spec)
                         "(got '%s')\n", spec);
         return 2;
     }
-    memset(&pcfg, 0, sizeof(pcfg));
-    pcfg.relay_enabled = cfg->relay_enabled;
-    pcfg.relay_buffer_bytes = cfg->relay_buffer_bytes;
-    pcfg.relay_slots = cfg->relay_slots;
-    pcfg.max_task_bytes = cfg->max_task_bytes;
+    rmacoll__plan_cfg_from(cfg, &pcfg);
     printf("topology %s: %d ranks on %d nodes, relay %s, relay.slots = %u, "
            "relay.buffer_bytes = %llu\n", spec, n, topo->nnodes,
            cfg->relay_enabled ? "on" : "off", cfg->relay_slots,
@@ -313,11 +310,10 @@ static int info_topology(const rmacoll_config_t *cfg, const char *spec)
                    (unsigned long long)rmacoll__plan_slot_bytes(topo, &pcfg, r));
         }
     }
-    min = rmacoll__plan_min_relay_bytes(topo, &pcfg, &worst);
-    rc = cfg->relay_buffer_bytes < min ? 1 : 0;
+    rc = rmacoll__plan_relay_rule(topo, &pcfg, &rule, NULL, 0) ? 0 : 1;
     printf("minimum relay.buffer_bytes: %llu bytes (%u-byte slots x relay.slots %u x %d "
-           "channels at rank %d)%s\n", (unsigned long long)min, RMACOLL__MIN_SLOT_BYTES,
-           cfg->relay_slots, worst >= 0 ? rmacoll__plan_nin(topo, &pcfg, worst) : 0, worst,
+           "channels at rank %d)%s\n", (unsigned long long)rule.min_buffer_bytes,
+           RMACOLL__MIN_SLOT_BYTES, cfg->relay_slots, rule.nin, rule.relay,
            rc ? ": the loaded relay.buffer_bytes is too small" : "");
     rmacoll__topo_destroy(topo);
     return rc;

@@ -9,7 +9,7 @@
  * benchmark loop itself is shared with the MPI baseline
  * (tools/common/perfrun.h), so both measure exactly the same thing.
  *
- * --memory cuda (built with the CUDA runtime, RMACOLL_PERF_HAVE_CUDA):
+ * --buffers cuda (built with the CUDA runtime, RMACOLL_PERF_HAVE_CUDA):
  * every rank picks GPU local_rank % device count before creating the
  * communicator (CUDA is first touched here, in the exec'd child, never in
  * the spawning parent), allocates its buffers with cudaMalloc and calls
@@ -24,6 +24,7 @@
  * between two events on that stream), which is timed alone and while the
  * alltoallv (rmacoll, then NCCL) loops on the collective's stream.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +61,7 @@ typedef struct perf_rmacoll {
     int rank, nranks;
     int64_t *counts;        /* 4 * nranks: barrier and gather scratch */
     int8_t *bar_send, *bar_recv;
-    void *stream;           /* cudaStream_t with --memory cuda, else NULL */
+    void *stream;           /* cudaStream_t with --buffers cuda, else NULL */
 #ifdef RMACOLL_PERF_HAVE_CUDA
     int device, ndevices, local_rank, local_size;
     cudaEvent_t ev_start, ev_stop;
@@ -297,7 +298,7 @@ static int perf_cuda_setup(perf_rmacoll_t *p, const rmacoll_launch_env_t *env)
     rmacoll_launch_local(env, &p->local_rank, &p->local_size);
     ce = cudaGetDeviceCount(&p->ndevices);
     if (ce != cudaSuccess || p->ndevices < 1) {
-        fprintf(stderr, PERF_NAME ": rank %d: --memory cuda: no CUDA device "
+        fprintf(stderr, PERF_NAME ": rank %d: --buffers cuda: no CUDA device "
                 "(%s)\n", env->rank,
                 ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
         return 1;
@@ -647,11 +648,33 @@ static int perf_in_list(const char *list, const char *name)
     return 0;
 }
 
+/* A transport loaded from a shared object (transports.*: plugin:PATH, as
+ * the config takes it): 1, 0 when t is no plugin: value, -1 (err names
+ * the option and the path) when PATH cannot be read. */
+static int perf_plugin(const char *opt, const char *t, char *err, size_t len)
+{
+    const char *path;
+
+    if (strncmp(t, "plugin:", 7) != 0)
+        return 0;
+    path = t + 7;
+    if (path[0] == '\0' || access(path, R_OK) != 0) {
+        snprintf(err, len, "%s %s: cannot read the transport plugin '%s': %s", opt, t,
+                 path, path[0] == '\0' ? "no path after plugin:" : strerror(errno));
+        return -1;
+    }
+    return 1;
+}
+
 /* Applies --relay/--scheduler/--intra/--inter to cfg and checks the names
- * against what is built in; err names the option. 0 or -1. */
+ * against what is built in (a plugin:PATH transport: that PATH can be
+ * read; the library checks the rest when it loads it); err names the
+ * option. 0 or -1. */
 static int perf_apply_config(const rmacoll_perf_opts_t *o,
                              rmacoll_config_t *cfg, char *err, size_t len)
 {
+    int intra_plugin, inter_plugin;
+
     if (o->relay >= 0)
         cfg->relay_enabled = o->relay;
     if (o->scheduler[0] != '\0')
@@ -660,20 +683,26 @@ static int perf_apply_config(const rmacoll_perf_opts_t *o,
         snprintf(cfg->intra_node, sizeof(cfg->intra_node), "%s", o->intra_node);
     if (o->inter_node[0] != '\0')
         snprintf(cfg->inter_node, sizeof(cfg->inter_node), "%s", o->inter_node);
-    if (strcmp(cfg->intra_node, "auto") != 0 &&
+    intra_plugin = perf_plugin(o->intra_node[0] ? "--intra" : "transports.intra_node",
+                               cfg->intra_node, err, len);
+    inter_plugin = perf_plugin(o->inter_node[0] ? "--inter" : "transports.inter_node",
+                               cfg->inter_node, err, len);
+    if (intra_plugin < 0 || inter_plugin < 0)
+        return -1;
+    if (!intra_plugin && strcmp(cfg->intra_node, "auto") != 0 &&
         (!perf_in_list(rmacoll_build_transports(), cfg->intra_node) ||
          !strcmp(cfg->intra_node, "ofi") || !strcmp(cfg->intra_node, "verbs"))) {
         snprintf(err, len, "%s %s: not a node transport of this build (ce, "
-                 "nvlink_kernel or auto; built: %s)",
+                 "nvlink_kernel, auto or plugin:PATH; built: %s)",
                  o->intra_node[0] ? "--intra" : "transports.intra_node",
                  cfg->intra_node, rmacoll_build_transports());
         return -1;
     }
-    if (!perf_in_list(rmacoll_build_transports(), cfg->inter_node) ||
+    if (!inter_plugin && (!perf_in_list(rmacoll_build_transports(), cfg->inter_node) ||
         !strcmp(cfg->inter_node, "ce") ||
-        !strcmp(cfg->inter_node, "nvlink_kernel")) {
+        !strcmp(cfg->inter_node, "nvlink_kernel"))) {
         snprintf(err, len, "%s %s: not a network transport of this build "
-                 "(ofi or verbs; built: %s)",
+                 "(ofi, verbs or plugin:PATH; built: %s)",
                  o->inter_node[0] ? "--inter" : "transports.inter_node",
                  cfg->inter_node, rmacoll_build_transports());
         return -1;
@@ -795,7 +824,7 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
             return 1;
 #else
         if (env->rank == 0)
-            fprintf(stderr, PERF_NAME ": --memory cuda: built without the "
+            fprintf(stderr, PERF_NAME ": --buffers cuda: built without the "
                     "CUDA runtime (reconfigure with the CUDA toolkit)\n");
         return 1;
 #endif

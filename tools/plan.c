@@ -79,8 +79,9 @@ static void plan_usage(FILE *out)
             "  --virtual            with --check: track provenance, not data "
             "(automatic when\n"
             "                       the buffers would exceed 1 GiB)\n"
-            "  --config FILE        rmacoll YAML config (options below "
-            "override it)\n"
+            "  --config FILE        rmacoll YAML config (default: $RMACOLL_CONFIG);\n"
+            "                       RMACOLL_* variables override it, as in the\n"
+            "                       library, and the options override both\n"
             "sizes accept K, M, G, T suffixes (powers of 1024).\n");
 }
 
@@ -219,6 +220,58 @@ static void json_str(const char *s)
     putchar('"');
 }
 
+/* The planner's settings of the options. */
+static void plan_pcfg(const refexec_opts_t *op, rmacoll__plan_cfg_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->relay_enabled = op->relay_enabled;
+    cfg->relay_buffer_bytes = op->relay_buffer_bytes;
+    cfg->relay_slots = op->relay_slots;
+    cfg->max_task_bytes = op->max_task_bytes;
+}
+
+/* The smallest relay.buffer_bytes of the case's topology under the options
+ * (the planner's rule, as rmacoll-info --topology prints it). */
+static uint64_t plan_min_relay(const rmacoll_topo_t *topo, const refexec_opts_t *op)
+{
+    rmacoll__plan_cfg_t cfg;
+    rmacoll__relay_rule_t rule;
+
+    plan_pcfg(op, &cfg);
+    (void)rmacoll__plan_relay_rule(topo, &cfg, &rule, NULL, 0);
+    return rule.min_buffer_bytes;
+}
+
+/* The relay slot rule as the library applies it (its configuration load,
+ * then rmacoll_comm_create on the topology), on the final options: 0, or
+ * 2 with the library's message (the keys and the minimum). */
+static int plan_relay_check(const rmacoll_case_t *c, const refexec_opts_t *op)
+{
+    rmacoll__plan_cfg_t cfg;
+    rmacoll_topo_t *topo = NULL;
+    char why[384];
+    int ok;
+
+    plan_pcfg(op, &cfg);
+    if (!rmacoll__plan_relay_rule(NULL, &cfg, NULL, why, sizeof(why))) {
+        fprintf(stderr, PLAN_NAME ": %s (--relay-buffer, --slots or the "
+                        "configuration)\n", why);
+        return 2;
+    }
+    if (rmacoll__topo_create(c->nranks, c->node_of, &topo) != RMACOLL_SUCCESS) {
+        fprintf(stderr, PLAN_NAME ": cannot make the topology\n");
+        return 2;
+    }
+    ok = rmacoll__plan_relay_rule(topo, &cfg, NULL, why, sizeof(why));
+    rmacoll__topo_destroy(topo);
+    if (!ok) {
+        fprintf(stderr, PLAN_NAME ": %s: %s (--relay-buffer, --slots or the "
+                        "configuration)\n", c->name, why);
+        return 2;
+    }
+    return 0;
+}
+
 /* Prints the plans (all, or rank `only`) and their totals; with json the
  * object is left open for what follows. */
 static int print_plans(const rmacoll__plan_t *const *plans,
@@ -240,9 +293,10 @@ static int print_plans(const rmacoll__plan_t *const *plans,
         json_str(op->scheduler_plugin ? op->scheduler_plugin : op->scheduler);
         printf(",\"relay\":%s,\"relay_buffer_bytes\":%" PRIu64
                ",\"relay_slots\":%u,\"max_task_bytes\":%" PRIu64
+               ",\"min_relay_buffer_bytes\":%" PRIu64
                "},\"status\":\"%s\",\"plans\":[",
                op->relay_enabled ? "true" : "false", op->relay_buffer_bytes,
-               op->relay_slots, op->max_task_bytes,
+               op->relay_slots, op->max_task_bytes, plan_min_relay(topo, op),
                rmacoll_status_name(RMACOLL_SUCCESS));
         for (int r = 0, first = 1; r < c->nranks; r++) {
             if (only >= 0 && r != only) {
@@ -257,12 +311,13 @@ static int print_plans(const rmacoll__plan_t *const *plans,
         print_totals_json(&tot, c->nranks);
     } else {
         printf("# %s: %d ranks on %d nodes, %s; scheduler %s, relay %s "
-               "(%" PRIu64 " B, %u slots), max_task_bytes %" PRIu64 "\n",
+               "(%" PRIu64 " B, %u slots; minimum relay.buffer_bytes %" PRIu64
+               "), max_task_bytes %" PRIu64 "\n",
                c->name, c->nranks, topo->nnodes,
                rmacoll_datatype_name(c->dtype),
                op->scheduler_plugin ? op->scheduler_plugin : op->scheduler,
                op->relay_enabled ? "on" : "off", op->relay_buffer_bytes,
-               op->relay_slots, op->max_task_bytes);
+               op->relay_slots, plan_min_relay(topo, op), op->max_task_bytes);
         for (int r = 0; r < c->nranks; r++) {
             if (only < 0 || r == only) {
                 rmacoll__plan_print_text(stdout, plans[r], topo);
@@ -310,10 +365,7 @@ static int plan_one_rank(const rmacoll_case_t *c, const refexec_opts_t *op,
     int rc = 2;
     rmacoll_status_t st;
 
-    cfg.relay_enabled = op->relay_enabled;
-    cfg.relay_buffer_bytes = op->relay_buffer_bytes;
-    cfg.relay_slots = op->relay_slots;
-    cfg.max_task_bytes = op->max_task_bytes;
+    plan_pcfg(op, &cfg);
     rmacoll__plan_init(&plan);
     planin_init(&pi);
     memset(&ctx, 0, sizeof(ctx));
@@ -705,11 +757,9 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    /* configuration: defaults, optional file, then the options */
-    rmacoll_config_init(&cfg);
-    if (config_path != NULL &&
-        rmacoll_config_load(config_path, &cfg, err, sizeof(err)) !=
-            RMACOLL_SUCCESS) {
+    /* configuration as the library loads it (defaults, the file of
+     * --config or RMACOLL_CONFIG, RMACOLL_* variables), then the options */
+    if (rmacoll_config_load(config_path, &cfg, err, sizeof(err)) != RMACOLL_SUCCESS) {
         fprintf(stderr, PLAN_NAME ": %s\n", err);
         return 2;
     }
@@ -823,6 +873,10 @@ int main(int argc, char **argv)
     if (only >= c->nranks || only < -1) {
         fprintf(stderr, PLAN_NAME ": --rank %d: the case has %d ranks\n", only,
                 c->nranks);
+        rmacoll_case_free(c);
+        return 2;
+    }
+    if (plan_relay_check(c, &o) != 0) {
         rmacoll_case_free(c);
         return 2;
     }

@@ -47,3 +47,35 @@ if(TARGET rmacoll-plan)
   set_tests_properties(plan_tool_sim_bad_model PROPERTIES TIMEOUT 60
     PASS_REGULAR_EXPRESSION "rmacoll-plan: --model: ")
 endif()
+if(TARGET rmacoll-plan)
+  # RMACOLL_* variables change the plan as they change the library's (the
+  # same configuration loading); an option wins over its variable.
+  add_test(NAME plan_tool_env
+    COMMAND rmacoll-plan --topology 2,2 --rank 0)
+  set_tests_properties(plan_tool_env PROPERTIES TIMEOUT 60
+    ENVIRONMENT "RMACOLL_SCHEDULER=xor;RMACOLL_RELAY_SLOTS=2;RMACOLL_RELAY_BUFFER_BYTES=1M"
+    PASS_REGULAR_EXPRESSION "^# topology 2,2 [^\n]*: 4 ranks on 2 nodes, float32; scheduler xor, relay on \\(1048576 B, 2 slots; minimum relay.buffer_bytes 16\\),")
+  add_test(NAME plan_tool_env_option_wins
+    COMMAND rmacoll-plan --topology 2,2 --rank 0 --scheduler shift --slots 8)
+  set_tests_properties(plan_tool_env_option_wins PROPERTIES TIMEOUT 60
+    ENVIRONMENT "RMACOLL_SCHEDULER=xor;RMACOLL_RELAY_SLOTS=2"
+    PASS_REGULAR_EXPRESSION "; scheduler shift, relay on \\(67108864 B, 8 slots; minimum relay.buffer_bytes 64\\),")
+  add_test(NAME plan_tool_env_bad
+    COMMAND rmacoll-plan --topology 2,2 --rank 0)
+  set_tests_properties(plan_tool_env_bad PROPERTIES TIMEOUT 60
+    ENVIRONMENT "RMACOLL_RELAY_SLOTS=abc"
+    PASS_REGULAR_EXPRESSION "^rmacoll-plan: environment RMACOLL_RELAY_SLOTS='abc' \\(relay.slots\\): 'abc' is not an unsigned integer\n$")
+  # The relay slot rule of the library (rmacoll__plan_relay_rule), before
+  # anything is planned: 1,4 with 4 slots needs 128 bytes.
+  add_test(NAME plan_tool_relay_minimum
+    COMMAND rmacoll-plan --topology 1,4 --relay-buffer 120)
+  set_tests_properties(plan_tool_relay_minimum PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "^rmacoll-plan: topology 1,4 [^\n]*: relay.buffer_bytes = 120 is too small for this topology: rank 0 relays for 4 senders with 4 slots each, leaving 0-byte slots \\(at least 8 needed: relay.buffer_bytes >= 128\\)")
+  add_test(NAME plan_tool_relay_minimum_status
+    COMMAND rmacoll-plan --topology 1,4 --relay-buffer 120)
+  set_tests_properties(plan_tool_relay_minimum_status PROPERTIES TIMEOUT 60 WILL_FAIL TRUE)
+  add_test(NAME plan_tool_relay_minimum_ok
+    COMMAND rmacoll-plan --topology 1,4 --relay-buffer 128 --count 3 --check)
+  set_tests_properties(plan_tool_relay_minimum_ok PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "minimum relay.buffer_bytes 128\\).*check: ok")
+endif()

@@ -24,3 +24,17 @@ target_compile_definitions(${name} PRIVATE
 add_dependencies(${name} sched_plugin_example)
 add_test(NAME ${name} COMMAND ${name})
 set_tests_properties(${name} PROPERTIES TIMEOUT 900 LABELS "integration;multiprocess;plugin")
+# rmacoll-perf --inter plugin:PATH (as the config takes it): the example
+# plugin carries the traffic between two one-rank nodes, data checked; a
+# path that cannot be read is refused before any rank starts.
+if(TARGET rmacoll-perf)
+  add_test(NAME perf_inter_plugin
+    COMMAND rmacoll-perf --inter plugin:$<TARGET_FILE:rmacoll_transport_example>
+            -np 2 --ppn 1 -b 1K -e 64K -n 2 -w 1)
+  set_tests_properties(perf_inter_plugin PROPERTIES TIMEOUT 120 LABELS "multiprocess;plugin"
+    PASS_REGULAR_EXPRESSION "inter_node plugin:[^ ]*librmacoll_transport_example[.]so.*\n +65536 .*# Out of bounds values : 0 OK")
+  add_test(NAME perf_inter_plugin_missing
+    COMMAND rmacoll-perf --inter plugin:${CMAKE_CURRENT_BINARY_DIR}/no-such-plugin.so -np 2)
+  set_tests_properties(perf_inter_plugin_missing PROPERTIES TIMEOUT 30
+    PASS_REGULAR_EXPRESSION "--inter plugin:[^ ]*/no-such-plugin.so: cannot read the transport plugin")
+endif()

@@ -12,6 +12,10 @@ if(TARGET rmacoll-verbs)
   target_link_libraries(test_verbs PRIVATE ${IBVERBS_LIB})
   target_include_directories(test_verbs PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support_verbs)
   target_compile_definitions(test_verbs PRIVATE RMACOLL_TEST_HAVE_VERBS=1)
+  if(RMACOLL_HAVE_CUDA)  # as the module (transports/verbs/module.cmake)
+    target_link_libraries(test_verbs PRIVATE CUDA::cudart)
+    target_compile_definitions(test_verbs PRIVATE RMACOLL_VERBS_CUDA=1)
+  endif()
   set(_verbs_wrapped
     ibv_get_device_list ibv_free_device_list ibv_get_device_name
     ibv_open_device ibv_close_device ibv_query_device ibv_query_port

@@ -304,6 +304,35 @@ static int perf_double(const char *v, double lo, double *out)
     *out = d;
     return 0;
 }
+/* --json FILE: the file must be writable, or creatable in an existing
+ * folder, before anything runs (nothing is created here). 0, or -1 with
+ * err naming the path. */
+static int perf_json_writable(const char *path, char *err, size_t errlen)
+{
+    char dir[RMACOLL_PERF_STR];
+    const char *slash = strrchr(path, '/');
+
+    if (access(path, F_OK) == 0) {
+        if (access(path, W_OK) == 0)
+            return 0;
+        snprintf(err, errlen, "--json %s: cannot write the file: %s", path,
+                 strerror(errno));
+        return -1;
+    }
+    if (slash == NULL)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == path)
+        snprintf(dir, sizeof(dir), "/");
+    else
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+    if (access(dir, W_OK | X_OK) != 0) {
+        snprintf(err, errlen, "--json %s: cannot create the file in %s: %s", path, dir,
+                 strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 
 int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
                             FILE *out, char *err, size_t errlen)
@@ -504,12 +533,15 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
                  (unsigned long long)o->maxbytes);
         return -1;
     }
+    if (o->json_path[0] != '\0' && !o->json_stdout &&
+        perf_json_writable(o->json_path, err, errlen) != 0)
+        return -1;
     if (!strcmp(o->baseline, "nccl") && o->memory != RMACOLL_PERF_MEM_CUDA) {
-        snprintf(err, errlen, "--baseline nccl needs --memory cuda");
+        snprintf(err, errlen, "--baseline nccl needs --buffers cuda");
         return -1;
     }
     if (o->gemm_n > 0 && o->memory != RMACOLL_PERF_MEM_CUDA) {
-        snprintf(err, errlen, "--gemm needs --memory cuda");
+        snprintf(err, errlen, "--gemm needs --buffers cuda");
         return -1;
     }
     if (o->gemm_n > 0)
@@ -604,7 +636,7 @@ typedef struct perf_state {
     const rmacoll_perf_backend_t *be;
     int n, rank;
     int64_t *sendcounts, *sdispls, *recvcounts, *rdispls;
-    const rmacoll_perf_devops_t *dev; /* device hooks (--memory cuda) or NULL */
+    const rmacoll_perf_devops_t *dev; /* device hooks (--buffers cuda) or NULL */
     int ncoll;           /* 1, or 2 with a baseline */
     double *gathered;    /* rank 0: n * ncoll * PERF_G_N, rank-major */
     FILE *out;           /* rank 0's table: stdout, or stderr with --json - */
@@ -1333,6 +1365,7 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
     rmacoll_datatype_t types[PERF_NTYPES];
     char *devlines = NULL;
     FILE *json = NULL;
+    int json_failed = 0;   /* rank 0 could not open --json FILE */
 
     memset(&s, 0, sizeof(s));
     s.o = o;
@@ -1347,7 +1380,7 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
     if (o->memory == RMACOLL_PERF_MEM_CUDA) {
         if (be->dev == NULL) {
             if (s.rank == 0)
-                fprintf(stderr, "%s: --memory cuda is not supported by this "
+                fprintf(stderr, "%s: --buffers cuda is not supported by this "
                         "tool or build\n", be->name);
             return 1;
         }
@@ -1367,7 +1400,7 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                           be->allgather_f64 == NULL)) {
         if (s.rank == 0)
             fprintf(stderr, "%s: --gemm is not supported by this tool or "
-                    "build (needs --memory cuda and cuBLAS)\n", be->name);
+                    "build (needs --buffers cuda and cuBLAS)\n", be->name);
         return 1;
     }
 
@@ -1424,9 +1457,11 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
             s.out = stderr;     /* stdout is the JSON document alone */
         } else if (o->json_path[0] != '\0') {
             json = fopen(o->json_path, "w");
-            if (json == NULL)
-                fprintf(stderr, "%s: cannot write %s: %s\n", be->name,
-                        o->json_path, strerror(errno));
+            if (json == NULL) {
+                fprintf(stderr, "%s: --json %s: cannot write the file: %s\n",
+                        be->name, o->json_path, strerror(errno));
+                json_failed = 1;   /* the run goes on (every rank is in it) */
+            }
         }
     }
 
@@ -1774,6 +1809,8 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
     }
 
 out:
+    if (json_failed && rc == 0)
+        rc = 1;
     if (json != NULL && json != stdout)
         fclose(json);
     else if (json != NULL)

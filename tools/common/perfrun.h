@@ -18,7 +18,7 @@
  * and in-place columns, in-place N/A: no in-place AlltoAllV yet).
  *
  * Memory: host buffers by default. A backend that supplies `dev` (device
- * hooks) runs with --memory cuda: the fill and the check stay on the host
+ * hooks) runs with --buffers cuda: the fill and the check stay on the host
  * and buffers are copied to/from the device outside the timed region;
  * time is taken by the backend's timer (CUDA events on its stream around
  * the timed calls, as nccl-tests does).
@@ -27,7 +27,7 @@
  * run on the same counts and buffers in the same row; both rows are
  * printed with the ratio of bus bandwidths (primary / baseline).
  *
- * SM interference (--gemm N, rmacoll-perf with --memory cuda): instead of
+ * SM interference (--gemm N, rmacoll-perf with --buffers cuda): instead of
  * the size rows, one size (-b) is run against a load on another stream of
  * the same GPU (K bf16 N x N GEMMs, rmacoll_perf_loadops_t): the load alone,
  * then the load while the collective runs back to back on its own stream
@@ -69,7 +69,7 @@ typedef struct rmacoll_perf_opts {
     char scheduler[RMACOLL_CONFIG_STR_MAX]; /* --scheduler ("" = config's) */
     char intra_node[RMACOLL_CONFIG_STR_MAX]; /* --intra ("" = config's) */
     char inter_node[RMACOLL_CONFIG_STR_MAX]; /* --inter ("" = config's) */
-    int memory;                 /* --memory host|cuda (RMACOLL_PERF_MEM_*) */
+    int memory;                 /* --buffers host|cuda (RMACOLL_PERF_MEM_*) */
     char baseline[32];          /* --baseline none|nccl ("" = none) */
     int np_given, ppn_given;    /* -np / --ppn given (cuda defaults) */
     /* benchmark */
@@ -85,7 +85,7 @@ typedef struct rmacoll_perf_opts {
     uint64_t seed;               /* --seed */
     char json_path[RMACOLL_PERF_STR]; /* --json FILE ("" = none) */
     int quiet;                   /* -q: rows only */
-    /* SM interference (rmacoll-perf, --memory cuda) */
+    /* SM interference (rmacoll-perf, --buffers cuda) */
     int gemm_n;                  /* --gemm N: bf16 N x N GEMMs (0 = off); implies --no-check */
     int gemm_iters;              /* --gemm-iters K: GEMMs per timed batch (default 50) */
     /* nccl-tests options (see rmacoll_perf_usage for the no-ops) */
@@ -129,7 +129,7 @@ int rmacoll_perf_parse_nodes(const char *spec, int *node_of, int max_ranks,
 void rmacoll_perf_usage(const char *prog, FILE *out);
 
 /** One AlltoAllV implementation: buffers are host or device memory as the
- *  run's --memory says; with device memory it enqueues on the backend's
+ *  run's --buffers says; with device memory it enqueues on the backend's
  *  stream and may return before completion (the timer and sync hooks wait). */
 typedef rmacoll_status_t (*rmacoll_perf_a2av_fn_t)(
     void *ctx, const void *sendbuf, const int64_t *sendcounts,
@@ -137,7 +137,7 @@ typedef rmacoll_status_t (*rmacoll_perf_a2av_fn_t)(
     const int64_t *rdispls, rmacoll_datatype_t dtype, char *err,
     size_t errlen);
 
-/** Device-memory hooks of a backend (--memory cuda). Every hook returns
+/** Device-memory hooks of a backend (--buffers cuda). Every hook returns
  *  RMACOLL_SUCCESS or an error with err filled. */
 typedef struct rmacoll_perf_devops {
     /** Device allocation of bytes (> 0) into *buf. */
@@ -202,7 +202,7 @@ typedef struct rmacoll_perf_backend {
     const char *json_config;
     const char *launch;    /* "spawned", "mpirun", ... */
     /** Optional: device-memory hooks; NULL = host memory only (then
-     *  --memory cuda is refused). */
+     *  --buffers cuda is refused). */
     const rmacoll_perf_devops_t *dev;
     /** Label of the primary collective's rows when a baseline runs
      *  ("rmacoll"); NULL = name. */

@@ -40,6 +40,7 @@
 
 #include "rmacoll_transport.h"
 #include "transports/ce/ce.h"
+#include "transports/common/tops.h"
 
 #define CE_BLOB_VERSION 1u
 #define CE_MAX_STALLS 16 /* retries of a call that moved no byte */
@@ -205,18 +206,9 @@ static rmacoll_status_t ce_init(const rmacoll_transport_env_t *env,
     rmacoll_status_t st;
     int bad_rank = -1;
 
-    if (tpp == NULL) {
-        return RMACOLL_ERR_INVALID_ARG;
-    }
-    *tpp = NULL;
-    if (env == NULL || env->struct_size < sizeof(*env) ||
-        env->nranks < 1 || env->rank < 0 || env->rank >= env->nranks ||
-        env->allgather == NULL || env->peers == NULL) {
-        return RMACOLL_ERR_INVALID_ARG;
-    }
-    tp = calloc(1, sizeof(*tp));
+    tp = rmacoll__tops_new(env, tpp, 1, sizeof(*tp), &st);
     if (tp == NULL) {
-        return RMACOLL_ERR_NO_MEMORY;
+        return st;
     }
     tp->env = env;
     tp->rank = env->rank;
@@ -628,57 +620,33 @@ static size_t ce_pending(rmacoll_transport_t *tp)
 #endif
 }
 
-static int ce_error_peer(rmacoll_transport_t *tp)
-{
-    return tp != NULL ? tp->error_peer : -1;
-}
-
-static const rmacoll_transport_base_ops_t ce_base_ops = {
-    .size = sizeof(rmacoll_transport_base_ops_t),
-    .init = ce_init,
-    .finalize = ce_finalize,
-    .progress = ce_progress,
-    .pending = ce_pending,
-    .error_peer = ce_error_peer,
-};
-
-static const rmacoll_transport_mem_ops_t ce_mem_ops = {
-    .size = sizeof(rmacoll_transport_mem_ops_t),
-    .mem_register = ce_mem_register,
-    .mem_deregister = ce_mem_deregister,
-#ifdef RMACOLL_HAVE_CE_CUDA
-    .mem_export = rmacoll__ce_cuda_mem_export,
-    .mem_import = rmacoll__ce_cuda_mem_import,
-#endif
-};
-
-static const rmacoll_transport_host_ops_t ce_host_ops = {
-    .size = sizeof(rmacoll_transport_host_ops_t),
-    .post_puts = ce_post_puts,
-};
-
-#ifdef RMACOLL_HAVE_CE_CUDA
-static const rmacoll_transport_stream_ops_t ce_stream_ops = {
-    .size = sizeof(rmacoll_transport_stream_ops_t),
-    .post_puts_stream = rmacoll__ce_cuda_post_puts_stream,
-    .wait_stream = rmacoll__ce_cuda_wait_stream,
-    .signal_stream = rmacoll__ce_cuda_signal_stream,
-};
-#endif
+RMACOLL__TOPS_ERROR_PEER_FN(ce_error_peer, error_peer)
 
 const rmacoll_transport_ops_t rmacoll_transport_ce_ops = {
-    .abi_version = RMACOLL_TRANSPORT_ABI_VERSION,
-    .struct_size = sizeof(rmacoll_transport_ops_t),
+    RMACOLL__TOPS_ABI,
     .name = "ce",
 #ifdef RMACOLL_HAVE_CE_CUDA
     .desc = "node peers: cross-memory attach (host), copy engine over IPC (CUDA)",
     .caps = RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_HOST | RMACOLL_TCAP_MEM_CUDA,
-    .stream = &ce_stream_ops,
 #else
     .desc = "node peers: cross-memory attach into the peer process (host memory)",
     .caps = RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_HOST,
 #endif
-    .base = &ce_base_ops,
-    .mem = &ce_mem_ops,
-    .host = &ce_host_ops,
+    .base = RMACOLL__TOPS_BASE(.init = ce_init, .finalize = ce_finalize,
+                               .progress = ce_progress, .pending = ce_pending,
+                               .error_peer = ce_error_peer),
+#ifdef RMACOLL_HAVE_CE_CUDA
+    .mem = RMACOLL__TOPS_MEM(.mem_register = ce_mem_register,
+                             .mem_deregister = ce_mem_deregister,
+                             .mem_export = rmacoll__ce_cuda_mem_export,
+                             .mem_import = rmacoll__ce_cuda_mem_import),
+    /* CUDA memory on the user's stream */
+    .stream = RMACOLL__TOPS_STREAM(.post_puts_stream = rmacoll__ce_cuda_post_puts_stream,
+                                   .wait_stream = rmacoll__ce_cuda_wait_stream,
+                                   .signal_stream = rmacoll__ce_cuda_signal_stream),
+#else
+    .mem = RMACOLL__TOPS_MEM(.mem_register = ce_mem_register,
+                             .mem_deregister = ce_mem_deregister),
+#endif
+    .host = RMACOLL__TOPS_HOST(.post_puts = ce_post_puts),
 };

@@ -46,20 +46,6 @@ rmacoll_status_t rmacoll__cu_drv_error(rmacoll__cu_t *cu, CUresult r, int peer,
     return RMACOLL_ERR_CUDA;
 }
 
-static int cu_entry(void **fn, const char *sym, unsigned version)
-{
-    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    cudaError_t e = cudaGetDriverEntryPointByVersion(sym, fn, version, cudaEnableDefault,
-                                                     &q);
-
-    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || *fn == NULL) {
-        (void)cudaGetLastError();
-        *fn = NULL;
-        return -1;
-    }
-    return 0;
-}
-
 /* Signal words of rank p mapped in this process, and their count. */
 static volatile uint64_t *cu_words(const rmacoll__cu_t *cu, int p, uint32_t *n)
 {
@@ -239,25 +225,25 @@ rmacoll_status_t rmacoll__cu_open(const rmacoll_transport_env_t *env, const char
         cu_free(cu);
         return RMACOLL_ERR_CUDA;
     }
-    if (cu_entry(&fn, "cuStreamWriteValue64", CU_DRIVER_VERSION) == 0) {
+    if (rmacoll__cu_entry(&fn, "cuStreamWriteValue64", CU_DRIVER_VERSION) == 0) {
         memcpy(&cu->write64, &fn, sizeof(fn));
     }
-    if (cu_entry(&fn, "cuStreamWaitValue64", CU_DRIVER_VERSION) == 0) {
+    if (rmacoll__cu_entry(&fn, "cuStreamWaitValue64", CU_DRIVER_VERSION) == 0) {
         memcpy(&cu->wait64, &fn, sizeof(fn));
     }
-    if (cu_entry(&fn, "cuStreamBatchMemOp", CU_DRIVER_VERSION) == 0) {
+    if (rmacoll__cu_entry(&fn, "cuStreamBatchMemOp", CU_DRIVER_VERSION) == 0) {
         memcpy(&cu->batch, &fn, sizeof(fn));
     }
-    if (cu_entry(&fn, "cuMemGetAddressRange", 3020) == 0) {
+    if (rmacoll__cu_entry(&fn, "cuMemGetAddressRange", 3020) == 0) {
         memcpy(&cu->get_range, &fn, sizeof(fn));
     }
-    if (cu_entry(&fn, "cuGetErrorString", 6000) == 0) {
+    if (rmacoll__cu_entry(&fn, "cuGetErrorString", 6000) == 0) {
         memcpy(&cu->error_string, &fn, sizeof(fn));
     }
-    if (cu_entry(&fn, "cuDeviceGet", 2000) == 0) {
+    if (rmacoll__cu_entry(&fn, "cuDeviceGet", 2000) == 0) {
         memcpy(&dev_get, &fn, sizeof(fn));
     }
-    if (cu_entry(&fn, "cuDeviceGetAttribute", 2000) == 0) {
+    if (rmacoll__cu_entry(&fn, "cuDeviceGetAttribute", 2000) == 0) {
         memcpy(&dev_attr, &fn, sizeof(fn));
     }
     if (cu->write64 == NULL || cu->wait64 == NULL || cu->batch == NULL ||

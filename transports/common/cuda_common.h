@@ -74,6 +74,29 @@ typedef struct rmacoll__cu {
     CUstreamBatchMemOpParams ops[RMACOLL__CU_MAX_OPS];
 } rmacoll__cu_t;
 
+/**
+ * Resolves the driver entry point `sym` of ABI `version` (e.g. 12000)
+ * through the CUDA runtime (cudaGetDriverEntryPointByVersion), so that
+ * nothing links libcuda and a binary starts on machines without a GPU
+ * driver. Returns 0 with *fn set, or -1 with *fn NULL (no driver, no such
+ * symbol; the runtime's error is cleared). Thread-safe. Inline: the
+ * transports built as their own module (verbs) use it with this header
+ * and libcudart alone.
+ */
+static inline int rmacoll__cu_entry(void **fn, const char *sym, unsigned version)
+{
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    cudaError_t e = cudaGetDriverEntryPointByVersion(sym, fn, version, cudaEnableDefault,
+                                                     &q);
+
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || *fn == NULL) {
+        (void)cudaGetLastError();
+        *fn = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 /* Logs a runtime / driver error once, naming what and the peer (-1:
  * none); returns RMACOLL_ERR_CUDA. */
 rmacoll_status_t rmacoll__cu_rt_error(rmacoll__cu_t *cu, cudaError_t e, int peer,

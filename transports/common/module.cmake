@@ -1,5 +1,6 @@
 # transports/common/module.cmake - helpers transports share (a transport
-# includes only its own folder and transports/common/). cuda_common.c: the
+# includes only its own folder and transports/common/): tlog.h (logging),
+# tops.h (ops-table initialisers and init checks), and cuda_common.c: the
 # CUDA machinery of the transports that move device memory between node
 # peers (ce's CUDA backend, nvlink_kernel); built with CUDA when either is.
 # Included from transports/CMakeLists.txt in the same scope.

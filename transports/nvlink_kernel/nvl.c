@@ -35,6 +35,7 @@
 #include "rmacoll_transport.h"
 #include "transports/common/cuda_common.h"
 #include "transports/common/tlog.h"
+#include "transports/common/tops.h"
 #include "transports/nvlink_kernel/nvl.h"
 #include "transports/nvlink_kernel/nvl_keys.h"
 
@@ -46,9 +47,7 @@
 
 
 struct rmacoll_transport {
-    const rmacoll_transport_env_t *env;
-    int rank;
-    int nranks;
+    const rmacoll_transport_env_t *env; /* borrowed; rank and nranks there */
     int on;                        /* the GPU part is usable */
     rmacoll_status_t off_status;   /* why not: status and message */
     char off_why[256];
@@ -192,7 +191,7 @@ static rmacoll_status_t nvl_fused_init(rmacoll_transport_t *tp)
     } else {
         (void)cudaGetLastError();
     }
-    all = calloc((size_t)tp->nranks, sizeof(*all));
+    all = calloc((size_t)env->nranks, sizeof(*all));
     if (all == NULL) {
         return RMACOLL_ERR_NO_MEMORY;
     }
@@ -201,8 +200,8 @@ static rmacoll_status_t nvl_fused_init(rmacoll_transport_t *tp)
         free(all);
         return st;
     }
-    for (int p = 0; p < tp->nranks; p++) {
-        if (p == tp->rank || !env->peers[p] || !all[p].on ||
+    for (int p = 0; p < env->nranks; p++) {
+        if (p == env->rank || !env->peers[p] || !all[p].on ||
             memcmp(all[p].uuid, mine.uuid, sizeof(mine.uuid)) != 0) {
             continue;
         }
@@ -253,21 +252,11 @@ static rmacoll_status_t nvl_init(const rmacoll_transport_env_t *env,
     rmacoll_transport_t *tp;
     rmacoll_status_t st;
 
-    if (tpp == NULL) {
-        return RMACOLL_ERR_INVALID_ARG;
-    }
-    *tpp = NULL;
-    if (env == NULL || env->struct_size < sizeof(*env) || env->nranks < 1 ||
-        env->rank < 0 || env->rank >= env->nranks || env->peers == NULL) {
-        return RMACOLL_ERR_INVALID_ARG;
-    }
-    tp = calloc(1, sizeof(*tp));
+    tp = rmacoll__tops_new(env, tpp, 0, sizeof(*tp), &st);
     if (tp == NULL) {
-        return RMACOLL_ERR_NO_MEMORY;
+        return st;
     }
     tp->env = env;
-    tp->rank = env->rank;
-    tp->nranks = env->nranks;
     tp->error_peer = -1;
     st = nvl_gpu_init(tp);
     if (st == RMACOLL_SUCCESS) {
@@ -331,7 +320,7 @@ static rmacoll_status_t nvl_mem_import(rmacoll_transport_t *tp, int peer,
                                        const void *blob, uint64_t *addr)
 {
     if (tp == NULL || blob == NULL || addr == NULL || peer < 0 ||
-        peer >= tp->nranks) {
+        peer >= tp->env->nranks) {
         return RMACOLL_ERR_INVALID_ARG;
     }
     if (!tp->on) {
@@ -478,7 +467,7 @@ static rmacoll_status_t nvl_call_stream(rmacoll_transport_t *tp,
         return RMACOLL_ERR_UNSUPPORTED;
     }
     cu = tp->cu;
-    me = tp->rank;
+    me = tp->env->rank;
     if (*(volatile uint32_t *)tp->ferr != 0) {
         NVL_LOG(tp, RMACOLL_LOG_ERROR, "nvlink_kernel: an earlier one-launch call timed "
                 "out on the GPU waiting for %s (a peer's kernel or stream never got "
@@ -693,54 +682,27 @@ static size_t nvl_pending(rmacoll_transport_t *tp)
     return rmacoll__cu_pending(tp != NULL && tp->on ? tp->cu : NULL);
 }
 
-static int nvl_error_peer(rmacoll_transport_t *tp)
-{
-    return tp != NULL ? tp->error_peer : -1;
-}
-
-static const rmacoll_transport_base_ops_t nvl_base_ops = {
-    .size = sizeof(rmacoll_transport_base_ops_t),
-    .init = nvl_init,
-    .finalize = nvl_finalize,
-    .progress = nvl_progress,
-    .pending = nvl_pending,
-    .error_peer = nvl_error_peer,
-};
-
-static const rmacoll_transport_mem_ops_t nvl_mem_ops = {
-    .size = sizeof(rmacoll_transport_mem_ops_t),
-    .mem_register = nvl_mem_register,
-    .mem_deregister = nvl_mem_deregister,
-    .mem_export = nvl_mem_export,
-    .mem_import = nvl_mem_import,
-};
-
-/* device memory from the host thread, on the transport's own stream */
-static const rmacoll_transport_host_ops_t nvl_host_ops = {
-    .size = sizeof(rmacoll_transport_host_ops_t),
-    .post_puts = nvl_post_puts,
-};
-
-static const rmacoll_transport_stream_ops_t nvl_stream_ops = {
-    .size = sizeof(rmacoll_transport_stream_ops_t),
-    .post_puts_stream = nvl_post_puts_stream,
-    .wait_stream = nvl_wait_stream,
-    .signal_stream = nvl_signal_stream,
-    .call_stream = nvl_call_stream,
-};
+RMACOLL__TOPS_ERROR_PEER_FN(nvl_error_peer, error_peer)
 
 const rmacoll_transport_ops_t rmacoll_transport_nvlink_kernel_ops = {
-    .abi_version = RMACOLL_TRANSPORT_ABI_VERSION,
-    .struct_size = sizeof(rmacoll_transport_ops_t),
+    RMACOLL__TOPS_ABI,
     .name = "nvlink_kernel",
     .desc = "node peers, device memory: one CUDA kernel per queue copies over "
             "IPC-mapped peer pointers and signals (small messages)",
     .caps = RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_CUDA,
     .small_max_key = "nvlink_kernel_threshold",
-    .base = &nvl_base_ops,
-    .mem = &nvl_mem_ops,
-    .host = &nvl_host_ops,
-    .stream = &nvl_stream_ops,
+    .base = RMACOLL__TOPS_BASE(.init = nvl_init, .finalize = nvl_finalize,
+                               .progress = nvl_progress, .pending = nvl_pending,
+                               .error_peer = nvl_error_peer),
+    .mem = RMACOLL__TOPS_MEM(.mem_register = nvl_mem_register,
+                             .mem_deregister = nvl_mem_deregister,
+                             .mem_export = nvl_mem_export, .mem_import = nvl_mem_import),
+    /* device memory from the host thread, on the transport's own stream */
+    .host = RMACOLL__TOPS_HOST(.post_puts = nvl_post_puts),
+    .stream = RMACOLL__TOPS_STREAM(.post_puts_stream = nvl_post_puts_stream,
+                                   .wait_stream = nvl_wait_stream,
+                                   .signal_stream = nvl_signal_stream,
+                                   .call_stream = nvl_call_stream),
     .keys = rmacoll_transport_nvlink_kernel_keys,
     .nkeys = NVL_NKEYS,
 };

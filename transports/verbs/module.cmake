@@ -7,7 +7,9 @@
 # libibverbs, and the core loads the module by name when the config asks for
 # verbs (core/transport.c, rmacoll__tops_module_path). The module carries its
 # own copy of the status strings (core/status.c) and of its key table, so it
-# needs nothing of librmacoll at load time.
+# needs nothing of librmacoll at load time. In a CUDA build it links
+# libcudart for the GPUDirect helpers (transports/common/cuda_common.h, whose
+# driver entry-point lookup it shares with ce and nvlink_kernel).
 if(RMACOLL_ENABLE_VERBS)
   find_library(IBVERBS_LIB ibverbs)
   include(CheckIncludeFile)
@@ -19,7 +21,11 @@ if(RMACOLL_ENABLE_VERBS)
     target_include_directories(rmacoll-verbs PRIVATE ${PROJECT_SOURCE_DIR}/include
                                                      ${PROJECT_SOURCE_DIR})
     target_compile_definitions(rmacoll-verbs PRIVATE RMACOLL_VERBS_MODULE=1)
-    target_link_libraries(rmacoll-verbs PRIVATE ${IBVERBS_LIB} ${CMAKE_DL_LIBS} Threads::Threads)
+    target_link_libraries(rmacoll-verbs PRIVATE ${IBVERBS_LIB} Threads::Threads)
+    if(RMACOLL_HAVE_CUDA)  # GPUDirect helpers: transports/common/cuda_common.h
+      target_link_libraries(rmacoll-verbs PRIVATE CUDA::cudart)
+      target_compile_definitions(rmacoll-verbs PRIVATE RMACOLL_VERBS_CUDA=1)
+    endif()
     install(TARGETS rmacoll-verbs LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
     list(APPEND RMACOLL_TRANSPORT_MODULES verbs)
     set(RMACOLL_HAVE_VERBS ON)

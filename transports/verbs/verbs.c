@@ -20,7 +20,6 @@
  */
 #include <arpa/inet.h>
 #include <ctype.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -34,6 +33,10 @@
 #include <infiniband/verbs.h>
 
 #include "rmacoll_transport.h"
+#include "transports/common/tops.h"
+#ifdef RMACOLL_VERBS_CUDA
+#include "transports/common/cuda_common.h"
+#endif
 #include "transports/verbs/verbs_internal.h"
 #include "transports/verbs/verbs_keys.h"
 
@@ -137,7 +140,6 @@ struct rmacoll_transport {
     uint32_t idle_cuda;
 
     int cuda_tried;
-    void *cudart;
     verbs_cuda_ops_t cuda;
 };
 
@@ -188,74 +190,61 @@ static uint32_t verbs_mtu_bytes(enum ibv_mtu mtu)
 
 /* ------------------------------------------------------------ CUDA glue */
 
-typedef int (*verbs_entry_by_version_fn_t)(const char *symbol, void **fn,
-                                           unsigned int cuda_version,
-                                           unsigned long long flags, int *status);
-typedef int (*verbs_entry_fn_t)(const char *symbol, void **fn,
-                                unsigned long long flags, int *status);
+#ifdef RMACOLL_VERBS_CUDA
+/* The runtime calls, in the CUDA-free types of verbs_cuda_ops_t. */
+static int verbs_cuda_device_count(int *count)
+{
+    return (int)cudaGetDeviceCount(count);
+}
 
-/* Loads libcudart.so at run time and resolves the driver entry points
- * through it. Never links libcuda: binaries start on machines without a
- * GPU driver. Failing is normal on CPU-only machines and silent. */
+static int verbs_cuda_device(int *device)
+{
+    return (int)cudaGetDevice(device);
+}
+
+static int verbs_cuda_bus_id(char *bus_id, int len, int device)
+{
+    return (int)cudaDeviceGetPCIBusId(bus_id, len, device);
+}
+#endif
+
+/* Fills the CUDA entry points once: the runtime (linked in a CUDA build)
+ * and the driver's entry points through it (rmacoll__cu_entry of
+ * transports/common/cuda_common.h; libcuda is never linked, so the module
+ * loads on machines without a GPU driver). A driver entry point that does
+ * not resolve stays NULL, which is normal on CPU-only machines and silent.
+ * Built without CUDA, every entry point stays NULL: device memory is
+ * registered with ibv_reg_mr and the device is chosen without a GPU. */
 static void verbs_cuda_load(rmacoll_transport_t *tp)
 {
-    static const char *const libs[] = {"libcudart.so", "libcudart.so.13",
-                                       "libcudart.so.12"};
-    verbs_entry_by_version_fn_t by_version;
-    verbs_entry_fn_t entry;
-    void *lib = NULL;
-    void *fn;
-
     if (tp->cuda_tried) {
         return;
     }
     tp->cuda_tried = 1;
-    for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]) && lib == NULL; i++) {
-        lib = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
-    }
-    if (lib == NULL) {
-        verbs_log(tp, RMACOLL_LOG_DEBUG,
-                  "libcudart.so not loadable; device memory will use ibv_reg_mr");
-        return;
-    }
-    tp->cudart = lib;
-    /* dlsym returns void *; POSIX guarantees the conversion to a function
-     * pointer, which memcpy expresses without a function-pointer cast. */
-    fn = dlsym(lib, "cudaGetDeviceCount");
-    memcpy(&tp->cuda.get_device_count, &fn, sizeof(fn));
-    fn = dlsym(lib, "cudaGetDevice");
-    memcpy(&tp->cuda.get_device, &fn, sizeof(fn));
-    fn = dlsym(lib, "cudaDeviceGetPCIBusId");
-    memcpy(&tp->cuda.device_get_pci_bus_id, &fn, sizeof(fn));
-
-    fn = dlsym(lib, "cudaGetDriverEntryPointByVersion");
-    memcpy(&by_version, &fn, sizeof(fn));
-    fn = dlsym(lib, "cudaGetDriverEntryPoint");
-    memcpy(&entry, &fn, sizeof(fn));
+#ifdef RMACOLL_VERBS_CUDA
     {
-        static const char *const names[2] = {"cuMemGetHandleForAddressRange",
-                                             "cuPointerGetAttribute"};
-        void *got[2] = {NULL, NULL};
+        void *fn = NULL;
 
-        for (int k = 0; k < 2; k++) {
-            int qstatus = 0;
-
-            if (by_version != NULL &&
-                by_version(names[k], &got[k], 12000, 0, &qstatus) == 0 &&
-                qstatus == 0) {
-                continue;
-            }
-            got[k] = NULL;
-            if (entry != NULL && entry(names[k], &got[k], 0, &qstatus) != 0) {
-                got[k] = NULL;
-            }
+        tp->cuda.get_device_count = verbs_cuda_device_count;
+        tp->cuda.get_device = verbs_cuda_device;
+        tp->cuda.device_get_pci_bus_id = verbs_cuda_bus_id;
+        /* void * to a function pointer: POSIX allows it, memcpy says it
+         * without a function-pointer cast; the CUDA-free types of
+         * verbs_cuda_ops_t have the driver functions' ABI */
+        if (rmacoll__cu_entry(&fn, "cuMemGetHandleForAddressRange", 12000) == 0) {
+            memcpy(&tp->cuda.mem_get_handle_for_address_range, &fn, sizeof(fn));
         }
-        memcpy(&tp->cuda.mem_get_handle_for_address_range, &got[0], sizeof(void *));
-        memcpy(&tp->cuda.pointer_get_attribute, &got[1], sizeof(void *));
+        if (rmacoll__cu_entry(&fn, "cuPointerGetAttribute", 12000) == 0) {
+            memcpy(&tp->cuda.pointer_get_attribute, &fn, sizeof(fn));
+        }
     }
-    verbs_log(tp, RMACOLL_LOG_DEBUG, "libcudart loaded: dma-buf export %s, buffer ids %s",
+    verbs_log(tp, RMACOLL_LOG_DEBUG, "cuda: dma-buf export %s, buffer ids %s",
               tp->cuda.mem_get_handle_for_address_range ? "available" : "unavailable",
               tp->cuda.pointer_get_attribute ? "available" : "unavailable");
+#else
+    verbs_log(tp, RMACOLL_LOG_DEBUG, "built without CUDA: device memory will use "
+              "ibv_reg_mr");
+#endif
 }
 
 void rmacoll__verbs_set_cuda_ops(rmacoll_transport_t *tp,
@@ -727,9 +716,6 @@ static void verbs_destroy(rmacoll_transport_t *tp)
     if (tp->ctx != NULL) {
         ibv_close_device(tp->ctx);
     }
-    if (tp->cudart != NULL) {
-        dlclose(tp->cudart);
-    }
     pthread_mutex_destroy(&tp->reg_lock);
     free(tp->peers);
     free(tp->peer_index);
@@ -749,16 +735,11 @@ static rmacoll_status_t verbs_init(const rmacoll_transport_env_t *env,
     uint8_t *blob = NULL;
     uint8_t *all = NULL;
 
-    if (env == NULL || tpp == NULL || env->nranks < 1 || env->rank < 0 ||
-        env->rank >= env->nranks || env->allgather == NULL || env->peers == NULL) {
-        return RMACOLL_ERR_INVALID_ARG;
-    }
-    *tpp = NULL;
-    cfg = env->config;
-    tp = calloc(1, sizeof(*tp));
+    tp = rmacoll__tops_new(env, tpp, 1, sizeof(*tp), &st);
     if (tp == NULL) {
-        return RMACOLL_ERR_NO_MEMORY;
+        return st;
     }
+    cfg = env->config;
     pthread_mutex_init(&tp->reg_lock, NULL);
     tp->env = env;
     tp->err_peer = -1;
@@ -1423,42 +1404,21 @@ static size_t verbs_pending(rmacoll_transport_t *tp)
     return tp != NULL ? tp->pending : 0;
 }
 
-static int verbs_error_peer(rmacoll_transport_t *tp)
-{
-    return tp != NULL ? tp->err_peer : -1;
-}
-
-static const rmacoll_transport_base_ops_t verbs_base_ops = {
-    .size = sizeof(rmacoll_transport_base_ops_t),
-    .init = verbs_init,
-    .finalize = verbs_finalize,
-    .progress = verbs_progress,
-    .pending = verbs_pending,
-    .error_peer = verbs_error_peer,
-};
-
-static const rmacoll_transport_mem_ops_t verbs_mem_ops = {
-    .size = sizeof(rmacoll_transport_mem_ops_t),
-    .mem_register = verbs_mem_register,
-    .mem_deregister = verbs_mem_deregister,
-};
-
-static const rmacoll_transport_host_ops_t verbs_host_ops = {
-    .size = sizeof(rmacoll_transport_host_ops_t),
-    .post_puts = verbs_post_puts,
-};
+RMACOLL__TOPS_ERROR_PEER_FN(verbs_error_peer, err_peer)
 
 const rmacoll_transport_ops_t rmacoll_transport_verbs_ops = {
-    .abi_version = RMACOLL_TRANSPORT_ABI_VERSION,
-    .struct_size = sizeof(rmacoll_transport_ops_t),
+    RMACOLL__TOPS_ABI,
     .name = "verbs",
     .desc = "rdma-core ibverbs: RC queue pairs, RDMA WRITE and WRITE_WITH_IMM signals",
     /* device memory, registered for the network directly (GPUDirect RDMA) */
     .caps = RMACOLL_TCAP_PROXY | RMACOLL_TCAP_MEM_HOST | RMACOLL_TCAP_MEM_CUDA |
             RMACOLL_TCAP_HMEM,
-    .base = &verbs_base_ops,
-    .mem = &verbs_mem_ops,
-    .host = &verbs_host_ops,
+    .base = RMACOLL__TOPS_BASE(.init = verbs_init, .finalize = verbs_finalize,
+                               .progress = verbs_progress, .pending = verbs_pending,
+                               .error_peer = verbs_error_peer),
+    .mem = RMACOLL__TOPS_MEM(.mem_register = verbs_mem_register,
+                             .mem_deregister = verbs_mem_deregister),
+    .host = RMACOLL__TOPS_HOST(.post_puts = verbs_post_puts),
     .keys = rmacoll_transport_verbs_keys,
     .nkeys = VERBS_NKEYS,
 };

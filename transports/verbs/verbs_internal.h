@@ -17,10 +17,11 @@
 #define VERBS_CU_POINTER_ATTRIBUTE_BUFFER_ID 7
 
 /**
- * CUDA entry points the transport uses, resolved at run time from
- * libcudart.so (dlopen) and cudaGetDriverEntryPoint[ByVersion]; never
- * linked. Any member may be NULL (that feature is then skipped). Return
- * values are cudaError_t / CUresult (0 = success).
+ * CUDA entry points the transport uses: in a CUDA build the runtime's
+ * (libcudart, linked) and the driver's resolved through it
+ * (rmacoll__cu_entry, transports/common/cuda_common.h; libcuda is never
+ * linked); without CUDA none. Any member may be NULL (that feature is then
+ * skipped). Return values are cudaError_t / CUresult (0 = success).
  */
 typedef struct verbs_cuda_ops {
     int (*get_device_count)(int *count);                      /* cudaGetDeviceCount */
