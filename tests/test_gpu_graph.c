@@ -8,7 +8,7 @@
  * Per rank and case: an ordinary call (checked); the call captured with
  * cudaStreamCaptureModeThreadLocal (it must return RMACOLL_SUCCESS and
  * move no byte at capture: the receive buffer, set to the sentinel before,
- * stays so); then REPLAYS launches of the graph, each preceded on the
+ * stays so); then 1000 launches of the graph, each preceded on the
  * same stream by a fresh send buffer (new stamp) and a sentinel receive
  * buffer, each receive buffer checked byte for byte (gaps and guard);
  * every 100 replays an ordinary call with its own stamp (checked), and
@@ -29,7 +29,8 @@
 
 #include "gpu_threads.h"
 
-#define REPLAYS 1000
+/* 1000 replays; RMACOLL_TEST_REPLAYS=N (N >= 100) for a shorter run */
+static int replays = 1000;
 
 typedef struct graph_arg {
     const rmacoll_case_t *c;
@@ -114,7 +115,7 @@ static int graph_body(rmacoll_comm_t *comm, int rank, int nranks, cudaStream_t s
     }
     GT_TRY(cudaGraphInstantiate(&exec, graph, 0));
     rcode = gt_buf_check(&k, rank, nranks, 0, 0, s, "after capture");
-    for (int r = 1; r <= REPLAYS && rcode == GT_OK; r++) {
+    for (int r = 1; r <= replays && rcode == GT_OK; r++) {
         rcode = replay(a, &k, exec, rank, nranks, 1000 + (uint64_t)r, s);
         if (rcode == GT_OK && r % 100 == 0)
             rcode = ordinary(a, &k, comm, rank, nranks, 100000 + (uint64_t)r, s);
@@ -146,7 +147,7 @@ static void run_graph(rmacoll_case_t *c, int alltoall, int64_t count, const char
     cfg.timeout_ms = 20000;
     snprintf(cfg.intra_node, sizeof(cfg.intra_node), "%s", intra);
     print_message("graph: %s, %d ranks as threads, %s, %d replays\n", c->name, c->nranks,
-                  intra, REPLAYS);
+                  intra, replays);
     failed = gt_run(c->nranks, &cfg, graph_body, &a);
     assert_int_equal(failed, 0);
 }
@@ -238,6 +239,10 @@ int main(void)
         cmocka_unit_test(test_one_launch),
     };
 
+    const char *rp = getenv("RMACOLL_TEST_REPLAYS");
+
+    if (rp != NULL && atoi(rp) >= 100)
+        replays = atoi(rp);
     setenv("RMACOLL_CUDA_GRAPH", "1", 1); /* before the first call of the process */
     if (gt_probe() < 1) {
         printf("test_gpu_graph: no usable CUDA device: skipped\n");
