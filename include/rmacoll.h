@@ -422,19 +422,17 @@ const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm);
  *    still write into the freed staging memory. So with device memory:
  *    after an error, synchronise the streams and destroy the communicator
  *    on every rank before freeing or reusing device receive buffers.
- *  - The timeout measures silence (RMACOLL_ERR_TIMEOUT above) in a call.
- *    The built-in bootstrap's collectives (the rendezvous and allgathers
- *    of rmacoll_comm_create and of transport init, rmacoll_comm_destroy's
- *    barrier) still count total time: each fails when not every rank has
- *    entered it within timeout_ms of the earliest rank's entry (a waiting
- *    rank allows the root a further grace of 5 s + timeout_ms / 8, at most
- *    30 s, to report which ranks are missing). There the only progress is
- *    a rank's arrival, and a rank is late by its own work before the
- *    collective, so the wait is bounded by the skew between the first and
- *    the last rank: give timeout_ms room for it. Counting silence (from
- *    the latest arrival) would need the root to tell the ranks already
- *    waiting of each arrival; not done. An embedder's out-of-band
- *    callbacks time out as they choose.
+ *  - The timeout measures silence (RMACOLL_ERR_TIMEOUT above), in a call
+ *    and in the built-in bootstrap's collectives (the rendezvous and the
+ *    allgathers of rmacoll_comm_create and of transport init,
+ *    rmacoll_comm_destroy's barrier): there progress is a rank's arrival,
+ *    so a collective fails when no rank has joined or entered it for
+ *    timeout_ms (the root tells the ranks already waiting of each arrival;
+ *    a waiting rank allows the root a further grace of 5 s + timeout_ms /
+ *    8, at most 30 s, to report which ranks are missing). One rank later
+ *    than all others by more than timeout_ms (its own work before create
+ *    or destroy) still fails it. An embedder's out-of-band callbacks time
+ *    out as they choose.
  *
  * Thread-safety: one call per communicator at a time. A thread entering
  * comm (rmacoll_alltoallv, rmacoll_alltoall, rmacoll_alltoallv_start)
