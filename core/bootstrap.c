@@ -11,9 +11,13 @@
  *   RESULT  root->rank  arg=seq a=nranks*bytes; payload
  *   ERROR   root->rank  arg=status a=text length; payload text
  *   BYE     rank->root  (leaving; a later EOF is not a failure)
- * The root takes its deadlines from the ranks' "ms left" (the earliest one),
+ *   PROGRESS root->rank arg=seq: another rank joined the rendezvous or
+ *                       entered allgather #seq (sent to the ranks waiting)
+ * The timeout counts silence: the root gives up when no rank has joined
+ * (entered) for timeout_ms (the smallest of the ranks' "ms left" / timeout),
  * so it reports a missing rank before any waiting rank gives up; a rank
- * waits timeout_ms plus a grace (BS_GRACE_MS) for the root's answer.
+ * waits timeout_ms plus a grace (BS_GRACE_MS) for the root's answer,
+ * counted again from each PROGRESS.
  */
 #define _GNU_SOURCE /* accept4 */
 #include "core/bootstrap.h"
@@ -44,7 +48,7 @@
 
 #define BS_ID_TAG 0x524d4349u /* "RMCI" */
 #define BS_ID_VERSION 1u
-#define BS_PROTO_VERSION 1u
+#define BS_PROTO_VERSION 2u /* 2: PROGRESS */
 #define BS_HDR_BYTES 32
 /* Extra wait of a rank for the root's verdict beyond timeout_ms (the root
  * may be slow to be scheduled; seconds of delay were seen on loaded
@@ -61,7 +65,8 @@ enum {
     BS_MSG_OP = 3,
     BS_MSG_RESULT = 4,
     BS_MSG_ERROR = 5,
-    BS_MSG_BYE = 6
+    BS_MSG_BYE = 6,
+    BS_MSG_PROGRESS = 7
 };
 
 typedef struct bs_hdr {
@@ -670,6 +675,23 @@ static void bs_root_reject(bs_root_t *rt, bs_rconn_t *c, const char *fmt, ...)
     bs_conn_close(c);
 }
 
+/* Rank `from` joined the rendezvous (seq 0) or entered allgather #seq:
+ * the other ranks already waiting count their timeout again (best effort;
+ * a rank that is gone is found by the poll loop). */
+static void bs_root_progress(bs_root_t *rt, int from, uint32_t seq, int in_gather)
+{
+    bs_hdr_t h = {.type = BS_MSG_PROGRESS, .arg = seq};
+    uint64_t dl = bs_add_ms(bs_now_ms(), 1000);
+
+    for (int q = 0; q < rt->nranks; q++) {
+        bs_rconn_t *c = &rt->ranks[q];
+        if (q == from || c->fd < 0 || (in_gather && c->hdr_got < BS_HDR_BYTES)) {
+            continue;
+        }
+        (void)bs_send_hdr(c->fd, &h, dl);
+    }
+}
+
 /* A complete HELLO from pending socket c. 0 ok, -1 fatal (root failed). */
 static int bs_root_hello(bs_root_t *rt, bs_rconn_t *c)
 {
@@ -734,10 +756,8 @@ static int bs_root_hello(bs_root_t *rt, bs_rconn_t *c)
     rt->ranks[rank].hdr_got = 0;
     c->fd = -1;
     rt->nconnected++;
-    uint64_t dl = bs_add_ms(bs_now_ms(), h.c);
-    if (dl < rt->deadline) {
-        rt->deadline = dl;
-    }
+    /* silence: the rendezvous fails when no rank joined for timeout_ms */
+    rt->deadline = bs_add_ms(bs_now_ms(), h.c);
     rmacoll__log(&rt->lg, RMACOLL_LOG_DEBUG, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                  "bootstrap root %s: rank %d of %d connected from %s", rt->addr,
                  rank, nranks, rt->ranks[rank].peer);
@@ -753,6 +773,8 @@ static int bs_root_hello(bs_root_t *rt, bs_rconn_t *c)
         }
         rt->phase = BS_PH_GATHER;
         rt->deadline = UINT64_MAX;
+    } else {
+        bs_root_progress(rt, rank, 0, 0);
     }
     return 0;
 }
@@ -916,10 +938,9 @@ static int bs_root_gather_input(bs_root_t *rt, int r)
         if (h.b < rt->op_timeout_ms) {
             rt->op_timeout_ms = h.b;
         }
-        uint64_t dl = bs_add_ms(bs_now_ms(), h.b);
-        if (dl < rt->deadline) {
-            rt->deadline = dl;
-        }
+        /* silence: the allgather fails when no rank entered for timeout_ms */
+        rt->deadline = bs_add_ms(bs_now_ms(), rt->op_timeout_ms);
+        bs_root_progress(rt, r, rt->op_seq, 1);
     }
     while (c->pay_got < rt->op_bytes) {
         uint8_t *dst = rt->buf + (size_t)r * rt->op_bytes + c->pay_got;
@@ -1015,13 +1036,14 @@ static void bs_root_timeout(bs_root_t *rt)
     free(missing);
     if (rt->phase == BS_PH_CONNECT) {
         bs_root_fail(rt, RMACOLL_ERR_TIMEOUT,
-                     "timed out waiting for rank(s) %s to connect (%d of %d missing)",
-                     list, nmiss, rt->nranks);
+                     "timed out waiting for rank(s) %s to connect (%d of %d missing; "
+                     "no rank joined for the timeout)", list, nmiss, rt->nranks);
     } else if (rt->phase == BS_PH_GATHER) {
         bs_root_fail(rt, RMACOLL_ERR_TIMEOUT,
                      "timed out after %" PRIu64 " ms waiting for rank(s) %s to "
-                     "enter allgather #%u of %" PRIu64 " bytes",
-                     rt->op_timeout_ms, list, rt->op_seq, rt->op_bytes);
+                     "enter allgather #%u of %" PRIu64 " bytes (no rank entered for "
+                     "%" PRIu64 " ms)", rt->op_timeout_ms, list, rt->op_seq,
+                     rt->op_bytes, rt->op_timeout_ms);
     } else {
         bs_root_fail(rt, RMACOLL_ERR_TIMEOUT,
                      "timed out after %" PRIu64 " ms waiting for rank(s) %s to "
@@ -1504,8 +1526,13 @@ rmacoll_status_t rmacoll__bootstrap_create_ex(const rmacoll_unique_id_t *id,
                    .b = ((uint64_t)(uint32_t)rank << 32) | (uint32_t)nranks,
                    .c = deadline > now ? deadline - now : 1};
     err = bs_send_hdr(bs->fd, &h, bs_add_ms(deadline, bs->grace_ms));
-    if (err == 0) {
+    while (err == 0) {
         err = bs_recv_all(bs->fd, hb, sizeof(hb), bs_add_ms(deadline, bs->grace_ms));
+        bs_hdr_decode(hb, &h);
+        if (err != 0 || h.type != BS_MSG_PROGRESS) {
+            break;
+        }
+        deadline = bs_add_ms(bs_now_ms(), bs->timeout_ms); /* another rank joined */
     }
     rmacoll_status_t st = RMACOLL_SUCCESS;
     if (err != 0) {
@@ -1647,6 +1674,10 @@ static rmacoll_status_t bs_op_send(rmacoll__bootstrap_t *bs, const uint8_t *hdr,
             if (h.type == BS_MSG_ERROR) {
                 return bs_read_error(bs, &h, what);
             }
+            if (h.type == BS_MSG_PROGRESS) {
+                deadline = bs_add_ms(bs_now_ms(), bs->timeout_ms + bs->grace_ms);
+                continue; /* another rank entered */
+            }
             rmacoll__log(&bs->lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                          "bootstrap rank %d: %s: unexpected message type %u from "
                          "the root %s", bs->rank, what, h.type, bs->root_addr);
@@ -1699,11 +1730,18 @@ rmacoll_status_t rmacoll__bootstrap_allgather(rmacoll__bootstrap_t *bs,
     if (st != RMACOLL_SUCCESS) {
         return bs_fail(bs, st);
     }
-    err = bs_recv_all(bs->fd, hb, sizeof(hb), deadline);
-    if (err != 0) {
-        return bs_fail(bs, bs_io_error(bs, err, what, bs->timeout_ms + bs->grace_ms));
+    for (;;) {
+        err = bs_recv_all(bs->fd, hb, sizeof(hb), deadline);
+        if (err != 0) {
+            return bs_fail(bs, bs_io_error(bs, err, what, bs->timeout_ms + bs->grace_ms));
+        }
+        bs_hdr_decode(hb, &h);
+        if (h.type != BS_MSG_PROGRESS) {
+            break;
+        }
+        /* another rank entered: the silence counts from now */
+        deadline = bs_add_ms(bs_now_ms(), bs->timeout_ms + bs->grace_ms);
     }
-    bs_hdr_decode(hb, &h);
     if (h.type == BS_MSG_ERROR) {
         return bs_fail(bs, bs_read_error(bs, &h, what));
     }

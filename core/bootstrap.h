@@ -11,7 +11,10 @@
  *    has left, or after a failure has been reported to every rank.
  *  - an embedder's rmacoll_oob_t callbacks, called as they are.
  *
- * Every socket wait has a deadline (timeout_ms): a rank that never connects
+ * Every socket wait has a deadline (timeout_ms), counted as silence: the
+ * rendezvous and each allgather/barrier fail when no rank has joined or
+ * entered for timeout_ms (ranks that arrive one after another, each within
+ * timeout_ms of the last, all succeed); a rank that never connects
  * fails create with RMACOLL_ERR_TIMEOUT on every other rank and the log
  * names the missing rank(s); a rank that dies makes every other rank's
  * pending or next allgather fail with RMACOLL_ERR_BOOTSTRAP (the log names
@@ -45,7 +48,8 @@ typedef struct rmacoll__bootstrap rmacoll__bootstrap_t;
 /**
  * Joins the TCP rendezvous of id as rank (0..nranks-1) of nranks.
  * Collective: returns once all nranks ranks have connected.
- * timeout_ms bounds the whole create and each later allgather/barrier
+ * timeout_ms bounds the silence (no rank joining or entering) in the
+ * create and in each later allgather/barrier
  * (0 = RMACOLL__BOOTSTRAP_DEFAULT_TIMEOUT_MS).
  * Errors: RMACOLL_ERR_INVALID_ARG (bad rank/nranks or not an id),
  * RMACOLL_ERR_TIMEOUT (root unreachable, or ranks missing: logged by

@@ -210,6 +210,11 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
         /* the first failure propagates: peers still waiting stop at once */
         rmacoll__abort_broadcast(comm, st);
     }
+    if (st != RMACOLL_SUCCESS) {
+        /* a paused network peer that resumes must not write into the
+         * receive buffer once this call returned: revoke its registration */
+        (void)rmacoll__proxy_revoke(&comm->proxy, c->recv_mem, "receive buffer");
+    }
     c->runner->release(c);
     rmacoll__proxy_set_active(&comm->proxy, 0);
     if (st != RMACOLL_SUCCESS) {

@@ -272,3 +272,31 @@ void rmacoll__proxy_deregister(rmacoll__proxy_t *px, rmacoll_mem_t *mem)
         pthread_mutex_unlock(&px->lock);
     }
 }
+
+rmacoll_status_t rmacoll__proxy_revoke(rmacoll__proxy_t *px, rmacoll_mem_t *mem,
+                                       const char *what)
+{
+    rmacoll_status_t st;
+
+    if (mem == NULL || px->tp == NULL) {
+        return RMACOLL_SUCCESS;
+    }
+    pthread_mutex_lock(&px->lock);
+    if (px->started) {
+        proxy_drive_locked(px); /* the abort puts go out first */
+    }
+    st = px->ops->mem.mem_revoke(px->tp, mem);
+    pthread_mutex_unlock(&px->lock);
+    if (st == RMACOLL_ERR_UNSUPPORTED) {
+        rmacoll__log(px->log, RMACOLL_LOG_WARN, RMACOLL_LOG_SUBSYS_CORE,
+                     "rank %d: transport %s cannot revoke the registration of the %s: "
+                     "a network peer that resumes may still write into it", px->rank,
+                     px->ops->name, what);
+    } else if (st != RMACOLL_SUCCESS) {
+        rmacoll__log(px->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE,
+                     "rank %d: revoking the registration of the %s with %s failed: %s: "
+                     "a network peer may still write into it", px->rank, what,
+                     px->ops->name, rmacoll_status_string(st));
+    }
+    return st;
+}

@@ -83,5 +83,12 @@ rmacoll_status_t rmacoll__proxy_register(rmacoll__proxy_t *px, const void *buf,
                                          uint64_t bytes, rmacoll_mem_t **mem,
                                          rmacoll_rkey_t *rkey);
 void rmacoll__proxy_deregister(rmacoll__proxy_t *px, rmacoll_mem_t *mem);
+/** After a failure that broke the communicator: posts the jobs handed over
+ * so far (the abort puts), then revokes mem (mem_revoke: no remote write
+ * lands in it from now on). `what` names the memory in the log. Returns
+ * RMACOLL_ERR_UNSUPPORTED when the transport cannot (logged at WARN);
+ * no-op success for a NULL mem or without a transport. */
+rmacoll_status_t rmacoll__proxy_revoke(rmacoll__proxy_t *px, rmacoll_mem_t *mem,
+                                       const char *what);
 
 #endif /* RMACOLL_CORE_PROXY_H */

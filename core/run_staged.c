@@ -51,6 +51,9 @@ static void *stage_main(void *arg)
         if (st != RMACOLL_SUCCESS) {
             int expected = RMACOLL_SUCCESS;
             atomic_compare_exchange_strong(&sg->status, &expected, (int)st);
+            /* no network write into the staging buffer after the failure */
+            (void)rmacoll__proxy_revoke(&comm->proxy, sg->recv_mem,
+                                        "staging receive buffer");
         }
         /* release the stream even on failure; the next call reports it */
         __atomic_store_n(stage_word(comm, RMACOLL__STAGE_DONE), e, __ATOMIC_RELEASE);

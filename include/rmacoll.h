@@ -401,14 +401,47 @@ const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm);
  *    between its check and the end of its copies). Limit: a peer frozen
  *    longer than timeout_ms inside that window (a few instructions plus one
  *    batch of copies) may still complete its batch; the call logs it.
- *  - Network peers write through the receive buffer's registration, which
- *    the call releases before it returns; providers that keep unused
- *    registrations for reuse (libfabric tcp: no pinning) may still accept
- *    a late network write: not yet excluded.
- *  - Device memory (CUDA) is not gated: a node peer's stream copy cannot be
- *    revoked; synchronise and destroy on every rank before freeing device
- *    buffers after an error.
- *  - The timeout measures silence (RMACOLL_ERR_TIMEOUT above).
+ *  - No late write by network peers, host memory: when a call breaks the
+ *    communicator (TIMEOUT, TRANSPORT, PEER), the receive buffer's network
+ *    registration is revoked before the call returns (transport op
+ *    mem_revoke), so a peer that was paused and resumes cannot write into
+ *    it: its put fails at the writer, which reports it. ofi: the MR is
+ *    closed and the instance stops driving progress (tcp;ofi_rxm keeps
+ *    landing a write already under way into a closed MR), so the
+ *    communicator's network endpoint is left open, unprogressed, until the
+ *    process exits; verbs: ibv_dereg_mr. A transport without mem_revoke (a
+ *    plugin) gives no such guarantee; the call then logs a warning. The
+ *    relay buffer is not revoked: what lands there is forwarded only by
+ *    this rank (which has returned); a node peer's relay forwards into this
+ *    buffer through the gate above. Argument errors agreed by every rank
+ *    need no revocation: nobody writes.
+ *  - Device memory (CUDA) is not gated and not revoked. One node: node
+ *    peers copy into this rank's device receive buffer from their own
+ *    streams (CUDA IPC mappings, kept until their communicator is
+ *    destroyed), after this rank's stream reached the call (its READY
+ *    signal); the call returns before any data moves and nothing on the
+ *    device times out, so a copy enqueued by a peer may land at any time
+ *    after that, error or not. Across nodes (staged through pinned host
+ *    memory): network peers and node peers write only the communicator's
+ *    staging buffers (a failing staging worker revokes the staging
+ *    receive buffer's network registration); the device receive buffer is
+ *    written only by this rank's own stream, in stream order, and may
+ *    hold part of the data after an error. Node peers' copies into the
+ *    staging buffers are not gated: a node peer stopped across destroy may
+ *    still write into the freed staging memory. So with device memory:
+ *    after an error, synchronise the streams and destroy the communicator
+ *    on every rank before freeing or reusing device receive buffers.
+ *  - The timeout measures silence (RMACOLL_ERR_TIMEOUT above), in a call
+ *    and in the built-in bootstrap's collectives (the rendezvous and the
+ *    allgathers of rmacoll_comm_create and of transport init,
+ *    rmacoll_comm_destroy's barrier): there progress is a rank's arrival,
+ *    so a collective fails when no rank has joined or entered it for
+ *    timeout_ms (the root tells the ranks already waiting of each arrival;
+ *    a waiting rank allows the root a further grace of 5 s + timeout_ms /
+ *    8, at most 30 s, to report which ranks are missing). One rank later
+ *    than all others by more than timeout_ms (its own work before create
+ *    or destroy) still fails it. An embedder's out-of-band callbacks time
+ *    out as they choose.
  *
  * Thread-safety: one call per communicator at a time. A thread entering
  * comm (rmacoll_alltoallv, rmacoll_alltoall, rmacoll_alltoallv_start)

@@ -212,6 +212,21 @@ typedef struct rmacoll_transport_mem_ops {
      * live until finalize. */
     rmacoll_status_t (*mem_import)(rmacoll_transport_t *tp, int peer,
                                    const void *blob, uint64_t *addr);
+    /* Optional (appended; NULL or beyond size: a stub returning
+     * RMACOLL_ERR_UNSUPPORTED, and the core logs that late network writes
+     * are not excluded). Revokes remote write access to mem at once: once
+     * it returns, no remote write lands in mem's range any more, a write
+     * already in progress included (it fails at the writer, which reports
+     * it). The registration leaves the cache (a later mem_register of the
+     * range makes a new one, with a new key); mem stays valid for its
+     * mem_deregister. The core calls it when a call breaks the
+     * communicator (a paused network peer may resume and write), after
+     * its abort puts were posted; afterwards it calls only progress,
+     * pending, mem_deregister and finalize. A transport that can cut off a
+     * write in progress only by closing all remote access (a provider that
+     * copies on the target, e.g. libfabric tcp) may do so: puts may then
+     * fail, and pending() must report 0 once nothing can complete. */
+    rmacoll_status_t (*mem_revoke)(rmacoll_transport_t *tp, rmacoll_mem_t *mem);
 } rmacoll_transport_mem_ops_t;
 
 /* The host-driven data path. */

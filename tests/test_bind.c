@@ -69,8 +69,9 @@ static rmacoll_status_t f_sig_s(rmacoll_transport_t *tp, int p, uint32_t i, uint
 static const rmacoll_transport_base_ops_t base = {sizeof(base), f_init, f_finalize, NULL, NULL,
                                                   NULL};
 static const rmacoll_transport_mem_ops_t mem_all = {sizeof(mem_all), f_reg, f_dereg, f_export,
-                                                    f_import};
-static const rmacoll_transport_mem_ops_t mem_reg = {sizeof(mem_reg), f_reg, f_dereg, NULL, NULL};
+                                                    f_import, NULL};
+static const rmacoll_transport_mem_ops_t mem_reg = {sizeof(mem_reg), f_reg, f_dereg, NULL, NULL,
+                                                    NULL};
 static const rmacoll_transport_host_ops_t host = {sizeof(host), f_puts};
 static const rmacoll_transport_stream_ops_t stream = {sizeof(stream), f_puts_s, f_wait_s,
                                                       f_sig_s, NULL};
@@ -116,6 +117,7 @@ static void test_adopt_stubs(void **state)
     assert_int_equal(o.stream.post_puts_stream(NULL, NULL, 0, NULL), RMACOLL_ERR_UNSUPPORTED);
     assert_int_equal(o.stream.wait_stream(NULL, NULL, NULL, 0, NULL), RMACOLL_ERR_UNSUPPORTED);
     assert_int_equal(o.stream.signal_stream(NULL, 0, 0, 0, NULL), RMACOLL_ERR_UNSUPPORTED);
+    assert_int_equal(o.mem.mem_revoke(NULL, NULL), RMACOLL_ERR_UNSUPPORTED);
     assert_ptr_equal(o.host.post_puts, f_puts);
 }
 
@@ -174,6 +176,20 @@ static void test_adopt_refusals(void **state)
         char err[256];
         assert_int_equal(rmacoll__tops_adopt(&t, &o, err, sizeof(err)), RMACOLL_SUCCESS);
         assert_int_equal(o.base.pending(NULL), 0);
+    }
+    /* a mem group built before mem_revoke was appended: the stub */
+    {
+        static rmacoll_transport_mem_ops_t old_mem;
+        rmacoll__tops_t o;
+        char err[256];
+        t = table("x", NET);
+        old_mem = mem_reg;
+        old_mem.size = offsetof(rmacoll_transport_mem_ops_t, mem_revoke);
+        old_mem.mem_revoke = f_dereg; /* beyond its size: not read */
+        t.mem = &old_mem;
+        assert_int_equal(rmacoll__tops_adopt(&t, &o, err, sizeof(err)), RMACOLL_SUCCESS);
+        assert_int_equal(o.mem.mem_revoke(NULL, NULL), RMACOLL_ERR_UNSUPPORTED);
+        assert_ptr_equal(o.mem.mem_register, f_reg);
     }
 }
 

@@ -650,6 +650,74 @@ static void test_silent_rank(void **state)
     assert_threads_return_to(base);
 }
 
+/* ---- the timeout counts silence (issue 10, item 4) ---- */
+
+#define STAGGER_TIMEOUT_MS 2000
+#define STAGGER_GAP_MS 1200 /* between ranks: each gap below the timeout, */
+                            /* the whole spread (2 gaps) above it */
+
+/* Ranks arrive one gap apart at the rendezvous, at an allgather and at a
+ * barrier (then in reverse order): every wait is shorter than the timeout
+ * since the last arrival, though the spread is longer than the timeout,
+ * so all succeed, with exact bytes. */
+static int child_stagger(int idx, void *p)
+{
+    id_arg_t *a = p;
+    rmacoll__logger_t lg;
+    rmacoll__bootstrap_t *bs = NULL;
+    uint64_t v = 0x5eed0000u + (uint64_t)idx, all[MAX_CHILDREN];
+    uint64_t t0 = now_ms();
+
+    capture_logger(&lg, idx);
+    sleep_ms((unsigned)idx * STAGGER_GAP_MS);
+    if (rmacoll__bootstrap_create_ex(&a->id, idx, a->n, STAGGER_TIMEOUT_MS, &lg, &bs) !=
+        RMACOLL_SUCCESS) {
+        fprintf(stderr, "child %d: create: %s\n", idx, captured);
+        return C_CREATE;
+    }
+    sleep_ms((unsigned)idx * STAGGER_GAP_MS);
+    memset(all, 0xa5, sizeof(all));
+    if (rmacoll__bootstrap_allgather(bs, &v, all, sizeof(v)) != RMACOLL_SUCCESS) {
+        fprintf(stderr, "child %d: allgather: %s\n", idx, captured);
+        return C_ALLGATHER;
+    }
+    for (int r = 0; r < a->n; r++) {
+        if (all[r] != 0x5eed0000u + (uint64_t)r) {
+            return C_BYTES;
+        }
+    }
+    if (all[a->n] != 0xa5a5a5a5a5a5a5a5ull) {
+        return C_BYTES;
+    }
+    sleep_ms((unsigned)(a->n - 1 - idx) * STAGGER_GAP_MS);
+    if (rmacoll__bootstrap_barrier(bs) != RMACOLL_SUCCESS) {
+        fprintf(stderr, "child %d: barrier: %s\n", idx, captured);
+        return C_BARRIER;
+    }
+    rmacoll__bootstrap_destroy(bs);
+    /* the point of the test: the spread was longer than the timeout */
+    if (now_ms() - t0 < 3u * (uint64_t)(a->n - 1) * STAGGER_GAP_MS) {
+        return C_TIME;
+    }
+    return C_OK;
+}
+
+static void test_stagger_silence(void **state)
+{
+    id_arg_t a = {.n = 3};
+    int status[MAX_CHILDREN];
+    int base = (assert_threads_return_to(1), count_threads()); /* settle first */
+
+    (void)state;
+    assert_true((a.n - 1) * STAGGER_GAP_MS > STAGGER_TIMEOUT_MS);
+    assert_int_equal(rmacoll_get_unique_id(&a.id), RMACOLL_SUCCESS);
+    run_children(a.n, child_stagger, &a, status);
+    for (int i = 0; i < a.n; i++) {
+        assert_exit(status[i], C_OK, i);
+    }
+    assert_threads_return_to(base);
+}
+
 /* ---- rejected connections ---- */
 
 typedef struct reject_arg {
@@ -1131,6 +1199,7 @@ int main(void)
         cmocka_unit_test(test_two_ids),
         cmocka_unit_test(test_missing_rank),
         cmocka_unit_test(test_silent_rank),
+        cmocka_unit_test(test_stagger_silence),
         cmocka_unit_test(test_killed_rank),
         cmocka_unit_test(test_wrong_magic),
         cmocka_unit_test(test_duplicate_rank),

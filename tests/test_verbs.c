@@ -1125,6 +1125,65 @@ static void test_reg_cache_host(void **state)
     free(buf);
 }
 
+/* mem_revoke (issue 10): the MR is deregistered at once although the core
+ * still holds its reference; a late RDMA WRITE with the old rkey fails at
+ * the writer (remote access error) and not one byte lands; the range is
+ * registered afresh (new rkey) next time; the last deregister frees the
+ * entry without a second ibv_dereg_mr. */
+static void test_revoke(void **state)
+{
+    fake_verbs_config_t f;
+    vt_world_t w;
+    uint8_t src[256], dst[256];
+    rmacoll_mem_t *ms, *md, *md2;
+    rmacoll_rkey_t rk, rk2;
+    rmacoll_put_t p;
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+    int dereg0;
+
+    (void)state;
+    vt_fake_default(&f, 2);
+    vt_pair(&w, &f, 16);
+    memset(dst, 0x5a, sizeof(dst));
+    vt_fill(src, sizeof(src), 4);
+    assert_int_equal(OPS->mem->mem_register(w.r[0].tp, src, sizeof(src), RMACOLL_MEM_HOST, &ms, NULL),
+                     RMACOLL_SUCCESS);
+    assert_int_equal(OPS->mem->mem_register(w.r[1].tp, dst, sizeof(dst), RMACOLL_MEM_HOST, &md, &rk),
+                     RMACOLL_SUCCESS);
+    assert_non_null(OPS->mem->mem_revoke);
+    dereg0 = fake_verbs_counts().dereg_mr;
+    assert_int_equal(OPS->mem->mem_revoke(w.r[1].tp, md), RMACOLL_SUCCESS);
+    assert_int_equal(fake_verbs_counts().dereg_mr, dereg0 + 1);
+    assert_non_null(strstr(w.r[1].log, "revoked the registration of 256 bytes"));
+    /* again: nothing more to do */
+    assert_int_equal(OPS->mem->mem_revoke(w.r[1].tp, md), RMACOLL_SUCCESS);
+    assert_int_equal(fake_verbs_counts().dereg_mr, dereg0 + 1);
+    /* the late writer's put is refused by the "NIC" */
+    p = vt_put(1, src, ms, dst, &rk, 128, 2, 1);
+    assert_int_equal(OPS->host->post_puts(w.r[0].tp, &p, 1), RMACOLL_SUCCESS);
+    for (int i = 0; i < 1000 && st == RMACOLL_SUCCESS; i++) {
+        st = OPS->base->progress(w.r[0].tp);
+    }
+    assert_int_equal(st, RMACOLL_ERR_TRANSPORT);
+    assert_int_equal(OPS->base->error_peer(w.r[0].tp), 1);
+    assert_non_null(strstr(w.r[0].log, "remote access error"));
+    for (size_t i = 0; i < sizeof(dst); i++) {
+        assert_int_equal(dst[i], 0x5a);
+    }
+    assert_int_equal(w.r[1].signals[2], 0);
+    /* the cache does not hand the revoked entry out again */
+    assert_int_equal(OPS->mem->mem_register(w.r[1].tp, dst, sizeof(dst), RMACOLL_MEM_HOST, &md2,
+                                            &rk2), RMACOLL_SUCCESS);
+    assert_ptr_not_equal(md2, md);
+    assert_int_not_equal(vt_rkey_value(&rk2), vt_rkey_value(&rk));
+    /* the last deregister frees the revoked entry, no second dereg */
+    assert_int_equal(OPS->mem->mem_deregister(w.r[1].tp, md), RMACOLL_SUCCESS);
+    assert_int_equal(fake_verbs_counts().dereg_mr, dereg0 + 1);
+    assert_int_equal(OPS->mem->mem_deregister(w.r[1].tp, md2), RMACOLL_SUCCESS);
+    OPS->mem->mem_deregister(w.r[0].tp, ms);
+    vt_world_fini(&w);
+}
+
 /* Fake CUDA driver: dma-buf export and buffer ids. */
 static unsigned long long g_cu_buffer_id = 1;
 static int g_cu_handle_fail;
@@ -1250,6 +1309,7 @@ int main(void)
         cmocka_unit_test(test_bad_signal_index),
         cmocka_unit_test(test_put_argument_checks),
         cmocka_unit_test(test_reg_cache_host),
+        cmocka_unit_test(test_revoke),
         cmocka_unit_test(test_reg_cuda_dmabuf),
     };
 

@@ -99,6 +99,7 @@ struct rmacoll_mem {
     uint64_t key;
     uint32_t refs;
     int used;                   /* slot holds a live registration */
+    int revoked;                /* mr closed by mem_revoke; the slot waits for refs 0 */
     uint64_t last_use;
 };
 
@@ -131,6 +132,7 @@ struct rmacoll_transport {
     rmacoll_status_t failed;    /* sticky after a transport error */
     int err_peer;
     int shm_named;              /* shm provider region named "rmacoll-PID-..." */
+    int cut_off;                /* mem_revoke stopped all progress */
 };
 
 #define OFI_LOG(tp, lvl, ...)                                                 \
@@ -359,10 +361,25 @@ static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out
 static void ofi_close_all(rmacoll_transport_t *tp)
 {
     for (int i = 0; i < OFI_MR_CACHE_MAX; i++) {
-        if (tp->mrs[i].used) {
+        if (tp->mrs[i].used && !tp->mrs[i].revoked) {
             fi_close(&tp->mrs[i].mr->fid);
             tp->mrs[i].used = 0;
         }
+    }
+    if (tp->cut_off && tp->ep) {
+        /* mem_revoke stopped progress with a write possibly half received:
+         * closing the endpoint then crashed inside libfabric 1.17's rxm
+         * (test_safety test_late_write_net), and driving progress to
+         * settle it would land the write. The endpoint and what it hangs
+         * on are left open, never progressed again, until the process
+         * exits: a broken communicator's price for no late write. */
+        OFI_LOG(tp, RMACOLL_LOG_INFO, "ofi: rank %d: the endpoint of a revoked instance "
+                "stays open (not progressed) until exit", tp->env.rank);
+        tp->ep = NULL;
+        tp->av = NULL;
+        tp->cq = NULL;
+        tp->domain = NULL;
+        tp->fabric = NULL;
     }
     if (tp->ep) {
         fi_close(&tp->ep->fid);
@@ -624,6 +641,9 @@ static rmacoll_status_t ofi_mem_register(rmacoll_transport_t *tp, void *addr,
             }
             continue;
         }
+        if (e->revoked) {
+            continue; /* never handed out again; freed at refs 0 */
+        }
         if (e->addr <= a && (size_t)(a - e->addr) + bytes <= e->bytes) {
             m = e;
             break;
@@ -695,10 +715,51 @@ static rmacoll_status_t ofi_mem_deregister(rmacoll_transport_t *tp, rmacoll_mem_
         !mem->used || mem->refs == 0) {
         return RMACOLL_ERR_INVALID_ARG;
     }
-    if (--mem->refs == 0 && !tp->keep_unused_mr) {
-        fi_close(&mem->mr->fid);
+    if (--mem->refs == 0 && (mem->revoked || !tp->keep_unused_mr)) {
+        if (!mem->revoked) {
+            fi_close(&mem->mr->fid);
+        }
         mem->used = 0;
+        mem->revoked = 0;
     }
+    return RMACOLL_SUCCESS;
+}
+
+/* Revokes mem (the transport interface's mem_revoke). Closing the MR stops
+ * new writes to it, but a provider that copies on the target keeps writing
+ * a message it already matched to the MR: libfabric 1.17 tcp;ofi_rxm
+ * completed a 64 MiB write, all of it landing, after the target had closed
+ * the MR halfway through (docs/transport-ofi.md). Those providers copy
+ * only while this process drives progress, so the instance also stops
+ * driving it (cut off): nothing is read from the network any more, and a
+ * writer's puts stall or fail at the writer. Closing the endpoint instead
+ * would cut the connections too, but rxm's endpoint close crashed when a
+ * write was in flight both ways. The core revokes only when the
+ * communicator broke, so nothing else is lost; finalize closes the rest. */
+static rmacoll_status_t ofi_mem_revoke(rmacoll_transport_t *tp, rmacoll_mem_t *mem)
+{
+    int ret;
+
+    if (mem == NULL || mem < &tp->mrs[0] || mem >= &tp->mrs[OFI_MR_CACHE_MAX] ||
+        !mem->used) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    tp->cut_off = 1;
+    ofi_fail(tp, RMACOLL_ERR_PEER, -1);
+    if (!mem->revoked) {
+        ret = fi_close(&mem->mr->fid);
+        if (ret != 0) {
+            OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: closing the registration of %zu bytes "
+                    "at %p failed: %s", mem->bytes, (void *)mem->addr, fi_strerror(-ret));
+            return RMACOLL_ERR_TRANSPORT;
+        }
+        mem->revoked = 1;
+        mem->mr = NULL;
+        mem->desc = NULL;
+    }
+    OFI_LOG(tp, RMACOLL_LOG_INFO, "ofi: rank %d: registration of %zu bytes revoked, "
+            "progress stopped: no remote write lands here any more", tp->env.rank,
+            mem->bytes);
     return RMACOLL_SUCCESS;
 }
 
@@ -862,6 +923,9 @@ static rmacoll_status_t ofi_progress(rmacoll_transport_t *tp)
 {
     struct fi_cq_data_entry ent[OFI_CQ_BATCH];
 
+    if (tp->cut_off) {
+        return tp->failed; /* mem_revoke: nothing is read from the network */
+    }
     for (int round = 0; round < OFI_CQ_ROUNDS; round++) {
         ssize_t n = fi_cq_read(tp->cq, ent, OFI_CQ_BATCH);
 
@@ -1000,7 +1064,11 @@ static rmacoll_status_t ofi_post_puts(rmacoll_transport_t *tp, const rmacoll_put
 
 static size_t ofi_pending(rmacoll_transport_t *tp)
 {
-    /* After a failure queued puts are never issued: their sources are free. */
+    /* After a failure queued puts are never issued: their sources are free;
+     * once progress stopped nothing in flight completes either. */
+    if (tp->cut_off) {
+        return 0;
+    }
     return tp->ops_busy + (tp->failed == RMACOLL_SUCCESS ? tp->nqueued : 0);
 }
 
@@ -1022,6 +1090,7 @@ static const rmacoll_transport_mem_ops_t ofi_mem_ops = {
     .size = sizeof(rmacoll_transport_mem_ops_t),
     .mem_register = ofi_mem_register,
     .mem_deregister = ofi_mem_deregister,
+    .mem_revoke = ofi_mem_revoke,
 };
 
 static const rmacoll_transport_host_ops_t ofi_host_ops = {

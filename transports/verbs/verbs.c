@@ -99,6 +99,7 @@ struct rmacoll_mem {
     uint64_t buffer_id;    /* CUDA CU_POINTER_ATTRIBUTE_BUFFER_ID, 0 = unknown */
     int dmabuf;            /* registered through ibv_reg_dmabuf_mr */
     int idle;              /* refs == 0 and kept cached (CUDA only) */
+    int revoked;           /* mr deregistered by mem_revoke; freed at refs 0 */
 };
 
 struct rmacoll_transport {
@@ -703,7 +704,9 @@ static void verbs_destroy(rmacoll_transport_t *tp)
                       "finalize: region at %p (%zu bytes) still has %u registrations",
                       (void *)m->addr, m->bytes, m->refs);
         }
-        ibv_dereg_mr(m->mr);
+        if (!m->revoked) {
+            ibv_dereg_mr(m->mr);
+        }
         free(m);
         m = next;
     }
@@ -895,7 +898,9 @@ static void verbs_mem_free_entry(rmacoll_transport_t *tp, rmacoll_mem_t *m)
     if (m->idle) {
         tp->idle_cuda--;
     }
-    ibv_dereg_mr(m->mr);
+    if (!m->revoked) {
+        ibv_dereg_mr(m->mr);
+    }
     free(m);
 }
 
@@ -982,7 +987,8 @@ static rmacoll_status_t verbs_mem_register(rmacoll_transport_t *tp, void *addr,
     for (m = tp->regs; m != NULL;) {
         rmacoll_mem_t *next = m->next;
 
-        if (m->type == type && a >= m->addr && a + bytes <= m->addr + m->bytes) {
+        if (!m->revoked && m->type == type && a >= m->addr &&
+            a + bytes <= m->addr + m->bytes) {
             if (type == RMACOLL_MEM_CUDA && m->buffer_id != buffer_id) {
                 if (m->refs == 0) {
                     verbs_log(tp, RMACOLL_LOG_DEBUG,
@@ -1059,6 +1065,11 @@ static rmacoll_status_t verbs_mem_deregister(rmacoll_transport_t *tp, rmacoll_me
         return RMACOLL_ERR_INVALID_ARG;
     }
     if (--mem->refs == 0) {
+        if (mem->revoked) {
+            verbs_mem_free_entry(tp, mem);
+            pthread_mutex_unlock(&tp->reg_lock);
+            return RMACOLL_SUCCESS;
+        }
         /* Host memory: deregister now, so a freed and re-used range is
          * registered afresh (new MR, new rkey, new generation) and never
          * served by an MR pinning the old pages. CUDA memory with a known
@@ -1072,6 +1083,43 @@ static rmacoll_status_t verbs_mem_deregister(rmacoll_transport_t *tp, rmacoll_me
         }
     }
     pthread_mutex_unlock(&tp->reg_lock);
+    return RMACOLL_SUCCESS;
+}
+
+/* Revokes mem (the transport interface's mem_revoke): ibv_dereg_mr now,
+ * whatever its references; the HCA then refuses the rkey (a late RDMA
+ * WRITE fails at the writer with a remote access error). The entry leaves
+ * the cache and is freed at its last mem_deregister. Not verified on
+ * hardware here: that a write already in progress is cut off rests on the
+ * HCA checking the key of every packet against the invalidated MR. */
+static rmacoll_status_t verbs_mem_revoke(rmacoll_transport_t *tp, rmacoll_mem_t *mem)
+{
+    int rc = 0;
+
+    if (tp == NULL || mem == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    pthread_mutex_lock(&tp->reg_lock);
+    if (mem->refs == 0 && !mem->idle) {
+        pthread_mutex_unlock(&tp->reg_lock);
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (!mem->revoked) {
+        rc = ibv_dereg_mr(mem->mr);
+        if (rc == 0) {
+            mem->revoked = 1;
+            mem->mr = NULL;
+        }
+    }
+    pthread_mutex_unlock(&tp->reg_lock);
+    if (rc != 0) {
+        verbs_log(tp, RMACOLL_LOG_ERROR, "revoking the registration of %zu bytes at %p "
+                  "on %s failed: %s", mem->bytes, (void *)mem->addr, tp->dev_name,
+                  strerror(rc > 0 ? rc : errno));
+        return RMACOLL_ERR_TRANSPORT;
+    }
+    verbs_log(tp, RMACOLL_LOG_INFO, "revoked the registration of %zu bytes at %p",
+              mem->bytes, (void *)mem->addr);
     return RMACOLL_SUCCESS;
 }
 
@@ -1417,7 +1465,8 @@ const rmacoll_transport_ops_t rmacoll_transport_verbs_ops = {
                                .progress = verbs_progress, .pending = verbs_pending,
                                .error_peer = verbs_error_peer),
     .mem = RMACOLL__TOPS_MEM(.mem_register = verbs_mem_register,
-                             .mem_deregister = verbs_mem_deregister),
+                             .mem_deregister = verbs_mem_deregister,
+                             .mem_revoke = verbs_mem_revoke),
     .host = RMACOLL__TOPS_HOST(.post_puts = verbs_post_puts),
     .keys = rmacoll_transport_verbs_keys,
     .nkeys = VERBS_NKEYS,
