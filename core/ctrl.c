@@ -58,10 +58,11 @@ void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
     lay->nnet = rmacoll__net_peers(topo, pcfg, rank, NULL);
     lay->nsig_plan = rmacoll__sig_count(topo, pcfg, rank);
     lay->nsig = rmacoll__ctrl_sig_stage(lay, RMACOLL__NSTAGE_WORDS);
+    lay->max_ls = max_node_size(topo);
+    lay->matrix = topo->nnodes == 2;
     lay->local_rec_bytes = align64(sizeof(rmacoll__local_rec_t) +
-                                   2 * (size_t)topo->nranks * sizeof(int64_t));
-    lay->net_rec_bytes = align64(sizeof(rmacoll__net_rec_t) +
-                                 (size_t)max_node_size(topo) * sizeof(int64_t));
+                                   3 * (size_t)topo->nranks * sizeof(int64_t));
+    lay->net_rec_bytes = align64(rmacoll__ctrl_meta_bytes(lay, lay->max_ls, lay->max_ls));
     lay->status_rec_bytes = align64(sizeof(rmacoll__status_rec_t) + 8);
     lay->off_sig = RMACOLL__CTRL_HEADER_BYTES;
     off = align64(lay->off_sig + (size_t)lay->nsig * sizeof(uint64_t));
@@ -106,6 +107,21 @@ rmacoll__local_rec_t *rmacoll__ctrl_local(void *base,
 int64_t *rmacoll__ctrl_local_counts(rmacoll__local_rec_t *lr)
 {
     return (int64_t *)(lr + 1);
+}
+
+size_t rmacoll__ctrl_meta_bytes(const rmacoll__ctrl_layout_t *lay, int lsS, int lsR)
+{
+    size_t n = (size_t)lay->max_ls;
+
+    if (lay->matrix) {
+        n += 2 * (size_t)lsS * (size_t)lsR;
+    }
+    return sizeof(rmacoll__net_rec_t) + n * sizeof(int64_t);
+}
+
+int64_t *rmacoll__ctrl_rec_matrix(rmacoll__net_rec_t *rec, const rmacoll__ctrl_layout_t *lay)
+{
+    return (int64_t *)(rec + 1) + lay->max_ls;
 }
 
 size_t rmacoll__ctrl_rec_bytes(const rmacoll__ctrl_layout_t *lay,

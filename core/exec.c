@@ -152,6 +152,7 @@ static void call_plan(rmacoll__call_t *c)
     }
     if (st != RMACOLL_SUCCESS) {
         rmacoll__status_set(&c->acc, st, comm->rank, c->msg);
+        c->plan_failed = 1;
     }
     c->prof[3] = prof_ns(comm);
 }
@@ -180,6 +181,7 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
 {
     rmacoll_comm_t *comm = c->comm;
     int me = comm->rank;
+
 
     if (c->runner == &rmacoll__run_host) {
         if (st != RMACOLL_SUCCESS) {
