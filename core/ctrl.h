@@ -7,7 +7,7 @@
  *
  * Control window (host shared memory, mapped by node peers, registered
  * with the network transport):
- *   header (magic, the credit word, the progress count, the
+ *   header (magic, a spare word, the progress count, the
  *   abort word, the rank waited for, the receive gate, the heartbeat;
  *   then the creator's pid, spare: 128 bytes in all)
  *   | signal words [nsig]
@@ -41,10 +41,7 @@
 #include "rmacoll_transport.h"
 
 #define RMACOLL__CTRL_MAGIC 0x726d61636f6c6c31ull /* "rmacoll1" */
-/* Byte offset in the header of the word signal-only network puts carry
- * (8 bytes from here to the same offset at the peer: some providers never
- * complete zero-length writes carrying remote CQ data). */
-#define RMACOLL__CTRL_CREDIT_OFF 8
+/* Header byte 8: spare (was the credit word of 8-byte signal-only puts). */
 /* Byte offset in the header of the owner's progress count: raised by the
  * owner each time one of its waits is satisfied; node peers waiting on the
  * owner read it (a relay busy forwarding for others is making progress). */

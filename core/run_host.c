@@ -47,13 +47,12 @@ void rmacoll__translate(rmacoll_comm_t *comm, const rmacoll__task_t *t,
     } else if (t->dst_win == RMACOLL__WIN_RELAY) {
         put->dst_rkey = &comm->peer_relay_rkey[t->peer];
     } else {
-        /* signal-only credit: 8 bytes into the credit word of the peer's
-         * control-window header (ctrl.h) */
+        /* signal-only credit: a zero-length PutSignal (the transport
+         * contract's signal-only put), aimed at the peer's control window */
         put->dst_rkey = &comm->peer_ctrl_rkey[t->peer];
-        put->src = (const char *)comm->ctrl.addr + RMACOLL__CTRL_CREDIT_OFF;
-        put->src_mem = comm->ctrl_mem;
-        put->bytes = 8;
-        put->dst_addr = put->dst_rkey->addr + RMACOLL__CTRL_CREDIT_OFF;
+        put->src = NULL;
+        put->src_mem = NULL;
+        put->dst_addr = put->dst_rkey->addr;
         return;
     }
     put->dst_addr = put->dst_rkey->addr + t->dst_off;
