@@ -115,7 +115,7 @@ static void *proxy_main(void *arg)
     while (!atomic_load_explicit(&px->stop, memory_order_acquire)) {
         int worked;
 
-        if (atomic_load_explicit(&px->driving, memory_order_relaxed)) {
+        if (atomic_load_explicit(&px->driving, memory_order_relaxed) > 0) {
             struct timespec ts = {0, 50000};
             nanosleep(&ts, NULL);
             continue;
@@ -193,8 +193,8 @@ rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t
         return RMACOLL_SUCCESS;
     }
 
-    /* ring full: wait for the proxy (bounded by the timeout, counted from
-     * the last job it completed) */
+    /* ring full: drive it from here (bounded by the timeout, counted from
+     * the last job completed) */
     while (posted - atomic_load_explicit(&px->jobs_done, memory_order_acquire) >=
            RMACOLL__PROXY_RING) {
         uint64_t d = atomic_load_explicit(&px->jobs_done, memory_order_acquire);
@@ -207,6 +207,7 @@ rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t
                               "rank %d: proxy thread stalled for %llu ms", px->rank,
                               (unsigned long long)px->timeout_ms);
         }
+        rmacoll__proxy_poll(px);
         sched_yield();
     }
     px->ring[posted % RMACOLL__PROXY_RING].puts = puts;

@@ -163,7 +163,11 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, const void *sendbu
                                           "not copied", comm->rank, cp->peer,
                                           (unsigned long long)cp->bytes);
             }
+            /* while this thread copies, the proxy thread keeps the network
+             * moving (it stays off while this thread waits) */
+            rmacoll__proxy_drive(&comm->proxy, 0);
             st = ti->ops->host.post_puts(ti->tp, &comm->puts[f], n);
+            rmacoll__proxy_drive(&comm->proxy, 1);
             gate_leave(comm, &comm->puts[f], n);
             rmacoll__progress_bump(comm); /* copies made: progress for waiters */
             if (st != RMACOLL_SUCCESS) {
