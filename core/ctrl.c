@@ -24,6 +24,14 @@ static int max_node_size(const rmacoll_topo_t *topo)
     return m;
 }
 
+int rmacoll__ctrl_one_round(const rmacoll_topo_t *topo)
+{
+    int m = max_node_size(topo);
+
+    return (topo->nnodes == 1 && m <= RMACOLL__ONE_ROUND_NODE_MAX) ||
+           (topo->nnodes == 2 && m <= RMACOLL__ONE_ROUND_PAIR_MAX);
+}
+
 int rmacoll__net_peers(const rmacoll_topo_t *topo,
                        const rmacoll__plan_cfg_t *pcfg, int rank, int *list)
 {
@@ -59,7 +67,7 @@ void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
     lay->nsig_plan = rmacoll__sig_count(topo, pcfg, rank);
     lay->nsig = rmacoll__ctrl_sig_stage(lay, RMACOLL__NSTAGE_WORDS);
     lay->max_ls = max_node_size(topo);
-    lay->matrix = topo->nnodes == 2;
+    lay->matrix = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo);
     lay->local_rec_bytes = align64(sizeof(rmacoll__local_rec_t) +
                                    3 * (size_t)topo->nranks * sizeof(int64_t));
     lay->net_rec_bytes = align64(rmacoll__ctrl_meta_bytes(lay, lay->max_ls, lay->max_ls));

@@ -151,11 +151,22 @@ typedef struct rmacoll__ctrl_layout {
     uint32_t nsig_plan;   /* planner's words */
     uint32_t nsig;        /* all words */
     int max_ls;           /* largest node */
-    int matrix;           /* metadata records carry the count matrices (two nodes) */
+    int matrix;           /* metadata records carry the count matrices (one-round
+                           * verdict on two nodes) */
     size_t local_rec_bytes, net_rec_bytes, status_rec_bytes;
     size_t off_sig, off_local, off_inbox, off_inbox2, off_outbox, off_outbox2;
     size_t bytes;         /* whole window */
 } rmacoll__ctrl_layout_t;
+
+/* The one-round verdict (meta.c) is used on one node of at most
+ * RMACOLL__ONE_ROUND_NODE_MAX ranks and on two nodes of at most
+ * RMACOLL__ONE_ROUND_PAIR_MAX ranks each (records carry 2 * size(A) *
+ * size(B) counts, every rank checks every pair); otherwise the agreement. */
+#define RMACOLL__ONE_ROUND_NODE_MAX 256
+#define RMACOLL__ONE_ROUND_PAIR_MAX 64
+
+/** Non-zero when calls on topo use the one-round verdict. Pure. */
+int rmacoll__ctrl_one_round(const rmacoll_topo_t *topo);
 
 /**
  * Network peers of rank: relays it sends through and senders it relays for

@@ -371,7 +371,7 @@ static rmacoll_status_t wait_records(rmacoll_comm_t *comm, rmacoll__rec_kind_t k
      * naming the silent rank) arrive before this wait gives up */
     uint64_t limit = comm->cfg.timeout_ms;
 
-    if (kind == RMACOLL__REC_META && comm->topo->nnodes == 2) {
+    if (kind == RMACOLL__REC_META && comm->lay.matrix) {
         limit = 2 * limit;
     }
     for (int k = 0; k < comm->nnet; k++) {
@@ -479,9 +479,9 @@ static void check_esize(rmacoll__call_t *c)
     }
 }
 
-/* ---- the one-round verdict (one or two nodes) ----
+/* ---- the one-round verdict (one or two nodes, rmacoll__ctrl_one_round) ----
  *
- * On a communicator of one or two nodes the metadata exchange alone gives
+ * On a communicator of one or two (small) nodes the metadata exchange alone gives
  * every rank everything the agreement would: after its node stage A a rank
  * holds every node peer's validation status, element size and counts; it
  * sends each network peer its node's summary (validation, the datatype and
@@ -691,6 +691,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
     int n = comm->nranks;
     int64_t *cnt = rmacoll__ctrl_local_counts(lr);
     rmacoll__net_rec_t sum;
+    int one = rmacoll__ctrl_one_round(topo);
 
     memset(&sum, 0, sizeof(sum));
     /* node peers read it from the control window ... */
@@ -703,7 +704,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
         cnt[2 * n + r] = ok ? c->sendcounts[r] : 0;
     }
     publish(comm, c->par, RMACOLL__CTRL_A, &c->local);
-    if (topo->nnodes <= 2) {
+    if (one) {
         /* one round: the records carry the node's summary, so they leave
          * after node stage A */
         st = wait_node(comm, c->par, RMACOLL__CTRL_A);
@@ -727,7 +728,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
         for (int l = 0; l < topo->node_size[B]; l++) {
             sc[l] = ok ? c->sendcounts[rmacoll__topo_rank(topo, B, l)] : 0;
         }
-        if (topo->nnodes == 2) {
+        if (one) {
             rec->node_val = sum.node_val;
             rec->node_chk = sum.node_chk;
             rec->node_esize = sum.node_esize;
@@ -736,7 +737,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
         }
     }
     st = comm->nnet ? send_records(comm, c->par, RMACOLL__REC_META) : RMACOLL_SUCCESS;
-    if (st == RMACOLL_SUCCESS && topo->nnodes > 2) {
+    if (st == RMACOLL_SUCCESS && !one) {
         st = wait_node(comm, c->par, RMACOLL__CTRL_A);
     }
     if (st == RMACOLL_SUCCESS) {
@@ -745,7 +746,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
-    if (topo->nnodes <= 2) {
+    if (one) {
         one_round_verdict(c, &sum,
                           comm->nnet ? own_rec(comm, RMACOLL__REC_META, 0, 0, c->par)
                                      : NULL);

@@ -116,7 +116,9 @@ static void *proxy_main(void *arg)
         int worked;
 
         if (atomic_load_explicit(&px->driving, memory_order_relaxed) > 0) {
-            struct timespec ts = {0, 50000};
+            /* off the calling thread's path: it drives, and hands over
+             * only for long copies (run_host.c) */
+            struct timespec ts = {0, 200000};
             nanosleep(&ts, NULL);
             continue;
         }

@@ -10,6 +10,10 @@
 #include "core/call.h"
 #include "core/comm.h"
 
+/* Copies of a batch from this many bytes on let the proxy thread drive
+ * the network meanwhile (a copy this long outlasts its wake-up). */
+#define HOST_HANDOVER_BYTES (256u * 1024u)
+
 rmacoll_status_t rmacoll__grow_puts(rmacoll_comm_t *comm, size_t n)
 {
     if (n > comm->puts_cap) {
@@ -163,11 +167,19 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, const void *sendbu
                                           "not copied", comm->rank, cp->peer,
                                           (unsigned long long)cp->bytes);
             }
-            /* while this thread copies, the proxy thread keeps the network
-             * moving (it stays off while this thread waits) */
-            rmacoll__proxy_drive(&comm->proxy, 0);
+            /* during a long copy the proxy thread keeps the network moving
+             * (it stays off while this thread waits or makes short copies) */
+            uint64_t cbytes = 0;
+            for (uint32_t k = 0; k < n; k++) {
+                cbytes += comm->puts[f + k].bytes;
+            }
+            if (cbytes >= HOST_HANDOVER_BYTES) {
+                rmacoll__proxy_drive(&comm->proxy, 0);
+            }
             st = ti->ops->host.post_puts(ti->tp, &comm->puts[f], n);
-            rmacoll__proxy_drive(&comm->proxy, 1);
+            if (cbytes >= HOST_HANDOVER_BYTES) {
+                rmacoll__proxy_drive(&comm->proxy, 1);
+            }
             gate_leave(comm, &comm->puts[f], n);
             rmacoll__progress_bump(comm); /* copies made: progress for waiters */
             if (st != RMACOLL_SUCCESS) {
