@@ -95,8 +95,10 @@ int rmacoll__proxy_bound(const rmacoll__proxy_t *px)
 
 void rmacoll__proxy_poll(rmacoll__proxy_t *px)
 {
-    if (px->started) {
-        pthread_mutex_lock(&px->lock);
+    /* trylock: a holder is the proxy thread finishing its last turn before
+     * it saw `driving` (progress all the same); blocking on it would stall
+     * this thread whenever that thread is preempted with the lock */
+    if (px->started && pthread_mutex_trylock(&px->lock) == 0) {
         proxy_drive_locked(px);
         pthread_mutex_unlock(&px->lock);
     }

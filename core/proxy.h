@@ -66,7 +66,8 @@ int rmacoll__proxy_bound(const rmacoll__proxy_t *px);
  * rmacoll__proxy_flush returned. */
 rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px,
                                        const rmacoll_put_t *puts, size_t n);
-/** Drives the network once from a waiting thread. */
+/** Drives the network once from a waiting thread, unless another thread
+ * is driving it right now (trylock). */
 void rmacoll__proxy_poll(rmacoll__proxy_t *px);
 /** A calling thread starts (1) or stops (0) driving the network itself
  * while it waits: the proxy thread stays off the lock meanwhile. */
