@@ -49,6 +49,10 @@ typedef struct rmacoll__call {
     rmacoll_rkey_t recv_rkey;         /* sent to network peers */
     rmacoll__status_rec_t local;      /* this rank's outcome so far */
     rmacoll__status_rec_t acc;        /* lowest-ranked outcome known */
+    int one_round;                    /* the exchange gave every rank the verdict: no
+                                       * agreement round (meta.c) */
+    int drives;                       /* this thread drives the network (host call) */
+    int plan_failed;                  /* planning (or runner planned) failed here */
     char msg[512];                    /* a step's error message */
     uint64_t prof[5];                 /* stage timestamps (TRACE), ns */
 } rmacoll__call_t;

@@ -24,6 +24,14 @@ static int max_node_size(const rmacoll_topo_t *topo)
     return m;
 }
 
+int rmacoll__ctrl_one_round(const rmacoll_topo_t *topo)
+{
+    int m = max_node_size(topo);
+
+    return (topo->nnodes == 1 && m <= RMACOLL__ONE_ROUND_NODE_MAX) ||
+           (topo->nnodes == 2 && m <= RMACOLL__ONE_ROUND_PAIR_MAX);
+}
+
 int rmacoll__net_peers(const rmacoll_topo_t *topo,
                        const rmacoll__plan_cfg_t *pcfg, int rank, int *list)
 {
@@ -58,10 +66,11 @@ void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
     lay->nnet = rmacoll__net_peers(topo, pcfg, rank, NULL);
     lay->nsig_plan = rmacoll__sig_count(topo, pcfg, rank);
     lay->nsig = rmacoll__ctrl_sig_stage(lay, RMACOLL__NSTAGE_WORDS);
+    lay->max_ls = max_node_size(topo);
+    lay->matrix = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo);
     lay->local_rec_bytes = align64(sizeof(rmacoll__local_rec_t) +
-                                   2 * (size_t)topo->nranks * sizeof(int64_t));
-    lay->net_rec_bytes = align64(sizeof(rmacoll__net_rec_t) +
-                                 (size_t)max_node_size(topo) * sizeof(int64_t));
+                                   3 * (size_t)topo->nranks * sizeof(int64_t));
+    lay->net_rec_bytes = align64(rmacoll__ctrl_meta_bytes(lay, lay->max_ls, lay->max_ls));
     lay->status_rec_bytes = align64(sizeof(rmacoll__status_rec_t) + 8);
     lay->off_sig = RMACOLL__CTRL_HEADER_BYTES;
     off = align64(lay->off_sig + (size_t)lay->nsig * sizeof(uint64_t));
@@ -106,6 +115,21 @@ rmacoll__local_rec_t *rmacoll__ctrl_local(void *base,
 int64_t *rmacoll__ctrl_local_counts(rmacoll__local_rec_t *lr)
 {
     return (int64_t *)(lr + 1);
+}
+
+size_t rmacoll__ctrl_meta_bytes(const rmacoll__ctrl_layout_t *lay, int lsS, int lsR)
+{
+    size_t n = (size_t)lay->max_ls;
+
+    if (lay->matrix) {
+        n += 2 * (size_t)lsS * (size_t)lsR;
+    }
+    return sizeof(rmacoll__net_rec_t) + n * sizeof(int64_t);
+}
+
+int64_t *rmacoll__ctrl_rec_matrix(rmacoll__net_rec_t *rec, const rmacoll__ctrl_layout_t *lay)
+{
+    return (int64_t *)(rec + 1) + lay->max_ls;
 }
 
 size_t rmacoll__ctrl_rec_bytes(const rmacoll__ctrl_layout_t *lay,

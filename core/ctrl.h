@@ -7,7 +7,7 @@
  *
  * Control window (host shared memory, mapped by node peers, registered
  * with the network transport):
- *   header (magic, the credit word, the progress count, the
+ *   header (magic, a spare word, the progress count, the
  *   abort word, the rank waited for, the receive gate, the heartbeat;
  *   then the creator's pid, spare: 128 bytes in all)
  *   | signal words [nsig]
@@ -41,10 +41,7 @@
 #include "rmacoll_transport.h"
 
 #define RMACOLL__CTRL_MAGIC 0x726d61636f6c6c31ull /* "rmacoll1" */
-/* Byte offset in the header of the word signal-only network puts carry
- * (8 bytes from here to the same offset at the peer: some providers never
- * complete zero-length writes carrying remote CQ data). */
-#define RMACOLL__CTRL_CREDIT_OFF 8
+/* Header byte 8: spare (was the credit word of 8-byte signal-only puts). */
 /* Byte offset in the header of the owner's progress count: raised by the
  * owner each time one of its waits is satisfied; node peers waiting on the
  * owner read it (a relay busy forwarding for others is making progress). */
@@ -102,19 +99,28 @@ typedef enum rmacoll__ctrl_stage {
     RMACOLL__CTRL_C = 2  /* st_c valid (after the rail round) */
 } rmacoll__ctrl_stage_t;
 
+/* Flags of a local record (and, OR-ed over a node, of a network record). */
+#define RMACOLL__REC_F_DEVICE 1u  /* the call runs on device memory (stream or staged) */
+
 /* Per-call metadata a rank publishes to its node peers (one per parity),
- * followed by int64 recvcounts[nranks] and rdispls[nranks]. */
+ * followed by int64 recvcounts[nranks], rdispls[nranks] and
+ * sendcounts[nranks]. */
 typedef struct rmacoll__local_rec {
     _Atomic uint64_t epoch[3];  /* [stage]: e + 1 when that stage is valid */
     uint64_t recv_addr;         /* receive buffer in the owner's address space */
     uint64_t esize;             /* element size of the call, bytes (0: unknown) */
+    uint64_t flags;             /* RMACOLL__REC_F_* */
     rmacoll__status_rec_t st[3];
     uint8_t recv_blob[RMACOLL_EXPORT_BYTES]; /* device receive buffer export */
 } rmacoll__local_rec_t;
 
 /* Per-call record a rank sends to each network peer, followed by int64
  * sendcounts[max node size]: the sender's counts for the receiver's node
- * members by local rank. */
+ * members by local rank; on a communicator of two nodes then by the
+ * sender node's count matrices towards the receiver's node (one-round
+ * verdict, docs/protocol.md): send[a * lsR + b] = sendcounts of the
+ * sender node's local rank a for the receiver node's local rank b, and
+ * recv[a * lsR + b] its recvcounts from b (lsR = receiver node's size). */
 typedef struct rmacoll__net_rec {
     uint64_t epoch;
     rmacoll__status_rec_t st;
@@ -122,6 +128,11 @@ typedef struct rmacoll__net_rec {
     int64_t rdispl;             /* sender's rdispls[receiver] */
     uint64_t esize;             /* sender's element size, bytes (0: unknown) */
     rmacoll_rkey_t recv_rkey;   /* sender's receive buffer */
+    /* two nodes: the sender node's summary after its node stage A */
+    rmacoll__status_rec_t node_val; /* lowest-ranked validation error of the node */
+    rmacoll__status_rec_t node_chk; /* its datatype or count check inside the node */
+    uint64_t node_esize;        /* element size of the node's lowest rank */
+    uint64_t node_flags;        /* RMACOLL__REC_F_* of the node's ranks, OR-ed */
 } rmacoll__net_rec_t;
 
 /* The two kinds of network records. */
@@ -139,10 +150,23 @@ typedef struct rmacoll__ctrl_layout {
     int nnet;             /* network peers of the owner */
     uint32_t nsig_plan;   /* planner's words */
     uint32_t nsig;        /* all words */
+    int max_ls;           /* largest node */
+    int matrix;           /* metadata records carry the count matrices (one-round
+                           * verdict on two nodes) */
     size_t local_rec_bytes, net_rec_bytes, status_rec_bytes;
     size_t off_sig, off_local, off_inbox, off_inbox2, off_outbox, off_outbox2;
     size_t bytes;         /* whole window */
 } rmacoll__ctrl_layout_t;
+
+/* The one-round verdict (meta.c) is used on one node of at most
+ * RMACOLL__ONE_ROUND_NODE_MAX ranks and on two nodes of at most
+ * RMACOLL__ONE_ROUND_PAIR_MAX ranks each (records carry 2 * size(A) *
+ * size(B) counts, every rank checks every pair); otherwise the agreement. */
+#define RMACOLL__ONE_ROUND_NODE_MAX 256
+#define RMACOLL__ONE_ROUND_PAIR_MAX 64
+
+/** Non-zero when calls on topo use the one-round verdict. Pure. */
+int rmacoll__ctrl_one_round(const rmacoll_topo_t *topo);
 
 /**
  * Network peers of rank: relays it sends through and senders it relays for
@@ -174,12 +198,19 @@ uint32_t rmacoll__ctrl_sig_stage(const rmacoll__ctrl_layout_t *lay, int w);
 rmacoll__local_rec_t *rmacoll__ctrl_local(void *base,
                                           const rmacoll__ctrl_layout_t *lay,
                                           int par);
-/** recvcounts[nranks] then rdispls[nranks] after a local record. */
+/** recvcounts[nranks], rdispls[nranks] then sendcounts[nranks] after a
+ * local record. */
 int64_t *rmacoll__ctrl_local_counts(rmacoll__local_rec_t *lr);
 /** Byte offset of network record k of `kind` and parity par: in the inbox
  * (received) or the outbox (to send). */
 size_t rmacoll__ctrl_rec_off(const rmacoll__ctrl_layout_t *lay,
                              rmacoll__rec_kind_t kind, int outbox, int k, int par);
+/** The count matrices after a network record (two nodes; see
+ * rmacoll__net_rec_t): send, then recv at send + lsS * lsR. */
+int64_t *rmacoll__ctrl_rec_matrix(rmacoll__net_rec_t *rec, const rmacoll__ctrl_layout_t *lay);
+/** Bytes of a metadata record from a node of lsS ranks to a node of lsR
+ * ranks in the window of layout lay (what a put sends). */
+size_t rmacoll__ctrl_meta_bytes(const rmacoll__ctrl_layout_t *lay, int lsS, int lsR);
 /** Bytes of one record of `kind`. */
 size_t rmacoll__ctrl_rec_bytes(const rmacoll__ctrl_layout_t *lay,
                                rmacoll__rec_kind_t kind);

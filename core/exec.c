@@ -89,6 +89,12 @@ rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *c, rmacoll_comm_t *comm,
     c->par = (int)(c->epoch & 1);
     c->local.rank = comm->rank;
     rmacoll__proxy_set_active(&comm->proxy, 1);
+    /* a blocking call drives the network itself; the proxy thread stays
+     * off the lock (run_host.c lets it in while this thread copies) */
+    c->drives = stream == NULL;
+    if (c->drives) {
+        rmacoll__proxy_drive(&comm->proxy, 1);
+    }
     c->prof[0] = prof_ns(comm);
     return RMACOLL_SUCCESS;
 }
@@ -152,6 +158,7 @@ static void call_plan(rmacoll__call_t *c)
     }
     if (st != RMACOLL_SUCCESS) {
         rmacoll__status_set(&c->acc, st, comm->rank, c->msg);
+        c->plan_failed = 1;
     }
     c->prof[3] = prof_ns(comm);
 }
@@ -180,6 +187,12 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
 {
     rmacoll_comm_t *comm = c->comm;
     int me = comm->rank;
+
+    if (c->drives) {
+        rmacoll__proxy_drive(&comm->proxy, 0);
+        c->drives = 0;
+    }
+
 
     if (c->runner == &rmacoll__run_host) {
         if (st != RMACOLL_SUCCESS) {

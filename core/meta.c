@@ -202,17 +202,30 @@ static int wait_chain_end(const rmacoll_comm_t *comm, int peer)
  * S"); the abort word of a rank that failed first ends the wait at once
  * (a secondary error, RMACOLL_ERR_PEER, naming that rank and its cause).
  */
+static rmacoll_status_t wait_word_for(rmacoll_comm_t *comm, const volatile uint64_t *word,
+                                      uint64_t value, int peer, const char *what,
+                                      uint64_t timeout_ms);
+
 rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
                                     const volatile uint64_t *word,
                                     uint64_t value, int peer, const char *what)
 {
+    return wait_word_for(comm, word, value, peer, what, comm->cfg.timeout_ms);
+}
+
+/* rmacoll__wait_word with its own silence limit. */
+static rmacoll_status_t wait_word_for(rmacoll_comm_t *comm, const volatile uint64_t *word,
+                                      uint64_t value, int peer, const char *what,
+                                      uint64_t timeout_ms)
+{
     volatile uint64_t *waiting = hdr_word(comm->ctrl.addr, RMACOLL__CTRL_WAITING_OFF);
     uint64_t last_change = 0, next_sample = 0, seen = 0;
-    uint64_t period = comm->cfg.timeout_ms / 16 ? comm->cfg.timeout_ms / 16 : 1;
+    uint64_t period = timeout_ms / 16 ? timeout_ms / 16 : 1;
     unsigned spins = 0;
     rmacoll_status_t st = RMACOLL_SUCCESS;
     char sec[160];
 
+    rmacoll__proxy_drive(&comm->proxy, 1);
     while (load_acquire(word) < value) {
         int ep;
         rmacoll_status_t pst = rmacoll__proxy_error(&comm->proxy, &ep);
@@ -259,7 +272,7 @@ rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
             if (p != seen) {
                 seen = p;
                 last_change = now;
-            } else if (now - last_change > comm->cfg.timeout_ms) {
+            } else if (now - last_change > timeout_ms) {
                 int end = wait_chain_end(comm, peer);
                 char via[64] = "";
                 if (end != peer) {
@@ -284,6 +297,7 @@ rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
             sched_yield();
         }
     }
+    rmacoll__proxy_drive(&comm->proxy, 0);
     if (last_change != 0) {
         __atomic_store_n(waiting, 0, __ATOMIC_RELAXED);
     }
@@ -333,7 +347,12 @@ static rmacoll_status_t send_records(rmacoll_comm_t *comm, int par,
         put->peer = p;
         put->src_mem = comm->ctrl_mem;
         put->src = own_rec(comm, kind, 1, k, par);
-        put->bytes = rmacoll__ctrl_rec_bytes(&comm->lay, kind);
+        put->bytes = kind == RMACOLL__REC_META
+                         ? rmacoll__ctrl_meta_bytes(pl, comm->topo->node_size[
+                                                        comm->topo->node_of[comm->rank]],
+                                                    comm->topo->node_size[
+                                                        comm->topo->node_of[p]])
+                         : rmacoll__ctrl_rec_bytes(&comm->lay, kind);
         put->dst_rkey = &comm->peer_ctrl_rkey[p];
         put->dst_addr = put->dst_rkey->addr + rmacoll__ctrl_rec_off(pl, kind, 0, slot, par);
         put->sig_index = rmacoll__ctrl_sig_rec(pl, kind, slot);
@@ -346,11 +365,20 @@ static rmacoll_status_t send_records(rmacoll_comm_t *comm, int par,
 
 static rmacoll_status_t wait_records(rmacoll_comm_t *comm, rmacoll__rec_kind_t kind)
 {
+    /* one round (two nodes): a record leaves only after its sender's node
+     * stage A, so the sender may spend a whole timeout waiting for a node
+     * peer first; waiting twice as long lets its failure (the abort word,
+     * naming the silent rank) arrive before this wait gives up */
+    uint64_t limit = comm->cfg.timeout_ms;
+
+    if (kind == RMACOLL__REC_META && comm->lay.matrix) {
+        limit = 2 * limit;
+    }
     for (int k = 0; k < comm->nnet; k++) {
         uint32_t idx = rmacoll__ctrl_sig_rec(&comm->lay, kind, k);
-        rmacoll_status_t st = rmacoll__wait_word(
+        rmacoll_status_t st = wait_word_for(
             comm, &comm->signals[idx], comm->epoch, comm->net_list[k],
-            kind == RMACOLL__REC_AGREE ? "agreement record" : "metadata record");
+            kind == RMACOLL__REC_AGREE ? "agreement record" : "metadata record", limit);
         if (st != RMACOLL_SUCCESS) {
             return st;
         }
@@ -451,6 +479,207 @@ static void check_esize(rmacoll__call_t *c)
     }
 }
 
+/* ---- the one-round verdict (one or two nodes, rmacoll__ctrl_one_round) ----
+ *
+ * On a communicator of one or two (small) nodes the metadata exchange alone gives
+ * every rank everything the agreement would: after its node stage A a rank
+ * holds every node peer's validation status, element size and counts; it
+ * sends each network peer its node's summary (validation, the datatype and
+ * count checks inside the node) and its node's count matrices towards the
+ * peer's node; with the peer node's record it checks every pair between
+ * the two nodes. Every rank computes the same checks over the same data in
+ * the same order, so every rank reaches the same verdict and no status
+ * round is needed. Priority: validation, then datatype, then counts.
+ */
+
+static int64_t *lr_counts(rmacoll_comm_t *comm, int j, int par)
+{
+    return rmacoll__ctrl_local_counts(local_rec(comm, j, par));
+}
+
+static void set_datatype_error(rmacoll__status_rec_t *out, int a, uint64_t ea, int b,
+                               uint64_t eb)
+{
+    char msg[256];
+
+    if (b < a) {
+        int t = a;
+        uint64_t te = ea;
+        a = b;
+        ea = eb;
+        b = t;
+        eb = te;
+    }
+    snprintf(msg, sizeof(msg), "rank %d: the datatype differs between ranks: rank %d "
+             "has %llu-byte elements, rank %d has %llu-byte elements", a, a,
+             (unsigned long long)ea, b, (unsigned long long)eb);
+    rmacoll__status_set(out, RMACOLL_ERR_DATATYPE, a, msg);
+}
+
+static void set_count_error(rmacoll__status_rec_t *out, int s, int r, int64_t sent,
+                            int64_t expected)
+{
+    char msg[256];
+
+    snprintf(msg, sizeof(msg), "rank %d: count mismatch: rank %d sends %lld elements to "
+             "rank %d, which expects %lld", s, s, (long long)sent, r,
+             (long long)expected);
+    rmacoll__status_set(out, RMACOLL_ERR_MISMATCH, s, msg);
+}
+
+/* This node's summary from the local records of stage A. */
+static void node_summary(rmacoll__call_t *c, rmacoll__net_rec_t *sum)
+{
+    rmacoll_comm_t *comm = c->comm;
+    const rmacoll_topo_t *topo = comm->topo;
+    int A = topo->node_of[comm->rank];
+    int ls = topo->node_size[A];
+    int n = comm->nranks;
+    int j0 = rmacoll__topo_rank(topo, A, 0);
+
+    memset(&sum->node_val, 0, sizeof(sum->node_val));
+    memset(&sum->node_chk, 0, sizeof(sum->node_chk));
+    sum->node_flags = 0;
+    for (int l = 0; l < ls; l++) {
+        rmacoll__local_rec_t *lr = local_rec(comm, rmacoll__topo_rank(topo, A, l), c->par);
+        rmacoll__status_merge(&sum->node_val, &lr->st[RMACOLL__CTRL_A]);
+        sum->node_flags |= lr->flags;
+    }
+    sum->node_esize = local_rec(comm, j0, c->par)->esize;
+    if (sum->node_val.code != RMACOLL_SUCCESS) {
+        return;
+    }
+    for (int l = 1; l < ls; l++) {
+        int j = rmacoll__topo_rank(topo, A, l);
+        uint64_t e = local_rec(comm, j, c->par)->esize;
+        if (e != sum->node_esize) {
+            set_datatype_error(&sum->node_chk, j0, sum->node_esize, j, e);
+            return;
+        }
+    }
+    /* every pair inside the node, senders then receivers in rank order */
+    for (int a = 0; a < ls; a++) {
+        int s = rmacoll__topo_rank(topo, A, a);
+        const int64_t *sc = lr_counts(comm, s, c->par) + 2 * (size_t)n;
+        for (int b = 0; b < ls; b++) {
+            int r = rmacoll__topo_rank(topo, A, b);
+            int64_t expected = lr_counts(comm, r, c->par)[s];
+            if (sc[r] != expected) {
+                set_count_error(&sum->node_chk, s, r, sc[r], expected);
+                return;
+            }
+        }
+    }
+}
+
+/* Fills the count matrices of a record from this node to node B. */
+static void fill_matrix(rmacoll__call_t *c, rmacoll__net_rec_t *rec, int B)
+{
+    rmacoll_comm_t *comm = c->comm;
+    const rmacoll_topo_t *topo = comm->topo;
+    int A = topo->node_of[comm->rank];
+    int lsA = topo->node_size[A], lsB = topo->node_size[B];
+    int64_t *ms = rmacoll__ctrl_rec_matrix(rec, &comm->lay);
+    int64_t *mr = ms + (size_t)lsA * lsB;
+
+    for (int a = 0; a < lsA; a++) {
+        const int64_t *cnt = lr_counts(comm, rmacoll__topo_rank(topo, A, a), c->par);
+        for (int b = 0; b < lsB; b++) {
+            int j = rmacoll__topo_rank(topo, B, b);
+            ms[(size_t)a * lsB + b] = cnt[2 * (size_t)comm->nranks + j];
+            mr[(size_t)a * lsB + b] = cnt[j];
+        }
+    }
+}
+
+/* The first count mismatch between this node X and the other node Y (rec:
+ * a record from Y), senders then receivers in rank order. */
+static void cross_check(rmacoll__call_t *c, rmacoll__net_rec_t *rec,
+                        rmacoll__status_rec_t *out)
+{
+    rmacoll_comm_t *comm = c->comm;
+    const rmacoll_topo_t *topo = comm->topo;
+    int n = comm->nranks;
+    int X = topo->node_of[comm->rank];
+    int Y = 1 - X;
+    int lsX = topo->node_size[X], lsY = topo->node_size[Y];
+    const int64_t *ms = rmacoll__ctrl_rec_matrix(rec, &comm->lay);
+    const int64_t *mr = ms + (size_t)lsY * lsX;
+
+    for (int s = 0; s < n; s++) {
+        int ss = topo->local_rank[s];
+        if (topo->node_of[s] == X) {
+            const int64_t *sc = lr_counts(comm, s, c->par) + 2 * (size_t)n;
+            for (int b = 0; b < lsY; b++) {
+                int r = rmacoll__topo_rank(topo, Y, b);
+                int64_t expected = mr[(size_t)b * lsX + ss];
+                if (sc[r] != expected) {
+                    set_count_error(out, s, r, sc[r], expected);
+                    return;
+                }
+            }
+        } else {
+            for (int a = 0; a < lsX; a++) {
+                int r = rmacoll__topo_rank(topo, X, a);
+                int64_t sent = ms[(size_t)ss * lsX + a];
+                int64_t expected = lr_counts(comm, r, c->par)[s];
+                if (sent != expected) {
+                    set_count_error(out, s, r, sent, expected);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/* The verdict from this node's summary and (two nodes) the other's. */
+static void one_round_verdict(rmacoll__call_t *c, const rmacoll__net_rec_t *own,
+                              rmacoll__net_rec_t *other)
+{
+    rmacoll__status_rec_t v;
+    uint64_t flags = own->node_flags;
+
+    v = own->node_val;
+    if (other != NULL) {
+        rmacoll__status_merge(&v, &other->node_val);
+        flags |= other->node_flags;
+    }
+    if (v.code == RMACOLL_SUCCESS) {
+        rmacoll__status_rec_t dt = {0}, cnt = {0};
+        const rmacoll__status_rec_t *chk[2] = {&own->node_chk,
+                                               other ? &other->node_chk : NULL};
+        for (int k = 0; k < 2; k++) {
+            if (chk[k] == NULL || chk[k]->code == RMACOLL_SUCCESS) {
+                continue;
+            }
+            rmacoll__status_merge(chk[k]->code == RMACOLL_ERR_DATATYPE ? &dt : &cnt, chk[k]);
+        }
+        if (other != NULL && own->node_esize != other->node_esize) {
+            rmacoll__status_rec_t x;
+            int a = rmacoll__topo_rank(c->comm->topo, c->comm->topo->node_of[c->comm->rank],
+                                       0);
+            int b = rmacoll__topo_rank(c->comm->topo,
+                                       1 - c->comm->topo->node_of[c->comm->rank], 0);
+            set_datatype_error(&x, a, own->node_esize, b, other->node_esize);
+            rmacoll__status_merge(&dt, &x);
+        }
+        if (dt.code != RMACOLL_SUCCESS) {
+            v = dt;
+        } else {
+            if (other != NULL) {
+                rmacoll__status_rec_t x = {0};
+                cross_check(c, other, &x);
+                rmacoll__status_merge(&cnt, &x);
+            }
+            v = cnt;
+        }
+    }
+    c->acc = v;
+    /* device runners may still fail after planning (mapping peers' buffers):
+     * those calls keep the agreement */
+    c->one_round = !(flags & RMACOLL__REC_F_DEVICE);
+}
+
 rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
@@ -459,14 +688,31 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
     int ok = c->local.code == RMACOLL_SUCCESS;
     rmacoll_status_t st;
 
+    int n = comm->nranks;
+    int64_t *cnt = rmacoll__ctrl_local_counts(lr);
+    rmacoll__net_rec_t sum;
+    int one = rmacoll__ctrl_one_round(topo);
+
+    memset(&sum, 0, sizeof(sum));
     /* node peers read it from the control window ... */
     lr->recv_addr = (uint64_t)(uintptr_t)c->hrecv;
     lr->esize = ok ? c->esize : 0;
-    for (int r = 0; r < comm->nranks; r++) {
-        rmacoll__ctrl_local_counts(lr)[r] = ok ? c->recvcounts[r] : 0;
-        rmacoll__ctrl_local_counts(lr)[comm->nranks + r] = ok ? c->rdispls[r] : 0;
+    lr->flags = c->runner != &rmacoll__run_host ? RMACOLL__REC_F_DEVICE : 0;
+    for (int r = 0; r < n; r++) {
+        cnt[r] = ok ? c->recvcounts[r] : 0;
+        cnt[n + r] = ok ? c->rdispls[r] : 0;
+        cnt[2 * n + r] = ok ? c->sendcounts[r] : 0;
     }
     publish(comm, c->par, RMACOLL__CTRL_A, &c->local);
+    if (one) {
+        /* one round: the records carry the node's summary, so they leave
+         * after node stage A */
+        st = wait_node(comm, c->par, RMACOLL__CTRL_A);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
+        node_summary(c, &sum);
+    }
     /* ... network peers get a record */
     for (int k = 0; k < comm->nnet; k++) {
         int p = comm->net_list[k];
@@ -482,9 +728,16 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
         for (int l = 0; l < topo->node_size[B]; l++) {
             sc[l] = ok ? c->sendcounts[rmacoll__topo_rank(topo, B, l)] : 0;
         }
+        if (one) {
+            rec->node_val = sum.node_val;
+            rec->node_chk = sum.node_chk;
+            rec->node_esize = sum.node_esize;
+            rec->node_flags = sum.node_flags;
+            fill_matrix(c, rec, B);
+        }
     }
     st = comm->nnet ? send_records(comm, c->par, RMACOLL__REC_META) : RMACOLL_SUCCESS;
-    if (st == RMACOLL_SUCCESS) {
+    if (st == RMACOLL_SUCCESS && !one) {
         st = wait_node(comm, c->par, RMACOLL__CTRL_A);
     }
     if (st == RMACOLL_SUCCESS) {
@@ -492,6 +745,12 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
     }
     if (st != RMACOLL_SUCCESS) {
         return st;
+    }
+    if (one) {
+        one_round_verdict(c, &sum,
+                          comm->nnet ? own_rec(comm, RMACOLL__REC_META, 0, 0, c->par)
+                                     : NULL);
+        return RMACOLL_SUCCESS;
     }
     /* everyone's validation outcome */
     c->acc = c->local;
@@ -545,6 +804,17 @@ rmacoll_status_t rmacoll__meta_agree(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
     rmacoll_status_t st;
+
+    if (c->one_round) {
+        /* every rank holds the verdict already; what planning can still
+         * find after it (out of memory) is this rank's alone, so it breaks
+         * the communicator instead of failing the call on every rank */
+        if (c->plan_failed) {
+            return rmacoll__comm_fail(comm, (rmacoll_status_t)c->acc.code, "%s",
+                                      c->acc.msg);
+        }
+        return RMACOLL_SUCCESS;
+    }
 
     publish(comm, c->par, RMACOLL__CTRL_B, &c->acc);
     st = wait_node(comm, c->par, RMACOLL__CTRL_B);

@@ -95,10 +95,18 @@ int rmacoll__proxy_bound(const rmacoll__proxy_t *px)
 
 void rmacoll__proxy_poll(rmacoll__proxy_t *px)
 {
+    /* trylock: a holder is the proxy thread finishing its last turn before
+     * it saw `driving` (progress all the same); blocking on it would stall
+     * this thread whenever that thread is preempted with the lock */
     if (px->started && pthread_mutex_trylock(&px->lock) == 0) {
         proxy_drive_locked(px);
         pthread_mutex_unlock(&px->lock);
     }
+}
+
+void rmacoll__proxy_drive(rmacoll__proxy_t *px, int on)
+{
+    atomic_fetch_add_explicit(&px->driving, on ? 1 : -1, memory_order_relaxed);
 }
 
 static void *proxy_main(void *arg)
@@ -109,6 +117,13 @@ static void *proxy_main(void *arg)
     while (!atomic_load_explicit(&px->stop, memory_order_acquire)) {
         int worked;
 
+        if (atomic_load_explicit(&px->driving, memory_order_relaxed) > 0) {
+            /* off the calling thread's path: it drives, and hands over
+             * only for long copies (run_host.c) */
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
         pthread_mutex_lock(&px->lock);
         worked = proxy_drive_locked(px);
         pthread_mutex_unlock(&px->lock);
@@ -182,8 +197,8 @@ rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t
         return RMACOLL_SUCCESS;
     }
 
-    /* ring full: wait for the proxy (bounded by the timeout, counted from
-     * the last job it completed) */
+    /* ring full: drive it from here (bounded by the timeout, counted from
+     * the last job completed) */
     while (posted - atomic_load_explicit(&px->jobs_done, memory_order_acquire) >=
            RMACOLL__PROXY_RING) {
         uint64_t d = atomic_load_explicit(&px->jobs_done, memory_order_acquire);
@@ -196,6 +211,7 @@ rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t
                               "rank %d: proxy thread stalled for %llu ms", px->rank,
                               (unsigned long long)px->timeout_ms);
         }
+        rmacoll__proxy_poll(px);
         sched_yield();
     }
     px->ring[posted % RMACOLL__PROXY_RING].puts = puts;
@@ -214,11 +230,13 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
     if (!px->started) {
         return RMACOLL_SUCCESS;
     }
+    rmacoll__proxy_drive(px, 1);
     for (;;) {
         int st = atomic_load(&px->status);
         size_t pending = 1;
         if (st != RMACOLL_SUCCESS) {
             int peer = atomic_load(&px->err_peer);
+            rmacoll__proxy_drive(px, 0);
             return proxy_fail(px, (rmacoll_status_t)st,
                               "rank %d: network transport failed%s%d: %s", px->rank,
                               peer >= 0 ? " towards rank " : " ", peer,
@@ -231,6 +249,7 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
         }
         pthread_mutex_unlock(&px->lock);
         if (pending == 0) {
+            rmacoll__proxy_drive(px, 0);
             return RMACOLL_SUCCESS;
         }
         if (pending < last_pending) {
@@ -238,6 +257,7 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
             start = now_ms();
         }
         if (now_ms() - start > px->timeout_ms) {
+            rmacoll__proxy_drive(px, 0);
             return proxy_fail(px, RMACOLL_ERR_TIMEOUT,
                               "rank %d: %zu network puts still incomplete after "
                               "%llu ms", px->rank, pending,

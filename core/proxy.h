@@ -42,6 +42,7 @@ typedef struct rmacoll__proxy {
     pthread_mutex_t lock;             /* every call into the transport */
     _Atomic int stop;
     _Atomic int active;               /* a call is in flight: poll hard */
+    _Atomic int driving;              /* a calling thread drives: stay off */
     _Atomic uint64_t jobs_posted;     /* written by the producer */
     _Atomic uint64_t jobs_done;       /* written by whoever drives */
     _Atomic int status;               /* first error of the transport */
@@ -65,9 +66,12 @@ int rmacoll__proxy_bound(const rmacoll__proxy_t *px);
  * rmacoll__proxy_flush returned. */
 rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px,
                                        const rmacoll_put_t *puts, size_t n);
-/** Drives the network once from a waiting thread, if nobody else is
- * (trylock). */
+/** Drives the network once from a waiting thread, unless another thread
+ * is driving it right now (trylock). */
 void rmacoll__proxy_poll(rmacoll__proxy_t *px);
+/** A calling thread starts (1) or stops (0) driving the network itself
+ * while it waits: the proxy thread stays off the lock meanwhile. */
+void rmacoll__proxy_drive(rmacoll__proxy_t *px, int on);
 /** Waits until every job is posted and no put is pending (sources
  * reusable); fails with the transport's error or after timeout_ms. */
 rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px);

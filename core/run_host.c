@@ -10,6 +10,10 @@
 #include "core/call.h"
 #include "core/comm.h"
 
+/* Copies of a batch from this many bytes on let the proxy thread drive
+ * the network meanwhile (a copy this long outlasts its wake-up). */
+#define HOST_HANDOVER_BYTES (256u * 1024u)
+
 rmacoll_status_t rmacoll__grow_puts(rmacoll_comm_t *comm, size_t n)
 {
     if (n > comm->puts_cap) {
@@ -47,13 +51,12 @@ void rmacoll__translate(rmacoll_comm_t *comm, const rmacoll__task_t *t,
     } else if (t->dst_win == RMACOLL__WIN_RELAY) {
         put->dst_rkey = &comm->peer_relay_rkey[t->peer];
     } else {
-        /* signal-only credit: 8 bytes into the credit word of the peer's
-         * control-window header (ctrl.h) */
+        /* signal-only credit: a zero-length PutSignal (the transport
+         * contract's signal-only put), aimed at the peer's control window */
         put->dst_rkey = &comm->peer_ctrl_rkey[t->peer];
-        put->src = (const char *)comm->ctrl.addr + RMACOLL__CTRL_CREDIT_OFF;
-        put->src_mem = comm->ctrl_mem;
-        put->bytes = 8;
-        put->dst_addr = put->dst_rkey->addr + RMACOLL__CTRL_CREDIT_OFF;
+        put->src = NULL;
+        put->src_mem = NULL;
+        put->dst_addr = put->dst_rkey->addr;
         return;
     }
     put->dst_addr = put->dst_rkey->addr + t->dst_off;
@@ -164,7 +167,19 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, const void *sendbu
                                           "not copied", comm->rank, cp->peer,
                                           (unsigned long long)cp->bytes);
             }
+            /* during a long copy the proxy thread keeps the network moving
+             * (it stays off while this thread waits or makes short copies) */
+            uint64_t cbytes = 0;
+            for (uint32_t k = 0; k < n; k++) {
+                cbytes += comm->puts[f + k].bytes;
+            }
+            if (cbytes >= HOST_HANDOVER_BYTES) {
+                rmacoll__proxy_drive(&comm->proxy, 0);
+            }
             st = ti->ops->host.post_puts(ti->tp, &comm->puts[f], n);
+            if (cbytes >= HOST_HANDOVER_BYTES) {
+                rmacoll__proxy_drive(&comm->proxy, 1);
+            }
             gate_leave(comm, &comm->puts[f], n);
             rmacoll__progress_bump(comm); /* copies made: progress for waiters */
             if (st != RMACOLL_SUCCESS) {

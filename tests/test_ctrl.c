@@ -58,9 +58,11 @@ static void check_layout(const rmacoll_topo_t *topo, const rmacoll__plan_cfg_t *
         assert_int_equal(seen[i], 1);
     }
     free(seen);
+    /* the header's words fit the header (the last one is the pid) */
+    assert_true(RMACOLL__CTRL_HEARTBEAT_OFF + 8 <= RMACOLL__CTRL_PID_OFF);
+    assert_true(RMACOLL__CTRL_PID_OFF + 8 <= RMACOLL__CTRL_HEADER_BYTES);
     /* areas in order, 64-byte aligned, disjoint, inside the window */
     assert_int_equal(lay.off_sig, RMACOLL__CTRL_HEADER_BYTES);
-    assert_true(RMACOLL__CTRL_CREDIT_OFF + 8 <= RMACOLL__CTRL_HEADER_BYTES);
     areas[0][0] = lay.off_sig;
     areas[0][1] = (size_t)lay.nsig * 8;
     areas[1][0] = lay.off_local;

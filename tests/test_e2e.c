@@ -128,6 +128,68 @@ static void test_random_topologies(void **state)
     }
 }
 
+/* One count mismatch, in turn inside a node, from the first node to the
+ * second, back, and (three nodes) between two nodes neither of which holds
+ * rank 0: every rank fails with RMACOLL_ERR_MISMATCH and every receive
+ * buffer stays sentinel-filled (one or two nodes: the one-round verdict of
+ * the metadata exchange; three nodes: the agreement); relay off too. */
+static void test_mismatch_everywhere(void **state)
+{
+    static const struct {
+        int nnodes;
+        int sizes[3];
+        int pairs[4][2]; /* (sender, receiver) whose counts disagree */
+        int npairs;
+    } topos[] = {
+        {1, {4}, {{1, 2}, {3, 0}}, 2},
+        {2, {2, 2}, {{1, 0}, {0, 3}, {3, 1}, {2, 3}}, 4},
+        {2, {3, 2}, {{2, 4}, {4, 0}, {3, 3}}, 3},
+        {2, {1, 4}, {{4, 0}, {0, 2}}, 2},
+        {3, {2, 1, 2}, {{2, 4}, {4, 2}, {1, 3}}, 3},
+    };
+    rmacoll_config_t cfg = base_config();
+    rmacoll_case_dist_t dist;
+
+    assert_int_equal(rmacoll_case_dist_parse("random", &dist), RMACOLL_SUCCESS);
+    for (size_t t = 0; t < sizeof(topos) / sizeof(topos[0]); t++) {
+        for (int k = 0; k < topos[t].npairs; k++) {
+            rmacoll_case_t *good, *bad;
+            int s = topos[t].pairs[k][0], r = topos[t].pairs[k][1];
+            int n;
+            assert_int_equal(rmacoll_case_random(topos[t].nnodes, topos[t].sizes, &dist, 50,
+                                                 (uint64_t)(t * 10 + k), RMACOLL_INT32,
+                                                 &good),
+                             RMACOLL_SUCCESS);
+            assert_int_equal(rmacoll_case_random(topos[t].nnodes, topos[t].sizes, &dist, 50,
+                                                 (uint64_t)(t * 10 + k), RMACOLL_INT32,
+                                                 &bad),
+                             RMACOLL_SUCCESS);
+            n = bad->nranks;
+            bad->recv[(size_t)s * n + r] += 1;
+            rmacoll_case_update_mismatch(bad);
+            assert_true(bad->has_mismatch);
+            assert_false(good->has_mismatch);
+            print_message("topology %zu: rank %d sends %lld to rank %d, which expects %lld\n",
+                          t, s, (long long)bad->send[(size_t)s * n + r], r,
+                          (long long)bad->recv[(size_t)s * n + r]);
+            run(&cfg, bad, 1, 2, RMACOLL_ERR_MISMATCH);
+            rmacoll_case_free(good);
+            rmacoll_case_free(bad);
+        }
+    }
+    cfg.relay_enabled = 0;
+    {
+        static const int sizes[2] = {2, 2};
+        rmacoll_case_t *bad;
+        assert_int_equal(rmacoll_case_random(2, sizes, &dist, 50, 99, RMACOLL_INT32, &bad),
+                         RMACOLL_SUCCESS);
+        bad->recv[0 * 4 + 3] += 2;
+        rmacoll_case_update_mismatch(bad);
+        run(&cfg, bad, 1, 2, RMACOLL_ERR_MISMATCH);
+        rmacoll_case_free(bad);
+    }
+}
+
 /* Ranks of one node numbered non-contiguously: nodes 0,1,0,1,1. */
 static void test_noncontiguous_nodes(void **state)
 {
@@ -303,6 +365,7 @@ int main(void)
         cmocka_unit_test(test_cases_shm),
         cmocka_unit_test(test_random_topologies),
         cmocka_unit_test(test_noncontiguous_nodes),
+        cmocka_unit_test(test_mismatch_everywhere),
         cmocka_unit_test(test_tiny_relay),
         cmocka_unit_test(test_many_calls),
         cmocka_unit_test(test_bad_argument_everywhere),
