@@ -6,6 +6,7 @@
 #include "transports/common/cuda_common.h"
 #include "transports/common/tlog.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -765,4 +766,42 @@ size_t rmacoll__cu_pending(rmacoll__cu_t *cu)
     }
     (void)rmacoll__cu_progress(cu);
     return cu->pending;
+}
+
+/* ---- pointer identity (network registration caches) ---------------------- */
+
+static PFN_cuPointerGetAttribute_v4000 cu_ptr_attr;
+static pthread_once_t cu_ptr_attr_once = PTHREAD_ONCE_INIT;
+
+static void cu_ptr_attr_load(void)
+{
+    void *fn = NULL;
+
+    if (cu_entry(&fn, "cuPointerGetAttribute", 4000) == 0) {
+        memcpy(&cu_ptr_attr, &fn, sizeof(fn));
+    }
+}
+
+int rmacoll__cu_pointer_info(const void *addr, int *device, uint64_t *buffer_id)
+{
+    struct cudaPointerAttributes a;
+    unsigned long long id = 0;
+
+    *device = -1;
+    *buffer_id = 0;
+    if (cudaPointerGetAttributes(&a, addr) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    if (a.type != cudaMemoryTypeDevice) {
+        return -1;
+    }
+    *device = a.device;
+    pthread_once(&cu_ptr_attr_once, cu_ptr_attr_load);
+    if (cu_ptr_attr != NULL &&
+        cu_ptr_attr(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)(uintptr_t)addr) ==
+            CUDA_SUCCESS) {
+        *buffer_id = (uint64_t)id;
+    }
+    return 0;
 }

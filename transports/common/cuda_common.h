@@ -140,4 +140,14 @@ rmacoll_status_t rmacoll__cu_record(rmacoll__cu_t *cu, size_t n);
 rmacoll_status_t rmacoll__cu_progress(rmacoll__cu_t *cu);
 size_t rmacoll__cu_pending(rmacoll__cu_t *cu);
 
+/**
+ * Device memory identity, for a network transport's registration cache
+ * (needs no rmacoll__cu_t): 0 when addr is device memory, with *device its
+ * device ordinal and *buffer_id its allocation's
+ * CU_POINTER_ATTRIBUTE_BUFFER_ID (unique for the process's lifetime, so a
+ * freed and re-allocated range is told apart; 0 when the driver does not
+ * say); -1 otherwise (host memory, no driver). Thread-safe.
+ */
+int rmacoll__cu_pointer_info(const void *addr, int *device, uint64_t *buffer_id);
+
 #endif /* RMACOLL_TRANSPORTS_COMMON_CUDA_COMMON_H */
