@@ -87,14 +87,14 @@ rmacoll_status_t rmacoll__stream_usable(rmacoll__call_t *c)
     return stream_probe(c, 0);
 }
 
-static rmacoll_status_t stream_prepare(rmacoll__call_t *c)
+rmacoll_status_t rmacoll__stream_export_recv(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
     rmacoll__local_rec_t *lr = rmacoll__ctrl_local(comm->ctrl.addr, &comm->lay, c->par);
-    rmacoll_status_t st = stream_probe(c, graph_mode());
     rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    rmacoll_status_t st = RMACOLL_SUCCESS;
 
-    if (st == RMACOLL_SUCCESS && c->recv_extent > 0) {
+    if (c->recv_extent > 0) {
         st = ctl->ops->mem.mem_export(ctl->tp, c->recvbuf, c->recv_extent, lr->recv_blob);
         if (st != RMACOLL_SUCCESS) {
             snprintf(c->msg, sizeof(c->msg), "rank %d: recvbuf: cannot export the device "
@@ -103,6 +103,13 @@ static rmacoll_status_t stream_prepare(rmacoll__call_t *c)
         }
     }
     return st;
+}
+
+static rmacoll_status_t stream_prepare(rmacoll__call_t *c)
+{
+    rmacoll_status_t st = stream_probe(c, graph_mode());
+
+    return st == RMACOLL_SUCCESS ? rmacoll__stream_export_recv(c) : st;
 }
 
 /* Maps node peers' device receive buffers (those this rank writes). */
@@ -179,8 +186,8 @@ static void translate_puts(rmacoll__call_t *c)
 
     for (size_t k = 0; k < plan->ntasks; k++) {
         if (plan->tasks[k].op == RMACOLL__OP_PUT) {
-            rmacoll__translate(comm, &plan->tasks[k], c->sendbuf, c->recvbuf, NULL,
-                               &comm->puts[k]);
+            rmacoll__translate(comm, RMACOLL_MEM_CUDA, &plan->tasks[k], c->sendbuf,
+                               c->recvbuf, NULL, &comm->puts[k]);
         }
     }
 }

@@ -48,7 +48,7 @@ static rmacoll_status_t stub_mem_deregister(rmacoll_transport_t *tp, rmacoll_mem
     return RMACOLL_ERR_UNSUPPORTED;
 }
 
-static uint64_t stub_instance_caps(rmacoll_transport_t *tp)
+static uint64_t stub_instance_caps(rmacoll_transport_t *tp, char *desc, size_t len)
 {
     return 0; /* the table's caps only */
 }
@@ -304,9 +304,18 @@ rmacoll_status_t rmacoll__tops_adopt_v1(const rmacoll__transport_ops_v1_t *ops,
     return complete(out, err, len);
 }
 
-uint64_t rmacoll__tops_instance_caps(const rmacoll__tops_t *t, rmacoll_transport_t *tp)
+uint64_t rmacoll__tops_instance_caps(const rmacoll__tops_t *t, rmacoll_transport_t *tp,
+                                     char *desc, size_t len)
 {
-    uint64_t extra = t->base.instance_caps(tp) & (RMACOLL_TCAP_HMEM | RMACOLL_TCAP_MEM_CUDA);
+    uint64_t extra;
+
+    if (len > 0) {
+        desc[0] = '\0';
+    }
+    extra = t->base.instance_caps(tp, desc, len) & (RMACOLL_TCAP_HMEM | RMACOLL_TCAP_MEM_CUDA);
+    if (len > 0) {
+        desc[len - 1] = '\0';
+    }
 
     /* HMEM names mem_register, which every PROXY transport has; device
      * memory on the PROXY path is HMEM (the rule complete() applies) */

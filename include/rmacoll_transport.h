@@ -199,10 +199,13 @@ typedef struct rmacoll_transport_base_ops {
     int (*error_peer)(rmacoll_transport_t *tp);
     /* Optional (appended; NULL: none): capabilities this instance found at
      * init beyond the table's caps, e.g. ofi's RMACOLL_TCAP_HMEM |
-     * RMACOLL_TCAP_MEM_CUDA when its provider reports FI_HMEM. Only those
-     * two bits are taken from it (with the ops they require, as for the
-     * table); the core reads it once, after init. */
-    uint64_t (*instance_caps)(rmacoll_transport_t *tp);
+     * RMACOLL_TCAP_MEM_CUDA when its provider registers CUDA memory
+     * (FI_HMEM). Only those two bits are taken from it (with the ops they
+     * require, as for the table); the core reads it once, after init, and
+     * logs desc: what decided (len bytes, NUL-terminated; may stay empty),
+     * e.g. "FI_HMEM registration (provider shm)" or "provider tcp lacks
+     * FI_HMEM". */
+    uint64_t (*instance_caps)(rmacoll_transport_t *tp, char *desc, size_t len);
 } rmacoll_transport_base_ops_t;
 
 /* Memory: registration, and device memory shared with node peers. */

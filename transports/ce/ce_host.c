@@ -649,6 +649,8 @@ static const rmacoll_transport_mem_ops_t ce_mem_ops = {
 #ifdef RMACOLL_HAVE_CE_CUDA
     .mem_export = rmacoll__ce_cuda_mem_export,
     .mem_import = rmacoll__ce_cuda_mem_import,
+    .mem_alloc = rmacoll__ce_cuda_mem_alloc,
+    .mem_free = rmacoll__ce_cuda_mem_free,
 #endif
 };
 
@@ -672,7 +674,8 @@ const rmacoll_transport_ops_t rmacoll_transport_ce_ops = {
     .name = "ce",
 #ifdef RMACOLL_HAVE_CE_CUDA
     .desc = "node peers: cross-memory attach (host), copy engine over IPC (CUDA)",
-    .caps = RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_HOST | RMACOLL_TCAP_MEM_CUDA,
+    .caps = RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_HOST | RMACOLL_TCAP_MEM_CUDA |
+            RMACOLL_TCAP_HOST_CUDA,
     .stream = &ce_stream_ops,
 #else
     .desc = "node peers: cross-memory attach into the peer process (host memory)",

@@ -771,6 +771,7 @@ size_t rmacoll__cu_pending(rmacoll__cu_t *cu)
 /* ---- pointer identity (network registration caches) ---------------------- */
 
 static PFN_cuPointerGetAttribute_v4000 cu_ptr_attr;
+static PFN_cuCtxGetCurrent_v4000 cu_ctx_current;
 static pthread_once_t cu_ptr_attr_once = PTHREAD_ONCE_INIT;
 
 static void cu_ptr_attr_load(void)
@@ -779,6 +780,36 @@ static void cu_ptr_attr_load(void)
 
     if (cu_entry(&fn, "cuPointerGetAttribute", 4000) == 0) {
         memcpy(&cu_ptr_attr, &fn, sizeof(fn));
+    }
+    if (cu_entry(&fn, "cuCtxGetCurrent", 4000) == 0) {
+        memcpy(&cu_ctx_current, &fn, sizeof(fn));
+    }
+}
+
+int rmacoll__cu_context_current(void)
+{
+    CUcontext ctx = NULL;
+
+    pthread_once(&cu_ptr_attr_once, cu_ptr_attr_load);
+    return cu_ctx_current != NULL && cu_ctx_current(&ctx) == CUDA_SUCCESS && ctx != NULL;
+}
+
+void *rmacoll__cu_probe_alloc(size_t bytes, int *device)
+{
+    void *p = NULL;
+
+    if (!rmacoll__cu_context_current() || cudaGetDevice(device) != cudaSuccess ||
+        cudaMalloc(&p, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+void rmacoll__cu_probe_free(void *p)
+{
+    if (p != NULL) {
+        (void)cudaFree(p);
     }
 }
 

@@ -150,4 +150,18 @@ size_t rmacoll__cu_pending(rmacoll__cu_t *cu);
  */
 int rmacoll__cu_pointer_info(const void *addr, int *device, uint64_t *buffer_id);
 
+/** 1 when a CUDA context is current on the calling thread (the driver
+ * is there and this thread uses a GPU already), else 0. Thread-safe. */
+int rmacoll__cu_context_current(void);
+
+/**
+ * A device buffer of `bytes` for a capability probe (e.g. can the network
+ * library register CUDA memory), on the current device, whose ordinal
+ * *device receives; NULL when no CUDA context is current on this thread
+ * (nothing is created then: a host-only process never gets a context from
+ * a probe) or the allocation fails. Free with rmacoll__cu_probe_free.
+ */
+void *rmacoll__cu_probe_alloc(size_t bytes, int *device);
+void rmacoll__cu_probe_free(void *p);
+
 #endif /* RMACOLL_TRANSPORTS_COMMON_CUDA_COMMON_H */

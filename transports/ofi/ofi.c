@@ -149,7 +149,8 @@ struct rmacoll_transport {
     rmacoll_status_t failed;    /* sticky after a transport error */
     int err_peer;
     int shm_named;              /* shm provider region named "rmacoll-PID-..." */
-    int hmem;                   /* provider opened with FI_HMEM: device memory */
+    int hmem;                   /* cuda memory registered (FI_HMEM, probed at init) */
+    char hmem_desc[RMACOLL_CONFIG_STR_MAX + 96]; /* why (not), for instance_caps */
 };
 
 #define OFI_LOG(tp, lvl, ...)                                                 \
@@ -338,23 +339,32 @@ static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out
     rmacoll_status_t st;
 
 #ifdef RMACOLL_OFI_CUDA
-    /* device memory registered directly when the provider offers FI_HMEM */
-    st = ofi_getinfo(tp, prov, 1, &list);
-    if (st != RMACOLL_SUCCESS) {
-        return st;
-    }
-    pick = ofi_pick(list, prov, iface, 1);
-    if (pick != NULL && pick->domain_attr->cq_data_size >= 4) {
-        tp->hmem = 1;
+    /* device memory registered directly when the provider offers FI_HMEM;
+     * asked only by a thread that uses a GPU (a host-only process keeps
+     * the plain hints) */
+    if (!rmacoll__cu_context_current()) {
+        snprintf(tp->hmem_desc, sizeof(tp->hmem_desc), "no CUDA context on the thread "
+                 "that opened provider %s", prov);
     } else {
-        OFI_LOG(tp, RMACOLL_LOG_DEBUG, "ofi: provider '%s' offers no FI_HMEM: device "
-                "memory is not registered with it", prov);
-        pick = NULL;
-        if (list != NULL) {
-            fi_freeinfo(list);
-            list = NULL;
+        st = ofi_getinfo(tp, prov, 1, &list);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
+        pick = ofi_pick(list, prov, iface, 1);
+        if (pick != NULL && pick->domain_attr->cq_data_size >= 4) {
+            tp->hmem = 1; /* confirmed by ofi_hmem_probe once the domain is open */
+        } else {
+            snprintf(tp->hmem_desc, sizeof(tp->hmem_desc), "provider %s lacks FI_HMEM",
+                     prov);
+            pick = NULL;
+            if (list != NULL) {
+                fi_freeinfo(list);
+                list = NULL;
+            }
         }
     }
+#else
+    snprintf(tp->hmem_desc, sizeof(tp->hmem_desc), "rmacoll built without CUDA");
 #endif
     if (pick == NULL) {
         st = ofi_getinfo(tp, prov, 0, &list);
@@ -533,6 +543,46 @@ static rmacoll_status_t ofi_open(rmacoll_transport_t *tp, char *name, size_t *na
     return RMACOLL_SUCCESS;
 }
 
+static int ofi_mr_open(rmacoll_transport_t *tp, void *addr, size_t bytes,
+                       rmacoll_memtype_t type, int device, struct fid_mr **mr);
+
+/* FI_HMEM in the provider's caps does not say which device interfaces its
+ * libfabric was built with (Debian's shm reports FI_HMEM without CUDA):
+ * one small device buffer registered with FI_HMEM_CUDA tells. */
+static void ofi_hmem_probe(rmacoll_transport_t *tp)
+{
+    const char *prov = tp->info->fabric_attr->prov_name;
+
+    if (!tp->hmem) {
+        return;
+    }
+#ifdef RMACOLL_OFI_CUDA
+    {
+        int device = -1, ret;
+        struct fid_mr *mr = NULL;
+        void *p = rmacoll__cu_probe_alloc(4096, &device);
+
+        if (p == NULL) {
+            tp->hmem = 0;
+            snprintf(tp->hmem_desc, sizeof(tp->hmem_desc), "provider %s: no device buffer "
+                     "to probe FI_HMEM with", prov);
+            return;
+        }
+        ret = ofi_mr_open(tp, p, 4096, RMACOLL_MEM_CUDA, device, &mr);
+        if (ret == 0) {
+            fi_close(&mr->fid);
+            snprintf(tp->hmem_desc, sizeof(tp->hmem_desc), "FI_HMEM registration "
+                     "(provider %s)", prov);
+        } else {
+            tp->hmem = 0;
+            snprintf(tp->hmem_desc, sizeof(tp->hmem_desc), "provider %s lacks FI_HMEM for "
+                     "cuda memory (fi_mr_regattr: %s)", prov, fi_strerror(-ret));
+        }
+        rmacoll__cu_probe_free(p);
+    }
+#endif
+}
+
 typedef struct ofi_hello {
     int32_t status;
     uint32_t namelen;
@@ -567,6 +617,9 @@ static rmacoll_status_t ofi_init(const rmacoll_transport_env_t *env,
     st = ofi_select(tp, &tp->info);
     if (st == RMACOLL_SUCCESS) {
         st = ofi_open(tp, name, &namelen);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        ofi_hmem_probe(tp);
     }
     /* Collective from here on even after a local failure: every rank
      * learns whether any rank failed, and nobody is left in an allgather. */
@@ -1155,8 +1208,9 @@ static int ofi_error_peer(rmacoll_transport_t *tp)
     return tp->err_peer;
 }
 
-static uint64_t ofi_instance_caps(rmacoll_transport_t *tp)
+static uint64_t ofi_instance_caps(rmacoll_transport_t *tp, char *desc, size_t len)
 {
+    snprintf(desc, len, "%s", tp->hmem_desc);
     return tp->hmem ? RMACOLL_TCAP_HMEM | RMACOLL_TCAP_MEM_CUDA : 0;
 }
 
