@@ -141,6 +141,9 @@ rmacoll_status_t rmacoll__stream_usable(rmacoll__call_t *call);
 /** Exports the device receive buffer for node peers into this call's
  * control record (run_stream.c); on error call->msg says why. */
 rmacoll_status_t rmacoll__stream_export_recv(rmacoll__call_t *call);
+/** Maps node peer j's device receive buffer of this call (its export) into
+ * comm->peer_recv_addr[j] (run_stream.c); on error call->msg says why. */
+rmacoll_status_t rmacoll__stream_map_peer(rmacoll__call_t *call, int j);
 
 /* ---- the staging worker (run_staged.c) ---- */
 

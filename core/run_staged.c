@@ -441,30 +441,21 @@ static rmacoll_status_t hmem_planned(rmacoll__call_t *c)
     const rmacoll__plan_t *plan = &comm->plan;
     const rmacoll_topo_t *topo = comm->topo;
     int A = topo->node_of[comm->rank];
-    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    rmacoll_status_t st = RMACOLL_SUCCESS;
 
-    for (int l = 0; l < topo->node_size[A]; l++) {
+    for (int l = 0; l < topo->node_size[A] && st == RMACOLL_SUCCESS; l++) {
         int j = rmacoll__topo_rank(topo, A, l), writes = 0;
-        rmacoll__local_rec_t *lr;
-        rmacoll_status_t st;
 
         for (size_t k = 0; k < plan->ntasks && !writes && j != comm->rank; k++) {
             const rmacoll__task_t *t = &plan->tasks[k];
             writes = t->op == RMACOLL__OP_PUT && t->path == RMACOLL__PATH_CE &&
                      t->peer == j && t->bytes > 0;
         }
-        if (!writes) {
-            continue;
-        }
-        lr = rmacoll__ctrl_local(comm->peer_ctrl[j].addr, &comm->peer_lay[j], c->par);
-        st = ctl->ops->mem.mem_import(ctl->tp, j, lr->recv_blob, &comm->peer_recv_addr[j]);
-        if (st != RMACOLL_SUCCESS) {
-            snprintf(c->msg, sizeof(c->msg), "rank %d: cannot map the device receive "
-                     "buffer of rank %d: %s", comm->rank, j, rmacoll_status_string(st));
-            return st;
+        if (writes) {
+            st = rmacoll__stream_map_peer(c, j);
         }
     }
-    return RMACOLL_SUCCESS;
+    return st;
 }
 
 static rmacoll_status_t hmem_run(rmacoll__call_t *c)

@@ -357,67 +357,63 @@ static void test_instance_caps(void **state)
  * the choice and the line logged at INFO. */
 static void test_device_net(void **state)
 {
-    char why[512];
-    int hmem = -1;
+    static const struct {
+        const char *net;
+        uint64_t net_caps;
+        const char *desc;
+        const char *ce;
+        uint64_t ce_caps;
+        rmacoll__devnet_mode_t mode;
+        rmacoll_status_t st;
+        int hmem;
+        const char *why;
+    } cases[] = {
+        /* a provider that registers CUDA memory, a CE transport with a
+         * host data path for it: registered, with the transport's account */
+        {"ofi", DN_NET, "FI_HMEM registration (provider shm)", "ce", DN_CE,
+         RMACOLL__DEVNET_AUTO, RMACOLL_SUCCESS, 1,
+         "device path across nodes: FI_HMEM registration (provider shm)"},
+        /* a static HMEM claim (verbs), no account */
+        {"verbs", DN_NET, "", "ce", DN_CE, RMACOLL__DEVNET_AUTO, RMACOLL_SUCCESS, 1,
+         "device path across nodes: device memory registered with transport verbs"},
+        /* the provider lacks FI_HMEM: staged, with its reason */
+        {"ofi", NET, "provider tcp lacks FI_HMEM", "ce", DN_CE, RMACOLL__DEVNET_AUTO,
+         RMACOLL_SUCCESS, 0, "device path across nodes: host staging (provider tcp lacks "
+                             "FI_HMEM)"},
+        {"net", NET, "", "ce", DN_CE, RMACOLL__DEVNET_AUTO, RMACOLL_SUCCESS, 0,
+         "device path across nodes: host staging (transport net does not register device "
+         "memory: no RMACOLL_TCAP_HMEM)"},
+        /* HMEM on the network, but the node side cannot copy for a host thread */
+        {"ofi", DN_NET, "x", "nvlink_kernel", RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_CUDA,
+         RMACOLL__DEVNET_AUTO, RMACOLL_SUCCESS, 0,
+         "device path across nodes: host staging (transport nvlink_kernel cannot copy "
+         "device memory for a host thread: no RMACOLL_TCAP_HOST_CUDA)"},
+        {"ofi", DN_NET, "x", NULL, 0, RMACOLL__DEVNET_AUTO, RMACOLL_SUCCESS, 0,
+         "device path across nodes: host staging (no transport for node peers in device "
+         "memory)"},
+        /* the config forces staging, or requires registration */
+        {"ofi", DN_NET, "x", "ce", DN_CE, RMACOLL__DEVNET_STAGED, RMACOLL_SUCCESS, 0,
+         "device path across nodes: host staging (transports.device_inter_node = staged)"},
+        {"ofi", DN_NET, "x", "ce", DN_CE, RMACOLL__DEVNET_HMEM, RMACOLL_SUCCESS, 1,
+         "device path across nodes: x"},
+        {"ofi", NET, "provider tcp lacks FI_HMEM", "ce", DN_CE, RMACOLL__DEVNET_HMEM,
+         RMACOLL_ERR_CONFIG, 0, "transports.device_inter_node = hmem, but provider tcp "
+                                "lacks FI_HMEM"},
+    };
 
     (void)state;
-    /* a provider that registers CUDA memory, a CE transport with a host
-     * data path for it: registered, with the transport's account */
-    assert_int_equal(rmacoll__bind_device_net("ofi", DN_NET, "FI_HMEM registration (provider "
-                                              "shm)", "ce", DN_CE, RMACOLL__DEVNET_AUTO, &hmem,
-                                              why, sizeof(why)), RMACOLL_SUCCESS);
-    assert_int_equal(hmem, 1);
-    assert_string_equal(why, "device path across nodes: FI_HMEM registration (provider shm)");
-    /* a static HMEM claim (verbs), no account */
-    assert_int_equal(rmacoll__bind_device_net("verbs", DN_NET, "", "ce", DN_CE,
-                                              RMACOLL__DEVNET_AUTO, &hmem, why, sizeof(why)),
-                     RMACOLL_SUCCESS);
-    assert_int_equal(hmem, 1);
-    assert_string_equal(why, "device path across nodes: device memory registered with "
-                             "transport verbs");
-    /* the provider lacks FI_HMEM: staged, with its reason */
-    assert_int_equal(rmacoll__bind_device_net("ofi", NET, "provider tcp lacks FI_HMEM", "ce",
-                                              DN_CE, RMACOLL__DEVNET_AUTO, &hmem, why,
-                                              sizeof(why)), RMACOLL_SUCCESS);
-    assert_int_equal(hmem, 0);
-    assert_string_equal(why, "device path across nodes: host staging (provider tcp lacks "
-                             "FI_HMEM)");
-    assert_int_equal(rmacoll__bind_device_net("net", NET, "", "ce", DN_CE,
-                                              RMACOLL__DEVNET_AUTO, &hmem, why, sizeof(why)),
-                     RMACOLL_SUCCESS);
-    assert_int_equal(hmem, 0);
-    assert_non_null(strstr(why, "host staging (transport net does not register device "
-                                "memory: no RMACOLL_TCAP_HMEM)"));
-    /* HMEM on the network, but the node side cannot copy for a host thread */
-    assert_int_equal(rmacoll__bind_device_net("ofi", DN_NET, "x", "nvlink_kernel",
-                                              RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_CUDA,
-                                              RMACOLL__DEVNET_AUTO, &hmem, why, sizeof(why)),
-                     RMACOLL_SUCCESS);
-    assert_int_equal(hmem, 0);
-    assert_non_null(strstr(why, "host staging (transport nvlink_kernel cannot copy device "
-                                "memory for a host thread: no RMACOLL_TCAP_HOST_CUDA)"));
-    assert_int_equal(rmacoll__bind_device_net("ofi", DN_NET, "x", NULL, 0,
-                                              RMACOLL__DEVNET_AUTO, &hmem, why, sizeof(why)),
-                     RMACOLL_SUCCESS);
-    assert_int_equal(hmem, 0);
-    /* the config forces staging */
-    assert_int_equal(rmacoll__bind_device_net("ofi", DN_NET, "x", "ce", DN_CE,
-                                              RMACOLL__DEVNET_STAGED, &hmem, why, sizeof(why)),
-                     RMACOLL_SUCCESS);
-    assert_int_equal(hmem, 0);
-    assert_string_equal(why, "device path across nodes: host staging "
-                             "(transports.device_inter_node = staged)");
-    /* ... or requires registration: an error when impossible */
-    assert_int_equal(rmacoll__bind_device_net("ofi", DN_NET, "x", "ce", DN_CE,
-                                              RMACOLL__DEVNET_HMEM, &hmem, why, sizeof(why)),
-                     RMACOLL_SUCCESS);
-    assert_int_equal(hmem, 1);
-    assert_int_equal(rmacoll__bind_device_net("ofi", NET, "provider tcp lacks FI_HMEM", "ce",
-                                              DN_CE, RMACOLL__DEVNET_HMEM, &hmem, why,
-                                              sizeof(why)), RMACOLL_ERR_CONFIG);
-    assert_int_equal(hmem, 0);
-    assert_string_equal(why, "transports.device_inter_node = hmem, but provider tcp lacks "
-                             "FI_HMEM");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char why[512];
+        int hmem = -1;
+
+        assert_int_equal(rmacoll__bind_device_net(cases[i].net, cases[i].net_caps,
+                                                  cases[i].desc, cases[i].ce,
+                                                  cases[i].ce_caps, cases[i].mode, &hmem,
+                                                  why, sizeof(why)),
+                         cases[i].st);
+        assert_int_equal(hmem, cases[i].hmem);
+        assert_string_equal(why, cases[i].why);
+    }
 }
 
 int main(void)

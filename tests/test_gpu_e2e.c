@@ -632,27 +632,37 @@ static void test_stream_order_nan(void **state)
     rmacoll_case_free(z);
 }
 
-/* Calls with changing counts queued back to back, one sync at the end. */
-static void test_back_to_back(void **state)
+/* Six calls with changing counts, dtypes and distinct buffers queued back
+ * to back on cfgp (NULL: base_config()), one sync at the end; path: the
+ * device path across nodes to check (NONE on one node). */
+static void back2back_on(const rmacoll_config_t *cfgp, const int *node_of,
+                         rmacoll_device_path_t path, uint64_t seed)
 {
     static const char *const dists[] = {"random", "zipf:1.2", "sparse:0.3",
                                         "uniform", "random", "zipf:2"};
     rmacoll_case_t *cs[6];
     gpu_arg_t arg;
 
-    (void)state;
     memset(&arg, 0, sizeof(arg));
     arg.mode = GPU_MODE_BACK2BACK;
+    arg.path = path;
     for (int k = 0; k < 6; k++) {
-        cs[k] = gen(4, dists[k], 1000 + 4000 * k, 10 + (uint64_t)k,
+        cs[k] = gen(4, dists[k], 1000 + 4000 * k, seed + (uint64_t)k,
                     k % 3 == 1 ? RMACOLL_INT8 : RMACOLL_FLOAT32);
         arg.cases[k] = cs[k];
     }
     arg.ncases = 6;
     arg.ncalls = 6;
-    run(&arg, 4, NULL);
+    run_cfg(&arg, 4, node_of, cfgp);
     for (int k = 0; k < 6; k++)
         rmacoll_case_free(cs[k]);
+}
+
+/* Calls with changing counts queued back to back, one sync at the end. */
+static void test_back_to_back(void **state)
+{
+    (void)state;
+    back2back_on(NULL, NULL, RMACOLL_DEVICE_PATH_NONE, 10);
 }
 
 /* nvlink_kernel's one-launch path opted in (RMACOLL_NVL_ONE_LAUNCH=1,
@@ -711,26 +721,16 @@ static void test_graph_capture(void **state)
 
 static void cases_on(const rmacoll_config_t *cfg, rmacoll_device_path_t path);
 
-/* Device memory across (virtual) nodes: the relay through pinned host
- * staging, ofi over loopback TCP between the nodes. 4 ranks on 2 GPUs as
- * 2 virtual nodes with random and skewed counts (relay slots far smaller
- * than the data, too), then every shared case with its own topology. */
-static void test_cross_node_relay(void **state)
+/* Random and skewed counts, 4 ranks as 2 virtual nodes x 2, four calls on
+ * cfg, then again with relay slots far smaller than the data; path: the
+ * device path the communicators must take (checked with their counters). */
+static void cross_node_random(rmacoll_config_t cfg, rmacoll_device_path_t path)
 {
     static const int node_of[4] = {0, 0, 1, 1};
-    rmacoll_config_t cfg = base_config();
-    rmacoll_case_t *c1, *c2;
+    rmacoll_case_t *c1 = gen(4, "random", 30000, 5, RMACOLL_FLOAT32);
+    rmacoll_case_t *c2 = gen(4, "zipf:1.2", 50000, 6, RMACOLL_BFLOAT16);
     gpu_arg_t arg;
 
-    (void)state;
-    if (strstr(rmacoll_build_transports(), "ofi") == NULL) {
-        print_message("no ofi transport in this build: skipped\n");
-        skip();
-    }
-    snprintf(cfg.inter_node, sizeof(cfg.inter_node), "ofi");
-    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "tcp;ofi_rxm");
-    c1 = gen(4, "random", 30000, 5, RMACOLL_FLOAT32);
-    c2 = gen(4, "zipf:1.2", 50000, 6, RMACOLL_BFLOAT16);
     memset(&arg, 0, sizeof(arg));
     arg.mode = GPU_MODE_CASE;
     arg.cases[0] = c1;
@@ -738,15 +738,39 @@ static void test_cross_node_relay(void **state)
     arg.ncases = 2;
     arg.ncalls = 4;
     arg.expect = RMACOLL_SUCCESS;
-    arg.path = RMACOLL_DEVICE_PATH_STAGED; /* tcp has no FI_HMEM: every byte counted */
+    arg.path = path;
     run_cfg(&arg, 4, node_of, &cfg);
     cfg.relay_buffer_bytes = 4096; /* many slot reuses per call */
     run_cfg(&arg, 4, node_of, &cfg);
     rmacoll_case_free(c1);
     rmacoll_case_free(c2);
+}
 
-    cfg = base_config();
-    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "tcp;ofi_rxm");
+/* ofi over cfg's provider; skipped without ofi in the build. */
+static rmacoll_config_t ofi_config(const char *provider)
+{
+    rmacoll_config_t cfg = base_config();
+
+    if (strstr(rmacoll_build_transports(), "ofi") == NULL) {
+        print_message("no ofi transport in this build: skipped\n");
+        skip();
+    }
+    snprintf(cfg.inter_node, sizeof(cfg.inter_node), "ofi");
+    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "%s", provider);
+    return cfg;
+}
+
+/* Device memory across (virtual) nodes: the relay through pinned host
+ * staging, ofi over loopback TCP between the nodes (no FI_HMEM: every
+ * byte staged, and counted). 4 ranks on 2 GPUs as 2 virtual nodes with
+ * random and skewed counts (relay slots far smaller than the data, too),
+ * then every shared case with its own topology. */
+static void test_cross_node_relay(void **state)
+{
+    rmacoll_config_t cfg = ofi_config("tcp;ofi_rxm");
+
+    (void)state;
+    cross_node_random(cfg, RMACOLL_DEVICE_PATH_STAGED);
     cases_on(&cfg, RMACOLL_DEVICE_PATH_STAGED);
 }
 
@@ -798,57 +822,15 @@ static void cases_on(const rmacoll_config_t *cfg, rmacoll_device_path_t path)
 static void test_cross_node_hmem(void **state)
 {
     static const int node_of[4] = {0, 0, 1, 1};
-    static const char *const dists[] = {"random", "zipf:1.2", "sparse:0.3",
-                                        "uniform", "random", "zipf:2"};
-    rmacoll_config_t cfg = base_config();
-    rmacoll_case_t *c1, *c2, *cs[6];
-    gpu_arg_t arg;
+    rmacoll_config_t cfg = ofi_config("shm");
 
     (void)state;
-    if (strstr(rmacoll_build_transports(), "ofi") == NULL) {
-        print_message("no ofi transport in this build: skipped\n");
-        skip();
-    }
-    snprintf(cfg.inter_node, sizeof(cfg.inter_node), "ofi");
-    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "shm");
-    c1 = gen(4, "random", 30000, 5, RMACOLL_FLOAT32);
-    c2 = gen(4, "zipf:1.2", 50000, 6, RMACOLL_BFLOAT16);
-    memset(&arg, 0, sizeof(arg));
-    arg.mode = GPU_MODE_CASE;
-    arg.cases[0] = c1;
-    arg.cases[1] = c2;
-    arg.ncases = 2;
-    arg.ncalls = 4;
-    arg.expect = RMACOLL_SUCCESS;
-    arg.path = RMACOLL_DEVICE_PATH_HMEM;
-    run_cfg(&arg, 4, node_of, &cfg);
-    cfg.relay_buffer_bytes = 4096; /* many slot reuses per call */
-    run_cfg(&arg, 4, node_of, &cfg);
-    cfg.relay_buffer_bytes = base_config().relay_buffer_bytes;
-    cfg.relay_enabled = 0; /* every cross-node block put directly */
-    run_cfg(&arg, 4, node_of, &cfg);
-    cfg.relay_enabled = 1;
-    rmacoll_case_free(c1);
-    rmacoll_case_free(c2);
-
-    memset(&arg, 0, sizeof(arg));
-    arg.mode = GPU_MODE_BACK2BACK;
-    arg.path = RMACOLL_DEVICE_PATH_HMEM;
-    for (int k = 0; k < 6; k++) {
-        cs[k] = gen(4, dists[k], 1000 + 4000 * k, 30 + (uint64_t)k,
-                    k % 3 == 1 ? RMACOLL_INT8 : RMACOLL_FLOAT32);
-        arg.cases[k] = cs[k];
-    }
-    arg.ncases = 6;
-    arg.ncalls = 6;
-    run_cfg(&arg, 4, node_of, &cfg);
-    cfg.relay_buffer_bytes = 4096;
-    run_cfg(&arg, 4, node_of, &cfg);
-    cfg.relay_buffer_bytes = base_config().relay_buffer_bytes;
-    for (int k = 0; k < 6; k++)
-        rmacoll_case_free(cs[k]);
-
+    cross_node_random(cfg, RMACOLL_DEVICE_PATH_HMEM);
+    back2back_on(&cfg, node_of, RMACOLL_DEVICE_PATH_HMEM, 30);
     cases_on(&cfg, RMACOLL_DEVICE_PATH_HMEM);
+    cfg.relay_enabled = 0; /* every cross-node block put directly */
+    cross_node_random(cfg, RMACOLL_DEVICE_PATH_HMEM);
+    back2back_on(&cfg, node_of, RMACOLL_DEVICE_PATH_HMEM, 40);
 }
 
 /* rmacoll_comm_create_from_nccl: one rank per GPU (NCCL's rule). */
