@@ -49,11 +49,14 @@ grep -E "rmacoll: (ofi|NCCL)" /tmp/hmem-cfg.log
 echo "librmacoll loads: $(ldd build-hmem/librmacoll.so | grep -o '[^ ]*libfabric[^ ]*' | head -2 | tr '\n' ' ')"
 
 rc=0
-step "gpu tests: test_ce_cuda, test_gpu_e2e test_cross_node_* (HMEM required)"
-timeout 120 ./build-hmem/tests/test_ce_cuda 2>&1 | tail -4 || rc=1
-RMACOLL_TEST_REQUIRE_HMEM=1 RMACOLL_TEST_FILTER='test_cross_node_*' \
-  timeout 330 ./build-hmem/tests/test_gpu_e2e 2>&1 | grep -vE '^\[ +(RUN|OK) ' | tail -60
-[ "${PIPESTATUS[0]}" = 0 ] || rc=1
+step "gpu tests: test_gpu_e2e test_cross_node_hmem (HMEM required), test_cross_node_relay (staged), test_ce_cuda"
+RMACOLL_TEST_REQUIRE_HMEM=1 RMACOLL_TEST_FILTER=test_cross_node_hmem \
+  timeout 240 ./build-hmem/tests/test_gpu_e2e 2>&1 | grep -vE '^\[ +(RUN|OK) ' | tail -60
+[ "${PIPESTATUS[0]}" = 0 ] || { rc=1; echo "test_cross_node_hmem: FAILED or timed out"; }
+RMACOLL_TEST_FILTER=test_cross_node_relay \
+  timeout 150 ./build-hmem/tests/test_gpu_e2e 2>&1 | grep -vE '^\[ +(RUN|OK) ' | tail -30
+[ "${PIPESTATUS[0]}" = 0 ] || { rc=1; echo "test_cross_node_relay: FAILED or timed out"; }
+timeout 60 ./build-hmem/tests/test_ce_cuda 2>&1 | tail -3
 
 step "rmacoll creation log over shm (INFO): the device path chosen"
 RMACOLL_LOG_LEVEL=info RMACOLL_TRANSPORTS_INTER_NODE=ofi RMACOLL_OFI_PROVIDER=shm \
