@@ -551,13 +551,10 @@ static int ofi_mr_open(rmacoll_transport_t *tp, void *addr, size_t bytes,
  * one small device buffer registered with FI_HMEM_CUDA tells. */
 static void ofi_hmem_probe(rmacoll_transport_t *tp)
 {
+#ifdef RMACOLL_OFI_CUDA
     const char *prov = tp->info->fabric_attr->prov_name;
 
-    if (!tp->hmem) {
-        return;
-    }
-#ifdef RMACOLL_OFI_CUDA
-    {
+    if (tp->hmem) {
         int device = -1, ret;
         struct fid_mr *mr = NULL;
         void *p = rmacoll__cu_probe_alloc(4096, &device);
