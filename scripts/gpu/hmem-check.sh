@@ -66,15 +66,30 @@ RMACOLL_LOG_LEVEL=info RMACOLL_TRANSPORTS_INTER_NODE=ofi RMACOLL_OFI_PROVIDER='t
   timeout 60 ./build-hmem/tools/rmacoll-perf --buffers cuda -np 4 --ppn 2 -b 1M -e 1M -n 2 -w 1 2>&1 |
   grep -E "device path" | head -2
 
-step "benchmark: staged vs hmem, ofi/shm, 4 ranks --ppn 2, device memory"
-for dist in uniform zipf:1.2; do
-  for path in staged hmem; do
-    echo "---- $path, --dist $dist"
-    RMACOLL_LOG_LEVEL=debug RMACOLL_LOG_SUBSYSTEMS=none RMACOLL_TRANSPORTS_INTER_NODE=ofi \
-    RMACOLL_OFI_PROVIDER=shm RMACOLL_TRANSPORTS_DEVICE_INTER_NODE=$path \
-      timeout 150 ./build-hmem/tools/rmacoll-perf --buffers cuda -np 4 --ppn 2 --dist "$dist" \
-        -b 1M -e 256M -f 4 -n 5 -w 2 2>&1 || rc=1
+bench() { # $1: label
+  for dist in uniform zipf:1.2; do
+    for path in staged hmem; do
+      echo "---- $1: $path, --dist $dist"
+      RMACOLL_LOG_LEVEL=debug RMACOLL_LOG_SUBSYSTEMS=none RMACOLL_TRANSPORTS_INTER_NODE=ofi \
+      RMACOLL_OFI_PROVIDER=shm RMACOLL_TRANSPORTS_DEVICE_INTER_NODE=$path \
+        timeout 120 ./build-hmem/tools/rmacoll-perf --buffers cuda -np 4 --ppn 2 --dist "$dist" \
+          -b 1M -e 256M -f 4 -n 5 -w 2 2>&1 | grep -vE "^#  Rank|^# (Using|nThread)|^#$" || rc=1
+    done
   done
-done
+}
+step "benchmark: staged vs hmem, ofi/shm, 4 ranks --ppn 2 on one GPU, device memory, no MPS (time-sliced)"
+bench "no MPS"
+if command -v nvidia-cuda-mps-control >/dev/null; then
+  step "the same under MPS (4 processes share the GPU at once)"
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/hmem-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/hmem-mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d; then
+    trap 'echo quit | nvidia-cuda-mps-control' EXIT
+    bench "MPS"
+    echo quit | nvidia-cuda-mps-control; trap - EXIT
+  else
+    echo "nvidia-cuda-mps-control -d failed: no MPS rows"
+  fi
+fi
 step "done, rc=$rc"
 exit $rc

@@ -520,6 +520,30 @@ rmacoll_status_t rmacoll__cu_import(rmacoll__cu_t *cu, int peer, const void *blo
     return st;
 }
 
+/* Closes and drops the cached IPC mappings of peer's allocations at
+ * exporter base `base` (all of that peer's with every_one). */
+static void cu_close_stale(rmacoll__cu_t *cu, int peer, uint64_t base, int every_one)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < cu->nimports; i++) {
+        rmacoll__cu_import_t *m = &cu->imports[i];
+
+        if (m->peer == peer && !m->same_process && (every_one || m->base == base)) {
+            cudaError_t e = cudaIpcCloseMemHandle(m->mapped);
+            CU_LOG(cu, RMACOLL_LOG_DEBUG, "%s: closed the IPC mapping of peer %d's "
+                   "allocation at 0x%llx (%s)", cu->name, peer, (unsigned long long)m->base,
+                   every_one ? "a new allocation overlaps one of them" : "reallocated");
+            if (e != cudaSuccess) {
+                rmacoll__cu_rt_error(cu, e, peer, "cudaIpcCloseMemHandle of a stale mapping");
+            }
+            continue;
+        }
+        cu->imports[k++] = *m;
+    }
+    cu->nimports = k;
+}
+
 static rmacoll_status_t cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
                                   uint64_t *addr)
 {
@@ -566,7 +590,13 @@ static rmacoll_status_t cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
     if (same) {
         mapped = (void *)(uintptr_t)b.base;
     } else {
+        cu_close_stale(cu, peer, b.base, 0); /* a freed allocation's mapping */
         e = cudaIpcOpenMemHandle(&mapped, h, cudaIpcMemLazyEnablePeerAccess);
+        if (e == cudaErrorAlreadyMapped) {
+            (void)cudaGetLastError();
+            cu_close_stale(cu, peer, b.base, 1);
+            e = cudaIpcOpenMemHandle(&mapped, h, cudaIpcMemLazyEnablePeerAccess);
+        }
         if (e != cudaSuccess) {
             return rmacoll__cu_rt_error(cu, e, peer, "cudaIpcOpenMemHandle of the peer's "
                                         "device buffer");
@@ -574,6 +604,7 @@ static rmacoll_status_t cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
     }
     memcpy(cu->imports[cu->nimports].handle, b.handle, sizeof(b.handle));
     cu->imports[cu->nimports].mapped = mapped;
+    cu->imports[cu->nimports].base = b.base;
     cu->imports[cu->nimports].peer = peer;
     cu->imports[cu->nimports].same_process = same;
     cu->nimports++;

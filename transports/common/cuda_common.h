@@ -48,6 +48,7 @@ typedef struct rmacoll__cu_reg {
 typedef struct rmacoll__cu_import {
     uint8_t handle[64];
     void *mapped;          /* allocation base mapped here */
+    uint64_t base;         /* the allocation's base in the exporter */
     int peer;
     int same_process;      /* the exporter is this process: nothing to close */
 } rmacoll__cu_import_t;
@@ -104,7 +105,14 @@ rmacoll_status_t rmacoll__cu_device_range(rmacoll__cu_t *cu, void *addr, size_t 
  * be NULL) with {addr, bytes}. */
 rmacoll_status_t rmacoll__cu_mem_register(rmacoll__cu_t *cu, void *addr, size_t bytes,
                                           rmacoll_rkey_t *rkey);
-/** mem_export / mem_import of the transport interface. An export of this
+/** mem_export / mem_import of the transport interface. Imports are
+ * cached by handle. A handle not seen before whose allocation starts where
+ * a cached one of the same peer did is a new allocation over a freed one
+ * (the peer freed its buffer after its call completed, so no copy into the
+ * old mapping is in flight): the stale mapping is closed first, as CUDA
+ * refuses to map a range twice (cudaErrorAlreadyMapped); if the open still
+ * fails so, every cached mapping of that peer is closed and the open tried
+ * once more. An export of this
  * same process (ranks as threads: the blob's pid is ours and the handle
  * of the allocation at the blob's base, taken here, is the blob's) is used
  * directly, with no IPC mapping (cudaIpcOpenMemHandle refuses a handle of

@@ -752,7 +752,10 @@ static int ofi_mr_open(rmacoll_transport_t *tp, void *addr, size_t bytes,
     attr.requested_key = key;
     attr.iface = FI_HMEM_CUDA;
     attr.device.cuda = device;
-    return fi_mr_regattr(tp->domain, &attr, 0, mr);
+    /* device memory proper (cudaMalloc, never managed: ofi_device_of):
+     * lets shm move it GPU to GPU over CUDA IPC instead of bouncing it
+     * through host memory (its SAR protocol) */
+    return fi_mr_regattr(tp->domain, &attr, FI_HMEM_DEVICE_ONLY, mr);
 }
 
 static void ofi_fill_rkey(const struct rmacoll_mem *m, const void *addr,
