@@ -131,11 +131,16 @@ static void *stage_main(void *arg)
             st = rmacoll__run_host_plan(comm, sg->run_mem, sg->run_send, sg->run_recv,
                                         sg->send_mem);
         }
-        rmacoll__proxy_set_active(&comm->proxy, 0);
         if (st != RMACOLL_SUCCESS) {
             int expected = RMACOLL_SUCCESS;
             atomic_compare_exchange_strong(&sg->status, &expected, (int)st);
+            /* peers still waiting stop at once; and no put of this rank may
+             * still read the buffers once the stream moves on (the user's
+             * device buffers on the hmem path): drain them (bounded) */
+            rmacoll__abort_broadcast(comm, st);
+            (void)rmacoll__proxy_flush(&comm->proxy);
         }
+        rmacoll__proxy_set_active(&comm->proxy, 0);
         /* release the stream even on failure; the next call reports it */
         __atomic_store_n(stage_word(comm, RMACOLL__STAGE_DONE), e, __ATOMIC_RELEASE);
         atomic_store(&sg->finished, e);

@@ -150,6 +150,7 @@ struct rmacoll_transport {
     int err_peer;
     int shm_named;              /* shm provider region named "rmacoll-PID-..." */
     int hmem;                   /* cuda memory registered (FI_HMEM, probed at init) */
+    uint64_t hmem_flags;        /* fi_mr_regattr flags of device memory (ofi.hmem_device_only) */
     char hmem_desc[RMACOLL_CONFIG_STR_MAX + 96]; /* why (not), for instance_caps */
 };
 
@@ -611,6 +612,16 @@ static rmacoll_status_t ofi_init(const rmacoll_transport_env_t *env,
     tp->timeout_ns = (env->config && env->config->timeout_ms ? env->config->timeout_ms
                                                               : 30000) * 1000000ull;
 
+    if (env->struct_size >= offsetof(rmacoll_transport_env_t, config_get) +
+                                sizeof(env->config_get) &&
+        env->config_get != NULL && env->config != NULL) {
+        char v[16];
+        if (env->config_get(env->config, "ofi.hmem_device_only", v, sizeof(v)) ==
+                RMACOLL_SUCCESS &&
+            strcmp(v, "true") == 0) {
+            tp->hmem_flags = FI_HMEM_DEVICE_ONLY;
+        }
+    }
     st = ofi_select(tp, &tp->info);
     if (st == RMACOLL_SUCCESS) {
         st = ofi_open(tp, name, &namelen);
@@ -752,10 +763,12 @@ static int ofi_mr_open(rmacoll_transport_t *tp, void *addr, size_t bytes,
     attr.requested_key = key;
     attr.iface = FI_HMEM_CUDA;
     attr.device.cuda = device;
-    /* device memory proper (cudaMalloc, never managed: ofi_device_of):
-     * lets shm move it GPU to GPU over CUDA IPC instead of bouncing it
-     * through host memory (its SAR protocol) */
-    return fi_mr_regattr(tp->domain, &attr, FI_HMEM_DEVICE_ONLY, mr);
+    /* ofi.hmem_device_only: FI_HMEM_DEVICE_ONLY (device memory proper,
+     * cudaMalloc, never managed: ofi_device_of) lets shm move it GPU to
+     * GPU over CUDA IPC instead of bouncing it through host memory (its
+     * SAR protocol); off by default: with it, shm puts stalled on the GPU
+     * machine (docs/transport-ofi.md) */
+    return fi_mr_regattr(tp->domain, &attr, tp->hmem_flags, mr);
 }
 
 static void ofi_fill_rkey(const struct rmacoll_mem *m, const void *addr,
