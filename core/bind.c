@@ -156,3 +156,50 @@ int rmacoll__bind_pick(const rmacoll__binding_t *b, uint64_t largest)
     }
     return b->n > 0 ? b->inst[b->n - 1] : -1;
 }
+
+#define DEVNET_NET (RMACOLL_TCAP_PROXY | RMACOLL_TCAP_HMEM | RMACOLL_TCAP_MEM_CUDA)
+#define DEVNET_CE (RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_CUDA | RMACOLL_TCAP_HOST_CUDA)
+
+rmacoll_status_t rmacoll__bind_device_net(const char *net_name, uint64_t net_caps,
+                                          const char *net_desc, const char *ce_name,
+                                          uint64_t ce_caps, rmacoll__devnet_mode_t mode,
+                                          int *hmem, char *reason, size_t len)
+{
+    char why[320];
+    int net_ok = (net_caps & DEVNET_NET) == DEVNET_NET;
+    int ce_ok = ce_name != NULL && (ce_caps & DEVNET_CE) == DEVNET_CE;
+
+    *hmem = 0;
+    if (mode == RMACOLL__DEVNET_STAGED) {
+        snprintf(reason, len, "device path across nodes: host staging "
+                 "(transports.device_inter_node = staged)");
+        return RMACOLL_SUCCESS;
+    }
+    if (net_ok && ce_ok) {
+        *hmem = 1;
+        if (net_desc != NULL && net_desc[0] != '\0') {
+            snprintf(reason, len, "device path across nodes: %s", net_desc);
+        } else {
+            snprintf(reason, len, "device path across nodes: device memory registered "
+                     "with transport %s", net_name);
+        }
+        return RMACOLL_SUCCESS;
+    }
+    if (!net_ok && net_desc != NULL && net_desc[0] != '\0') {
+        snprintf(why, sizeof(why), "%s", net_desc);
+    } else if (!net_ok) {
+        snprintf(why, sizeof(why), "transport %s does not register device memory: no "
+                 "RMACOLL_TCAP_HMEM", net_name);
+    } else if (ce_name == NULL) {
+        snprintf(why, sizeof(why), "no transport for node peers in device memory");
+    } else {
+        snprintf(why, sizeof(why), "transport %s cannot copy device memory for a host "
+                 "thread: no RMACOLL_TCAP_HOST_CUDA", ce_name);
+    }
+    if (mode == RMACOLL__DEVNET_HMEM) {
+        snprintf(reason, len, "transports.device_inter_node = hmem, but %s", why);
+        return RMACOLL_ERR_CONFIG;
+    }
+    snprintf(reason, len, "device path across nodes: host staging (%s)", why);
+    return RMACOLL_SUCCESS;
+}

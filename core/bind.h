@@ -16,7 +16,12 @@
  *    when it has MEM_CUDA, else the last candidate.
  *  - PROXY x host: the inter_node transport (PROXY | MEM_HOST), only when
  *    the communicator spans nodes.
- *  - PROXY x cuda: none; device memory across nodes is staged through host
+ *  - PROXY x cuda: decided after init (rmacoll__bind_device_net), from the
+ *    inter_node instance's capabilities (rmacoll__tops_instance_caps: a
+ *    libfabric transport finds FI_HMEM at run time), the CE x cuda control
+ *    transport's and transports.device_inter_node: device buffers are
+ *    registered with the
+ *    network transport (the hmem runner) or staged through pinned host
  *    memory (the staged runner).
  */
 #ifndef RMACOLL_CORE_BIND_H
@@ -61,6 +66,31 @@ rmacoll_status_t rmacoll__bind_resolve(const rmacoll__tops_t *avail, int navail,
                                        const rmacoll_config_t *cfg, int multinode,
                                        int rank, rmacoll__bind_plan_t *out, char *err,
                                        size_t len);
+
+/* transports.device_inter_node */
+typedef enum rmacoll__devnet_mode {
+    RMACOLL__DEVNET_AUTO = 0,
+    RMACOLL__DEVNET_STAGED = 1,
+    RMACOLL__DEVNET_HMEM = 2
+} rmacoll__devnet_mode_t;
+
+/**
+ * How device buffers cross nodes. net_caps: the inter_node instance's
+ * capabilities after init, net_desc its account of them (may be ""); ce:
+ * the CE x cuda control transport (NULL: none) and ce_caps its
+ * capabilities. HMEM needs PROXY | HMEM | MEM_CUDA on the network side
+ * and CE | MEM_CUDA | HOST_CUDA on the node side (the relay forward and
+ * node-peer copies run from a host thread). *hmem receives 1 (registered,
+ * no staging) or 0 (staged); reason (len bytes) the line create logs at
+ * INFO, "device path across nodes: FI_HMEM registration (provider shm)"
+ * or "device path across nodes: host staging (provider tcp lacks
+ * FI_HMEM)". RMACOLL_ERR_CONFIG when mode is HMEM and the transports
+ * cannot (reason says why). Pure.
+ */
+rmacoll_status_t rmacoll__bind_device_net(const char *net_name, uint64_t net_caps,
+                                          const char *net_desc, const char *ce_name,
+                                          uint64_t ce_caps, rmacoll__devnet_mode_t mode,
+                                          int *hmem, char *reason, size_t len);
 
 /** The instance for a queue whose largest put is `largest` bytes, or -1
  * when the binding is empty. */

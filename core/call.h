@@ -73,6 +73,7 @@ struct rmacoll__runner {
 extern const rmacoll__runner_t rmacoll__run_host;   /* host memory: blocking */
 extern const rmacoll__runner_t rmacoll__run_stream; /* device memory, one node */
 extern const rmacoll__runner_t rmacoll__run_staged; /* device memory across nodes */
+extern const rmacoll__runner_t rmacoll__run_hmem;   /* the same, registered: no staging */
 
 /* ---- the pipeline (exec.c) ---- */
 
@@ -109,15 +110,19 @@ void rmacoll__meta_inputs(rmacoll__call_t *call);
 /* ---- shared by the runners ---- */
 
 /** Task -> transport put for the host path or the stream path. */
-void rmacoll__translate(rmacoll_comm_t *comm, const rmacoll__task_t *t,
-                        const void *sendbuf, void *recvbuf, rmacoll_mem_t *send_mem,
-                        rmacoll_put_t *put);
+void rmacoll__translate(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
+                        const rmacoll__task_t *t, const void *sendbuf, void *recvbuf,
+                        rmacoll_mem_t *send_mem, rmacoll_put_t *put);
 /** Grows comm's put array to n entries. */
 rmacoll_status_t rmacoll__grow_puts(rmacoll_comm_t *comm, size_t n);
-/** Runs comm's plan on host buffers (the host runner and the staging
- * worker). Blocking; completes the proxy's puts. */
-rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, const void *sendbuf,
-                                        void *recvbuf, rmacoll_mem_t *send_mem);
+/** Runs comm's plan from a host thread (the host runner, the staging
+ * worker) on buffers of type mem: host buffers, or (RMACOLL_MEM_CUDA, the
+ * hmem runner) device buffers, copied to node peers by the CE x cuda
+ * control transport's host data path and relayed through the device relay
+ * buffer. Blocking; completes the proxy's puts. */
+rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
+                                        const void *sendbuf, void *recvbuf,
+                                        rmacoll_mem_t *send_mem);
 /** Waits until *word >= value; names `peer` and `what` on timeout or on a
  * transport failure. */
 rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
@@ -137,6 +142,12 @@ int rmacoll__gate_close(rmacoll_comm_t *comm);
 /** Checks the communicator can take device memory on call->stream
  * (run_stream.c); on error call->msg says why. */
 rmacoll_status_t rmacoll__stream_usable(rmacoll__call_t *call);
+/** Exports the device receive buffer for node peers into this call's
+ * control record (run_stream.c); on error call->msg says why. */
+rmacoll_status_t rmacoll__stream_export_recv(rmacoll__call_t *call);
+/** Maps node peer j's device receive buffer of this call (its export) into
+ * comm->peer_recv_addr[j] (run_stream.c); on error call->msg says why. */
+rmacoll_status_t rmacoll__stream_map_peer(rmacoll__call_t *call, int j);
 
 /* ---- the staging worker (run_staged.c) ---- */
 

@@ -383,10 +383,101 @@ static rmacoll_status_t setup_transports(rmacoll_comm_t *comm)
     return RMACOLL_SUCCESS;
 }
 
-/* Relay buffer and control window registered with the network; keys to all. */
+/* transports.device_inter_node of cfg. */
+static rmacoll__devnet_mode_t devnet_mode(const rmacoll_config_t *cfg)
+{
+    char v[RMACOLL_CONFIG_STR_MAX];
+
+    if (rmacoll_config_get(cfg, "transports.device_inter_node", v, sizeof(v)) !=
+        RMACOLL_SUCCESS) {
+        return RMACOLL__DEVNET_AUTO;
+    }
+    return strcmp(v, "staged") == 0 ? RMACOLL__DEVNET_STAGED
+           : strcmp(v, "hmem") == 0 ? RMACOLL__DEVNET_HMEM
+                                    : RMACOLL__DEVNET_AUTO;
+}
+
+/*
+ * How device buffers cross nodes (bind.h: rmacoll__bind_device_net), from
+ * the instances' capabilities after init; with registration and relay
+ * channels, the relay buffer in device memory. Collective: every rank
+ * takes the registered path or none does (a rank that cannot makes all
+ * stage; with transports.device_inter_node = hmem all fail). Logged at
+ * INFO with the reason.
+ */
+static rmacoll_status_t setup_device_path(rmacoll_comm_t *comm)
+{
+    rmacoll__tinst_t *net = rmacoll__comm_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
+    rmacoll__tinst_t *ce = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    rmacoll__devnet_mode_t mode = devnet_mode(&comm->cfg);
+    char desc[256], reason[640];
+    int32_t mine = 0, *all;
+    uint64_t caps;
+    rmacoll_status_t st, lst;
+
+    if (net == NULL) {
+        return RMACOLL_SUCCESS; /* one node (alike on every rank) */
+    }
+    caps = rmacoll__tops_instance_caps(net->ops, net->tp, desc, sizeof(desc));
+    lst = rmacoll__bind_device_net(net->ops->name, caps, desc, ce ? ce->ops->name : NULL,
+                                   ce ? ce->ops->caps : 0, mode, &mine, reason,
+                                   sizeof(reason));
+    if (lst != RMACOLL_SUCCESS) {
+        mine = -1;
+    }
+    if (mine == 1 && comm->nin > 0) {
+        st = ce->ops->mem.mem_alloc(ce->tp, comm->relay_bytes, RMACOLL_MEM_CUDA,
+                                    &comm->drelay_buf);
+        if (st != RMACOLL_SUCCESS) {
+            mine = mode == RMACOLL__DEVNET_HMEM ? -1 : 0;
+            lst = mode == RMACOLL__DEVNET_HMEM ? st : RMACOLL_SUCCESS;
+            snprintf(reason, sizeof(reason), "device path across nodes: host staging "
+                     "(cannot allocate the relay buffer in device memory, %llu bytes, "
+                     "with %s: %s)", (unsigned long long)comm->relay_bytes, ce->ops->name,
+                     rmacoll_status_string(st));
+        }
+    }
+    all = malloc((size_t)comm->nranks * sizeof(*all));
+    if (all == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    st = rmacoll__bootstrap_allgather(comm->bs, &mine, all, sizeof(mine));
+    for (int r = 0; st == RMACOLL_SUCCESS && r < comm->nranks; r++) {
+        if (all[r] == -1) {
+            if (r == comm->rank) {
+                st = rmacoll__comm_fail(comm, lst, "rank %d: %s", comm->rank, reason);
+            } else {
+                st = rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG, "rank %d: rank %d cannot "
+                                        "take device buffers across nodes without staging "
+                                        "(transports.device_inter_node = hmem; its log says "
+                                        "why)", comm->rank, r);
+            }
+            break;
+        }
+        if (all[r] == 0 && mine == 1) {
+            mine = 0;
+            snprintf(reason, sizeof(reason), "device path across nodes: host staging (rank "
+                     "%d stages: every rank takes the same path)", r);
+        }
+    }
+    free(all);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    if (mine != 1 && comm->drelay_buf != NULL) {
+        ce->ops->mem.mem_free(ce->tp, comm->drelay_buf, RMACOLL_MEM_CUDA);
+        comm->drelay_buf = NULL;
+    }
+    comm->hmem = mine == 1;
+    rmacoll__log(&comm->log, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_CORE, "rank %d: %s",
+                 comm->rank, reason);
+    return RMACOLL_SUCCESS;
+}
+
+/* Relay buffers and control window registered with the network; keys to all. */
 static rmacoll_status_t setup_registrations(rmacoll_comm_t *comm)
 {
-    rmacoll_rkey_t mine[2];
+    rmacoll_rkey_t mine[3];
     rmacoll_rkey_t *all;
     rmacoll_status_t st;
 
@@ -409,6 +500,18 @@ static rmacoll_status_t setup_registrations(rmacoll_comm_t *comm)
                                           (unsigned long long)comm->relay_bytes);
             }
         }
+        if (comm->drelay_buf != NULL) {
+            st = net->ops->mem.mem_register(net->tp, comm->drelay_buf, comm->relay_bytes,
+                                            RMACOLL_MEM_CUDA, &comm->drelay_mem, &mine[2]);
+            if (st != RMACOLL_SUCCESS) {
+                return rmacoll__comm_fail(comm, st, "rank %d: cannot register the relay "
+                                          "buffer in device memory (%llu bytes) with %s",
+                                          comm->rank,
+                                          (unsigned long long)comm->relay_bytes,
+                                          net->ops->name);
+            }
+            atomic_fetch_add(&comm->stats.device_registered_bytes, comm->relay_bytes);
+        }
     }
     all = malloc((size_t)comm->nranks * sizeof(mine));
     if (all == NULL) {
@@ -416,8 +519,9 @@ static rmacoll_status_t setup_registrations(rmacoll_comm_t *comm)
     }
     st = rmacoll__bootstrap_allgather(comm->bs, mine, all, sizeof(mine));
     for (int r = 0; st == RMACOLL_SUCCESS && r < comm->nranks; r++) {
-        comm->peer_ctrl_rkey[r] = all[2 * r];
-        comm->peer_relay_rkey[r] = all[2 * r + 1];
+        comm->peer_ctrl_rkey[r] = all[3 * r];
+        comm->peer_relay_rkey[r] = all[3 * r + 1];
+        comm->peer_drelay_rkey[r] = all[3 * r + 2];
     }
     free(all);
     return st;
@@ -440,6 +544,8 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->path_peers[RMACOLL__PATH_PROXY] = calloc(n, 1);
     comm->peer_ctrl_rkey = calloc(n, sizeof(rmacoll_rkey_t));
     comm->peer_relay_rkey = calloc(n, sizeof(rmacoll_rkey_t));
+    comm->peer_drelay_rkey = calloc(n, sizeof(rmacoll_rkey_t));
+    comm->stage.ready_puts = calloc(n, sizeof(rmacoll_put_t));
     comm->scratch = calloc(2 * n, sizeof(int64_t));
     comm->uniform = calloc(2 * n, sizeof(int64_t));
     comm->peer_rcount = calloc(n, sizeof(int64_t));
@@ -454,6 +560,7 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     if (!comm->peer_ctrl || !comm->peer_lay || !comm->peer_nsig || !comm->peer_signals || !comm->net_list ||
         !comm->net_slot_at || !comm->net_index || !comm->path_peers[0] ||
         !comm->path_peers[1] || !comm->peer_ctrl_rkey || !comm->peer_relay_rkey ||
+        !comm->peer_drelay_rkey || !comm->stage.ready_puts ||
         !comm->scratch || !comm->uniform || !comm->peer_rcount || !comm->peer_rdispl ||
         !comm->peer_recv_addr || !comm->peer_recv_rkey || !comm->chan_sendcount ||
         !comm->chan_rcount || !comm->chan_rdispl || !comm->meta_puts ||
@@ -475,9 +582,16 @@ static void comm_free(rmacoll_comm_t *comm)
         if (comm->relay_mem != NULL) {
             net->ops->mem.mem_deregister(net->tp, comm->relay_mem);
         }
+        if (comm->drelay_mem != NULL) {
+            net->ops->mem.mem_deregister(net->tp, comm->drelay_mem);
+        }
         if (comm->ctrl_mem != NULL) {
             net->ops->mem.mem_deregister(net->tp, comm->ctrl_mem);
         }
+    }
+    if (comm->drelay_buf != NULL) {
+        rmacoll__tinst_t *ce = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+        ce->ops->mem.mem_free(ce->tp, comm->drelay_buf, RMACOLL_MEM_CUDA);
     }
     for (int i = comm->bp.ninst - 1; i >= 0; i--) { /* reverse of init */
         if (comm->inst[i].tp != NULL) {
@@ -521,6 +635,8 @@ static void comm_free(rmacoll_comm_t *comm)
     free(comm->path_peers[1]);
     free(comm->peer_ctrl_rkey);
     free(comm->peer_relay_rkey);
+    free(comm->peer_drelay_rkey);
+    free(comm->stage.ready_puts);
     free(comm->scratch);
     free(comm->uniform);
     free(comm->peer_rcount);
@@ -666,6 +782,9 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
         st = setup_transports(comm);
     }
     if (st == RMACOLL_SUCCESS) {
+        st = setup_device_path(comm);
+    }
+    if (st == RMACOLL_SUCCESS) {
         st = setup_registrations(comm);
     }
     if (st == RMACOLL_SUCCESS) {
@@ -761,4 +880,29 @@ rmacoll_status_t rmacoll_comm_size(const rmacoll_comm_t *comm, int *nranks)
 const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm)
 {
     return comm != NULL ? comm->last_error : "";
+}
+
+rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
+                                        rmacoll_comm_stats_t *stats)
+{
+    rmacoll_comm_stats_t s;
+    size_t want;
+
+    if (comm == NULL || stats == NULL ||
+        stats->struct_size < offsetof(rmacoll_comm_stats_t, device_path) +
+                                 sizeof(stats->device_path)) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    want = stats->struct_size < sizeof(s) ? stats->struct_size : sizeof(s);
+    memset(&s, 0, sizeof(s));
+    s.struct_size = stats->struct_size;
+    s.device_path = comm->topo->nnodes == 1 ? RMACOLL_DEVICE_PATH_NONE
+                    : comm->hmem           ? RMACOLL_DEVICE_PATH_HMEM
+                                           : RMACOLL_DEVICE_PATH_STAGED;
+    s.staged_bytes = atomic_load(&comm->stats.staged_bytes);
+    s.device_registered_bytes = atomic_load(&comm->stats.device_registered_bytes);
+    s.device_calls_staged = atomic_load(&comm->stats.device_calls_staged);
+    s.device_calls_hmem = atomic_load(&comm->stats.device_calls_hmem);
+    memcpy(stats, &s, want);
+    return RMACOLL_SUCCESS;
 }

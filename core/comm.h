@@ -35,7 +35,23 @@ typedef struct rmacoll__stage {
     int stop;
     _Atomic uint64_t finished;        /* last epoch the worker completed */
     _Atomic int status;               /* first error of the worker */
+    /* what the worker runs the plan on: the staging buffers (host), or the
+     * user's device buffers (the hmem runner) */
+    rmacoll_memtype_t run_mem;
+    const void *run_send;
+    void *run_recv;
+    uint64_t hmem_seq;                /* hmem calls made: the READY value */
+    uint64_t run_seq;                 /* of the call handed to the worker */
+    rmacoll_put_t *ready_puts;        /* [nranks]: hmem READY signals */
 } rmacoll__stage_t;
+
+/* Counters of rmacoll_comm_get_stats (atomic: read by any thread). */
+typedef struct rmacoll__stats {
+    _Atomic uint64_t staged_bytes;
+    _Atomic uint64_t device_registered_bytes;
+    _Atomic uint64_t device_calls_staged;
+    _Atomic uint64_t device_calls_hmem;
+} rmacoll__stats_t;
 
 /* The transports a communicator may choose from: the built-ins and the
  * plugins its config names (intra_node, inter_node). */
@@ -108,6 +124,15 @@ struct rmacoll_comm {
     rmacoll_mem_t *ctrl_mem, *relay_mem; /* network registrations */
     rmacoll_rkey_t *peer_ctrl_rkey;   /* [nranks] */
     rmacoll_rkey_t *peer_relay_rkey;  /* [nranks] */
+    /* device buffers across nodes (bind.h: rmacoll__bind_device_net): 1 =
+     * registered with the network (the hmem runner), 0 = staged; with it
+     * a relay buffer in device memory (from the CE x cuda transport's
+     * mem_alloc, registered with the network) */
+    int hmem;
+    void *drelay_buf;
+    rmacoll_mem_t *drelay_mem;
+    rmacoll_rkey_t *peer_drelay_rkey; /* [nranks] */
+    rmacoll__stats_t stats;
 
     /* per-call state (sized at create; the data path does not malloc
      * except to grow the plan and put arrays) */
@@ -131,6 +156,11 @@ struct rmacoll_comm {
     rmacoll__proxy_t proxy;           /* owns the network transport's progress */
     rmacoll__async_t async;           /* rmacoll_alltoallv_start */
 };
+
+/* run_staged.c: after device puts posted on ti's host data path, drives
+ * ti (and the proxy) until they are complete, their sources reusable;
+ * fails (recorded in last_error) after timeout_ms without completion. */
+rmacoll_status_t rmacoll__device_copies_wait(rmacoll_comm_t *comm, rmacoll__tinst_t *ti);
 
 /* request.c: completes a request in flight (comm destroy) and joins the
  * thread. */

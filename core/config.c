@@ -84,6 +84,7 @@ static rmacoll_status_t config_parse_into(const config_field_t *f, const char *t
 
 static const char *const intra_names[] = {"ce", "nvlink_kernel", "auto", NULL};
 static const char *const inter_names[] = {"ofi", "verbs", NULL};
+static const char *const devnet_names[] = {"auto", "staged", "hmem", NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace", NULL};
 /* Bit i of the mask is subsys_names[i]; "all" and "none" are handled apart. */
 static const char *const subsys_names[] = {"core",  "plan",      "sched",  "bootstrap",
@@ -104,6 +105,11 @@ static const char *const subsys_names[] = {"core",  "plan",      "sched",  "boot
       "object, docs/plugins.md)",                                                             \
       .kind = CFG_KIND_ENUM, .offset = CFG_OFF(inter_node), .names = inter_names,            \
       .plugin_ok = 1)                                                                         \
+    X(DEVICE_INTER_NODE, "transports.device_inter_node", "enum(auto|staged|hmem)", "auto",   \
+      "device buffers across nodes: auto (registered with the inter_node transport when it "  \
+      "takes device memory, FI_HMEM / GPUDirect, else staged through pinned host memory), "  \
+      "staged (always), hmem (required: create fails without it)",                           \
+      .kind = CFG_KIND_ENUM, .offset = CFG_EXT, .names = devnet_names)                       \
     X(SCHEDULER, "scheduler", "string", "node_shift",                                        \
       "round scheduler by name (shift, node_shift, xor, random, ...); checked against the "  \
       "compiled-in schedulers at create",                                                     \

@@ -35,7 +35,10 @@ static const rmacoll__runner_t *choose_runner(const rmacoll_comm_t *comm, void *
     if (stream == NULL) {
         return &rmacoll__run_host;
     }
-    return comm->topo->nnodes > 1 ? &rmacoll__run_staged : &rmacoll__run_stream;
+    if (comm->topo->nnodes == 1) {
+        return &rmacoll__run_stream;
+    }
+    return comm->hmem ? &rmacoll__run_hmem : &rmacoll__run_staged; /* chosen at create */
 }
 
 /* Opens a call on comm: the previous staged call is drained, a broken

@@ -273,13 +273,20 @@ rmacoll_status_t rmacoll__proxy_register(rmacoll__proxy_t *px, const void *buf,
                                          uint64_t bytes, rmacoll_mem_t **mem,
                                          rmacoll_rkey_t *rkey)
 {
+    return rmacoll__proxy_register_type(px, buf, bytes, RMACOLL_MEM_HOST, mem, rkey);
+}
+
+rmacoll_status_t rmacoll__proxy_register_type(rmacoll__proxy_t *px, const void *buf,
+                                              uint64_t bytes, rmacoll_memtype_t type,
+                                              rmacoll_mem_t **mem, rmacoll_rkey_t *rkey)
+{
     rmacoll_status_t st;
 
     if (px->tp == NULL || bytes == 0 || buf == NULL) {
         return RMACOLL_SUCCESS;
     }
     pthread_mutex_lock(&px->lock);
-    st = px->ops->mem.mem_register(px->tp, (void *)buf, bytes, RMACOLL_MEM_HOST, mem, rkey);
+    st = px->ops->mem.mem_register(px->tp, (void *)buf, bytes, type, mem, rkey);
     pthread_mutex_unlock(&px->lock);
     return st;
 }

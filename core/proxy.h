@@ -86,6 +86,11 @@ void rmacoll__proxy_set_active(rmacoll__proxy_t *px, int active);
 rmacoll_status_t rmacoll__proxy_register(rmacoll__proxy_t *px, const void *buf,
                                          uint64_t bytes, rmacoll_mem_t **mem,
                                          rmacoll_rkey_t *rkey);
+/** The same for memory of `type` (RMACOLL_MEM_CUDA: device memory, for a
+ * transport with RMACOLL_TCAP_HMEM). */
+rmacoll_status_t rmacoll__proxy_register_type(rmacoll__proxy_t *px, const void *buf,
+                                              uint64_t bytes, rmacoll_memtype_t type,
+                                              rmacoll_mem_t **mem, rmacoll_rkey_t *rkey);
 void rmacoll__proxy_deregister(rmacoll__proxy_t *px, rmacoll_mem_t *mem);
 /** After a failure that broke the communicator: posts the jobs handed over
  * so far (the abort puts), then revokes mem (mem_revoke: no remote write

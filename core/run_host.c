@@ -27,11 +27,14 @@ rmacoll_status_t rmacoll__grow_puts(rmacoll_comm_t *comm, size_t n)
     return RMACOLL_SUCCESS;
 }
 
-void rmacoll__translate(rmacoll_comm_t *comm, const rmacoll__task_t *t,
+void rmacoll__translate(rmacoll_comm_t *comm, rmacoll_memtype_t mem, const rmacoll__task_t *t,
                         const void *sendbuf, void *recvbuf, rmacoll_mem_t *send_mem,
                         rmacoll_put_t *put)
 {
-    const char *src_base = t->src_win == RMACOLL__WIN_RELAY ? comm->relay_buf : sendbuf;
+    /* device buffers across nodes without staging relay through device memory */
+    int dev = mem == RMACOLL_MEM_CUDA && comm->drelay_buf != NULL;
+    const char *src_base = t->src_win != RMACOLL__WIN_RELAY ? sendbuf
+                           : dev ? comm->drelay_buf : comm->relay_buf;
 
     memset(put, 0, sizeof(*put));
     put->peer = t->peer;
@@ -45,11 +48,12 @@ void rmacoll__translate(rmacoll_comm_t *comm, const rmacoll__task_t *t,
         put->dst_addr = base + t->dst_off;
         return;
     }
-    put->src_mem = t->src_win == RMACOLL__WIN_RELAY ? comm->relay_mem : send_mem;
+    put->src_mem = t->src_win != RMACOLL__WIN_RELAY ? send_mem
+                   : dev ? comm->drelay_mem : comm->relay_mem;
     if (t->dst_win == RMACOLL__WIN_RECV) {
         put->dst_rkey = &comm->peer_recv_rkey[t->peer];
     } else if (t->dst_win == RMACOLL__WIN_RELAY) {
-        put->dst_rkey = &comm->peer_relay_rkey[t->peer];
+        put->dst_rkey = dev ? &comm->peer_drelay_rkey[t->peer] : &comm->peer_relay_rkey[t->peer];
     } else {
         /* signal-only credit: a zero-length PutSignal (the transport
          * contract's signal-only put), aimed at the peer's control window */
@@ -116,8 +120,9 @@ static void gate_leave(rmacoll_comm_t *comm, const rmacoll_put_t *puts, uint32_t
     }
 }
 
-rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, const void *sendbuf,
-                                        void *recvbuf, rmacoll_mem_t *send_mem)
+rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
+                                        const void *sendbuf, void *recvbuf,
+                                        rmacoll_mem_t *send_mem)
 {
     const rmacoll__plan_t *plan = &comm->plan;
     rmacoll_status_t st = rmacoll__grow_puts(comm, plan->ntasks);
@@ -127,7 +132,7 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, const void *sendbu
     }
     for (size_t k = 0; k < plan->ntasks; k++) {
         if (plan->tasks[k].op == RMACOLL__OP_PUT) {
-            rmacoll__translate(comm, &plan->tasks[k], sendbuf, recvbuf, send_mem,
+            rmacoll__translate(comm, mem, &plan->tasks[k], sendbuf, recvbuf, send_mem,
                                &comm->puts[k]);
         }
     }
@@ -146,8 +151,10 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, const void *sendbu
         n = bt->count[RMACOLL__Q_CE_PUT];
         if (st == RMACOLL_SUCCESS && n) {
             uint32_t f = bt->first[RMACOLL__Q_CE_PUT];
-            rmacoll__tinst_t *ti = rmacoll__comm_bound(comm, RMACOLL__PATH_CE,
-                                                       RMACOLL_MEM_HOST, &plan->tasks[f], n);
+            rmacoll__tinst_t *ti = mem == RMACOLL_MEM_CUDA
+                                       ? rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, mem)
+                                       : rmacoll__comm_bound(comm, RMACOLL__PATH_CE, mem,
+                                                             &plan->tasks[f], n);
             long closed = gate_enter(comm, &comm->puts[f], n);
             if (closed >= 0) {
                 /* the target's call already ended (with an error): its
@@ -179,6 +186,9 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, const void *sendbu
             st = ti->ops->host.post_puts(ti->tp, &comm->puts[f], n);
             if (cbytes >= HOST_HANDOVER_BYTES) {
                 rmacoll__proxy_drive(&comm->proxy, 1);
+            }
+            if (st == RMACOLL_SUCCESS && mem == RMACOLL_MEM_CUDA) {
+                st = rmacoll__device_copies_wait(comm, ti); /* sources reusable */
             }
             gate_leave(comm, &comm->puts[f], n);
             rmacoll__progress_bump(comm); /* copies made: progress for waiters */
@@ -239,7 +249,8 @@ static rmacoll_status_t host_planned(rmacoll__call_t *c)
 
 static rmacoll_status_t host_run(rmacoll__call_t *c)
 {
-    return rmacoll__run_host_plan(c->comm, c->sendbuf, c->recvbuf, c->send_mem);
+    return rmacoll__run_host_plan(c->comm, RMACOLL_MEM_HOST, c->sendbuf, c->recvbuf,
+                                  c->send_mem);
 }
 
 static void host_release(rmacoll__call_t *c)

@@ -87,14 +87,14 @@ rmacoll_status_t rmacoll__stream_usable(rmacoll__call_t *c)
     return stream_probe(c, 0);
 }
 
-static rmacoll_status_t stream_prepare(rmacoll__call_t *c)
+rmacoll_status_t rmacoll__stream_export_recv(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
     rmacoll__local_rec_t *lr = rmacoll__ctrl_local(comm->ctrl.addr, &comm->lay, c->par);
-    rmacoll_status_t st = stream_probe(c, graph_mode());
     rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    rmacoll_status_t st = RMACOLL_SUCCESS;
 
-    if (st == RMACOLL_SUCCESS && c->recv_extent > 0) {
+    if (c->recv_extent > 0) {
         st = ctl->ops->mem.mem_export(ctl->tp, c->recvbuf, c->recv_extent, lr->recv_blob);
         if (st != RMACOLL_SUCCESS) {
             snprintf(c->msg, sizeof(c->msg), "rank %d: recvbuf: cannot export the device "
@@ -105,30 +105,44 @@ static rmacoll_status_t stream_prepare(rmacoll__call_t *c)
     return st;
 }
 
+static rmacoll_status_t stream_prepare(rmacoll__call_t *c)
+{
+    rmacoll_status_t st = stream_probe(c, graph_mode());
+
+    return st == RMACOLL_SUCCESS ? rmacoll__stream_export_recv(c) : st;
+}
+
+rmacoll_status_t rmacoll__stream_map_peer(rmacoll__call_t *c, int j)
+{
+    rmacoll_comm_t *comm = c->comm;
+    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    rmacoll__local_rec_t *lr = rmacoll__ctrl_local(comm->peer_ctrl[j].addr,
+                                                   &comm->peer_lay[j], c->par);
+    rmacoll_status_t st = ctl->ops->mem.mem_import(ctl->tp, j, lr->recv_blob,
+                                                   &comm->peer_recv_addr[j]);
+
+    if (st != RMACOLL_SUCCESS) {
+        snprintf(c->msg, sizeof(c->msg), "rank %d: cannot map the device receive "
+                 "buffer of rank %d: %s", comm->rank, j, rmacoll_status_string(st));
+    }
+    return st;
+}
+
 /* Maps node peers' device receive buffers (those this rank writes). */
 static rmacoll_status_t stream_planned(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
     const rmacoll_topo_t *topo = comm->topo;
     int A = topo->node_of[comm->rank];
-    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    rmacoll_status_t st = RMACOLL_SUCCESS;
 
-    for (int l = 0; l < topo->node_size[A]; l++) {
+    for (int l = 0; l < topo->node_size[A] && st == RMACOLL_SUCCESS; l++) {
         int j = rmacoll__topo_rank(topo, A, l);
-        rmacoll__local_rec_t *lr;
-        rmacoll_status_t st;
-        if (j == comm->rank || c->sendcounts[j] == 0) {
-            continue;
-        }
-        lr = rmacoll__ctrl_local(comm->peer_ctrl[j].addr, &comm->peer_lay[j], c->par);
-        st = ctl->ops->mem.mem_import(ctl->tp, j, lr->recv_blob, &comm->peer_recv_addr[j]);
-        if (st != RMACOLL_SUCCESS) {
-            snprintf(c->msg, sizeof(c->msg), "rank %d: cannot map the device receive "
-                     "buffer of rank %d: %s", comm->rank, j, rmacoll_status_string(st));
-            return st;
+        if (j != comm->rank && c->sendcounts[j] != 0) {
+            st = rmacoll__stream_map_peer(c, j);
         }
     }
-    return RMACOLL_SUCCESS;
+    return st;
 }
 
 static rmacoll_status_t grow_waits(rmacoll_comm_t *comm, size_t n)
@@ -179,8 +193,8 @@ static void translate_puts(rmacoll__call_t *c)
 
     for (size_t k = 0; k < plan->ntasks; k++) {
         if (plan->tasks[k].op == RMACOLL__OP_PUT) {
-            rmacoll__translate(comm, &plan->tasks[k], c->sendbuf, c->recvbuf, NULL,
-                               &comm->puts[k]);
+            rmacoll__translate(comm, RMACOLL_MEM_CUDA, &plan->tasks[k], c->sendbuf,
+                               c->recvbuf, NULL, &comm->puts[k]);
         }
     }
 }

@@ -48,6 +48,22 @@ static rmacoll_status_t stub_mem_deregister(rmacoll_transport_t *tp, rmacoll_mem
     return RMACOLL_ERR_UNSUPPORTED;
 }
 
+static uint64_t stub_instance_caps(rmacoll_transport_t *tp, char *desc, size_t len)
+{
+    return 0; /* the table's caps only */
+}
+
+static rmacoll_status_t stub_mem_alloc(rmacoll_transport_t *tp, size_t bytes,
+                                       rmacoll_memtype_t type, void **addr)
+{
+    *addr = NULL;
+    return RMACOLL_ERR_UNSUPPORTED;
+}
+
+static void stub_mem_free(rmacoll_transport_t *tp, void *addr, rmacoll_memtype_t type)
+{
+}
+
 static rmacoll_status_t stub_mem_export(rmacoll_transport_t *tp, void *addr,
                                         size_t bytes, void *blob)
 {
@@ -134,6 +150,7 @@ static rmacoll_status_t complete(rmacoll__tops_t *t, char *err, size_t len)
         {CE_CUDA, "CE | RMACOLL_TCAP_MEM_CUDA", "stream.signal_stream",
          (const void *)t->stream.signal_stream},
         {RMACOLL_TCAP_HMEM, "HMEM", "mem.mem_register", (const void *)t->mem.mem_register},
+        {RMACOLL_TCAP_HOST_CUDA, "HOST_CUDA", "host.post_puts", (const void *)t->host.post_puts},
     };
 
     if (t->base.init == NULL || t->base.finalize == NULL) {
@@ -175,6 +192,13 @@ static rmacoll_status_t complete(rmacoll__tops_t *t, char *err, size_t len)
     }
     if (t->mem.mem_deregister == NULL) {
         t->mem.mem_deregister = stub_mem_deregister;
+    }
+    if (t->base.instance_caps == NULL) {
+        t->base.instance_caps = stub_instance_caps;
+    }
+    if (t->mem.mem_alloc == NULL || t->mem.mem_free == NULL) {
+        t->mem.mem_alloc = stub_mem_alloc; /* a pair, or neither */
+        t->mem.mem_free = stub_mem_free;
     }
     if (t->mem.mem_export == NULL) {
         t->mem.mem_export = stub_mem_export;
@@ -286,6 +310,27 @@ rmacoll_status_t rmacoll__tops_adopt_v1(const rmacoll__transport_ops_v1_t *ops,
     out->stream.wait_stream = ops->wait_stream;
     out->stream.signal_stream = ops->signal_stream;
     return complete(out, err, len);
+}
+
+uint64_t rmacoll__tops_instance_caps(const rmacoll__tops_t *t, rmacoll_transport_t *tp,
+                                     char *desc, size_t len)
+{
+    uint64_t extra;
+
+    if (len > 0) {
+        desc[0] = '\0';
+    }
+    extra = t->base.instance_caps(tp, desc, len) & (RMACOLL_TCAP_HMEM | RMACOLL_TCAP_MEM_CUDA);
+    if (len > 0) {
+        desc[len - 1] = '\0';
+    }
+
+    /* HMEM names mem_register, which every PROXY transport has; device
+     * memory on the PROXY path is HMEM (the rule complete() applies) */
+    if ((t->caps & RMACOLL_TCAP_PROXY) && !(extra & RMACOLL_TCAP_HMEM)) {
+        extra &= ~RMACOLL_TCAP_MEM_CUDA;
+    }
+    return t->caps | extra;
 }
 
 static char builtin_names[256];

@@ -95,6 +95,15 @@ void rmacoll__tops_release(rmacoll__tops_t *t);
  */
 int rmacoll__tops_module_path(const char *name, char *path, size_t len);
 
+/**
+ * The capabilities of instance tp of t after its init: t's caps, and the
+ * RMACOLL_TCAP_HMEM | RMACOLL_TCAP_MEM_CUDA bits its base.instance_caps
+ * reports (MEM_CUDA on the PROXY path only together with HMEM); desc (len
+ * bytes) receives the transport's one-line account of them, or "".
+ */
+uint64_t rmacoll__tops_instance_caps(const rmacoll__tops_t *t, rmacoll_transport_t *tp,
+                                     char *desc, size_t len);
+
 /** Names of the built-in transports, comma-separated (static storage). */
 const char *rmacoll__tops_builtin_names(void);
 

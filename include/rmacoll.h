@@ -316,6 +316,46 @@ rmacoll_status_t rmacoll_comm_size(const rmacoll_comm_t *comm, int *nranks);
  */
 const char *rmacoll_comm_last_error(const rmacoll_comm_t *comm);
 
+/* How device buffers cross nodes on a communicator (chosen at create,
+ * logged at INFO; config key transports.device_inter_node). */
+typedef enum rmacoll_device_path {
+    RMACOLL_DEVICE_PATH_NONE = 0,   /* one node: no network */
+    RMACOLL_DEVICE_PATH_STAGED = 1, /* through pinned host staging buffers */
+    RMACOLL_DEVICE_PATH_HMEM = 2    /* registered with the network transport
+                                     * (FI_HMEM / GPUDirect RDMA): no staging */
+} rmacoll_device_path_t;
+
+/**
+ * Counters of one communicator since its creation. Versioned by
+ * struct_size: set it to sizeof(rmacoll_comm_stats_t) before the call;
+ * fields beyond a smaller struct_size are not written.
+ */
+typedef struct rmacoll_comm_stats {
+    size_t struct_size;
+    rmacoll_device_path_t device_path; /* for device calls across nodes */
+    /* bytes copied between device buffers and pinned host staging buffers,
+     * both directions (a staged call of S send and R receive bytes adds
+     * S + R), counted when the call is enqueued */
+    uint64_t staged_bytes;
+    /* bytes of device memory registered with the network transport: every
+     * registration counts its length (a call's device send and receive
+     * ranges each call, cache hits included; the device relay buffer once
+     * at create) */
+    uint64_t device_registered_bytes;
+    uint64_t device_calls_staged;  /* device calls across nodes, staged */
+    uint64_t device_calls_hmem;    /* device calls across nodes, registered */
+} rmacoll_comm_stats_t;
+
+/**
+ * Reads comm's counters into *stats (stats->struct_size set by the caller,
+ * at least through device_path). Errors: RMACOLL_ERR_INVALID_ARG (NULL
+ * argument, struct_size too small). Thread-safe: may be called while
+ * another thread makes calls on comm (each counter is read atomically;
+ * together they are a snapshot only between calls).
+ */
+rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
+                                        rmacoll_comm_stats_t *stats);
+
 /**
  * AlltoAllV. Collective over all ranks of comm.
  *

@@ -71,6 +71,15 @@ extern "C" {
 /* mem_register accepts RMACOLL_MEM_CUDA (device memory registered for the
  * network directly, GPUDirect RDMA); requires mem.mem_register */
 #define RMACOLL_TCAP_HMEM (1ull << 4)
+/* CUDA device memory through the host data path: host.post_puts takes a
+ * queue of device buffers (own device memory, node peers' mapped by
+ * mem_import; dst_addr LOCAL as for post_puts_stream), copies it on a
+ * stream of the transport's own and writes each signal after the put's
+ * bytes; base.pending counts those puts until they are complete and
+ * base.progress retires them. Serves the device path across nodes without
+ * staging (node-peer copies and the relay forward, driven by a host
+ * thread); requires host.post_puts */
+#define RMACOLL_TCAP_HOST_CUDA (1ull << 5)
 
 #define RMACOLL_NO_SIGNAL UINT32_MAX
 
@@ -188,6 +197,15 @@ typedef struct rmacoll_transport_base_ops {
     size_t (*pending)(rmacoll_transport_t *tp);
     /* Rank of the peer whose failure caused the last error, or -1. */
     int (*error_peer)(rmacoll_transport_t *tp);
+    /* Optional (appended; NULL: none): capabilities this instance found at
+     * init beyond the table's caps, e.g. ofi's RMACOLL_TCAP_HMEM |
+     * RMACOLL_TCAP_MEM_CUDA when its provider registers CUDA memory
+     * (FI_HMEM). Only those two bits are taken from it (with the ops they
+     * require, as for the table); the core reads it once, after init, and
+     * logs desc: what decided (len bytes, NUL-terminated; may stay empty),
+     * e.g. "FI_HMEM registration (provider shm)" or "provider tcp lacks
+     * FI_HMEM". */
+    uint64_t (*instance_caps)(rmacoll_transport_t *tp, char *desc, size_t len);
 } rmacoll_transport_base_ops_t;
 
 /* Memory: registration, and device memory shared with node peers. */
@@ -227,6 +245,13 @@ typedef struct rmacoll_transport_mem_ops {
      * copies on the target, e.g. libfabric tcp) may do so: puts may then
      * fail, and pending() must report 0 once nothing can complete. */
     rmacoll_status_t (*mem_revoke)(rmacoll_transport_t *tp, rmacoll_mem_t *mem);
+    /* Optional (appended; NULL: RMACOLL_ERR_UNSUPPORTED): allocates `bytes`
+     * of memory of `type` for the core's own use (the relay buffer in
+     * device memory: cudaMalloc on the instance's device), zero-filled;
+     * freed by mem_free before finalize. */
+    rmacoll_status_t (*mem_alloc)(rmacoll_transport_t *tp, size_t bytes,
+                                  rmacoll_memtype_t type, void **addr);
+    void (*mem_free)(rmacoll_transport_t *tp, void *addr, rmacoll_memtype_t type);
 } rmacoll_transport_mem_ops_t;
 
 /* The host-driven data path. */

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -67,11 +68,11 @@ static rmacoll_status_t f_sig_s(rmacoll_transport_t *tp, int p, uint32_t i, uint
 }
 
 static const rmacoll_transport_base_ops_t base = {sizeof(base), f_init, f_finalize, NULL, NULL,
-                                                  NULL};
+                                                  NULL, NULL};
 static const rmacoll_transport_mem_ops_t mem_all = {sizeof(mem_all), f_reg, f_dereg, f_export,
-                                                    f_import, NULL};
+                                                    f_import, NULL, NULL, NULL};
 static const rmacoll_transport_mem_ops_t mem_reg = {sizeof(mem_reg), f_reg, f_dereg, NULL, NULL,
-                                                    NULL};
+                                                    NULL, NULL, NULL};
 static const rmacoll_transport_host_ops_t host = {sizeof(host), f_puts};
 static const rmacoll_transport_stream_ops_t stream = {sizeof(stream), f_puts_s, f_wait_s,
                                                       f_sig_s, NULL};
@@ -318,10 +319,124 @@ static void test_resolve_errors(void **state)
     assert_non_null(strstr(err, "names size key 'relay.slots'"));
 }
 
+/* A network instance that finds HMEM at init (as ofi with a provider
+ * reporting FI_HMEM): the extra bits, nothing else, and its account. */
+static uint64_t f_caps_hmem(rmacoll_transport_t *tp, char *desc, size_t len)
+{
+    snprintf(desc, len, "FI_HMEM registration (provider shm)");
+    return RMACOLL_TCAP_HMEM | RMACOLL_TCAP_MEM_CUDA | RMACOLL_TCAP_CE; /* CE: ignored */
+}
+
+static uint64_t f_caps_cuda_only(rmacoll_transport_t *tp, char *desc, size_t len)
+{
+    return RMACOLL_TCAP_MEM_CUDA; /* without HMEM: not for a PROXY transport */
+}
+
+static void test_instance_caps(void **state)
+{
+    rmacoll_transport_base_ops_t b = base;
+    rmacoll_transport_ops_t t = table("net", NET);
+    rmacoll__tops_t o;
+    char err[256], desc[128];
+
+    (void)state;
+    assert_int_equal(rmacoll__tops_adopt(&t, &o, err, sizeof(err)), RMACOLL_SUCCESS);
+    memset(desc, 'x', sizeof(desc));
+    /* no op: the table's caps, an empty account */
+    assert_int_equal(rmacoll__tops_instance_caps(&o, NULL, desc, sizeof(desc)), NET);
+    assert_string_equal(desc, "");
+    b.instance_caps = f_caps_hmem;
+    t.base = &b;
+    assert_int_equal(rmacoll__tops_adopt(&t, &o, err, sizeof(err)), RMACOLL_SUCCESS);
+    assert_int_equal(rmacoll__tops_instance_caps(&o, NULL, desc, sizeof(desc)),
+                     NET | RMACOLL_TCAP_HMEM | RMACOLL_TCAP_MEM_CUDA);
+    assert_string_equal(desc, "FI_HMEM registration (provider shm)");
+    b.instance_caps = f_caps_cuda_only;
+    assert_int_equal(rmacoll__tops_adopt(&t, &o, err, sizeof(err)), RMACOLL_SUCCESS);
+    assert_int_equal(rmacoll__tops_instance_caps(&o, NULL, desc, sizeof(desc)), NET);
+    /* a pair or neither: mem_alloc without mem_free is a stub */
+    assert_int_equal(o.mem.mem_alloc(NULL, 64, RMACOLL_MEM_CUDA, (void **)&t.name),
+                     RMACOLL_ERR_UNSUPPORTED);
+    assert_null(t.name);
+    /* HOST_CUDA names host.post_puts */
+    t = table("ce2", RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_CUDA | RMACOLL_TCAP_HOST_CUDA);
+    t.host = NULL;
+    assert_int_equal(rmacoll__tops_adopt(&t, &o, err, sizeof(err)), RMACOLL_ERR_CONFIG);
+    assert_non_null(strstr(err, "HOST_CUDA"));
+}
+
+#define DN_NET (NET | RMACOLL_TCAP_HMEM | RMACOLL_TCAP_MEM_CUDA)
+#define DN_CE (CE_HOST | RMACOLL_TCAP_MEM_CUDA | RMACOLL_TCAP_HOST_CUDA)
+
+/* The device path across nodes from faked capabilities and the config:
+ * the choice and the line logged at INFO. */
+static void test_device_net(void **state)
+{
+    static const struct {
+        const char *net;
+        uint64_t net_caps;
+        const char *desc;
+        const char *ce;
+        uint64_t ce_caps;
+        rmacoll__devnet_mode_t mode;
+        rmacoll_status_t st;
+        int hmem;
+        const char *why;
+    } cases[] = {
+        /* a provider that registers CUDA memory, a CE transport with a
+         * host data path for it: registered, with the transport's account */
+        {"ofi", DN_NET, "FI_HMEM registration (provider shm)", "ce", DN_CE,
+         RMACOLL__DEVNET_AUTO, RMACOLL_SUCCESS, 1,
+         "device path across nodes: FI_HMEM registration (provider shm)"},
+        /* a static HMEM claim (verbs), no account */
+        {"verbs", DN_NET, "", "ce", DN_CE, RMACOLL__DEVNET_AUTO, RMACOLL_SUCCESS, 1,
+         "device path across nodes: device memory registered with transport verbs"},
+        /* the provider lacks FI_HMEM: staged, with its reason */
+        {"ofi", NET, "provider tcp lacks FI_HMEM", "ce", DN_CE, RMACOLL__DEVNET_AUTO,
+         RMACOLL_SUCCESS, 0, "device path across nodes: host staging (provider tcp lacks "
+                             "FI_HMEM)"},
+        {"net", NET, "", "ce", DN_CE, RMACOLL__DEVNET_AUTO, RMACOLL_SUCCESS, 0,
+         "device path across nodes: host staging (transport net does not register device "
+         "memory: no RMACOLL_TCAP_HMEM)"},
+        /* HMEM on the network, but the node side cannot copy for a host thread */
+        {"ofi", DN_NET, "x", "nvlink_kernel", RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_CUDA,
+         RMACOLL__DEVNET_AUTO, RMACOLL_SUCCESS, 0,
+         "device path across nodes: host staging (transport nvlink_kernel cannot copy "
+         "device memory for a host thread: no RMACOLL_TCAP_HOST_CUDA)"},
+        {"ofi", DN_NET, "x", NULL, 0, RMACOLL__DEVNET_AUTO, RMACOLL_SUCCESS, 0,
+         "device path across nodes: host staging (no transport for node peers in device "
+         "memory)"},
+        /* the config forces staging, or requires registration */
+        {"ofi", DN_NET, "x", "ce", DN_CE, RMACOLL__DEVNET_STAGED, RMACOLL_SUCCESS, 0,
+         "device path across nodes: host staging (transports.device_inter_node = staged)"},
+        {"ofi", DN_NET, "x", "ce", DN_CE, RMACOLL__DEVNET_HMEM, RMACOLL_SUCCESS, 1,
+         "device path across nodes: x"},
+        {"ofi", NET, "provider tcp lacks FI_HMEM", "ce", DN_CE, RMACOLL__DEVNET_HMEM,
+         RMACOLL_ERR_CONFIG, 0, "transports.device_inter_node = hmem, but provider tcp "
+                                "lacks FI_HMEM"},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char why[512];
+        int hmem = -1;
+
+        assert_int_equal(rmacoll__bind_device_net(cases[i].net, cases[i].net_caps,
+                                                  cases[i].desc, cases[i].ce,
+                                                  cases[i].ce_caps, cases[i].mode, &hmem,
+                                                  why, sizeof(why)),
+                         cases[i].st);
+        assert_int_equal(hmem, cases[i].hmem);
+        assert_string_equal(why, cases[i].why);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adopt_stubs),
+        cmocka_unit_test(test_instance_caps),
+        cmocka_unit_test(test_device_net),
         cmocka_unit_test(test_adopt_refusals),
         cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_resolve_errors),

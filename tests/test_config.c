@@ -20,11 +20,12 @@
 /* Every environment variable the loader reads, spelled out (not derived),
  * so the naming rule itself is under test. */
 static const char *const env_names[] = {
-    "RMACOLL_TRANSPORTS_INTRA_NODE", "RMACOLL_TRANSPORTS_INTER_NODE", "RMACOLL_SCHEDULER",
+    "RMACOLL_TRANSPORTS_INTRA_NODE", "RMACOLL_TRANSPORTS_INTER_NODE",
+    "RMACOLL_TRANSPORTS_DEVICE_INTER_NODE", "RMACOLL_SCHEDULER",
     "RMACOLL_SCHEDULER_PLUGIN",      "RMACOLL_SCHEDULER_SEED",        "RMACOLL_RELAY_ENABLED",
     "RMACOLL_RELAY_BUFFER_BYTES",    "RMACOLL_RELAY_SLOTS",           "RMACOLL_MAX_TASK_BYTES",
     "RMACOLL_TIMEOUT_MS",            "RMACOLL_NVLINK_KERNEL_THRESHOLD", "RMACOLL_OFI_PROVIDER",
-    "RMACOLL_OFI_IFACE",             "RMACOLL_VERBS_DEVICE",          "RMACOLL_VERBS_PORT",
+    "RMACOLL_OFI_IFACE",             "RMACOLL_OFI_HMEM_DEVICE_ONLY",  "RMACOLL_VERBS_DEVICE",          "RMACOLL_VERBS_PORT",
     "RMACOLL_VERBS_GID_INDEX",       "RMACOLL_VERBS_MTU",             "RMACOLL_VERBS_TRAFFIC_CLASS",
     "RMACOLL_VERBS_SERVICE_LEVEL",   "RMACOLL_VERBS_MAX_INFLIGHT",    "RMACOLL_LOG_LEVEL",
     "RMACOLL_LOG_SUBSYSTEMS",
@@ -285,6 +286,7 @@ static void test_env_every_key(void **state)
     (void)state;
     setenv("RMACOLL_TRANSPORTS_INTRA_NODE", "auto", 1);
     setenv("RMACOLL_TRANSPORTS_INTER_NODE", "verbs", 1);
+    setenv("RMACOLL_TRANSPORTS_DEVICE_INTER_NODE", "staged", 1);
     setenv("RMACOLL_SCHEDULER", "random", 1);
     setenv("RMACOLL_SCHEDULER_PLUGIN", "/tmp/x.so", 1);
     setenv("RMACOLL_SCHEDULER_SEED", "0x10", 1);
@@ -296,6 +298,7 @@ static void test_env_every_key(void **state)
     setenv("RMACOLL_NVLINK_KERNEL_THRESHOLD", "512B", 1);
     setenv("RMACOLL_OFI_PROVIDER", "sockets", 1);
     setenv("RMACOLL_OFI_IFACE", "eth0", 1);
+    setenv("RMACOLL_OFI_HMEM_DEVICE_ONLY", "yes", 1);
     setenv("RMACOLL_VERBS_DEVICE", "mlx5_1", 1);
     setenv("RMACOLL_VERBS_PORT", "2", 1);
     setenv("RMACOLL_VERBS_GID_INDEX", "7", 1);
@@ -308,6 +311,12 @@ static void test_env_every_key(void **state)
     assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_SUCCESS);
     assert_string_equal(cfg.intra_node, "auto");
     assert_string_equal(cfg.inter_node, "verbs");
+    {
+        char v[RMACOLL_CONFIG_STR_MAX];
+        assert_int_equal(rmacoll_config_get(&cfg, "transports.device_inter_node", v,
+                                            sizeof(v)), RMACOLL_SUCCESS);
+        assert_string_equal(v, "staged");
+    }
     assert_string_equal(cfg.scheduler, "random");
     assert_string_equal(cfg.scheduler_plugin, "/tmp/x.so");
     assert_int_equal(cfg.scheduler_seed, 16);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -358,9 +359,113 @@ static void test_verbs_without_device(void **state)
     }
 }
 
+/* Host calls, then the device path the communicator chose and its
+ * counters: staged (no libfabric provider here registers CUDA memory),
+ * nothing staged or registered, as no device call was made; a smaller
+ * struct_size gets only the head of the struct. */
+static int devpath_body(rmacoll_comm_t *comm, int rank, int nranks, void *arg)
+{
+    rmacoll_comm_stats_t s, t;
+    int rc = e2e_body(comm, rank, nranks, arg);
+
+    if (rc != 0) {
+        return rc;
+    }
+    memset(&s, 0xa5, sizeof(s));
+    s.struct_size = sizeof(s);
+    if (rmacoll_comm_get_stats(comm, &s) != RMACOLL_SUCCESS ||
+        s.device_path != RMACOLL_DEVICE_PATH_STAGED) {
+        fprintf(stderr, "rank %d: device path %d, expected staged\n", rank,
+                (int)s.device_path);
+        return 20;
+    }
+    if (s.staged_bytes != 0 || s.device_registered_bytes != 0 ||
+        s.device_calls_staged != 0 || s.device_calls_hmem != 0) {
+        fprintf(stderr, "rank %d: host calls counted as device traffic\n", rank);
+        return 21;
+    }
+    memset(&t, 0x5a, sizeof(t));
+    t.struct_size = offsetof(rmacoll_comm_stats_t, staged_bytes);
+    if (rmacoll_comm_get_stats(comm, &t) != RMACOLL_SUCCESS ||
+        t.device_path != RMACOLL_DEVICE_PATH_STAGED ||
+        t.staged_bytes != 0x5a5a5a5a5a5a5a5aull || t.device_calls_hmem != 0x5a5a5a5a5a5a5a5aull) {
+        fprintf(stderr, "rank %d: a short struct_size was not honoured\n", rank);
+        return 22;
+    }
+    t.struct_size = 4;
+    if (rmacoll_comm_get_stats(comm, &t) != RMACOLL_ERR_INVALID_ARG ||
+        rmacoll_comm_get_stats(NULL, &s) != RMACOLL_ERR_INVALID_ARG ||
+        rmacoll_comm_get_stats(comm, NULL) != RMACOLL_ERR_INVALID_ARG) {
+        return 23;
+    }
+    return 0;
+}
+
+/* Lines of the file at path containing needle; the first copied to first. */
+static int count_lines(const char *path, const char *needle, char *first, size_t len)
+{
+    char line[2048];
+    int n = 0;
+    FILE *f = fopen(path, "r");
+
+    first[0] = '\0';
+    if (f == NULL) {
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strstr(line, needle) != NULL && n++ == 0) {
+            snprintf(first, len, "%s", line);
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+/* Device buffers across nodes with a provider that cannot register them
+ * (tcp;ofi_rxm of Debian's libfabric, no GPU): every rank chooses host
+ * staging at create and logs why at INFO; transports.device_inter_node =
+ * hmem then makes every rank's create fail, saying why. The GPU tests run
+ * the staged path's data and counters (test_gpu_e2e). */
+static void test_device_path_fallback(void **state)
+{
+    static const int node_of[] = {0, 0, 1, 1};
+    char path[] = "/tmp/rmacoll-test-devpath-XXXXXX", first[2048];
+    rmacoll_config_t cfg = base_config();
+    rmacoll_case_t *c = load("symmetric_small_2x2.txt");
+    e2e_arg_t arg = {c, 1, 2, RMACOLL_SUCCESS, 1};
+    mprun_opts_t o = {4, node_of, &cfg, 120, -1};
+    int codes[4] = {0}, fd = mkstemp(path), n;
+
+    (void)state;
+    assert_true(fd >= 0);
+    close(fd);
+    setenv("RMACOLL_LOG_FILE", path, 1); /* the ranks' log (read once per process) */
+    cfg.log_level = RMACOLL_LOG_INFO;
+    cfg.log_subsystems = RMACOLL_LOG_SUBSYS_ALL;
+    assert_int_equal(mprun(&o, devpath_body, &arg, codes), 0);
+    n = count_lines(path, "device path across nodes: host staging (", first, sizeof(first));
+    print_message("%d ranks logged: %s", n, first);
+    assert_int_equal(n, 4);
+
+    assert_int_equal(rmacoll_config_set(&cfg, "transports.device_inter_node", "hmem"),
+                     RMACOLL_SUCCESS);
+    assert_int_equal(truncate(path, 0), 0);
+    assert_int_equal(mprun(&o, never_body, NULL, codes), 4);
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(codes[r], MPRUN_CREATE_FAILED);
+    }
+    n = count_lines(path, "transports.device_inter_node = hmem, but ", first, sizeof(first));
+    print_message("hmem required: %s", first);
+    assert_true(n >= 1);
+    unsetenv("RMACOLL_LOG_FILE");
+    unlink(path);
+    rmacoll_case_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_device_path_fallback), /* first: log file per process */
         cmocka_unit_test(test_cases_tcp),
         cmocka_unit_test(test_cases_shm),
         cmocka_unit_test(test_random_topologies),

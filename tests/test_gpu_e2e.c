@@ -10,8 +10,10 @@
  * included: every rank fails, no byte of a receive buffer changes); stream
  * order (stale NaNs written on the stream just before the real data must
  * never arrive); back-to-back calls with changing counts and no host
- * synchronisation; CUDA graph capture refused; cross-node relay; and,
- * when the library has NCCL, a communicator made from an NCCL one.
+ * synchronisation; CUDA graph capture refused; cross-node relay, staged
+ * through host memory (counted: rmacoll_comm_get_stats) and registered
+ * with libfabric's shm provider by FI_HMEM (no byte staged); and, when the
+ * library has NCCL, a communicator made from an NCCL one.
  *
  * Exits 77 (skipped) when no GPU is usable: the probe runs in a forked
  * child, so the parent never initialises CUDA before forking ranks.
@@ -40,7 +42,8 @@
 #define GPU_MAX_CALLS 8
 
 /* Body exit codes. */
-enum { GPU_OK = 0, GPU_WRONG_DATA = 1, GPU_WRONG_STATUS = 2, GPU_CUDA = 3 };
+enum { GPU_OK = 0, GPU_WRONG_DATA = 1, GPU_WRONG_STATUS = 2, GPU_CUDA = 3,
+       GPU_NO_HMEM = 4 /* the comm stages though the test wants FI_HMEM */ };
 
 typedef enum gpu_mode {
     GPU_MODE_CASE,        /* each call: upload, call, sync, check */
@@ -56,9 +59,18 @@ typedef struct gpu_arg {
     int ncases;
     int ncalls;
     rmacoll_status_t expect;  /* every call's status (CASE mode) */
+    /* not NONE: the device path the communicator must take across nodes,
+     * checked with its counters after the calls (STAGED: exactly the
+     * successful calls' bytes staged; HMEM: nothing staged, device bytes
+     * registered) */
+    rmacoll_device_path_t path;
 } gpu_arg_t;
 
 static int gpu_ndevices; /* from the forked probe */
+
+/* In a rank: what its successful calls moved (send + receive bytes). */
+static uint64_t gpu_moved_bytes;
+static uint64_t gpu_calls_ok;
 
 #define GPU_TRY(call)                                                          \
     do {                                                                       \
@@ -137,9 +149,65 @@ static void gpu_call_free(gpu_call_t *k)
 static rmacoll_status_t gpu_call_run(gpu_call_t *k, rmacoll_comm_t *comm,
                                      cudaStream_t stream)
 {
-    return rmacoll_alltoallv(k->sbytes ? k->ds : NULL, k->sc, k->sd,
-                             k->rbytes ? k->dr : NULL, k->rc, k->rd, k->dtype,
-                             comm, stream);
+    int nranks = 0;
+    rmacoll_status_t st = rmacoll_alltoallv(k->sbytes ? k->ds : NULL, k->sc, k->sd,
+                                            k->rbytes ? k->dr : NULL, k->rc, k->rd,
+                                            k->dtype, comm, stream);
+
+    rmacoll_comm_size(comm, &nranks);
+    if (st == RMACOLL_SUCCESS) {
+        for (int j = 0; j < nranks; j++)
+            gpu_moved_bytes += (uint64_t)(k->sc[j] + k->rc[j]) * k->es;
+        gpu_calls_ok++;
+    }
+    return st;
+}
+
+/* After the calls: the communicator's device path and its counters. */
+static int gpu_check_path(rmacoll_comm_t *comm, int rank, const gpu_arg_t *arg)
+{
+    rmacoll_comm_stats_t s;
+
+    if (arg->path == RMACOLL_DEVICE_PATH_NONE)
+        return GPU_OK;
+    memset(&s, 0xa5, sizeof(s));
+    s.struct_size = sizeof(s);
+    if (rmacoll_comm_get_stats(comm, &s) != RMACOLL_SUCCESS) {
+        fprintf(stderr, "rank %d: rmacoll_comm_get_stats failed\n", rank);
+        return GPU_WRONG_STATUS;
+    }
+    if (s.device_path != arg->path) {
+        fprintf(stderr, "rank %d: device path %d, expected %d\n", rank,
+                (int)s.device_path, (int)arg->path);
+        return arg->path == RMACOLL_DEVICE_PATH_HMEM &&
+                       s.device_path == RMACOLL_DEVICE_PATH_STAGED &&
+                       getenv("RMACOLL_TEST_REQUIRE_HMEM") == NULL
+                   ? GPU_NO_HMEM
+                   : GPU_WRONG_STATUS;
+    }
+    if (arg->path == RMACOLL_DEVICE_PATH_STAGED &&
+        (s.staged_bytes != gpu_moved_bytes || s.device_calls_staged != gpu_calls_ok ||
+         s.device_calls_hmem != 0)) {
+        fprintf(stderr, "rank %d: staged %llu bytes in %llu calls (%llu registered), "
+                "expected %llu bytes in %llu calls\n", rank,
+                (unsigned long long)s.staged_bytes,
+                (unsigned long long)s.device_calls_staged,
+                (unsigned long long)s.device_calls_hmem,
+                (unsigned long long)gpu_moved_bytes, (unsigned long long)gpu_calls_ok);
+        return GPU_WRONG_STATUS;
+    }
+    if (arg->path == RMACOLL_DEVICE_PATH_HMEM &&
+        (s.staged_bytes != 0 || s.device_registered_bytes == 0 ||
+         s.device_calls_hmem != gpu_calls_ok || s.device_calls_staged != 0)) {
+        fprintf(stderr, "rank %d: hmem path staged %llu bytes (must be 0), registered "
+                "%llu device bytes (must be > 0), %llu/%llu calls registered/staged, "
+                "expected %llu\n", rank, (unsigned long long)s.staged_bytes,
+                (unsigned long long)s.device_registered_bytes,
+                (unsigned long long)s.device_calls_hmem,
+                (unsigned long long)s.device_calls_staged, (unsigned long long)gpu_calls_ok);
+        return GPU_WRONG_STATUS;
+    }
+    return GPU_OK;
 }
 
 /* After the stream drained: the device receive buffer, copied back, must
@@ -429,6 +497,8 @@ static int gpu_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
 #endif
         break;
     }
+    if (rcode == GPU_OK)
+        rcode = gpu_check_path(comm, rank, arg);
 out:
     if (stream != NULL)
         cudaStreamDestroy(stream);
@@ -457,10 +527,19 @@ static void run_cfg(const gpu_arg_t *arg, int nranks, const int *node_of,
     rmacoll_config_t cfg = cfgp ? *cfgp : base_config();
     int codes[GPU_MAX_RANKS] = {0};
     mprun_opts_t o = {nranks, node_of ? node_of : one_node, &cfg, 240, -1};
-    int failed;
+    int failed, no_hmem = 0;
 
     assert_true(nranks <= GPU_MAX_RANKS);
     failed = mprun(&o, gpu_body, (void *)arg, codes);
+    for (int r = 0; r < nranks; r++)
+        no_hmem += codes[r] == GPU_NO_HMEM;
+    if (failed && no_hmem == nranks) {
+        print_message("libfabric's provider '%s' cannot register CUDA memory (FI_HMEM): "
+                      "skipped (scripts/gpu/hmem-check.sh builds one that can; "
+                      "RMACOLL_TEST_REQUIRE_HMEM=1 makes this a failure)\n",
+                      cfg.ofi_provider);
+        skip();
+    }
     if (failed) {
         for (int r = 0; r < nranks; r++)
             print_message("rank %d exit %d\n", r, codes[r]);
@@ -553,27 +632,37 @@ static void test_stream_order_nan(void **state)
     rmacoll_case_free(z);
 }
 
-/* Calls with changing counts queued back to back, one sync at the end. */
-static void test_back_to_back(void **state)
+/* Six calls with changing counts, dtypes and distinct buffers queued back
+ * to back on cfgp (NULL: base_config()), one sync at the end; path: the
+ * device path across nodes to check (NONE on one node). */
+static void back2back_on(const rmacoll_config_t *cfgp, const int *node_of,
+                         rmacoll_device_path_t path, uint64_t seed)
 {
     static const char *const dists[] = {"random", "zipf:1.2", "sparse:0.3",
                                         "uniform", "random", "zipf:2"};
     rmacoll_case_t *cs[6];
     gpu_arg_t arg;
 
-    (void)state;
     memset(&arg, 0, sizeof(arg));
     arg.mode = GPU_MODE_BACK2BACK;
+    arg.path = path;
     for (int k = 0; k < 6; k++) {
-        cs[k] = gen(4, dists[k], 1000 + 4000 * k, 10 + (uint64_t)k,
+        cs[k] = gen(4, dists[k], 1000 + 4000 * k, seed + (uint64_t)k,
                     k % 3 == 1 ? RMACOLL_INT8 : RMACOLL_FLOAT32);
         arg.cases[k] = cs[k];
     }
     arg.ncases = 6;
     arg.ncalls = 6;
-    run(&arg, 4, NULL);
+    run_cfg(&arg, 4, node_of, cfgp);
     for (int k = 0; k < 6; k++)
         rmacoll_case_free(cs[k]);
+}
+
+/* Calls with changing counts queued back to back, one sync at the end. */
+static void test_back_to_back(void **state)
+{
+    (void)state;
+    back2back_on(NULL, NULL, RMACOLL_DEVICE_PATH_NONE, 10);
 }
 
 /* nvlink_kernel's one-launch path opted in (RMACOLL_NVL_ONE_LAUNCH=1,
@@ -630,28 +719,18 @@ static void test_graph_capture(void **state)
     rmacoll_case_free(c4);
 }
 
-/* Device memory across (virtual) nodes: the relay through pinned host
- * staging, ofi over loopback TCP between the nodes. 4 ranks on 2 GPUs as
- * 2 virtual nodes with random and skewed counts (relay slots far smaller
- * than the data, too), then every shared case with its own topology. */
-static void test_cross_node_relay(void **state)
+static void cases_on(const rmacoll_config_t *cfg, rmacoll_device_path_t path);
+
+/* Random and skewed counts, 4 ranks as 2 virtual nodes x 2, four calls on
+ * cfg, then again with relay slots far smaller than the data; path: the
+ * device path the communicators must take (checked with their counters). */
+static void cross_node_random(rmacoll_config_t cfg, rmacoll_device_path_t path)
 {
     static const int node_of[4] = {0, 0, 1, 1};
-    rmacoll_config_t cfg = base_config();
-    rmacoll_case_t *c1, *c2;
+    rmacoll_case_t *c1 = gen(4, "random", 30000, 5, RMACOLL_FLOAT32);
+    rmacoll_case_t *c2 = gen(4, "zipf:1.2", 50000, 6, RMACOLL_BFLOAT16);
     gpu_arg_t arg;
-    DIR *d;
-    struct dirent *e;
 
-    (void)state;
-    if (strstr(rmacoll_build_transports(), "ofi") == NULL) {
-        print_message("no ofi transport in this build: skipped\n");
-        skip();
-    }
-    snprintf(cfg.inter_node, sizeof(cfg.inter_node), "ofi");
-    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "tcp;ofi_rxm");
-    c1 = gen(4, "random", 30000, 5, RMACOLL_FLOAT32);
-    c2 = gen(4, "zipf:1.2", 50000, 6, RMACOLL_BFLOAT16);
     memset(&arg, 0, sizeof(arg));
     arg.mode = GPU_MODE_CASE;
     arg.cases[0] = c1;
@@ -659,42 +738,99 @@ static void test_cross_node_relay(void **state)
     arg.ncases = 2;
     arg.ncalls = 4;
     arg.expect = RMACOLL_SUCCESS;
+    arg.path = path;
     run_cfg(&arg, 4, node_of, &cfg);
     cfg.relay_buffer_bytes = 4096; /* many slot reuses per call */
     run_cfg(&arg, 4, node_of, &cfg);
     rmacoll_case_free(c1);
     rmacoll_case_free(c2);
+}
 
-    cfg = base_config();
-    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "tcp;ofi_rxm");
-    d = opendir(RMACOLL_CASES_DIR);
+/* ofi over cfg's provider; skipped without ofi in the build. */
+static rmacoll_config_t ofi_config(const char *provider)
+{
+    rmacoll_config_t cfg = base_config();
+
+    if (strstr(rmacoll_build_transports(), "ofi") == NULL) {
+        print_message("no ofi transport in this build: skipped\n");
+        skip();
+    }
+    snprintf(cfg.inter_node, sizeof(cfg.inter_node), "ofi");
+    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "%s", provider);
+    return cfg;
+}
+
+/* Device memory across (virtual) nodes: the relay through pinned host
+ * staging, ofi over loopback TCP between the nodes (no FI_HMEM: every
+ * byte staged, and counted). 4 ranks on 2 GPUs as 2 virtual nodes with
+ * random and skewed counts (relay slots far smaller than the data, too),
+ * then every shared case with its own topology. */
+static void test_cross_node_relay(void **state)
+{
+    rmacoll_config_t cfg = ofi_config("tcp;ofi_rxm");
+
+    (void)state;
+    cross_node_random(cfg, RMACOLL_DEVICE_PATH_STAGED);
+    cases_on(&cfg, RMACOLL_DEVICE_PATH_STAGED);
+}
+
+/* Every case file with its own topology on cfg; path: the device path the
+ * communicators must take (checked with their counters). */
+static void cases_on(const rmacoll_config_t *cfg, rmacoll_device_path_t path)
+{
+    DIR *d = opendir(RMACOLL_CASES_DIR);
+    struct dirent *e;
+    gpu_arg_t arg;
+
     assert_non_null(d);
     while ((e = readdir(d)) != NULL) {
-        char path[1024], err[256];
+        char p[1024], err[256];
         rmacoll_case_t *c = NULL;
         size_t l = strlen(e->d_name);
-        if (l < 5 || strcmp(e->d_name + l - 4, ".txt") != 0) {
+        if (l < 5 || strcmp(e->d_name + l - 4, ".txt") != 0)
             continue;
-        }
-        snprintf(path, sizeof(path), "%s/%s", RMACOLL_CASES_DIR, e->d_name);
-        if (rmacoll_case_load(path, &c, err, sizeof(err)) != RMACOLL_SUCCESS)
+        snprintf(p, sizeof(p), "%s/%s", RMACOLL_CASES_DIR, e->d_name);
+        if (rmacoll_case_load(p, &c, err, sizeof(err)) != RMACOLL_SUCCESS)
             fail_msg("%s", err);
         if (c->nranks > GPU_MAX_RANKS) {
             rmacoll_case_free(c);
             continue;
         }
-        print_message("case %s: %d ranks on %d nodes, device memory\n", e->d_name,
-                      c->nranks, c->nnodes);
+        print_message("case %s: %d ranks on %d nodes, device memory, %s\n", e->d_name,
+                      c->nranks, c->nnodes, cfg->relay_enabled ? "relay" : "direct");
         memset(&arg, 0, sizeof(arg));
         arg.mode = GPU_MODE_CASE;
         arg.cases[0] = c;
         arg.ncases = 1;
         arg.ncalls = 2;
         arg.expect = c->has_mismatch ? RMACOLL_ERR_MISMATCH : RMACOLL_SUCCESS;
-        run_cfg(&arg, c->nranks, c->node_of, &cfg);
+        arg.path = c->nnodes > 1 ? path : RMACOLL_DEVICE_PATH_NONE;
+        run_cfg(&arg, c->nranks, c->node_of, cfg);
         rmacoll_case_free(c);
     }
     closedir(d);
+}
+
+/* Device memory across (virtual) nodes without staging: ofi over the shm
+ * provider, which registers CUDA memory (FI_HMEM) when libfabric is built
+ * with CUDA (skipped otherwise, a failure with RMACOLL_TEST_REQUIRE_HMEM).
+ * 2 virtual nodes x 2 ranks (one GPU: all four share it), random and
+ * skewed counts, relay slots far smaller than the data, direct puts
+ * (relay off), back-to-back calls without host synchronisation, then
+ * every case file with its own topology; every receive byte checked, the
+ * staging counter 0, device bytes registered. */
+static void test_cross_node_hmem(void **state)
+{
+    static const int node_of[4] = {0, 0, 1, 1};
+    rmacoll_config_t cfg = ofi_config("shm");
+
+    (void)state;
+    cross_node_random(cfg, RMACOLL_DEVICE_PATH_HMEM);
+    back2back_on(&cfg, node_of, RMACOLL_DEVICE_PATH_HMEM, 30);
+    cases_on(&cfg, RMACOLL_DEVICE_PATH_HMEM);
+    cfg.relay_enabled = 0; /* every cross-node block put directly */
+    cross_node_random(cfg, RMACOLL_DEVICE_PATH_HMEM);
+    back2back_on(&cfg, node_of, RMACOLL_DEVICE_PATH_HMEM, 40);
 }
 
 /* rmacoll_comm_create_from_nccl: one rank per GPU (NCCL's rule). */
@@ -751,6 +887,7 @@ int main(void)
         cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_one_launch_processes),
         cmocka_unit_test(test_cross_node_relay),
+        cmocka_unit_test(test_cross_node_hmem),
         cmocka_unit_test(test_from_nccl),
     };
 
@@ -762,5 +899,8 @@ int main(void)
     setenv("FI_TCP_IFACE", "lo", 0);
     setenv("FI_SOCKETS_IFACE", "lo", 0);
     setenv("NCCL_NVLS_ENABLE", "0", 0);
+    /* RMACOLL_TEST_FILTER=test_cross_node_*: a subset (scripts/gpu/hmem-check.sh) */
+    if (getenv("RMACOLL_TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("RMACOLL_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -811,6 +811,7 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
     rmacoll_perf_backend_t be;
     char err[512] = "", header[4096], json[2048], gpu[256] = "";
     char auto_thr[96] = "";
+    const char *devpath = "none (one node)";
     int rc;
 
     if (o->dry_run)
@@ -931,13 +932,23 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
         snprintf(auto_thr, sizeof(auto_thr), " (auto: nvlink_kernel up to "
                  "%llu B per queue, ce above)",
                  (unsigned long long)cfg.nvlink_kernel_threshold);
+    {
+        rmacoll_comm_stats_t cs;
+        memset(&cs, 0, sizeof(cs));
+        cs.struct_size = sizeof(cs);
+        rmacoll_comm_get_stats(comm, &cs);
+        devpath = cs.device_path == RMACOLL_DEVICE_PATH_HMEM     ? "hmem (registered, no staging)"
+                  : cs.device_path == RMACOLL_DEVICE_PATH_STAGED ? "staged (pinned host buffers)"
+                                                                 : "none (one node)";
+    }
     snprintf(header, sizeof(header),
              "%s# transports: intra_node %s%s, inter_node %s (built: %s)\n"
+             "# device buffers across nodes: %s\n"
              "# relay: %s (buffer %llu B, %u slots)\n"
              "# scheduler: %s%s%s (seed %llu)\n"
              "# max_task_bytes %llu, timeout_ms %llu, config %s\n",
              gpu, cfg.intra_node, auto_thr, cfg.inter_node,
-             rmacoll_build_transports(),
+             rmacoll_build_transports(), devpath,
              cfg.relay_enabled ? "on" : "off",
              (unsigned long long)cfg.relay_buffer_bytes, cfg.relay_slots,
              cfg.scheduler, cfg.scheduler_plugin[0] ? ", plugin " : "",
@@ -988,6 +999,19 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
     }
 #endif
     rc = rmacoll_perf_run(o, &be);
+    if (cfg.log_level >= RMACOLL_LOG_DEBUG) {
+        rmacoll_comm_stats_t cs;
+        memset(&cs, 0, sizeof(cs));
+        cs.struct_size = sizeof(cs);
+        if (rmacoll_comm_get_stats(comm, &cs) == RMACOLL_SUCCESS)
+            printf("# rank %d stats: device path %s, %llu bytes staged through host "
+                   "memory, %llu bytes of device memory registered with the network, "
+                   "%llu staged / %llu registered device calls across nodes\n",
+                   p.rank, devpath, (unsigned long long)cs.staged_bytes,
+                   (unsigned long long)cs.device_registered_bytes,
+                   (unsigned long long)cs.device_calls_staged,
+                   (unsigned long long)cs.device_calls_hmem);
+    }
 out:
 #ifdef RMACOLL_PERF_HAVE_NCCL
     if (p.nccl != NULL) {

@@ -97,6 +97,11 @@ rmacoll_status_t rmacoll__ce_cuda_post_puts(rmacoll_transport_t *tp,
                                             const rmacoll_put_t *puts,
                                             size_t n);
 rmacoll_status_t rmacoll__ce_cuda_progress(rmacoll_transport_t *tp);
+/* mem_alloc / mem_free of RMACOLL_MEM_CUDA: cudaMalloc on the backend's
+ * device, zero-filled (other types: RMACOLL_ERR_UNSUPPORTED). */
+rmacoll_status_t rmacoll__ce_cuda_mem_alloc(rmacoll_transport_t *tp, size_t bytes,
+                                            rmacoll_memtype_t type, void **addr);
+void rmacoll__ce_cuda_mem_free(rmacoll_transport_t *tp, void *addr, rmacoll_memtype_t type);
 size_t rmacoll__ce_cuda_pending(rmacoll_transport_t *tp);
 /* The ops of RMACOLL_TCAP_MEM_CUDA, used as they are in the ops table. */
 rmacoll_status_t rmacoll__ce_cuda_mem_export(rmacoll_transport_t *tp,

@@ -317,11 +317,57 @@ rmacoll_status_t rmacoll__ce_cuda_post_puts(rmacoll_transport_t *tp,
     if (tp->cuda == NULL) {
         return cc_off(tp, "post_puts");
     }
+    /* a host thread of the core (the device path across nodes) may call
+     * this: the backend's device first */
+    if (cudaSetDevice(tp->cuda->cu->device) != cudaSuccess) {
+        return rmacoll__cu_rt_error(tp->cuda->cu, cudaGetLastError(), -1,
+                                    "cudaSetDevice before host-driven device puts");
+    }
     st = rmacoll__cu_own_stream(tp->cuda->cu, &s);
     if (st == RMACOLL_SUCCESS) {
         st = rmacoll__ce_cuda_post_puts_stream(tp, puts, n, s);
     }
     return st == RMACOLL_SUCCESS ? rmacoll__cu_record(tp->cuda->cu, n) : st;
+}
+
+rmacoll_status_t rmacoll__ce_cuda_mem_alloc(rmacoll_transport_t *tp, size_t bytes,
+                                            rmacoll_memtype_t type, void **addr)
+{
+    cudaError_t e;
+    void *p = NULL;
+
+    *addr = NULL;
+    if (type != RMACOLL_MEM_CUDA || bytes == 0) {
+        return RMACOLL_ERR_UNSUPPORTED;
+    }
+    if (tp->cuda == NULL) {
+        return cc_off(tp, "mem_alloc");
+    }
+    e = cudaSetDevice(tp->cuda->cu->device);
+    if (e == cudaSuccess) {
+        e = cudaMalloc(&p, bytes);
+    }
+    if (e == cudaSuccess) {
+        e = cudaMemset(p, 0, bytes);
+        if (e != cudaSuccess) {
+            cudaFree(p);
+        }
+    }
+    if (e != cudaSuccess) {
+        char what[96];
+
+        snprintf(what, sizeof(what), "cudaMalloc of %zu bytes", bytes);
+        return rmacoll__cu_rt_error(tp->cuda->cu, e, -1, what);
+    }
+    *addr = p;
+    return RMACOLL_SUCCESS;
+}
+
+void rmacoll__ce_cuda_mem_free(rmacoll_transport_t *tp, void *addr, rmacoll_memtype_t type)
+{
+    if (addr != NULL && type == RMACOLL_MEM_CUDA) {
+        cudaFree(addr);
+    }
 }
 
 rmacoll_status_t rmacoll__ce_cuda_progress(rmacoll_transport_t *tp)

@@ -627,7 +627,8 @@ const rmacoll_transport_ops_t rmacoll_transport_ce_ops = {
     .name = "ce",
 #ifdef RMACOLL_HAVE_CE_CUDA
     .desc = "node peers: cross-memory attach (host), copy engine over IPC (CUDA)",
-    .caps = RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_HOST | RMACOLL_TCAP_MEM_CUDA,
+    .caps = RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_HOST | RMACOLL_TCAP_MEM_CUDA |
+            RMACOLL_TCAP_HOST_CUDA,
 #else
     .desc = "node peers: cross-memory attach into the peer process (host memory)",
     .caps = RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_HOST,
@@ -639,7 +640,9 @@ const rmacoll_transport_ops_t rmacoll_transport_ce_ops = {
     .mem = RMACOLL__TOPS_MEM(.mem_register = ce_mem_register,
                              .mem_deregister = ce_mem_deregister,
                              .mem_export = rmacoll__ce_cuda_mem_export,
-                             .mem_import = rmacoll__ce_cuda_mem_import),
+                             .mem_import = rmacoll__ce_cuda_mem_import,
+                             .mem_alloc = rmacoll__ce_cuda_mem_alloc,
+                             .mem_free = rmacoll__ce_cuda_mem_free),
     /* CUDA memory on the user's stream */
     .stream = RMACOLL__TOPS_STREAM(.post_puts_stream = rmacoll__ce_cuda_post_puts_stream,
                                    .wait_stream = rmacoll__ce_cuda_wait_stream,

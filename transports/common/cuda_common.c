@@ -6,6 +6,7 @@
 #include "transports/common/cuda_common.h"
 #include "transports/common/tlog.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -505,6 +506,30 @@ rmacoll_status_t rmacoll__cu_import(rmacoll__cu_t *cu, int peer, const void *blo
     return st;
 }
 
+/* Closes and drops the cached IPC mappings of peer's allocations at
+ * exporter base `base` (all of that peer's with every_one). */
+static void cu_close_stale(rmacoll__cu_t *cu, int peer, uint64_t base, int every_one)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < cu->nimports; i++) {
+        rmacoll__cu_import_t *m = &cu->imports[i];
+
+        if (m->peer == peer && !m->same_process && (every_one || m->base == base)) {
+            cudaError_t e = cudaIpcCloseMemHandle(m->mapped);
+            CU_LOG(cu, RMACOLL_LOG_DEBUG, "%s: closed the IPC mapping of peer %d's "
+                   "allocation at 0x%llx (%s)", cu->name, peer, (unsigned long long)m->base,
+                   every_one ? "a new allocation overlaps one of them" : "reallocated");
+            if (e != cudaSuccess) {
+                rmacoll__cu_rt_error(cu, e, peer, "cudaIpcCloseMemHandle of a stale mapping");
+            }
+            continue;
+        }
+        cu->imports[k++] = *m;
+    }
+    cu->nimports = k;
+}
+
 static rmacoll_status_t cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
                                   uint64_t *addr)
 {
@@ -551,7 +576,13 @@ static rmacoll_status_t cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
     if (same) {
         mapped = (void *)(uintptr_t)b.base;
     } else {
+        cu_close_stale(cu, peer, b.base, 0); /* a freed allocation's mapping */
         e = cudaIpcOpenMemHandle(&mapped, h, cudaIpcMemLazyEnablePeerAccess);
+        if (e == cudaErrorAlreadyMapped) {
+            (void)cudaGetLastError();
+            cu_close_stale(cu, peer, b.base, 1);
+            e = cudaIpcOpenMemHandle(&mapped, h, cudaIpcMemLazyEnablePeerAccess);
+        }
         if (e != cudaSuccess) {
             return rmacoll__cu_rt_error(cu, e, peer, "cudaIpcOpenMemHandle of the peer's "
                                         "device buffer");
@@ -559,6 +590,7 @@ static rmacoll_status_t cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
     }
     memcpy(cu->imports[cu->nimports].handle, b.handle, sizeof(b.handle));
     cu->imports[cu->nimports].mapped = mapped;
+    cu->imports[cu->nimports].base = b.base;
     cu->imports[cu->nimports].peer = peer;
     cu->imports[cu->nimports].same_process = same;
     cu->nimports++;
@@ -753,4 +785,73 @@ size_t rmacoll__cu_pending(rmacoll__cu_t *cu)
     }
     (void)rmacoll__cu_progress(cu);
     return cu->pending;
+}
+
+/* ---- pointer identity (network registration caches) ---------------------- */
+
+static PFN_cuPointerGetAttribute_v4000 cu_ptr_attr;
+static PFN_cuCtxGetCurrent_v4000 cu_ctx_current;
+static pthread_once_t cu_ptr_attr_once = PTHREAD_ONCE_INIT;
+
+static void cu_ptr_attr_load(void)
+{
+    void *fn = NULL;
+
+    if (rmacoll__cu_entry(&fn, "cuPointerGetAttribute", 4000) == 0) {
+        memcpy(&cu_ptr_attr, &fn, sizeof(fn));
+    }
+    if (rmacoll__cu_entry(&fn, "cuCtxGetCurrent", 4000) == 0) {
+        memcpy(&cu_ctx_current, &fn, sizeof(fn));
+    }
+}
+
+int rmacoll__cu_context_current(void)
+{
+    CUcontext ctx = NULL;
+
+    pthread_once(&cu_ptr_attr_once, cu_ptr_attr_load);
+    return cu_ctx_current != NULL && cu_ctx_current(&ctx) == CUDA_SUCCESS && ctx != NULL;
+}
+
+void *rmacoll__cu_probe_alloc(size_t bytes, int *device)
+{
+    void *p = NULL;
+
+    if (!rmacoll__cu_context_current() || cudaGetDevice(device) != cudaSuccess ||
+        cudaMalloc(&p, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+void rmacoll__cu_probe_free(void *p)
+{
+    if (p != NULL) {
+        (void)cudaFree(p);
+    }
+}
+
+int rmacoll__cu_pointer_info(const void *addr, int *device, uint64_t *buffer_id)
+{
+    struct cudaPointerAttributes a;
+    unsigned long long id = 0;
+
+    *device = -1;
+    *buffer_id = 0;
+    if (cudaPointerGetAttributes(&a, addr) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    if (a.type != cudaMemoryTypeDevice) {
+        return -1;
+    }
+    *device = a.device;
+    pthread_once(&cu_ptr_attr_once, cu_ptr_attr_load);
+    if (cu_ptr_attr != NULL &&
+        cu_ptr_attr(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)(uintptr_t)addr) ==
+            CUDA_SUCCESS) {
+        *buffer_id = (uint64_t)id;
+    }
+    return 0;
 }

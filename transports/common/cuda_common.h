@@ -48,6 +48,7 @@ typedef struct rmacoll__cu_reg {
 typedef struct rmacoll__cu_import {
     uint8_t handle[64];
     void *mapped;          /* allocation base mapped here */
+    uint64_t base;         /* the allocation's base in the exporter */
     int peer;
     int same_process;      /* the exporter is this process: nothing to close */
 } rmacoll__cu_import_t;
@@ -127,7 +128,14 @@ rmacoll_status_t rmacoll__cu_device_range(rmacoll__cu_t *cu, void *addr, size_t 
  * be NULL) with {addr, bytes}. */
 rmacoll_status_t rmacoll__cu_mem_register(rmacoll__cu_t *cu, void *addr, size_t bytes,
                                           rmacoll_rkey_t *rkey);
-/** mem_export / mem_import of the transport interface. An export of this
+/** mem_export / mem_import of the transport interface. Imports are
+ * cached by handle. A handle not seen before whose allocation starts where
+ * a cached one of the same peer did is a new allocation over a freed one
+ * (the peer freed its buffer after its call completed, so no copy into the
+ * old mapping is in flight): the stale mapping is closed first, as CUDA
+ * refuses to map a range twice (cudaErrorAlreadyMapped); if the open still
+ * fails so, every cached mapping of that peer is closed and the open tried
+ * once more. An export of this
  * same process (ranks as threads: the blob's pid is ours and the handle
  * of the allocation at the blob's base, taken here, is the blob's) is used
  * directly, with no IPC mapping (cudaIpcOpenMemHandle refuses a handle of
@@ -162,5 +170,29 @@ rmacoll_status_t rmacoll__cu_record(rmacoll__cu_t *cu, size_t n);
 /** progress / pending of host-driven puts. */
 rmacoll_status_t rmacoll__cu_progress(rmacoll__cu_t *cu);
 size_t rmacoll__cu_pending(rmacoll__cu_t *cu);
+
+/**
+ * Device memory identity, for a network transport's registration cache
+ * (needs no rmacoll__cu_t): 0 when addr is device memory, with *device its
+ * device ordinal and *buffer_id its allocation's
+ * CU_POINTER_ATTRIBUTE_BUFFER_ID (unique for the process's lifetime, so a
+ * freed and re-allocated range is told apart; 0 when the driver does not
+ * say); -1 otherwise (host memory, no driver). Thread-safe.
+ */
+int rmacoll__cu_pointer_info(const void *addr, int *device, uint64_t *buffer_id);
+
+/** 1 when a CUDA context is current on the calling thread (the driver
+ * is there and this thread uses a GPU already), else 0. Thread-safe. */
+int rmacoll__cu_context_current(void);
+
+/**
+ * A device buffer of `bytes` for a capability probe (e.g. can the network
+ * library register CUDA memory), on the current device, whose ordinal
+ * *device receives; NULL when no CUDA context is current on this thread
+ * (nothing is created then: a host-only process never gets a context from
+ * a probe) or the allocation fails. Free with rmacoll__cu_probe_free.
+ */
+void *rmacoll__cu_probe_alloc(size_t bytes, int *device);
+void rmacoll__cu_probe_free(void *p);
 
 #endif /* RMACOLL_TRANSPORTS_COMMON_CUDA_COMMON_H */

@@ -9,6 +9,11 @@ if(RMACOLL_ENABLE_OFI)
     list(APPEND RMACOLL_DEFINES RMACOLL_HAVE_OFI=1)
     list(APPEND RMACOLL_TRANSPORT_SYMBOLS rmacoll_transport_ofi_ops)
     list(APPEND RMACOLL_TRANSPORT_NAMES ofi)
+    if(RMACOLL_HAVE_CUDA)
+      # device memory through FI_HMEM when the provider offers it (found at
+      # run time); the pointer's device comes from transports/common/cuda_common.c
+      list(APPEND RMACOLL_DEFINES RMACOLL_OFI_CUDA=1)
+    endif()
     message(STATUS "rmacoll: ofi transport enabled (libfabric ${LIBFABRIC_VERSION})")
   else()
     message(STATUS "rmacoll: ofi transport disabled (libfabric not found by pkg-config)")

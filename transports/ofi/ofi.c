@@ -28,6 +28,19 @@
  * wider one). Either way dst_addr = rkey.addr + offset is what goes into
  * fi_writemsg. rkey.key[0..7] holds the 64-bit fi_mr_key.
  *
+ * Device memory (FI_HMEM). In a build with CUDA, init first asks
+ * fi_getinfo for the provider with FI_HMEM in caps and FI_MR_HMEM in the
+ * domain's mr_mode; when the provider offers it (a libfabric built with
+ * CUDA: shm, efa, verbs;ofi_rxm), the instance reports RMACOLL_TCAP_HMEM |
+ * RMACOLL_TCAP_MEM_CUDA through base.instance_caps and mem_register takes
+ * RMACOLL_MEM_CUDA: fi_mr_regattr with iface FI_HMEM_CUDA and the
+ * pointer's device ordinal. Otherwise (Debian's libfabric, tcp) the
+ * ordinary hints are used and device memory is refused: the core then
+ * stages device buffers through host memory. Decided at run time from
+ * fi_getinfo, never at build time. Device registrations stay cached while
+ * unused when the allocation's CUDA buffer id is known: a range freed and
+ * allocated again gets a new id, and its stale registration is closed.
+ *
  * Thread-safety: one instance is used by one thread at a time (the core
  * serialises calls); the domain is opened with FI_THREAD_DOMAIN.
  * No allocation on the data path: op contexts and queued puts come from
@@ -53,6 +66,9 @@
 
 #include "rmacoll_transport.h"
 #include "transports/ofi/ofi_keys.h"
+#ifdef RMACOLL_OFI_CUDA
+#include "transports/common/cuda_common.h"
+#endif
 
 #define OFI_API_VERSION FI_VERSION(1, 9)
 #define OFI_DEFAULT_PROVIDER "tcp;ofi_rxm"
@@ -101,6 +117,8 @@ struct rmacoll_mem {
     int used;                   /* slot holds a live registration */
     int revoked;                /* mr closed by mem_revoke; the slot waits for refs 0 */
     uint64_t last_use;
+    rmacoll_memtype_t type;
+    uint64_t buffer_id;         /* CUDA: CU_POINTER_ATTRIBUTE_BUFFER_ID, 0 = unknown */
 };
 
 struct rmacoll_transport {
@@ -133,6 +151,9 @@ struct rmacoll_transport {
     int err_peer;
     int shm_named;              /* shm provider region named "rmacoll-PID-..." */
     int cut_off;                /* mem_revoke stopped all progress */
+    int hmem;                   /* cuda memory registered (FI_HMEM, probed at init) */
+    uint64_t hmem_flags;        /* fi_mr_regattr flags of device memory (ofi.hmem_device_only) */
+    char hmem_desc[RMACOLL_CONFIG_STR_MAX + 96]; /* why (not), for instance_caps */
 };
 
 #define OFI_LOG(tp, lvl, ...)                                                 \
@@ -164,7 +185,7 @@ static rmacoll_status_t ofi_fail(rmacoll_transport_t *tp, rmacoll_status_t st,
 
 /* ---- provider selection ---- */
 
-static struct fi_info *ofi_hints(const char *prov)
+static struct fi_info *ofi_hints(const char *prov, int hmem)
 {
     struct fi_info *h = fi_allocinfo();
 
@@ -176,6 +197,10 @@ static struct fi_info *ofi_hints(const char *prov)
     h->mode = FI_CONTEXT | FI_CONTEXT2;
     h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
                               FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    if (hmem) {
+        h->caps |= FI_HMEM;
+        h->domain_attr->mr_mode |= FI_MR_HMEM;
+    }
     h->domain_attr->threading = FI_THREAD_DOMAIN;
     h->fabric_attr->prov_name = strdup(prov);
     if (h->fabric_attr->prov_name == NULL) {
@@ -257,38 +282,99 @@ static void ofi_sweep_stale_shm(rmacoll_transport_t *tp)
     closedir(d);
 }
 
+/* The entry of list for provider prov (on domain iface if one matches),
+ * with FI_HMEM in its caps when hmem; NULL if none. */
+static struct fi_info *ofi_pick(struct fi_info *list, const char *prov, const char *iface,
+                                int hmem)
+{
+    struct fi_info *pick = NULL;
+
+    for (struct fi_info *i = list; i != NULL; i = i->next) {
+        if (strcmp(i->fabric_attr->prov_name, prov) != 0 || (hmem && !(i->caps & FI_HMEM))) {
+            continue;   /* utility providers may answer for a core name */
+        }
+        if (iface == NULL || (i->domain_attr->name &&
+                              strcmp(i->domain_attr->name, iface) == 0)) {
+            return i;
+        }
+        if (pick == NULL) {
+            pick = i;   /* first of the provider, if iface matches none */
+        }
+    }
+    return pick;
+}
+
+/* fi_getinfo for prov with the hints of ofi_hints(prov, hmem); *list is
+ * NULL when the provider offers nothing for them. */
+static rmacoll_status_t ofi_getinfo(rmacoll_transport_t *tp, const char *prov, int hmem,
+                                    struct fi_info **list)
+{
+    struct fi_info *hints = ofi_hints(prov, hmem);
+    int ret;
+
+    *list = NULL;
+    if (hints == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    ret = fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, hints, list);
+    fi_freeinfo(hints);
+    if (ret == -FI_ENODATA || (ret != 0 && hmem)) {
+        *list = NULL;   /* with FI_HMEM: any refusal means "not offered" */
+        return RMACOLL_SUCCESS;
+    }
+    if (ret != 0) {
+        OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: fi_getinfo for provider '%s' failed: %s",
+                prov, fi_strerror(-ret));
+        *list = NULL;
+        return RMACOLL_ERR_TRANSPORT;
+    }
+    return RMACOLL_SUCCESS;
+}
+
 static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out)
 {
     const rmacoll_config_t *cfg = tp->env.config;
     const char *prov = (cfg && cfg->ofi_provider[0]) ? cfg->ofi_provider
                                                       : OFI_DEFAULT_PROVIDER;
     const char *iface = (cfg && cfg->ofi_iface[0]) ? cfg->ofi_iface : NULL;
-    struct fi_info *hints = ofi_hints(prov), *list = NULL, *pick = NULL;
+    struct fi_info *list = NULL, *pick = NULL;
     char avail[512];
-    int ret;
+    rmacoll_status_t st;
 
-    if (hints == NULL) {
-        return RMACOLL_ERR_NO_MEMORY;
+#ifdef RMACOLL_OFI_CUDA
+    /* device memory registered directly when the provider offers FI_HMEM;
+     * asked only by a thread that uses a GPU (a host-only process keeps
+     * the plain hints) */
+    if (!rmacoll__cu_context_current()) {
+        snprintf(tp->hmem_desc, sizeof(tp->hmem_desc), "no CUDA context on the thread "
+                 "that opened provider %s", prov);
+    } else {
+        st = ofi_getinfo(tp, prov, 1, &list);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
+        pick = ofi_pick(list, prov, iface, 1);
+        if (pick != NULL && pick->domain_attr->cq_data_size >= 4) {
+            tp->hmem = 1; /* confirmed by ofi_hmem_probe once the domain is open */
+        } else {
+            snprintf(tp->hmem_desc, sizeof(tp->hmem_desc), "provider %s lacks FI_HMEM",
+                     prov);
+            pick = NULL;
+            if (list != NULL) {
+                fi_freeinfo(list);
+                list = NULL;
+            }
+        }
     }
-    ret = fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, hints, &list);
-    fi_freeinfo(hints);
-    if (ret != 0 && ret != -FI_ENODATA) {
-        OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: fi_getinfo for provider '%s' failed: %s",
-                prov, fi_strerror(-ret));
-        return RMACOLL_ERR_TRANSPORT;
-    }
-    for (struct fi_info *i = (ret == 0) ? list : NULL; i != NULL; i = i->next) {
-        if (strcmp(i->fabric_attr->prov_name, prov) != 0) {
-            continue;   /* utility providers may answer for a core name */
+#else
+    snprintf(tp->hmem_desc, sizeof(tp->hmem_desc), "rmacoll built without CUDA");
+#endif
+    if (pick == NULL) {
+        st = ofi_getinfo(tp, prov, 0, &list);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
         }
-        if (iface == NULL || (i->domain_attr->name &&
-                              strcmp(i->domain_attr->name, iface) == 0)) {
-            pick = i;
-            break;
-        }
-        if (pick == NULL) {
-            pick = i;   /* first of the provider, if iface matches none */
-        }
+        pick = ofi_pick(list, prov, iface, 0);
     }
     if (pick == NULL) {
         int present = ofi_list_providers(prov, avail, sizeof(avail));
@@ -475,6 +561,43 @@ static rmacoll_status_t ofi_open(rmacoll_transport_t *tp, char *name, size_t *na
     return RMACOLL_SUCCESS;
 }
 
+static int ofi_mr_open(rmacoll_transport_t *tp, void *addr, size_t bytes,
+                       rmacoll_memtype_t type, int device, struct fid_mr **mr);
+
+/* FI_HMEM in the provider's caps does not say which device interfaces its
+ * libfabric was built with (Debian's shm reports FI_HMEM without CUDA):
+ * one small device buffer registered with FI_HMEM_CUDA tells. */
+static void ofi_hmem_probe(rmacoll_transport_t *tp)
+{
+#ifdef RMACOLL_OFI_CUDA
+    const char *prov = tp->info->fabric_attr->prov_name;
+
+    if (tp->hmem) {
+        int device = -1, ret;
+        struct fid_mr *mr = NULL;
+        void *p = rmacoll__cu_probe_alloc(4096, &device);
+
+        if (p == NULL) {
+            tp->hmem = 0;
+            snprintf(tp->hmem_desc, sizeof(tp->hmem_desc), "provider %s: no device buffer "
+                     "to probe FI_HMEM with", prov);
+            return;
+        }
+        ret = ofi_mr_open(tp, p, 4096, RMACOLL_MEM_CUDA, device, &mr);
+        if (ret == 0) {
+            fi_close(&mr->fid);
+            snprintf(tp->hmem_desc, sizeof(tp->hmem_desc), "FI_HMEM registration "
+                     "(provider %s)", prov);
+        } else {
+            tp->hmem = 0;
+            snprintf(tp->hmem_desc, sizeof(tp->hmem_desc), "provider %s lacks FI_HMEM for "
+                     "cuda memory (fi_mr_regattr: %s)", prov, fi_strerror(-ret));
+        }
+        rmacoll__cu_probe_free(p);
+    }
+#endif
+}
+
 typedef struct ofi_hello {
     int32_t status;
     uint32_t namelen;
@@ -506,9 +629,22 @@ static rmacoll_status_t ofi_init(const rmacoll_transport_env_t *env,
     tp->timeout_ns = (env->config && env->config->timeout_ms ? env->config->timeout_ms
                                                               : 30000) * 1000000ull;
 
+    if (env->struct_size >= offsetof(rmacoll_transport_env_t, config_get) +
+                                sizeof(env->config_get) &&
+        env->config_get != NULL && env->config != NULL) {
+        char v[16];
+        if (env->config_get(env->config, "ofi.hmem_device_only", v, sizeof(v)) ==
+                RMACOLL_SUCCESS &&
+            strcmp(v, "true") == 0) {
+            tp->hmem_flags = FI_HMEM_DEVICE_ONLY;
+        }
+    }
     st = ofi_select(tp, &tp->info);
     if (st == RMACOLL_SUCCESS) {
         st = ofi_open(tp, name, &namelen);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        ofi_hmem_probe(tp);
     }
     /* Collective from here on even after a local failure: every rank
      * learns whether any rank failed, and nobody is left in an allgather. */
@@ -572,9 +708,10 @@ static rmacoll_status_t ofi_init(const rmacoll_transport_env_t *env,
     }
     OFI_LOG(tp, RMACOLL_LOG_INFO,
             "ofi: rank %d on provider '%s' domain '%s' (mr_mode 0x%" PRIx64
-            ", max piece %" PRIu64 " bytes, %zu ops)",
+            ", max piece %" PRIu64 " bytes, %zu ops, %s)",
             env->rank, tp->info->fabric_attr->prov_name, tp->info->domain_attr->name,
-            tp->mr_mode, tp->max_piece, tp->nops);
+            tp->mr_mode, tp->max_piece, tp->nops,
+            tp->hmem ? "FI_HMEM: cuda memory registered" : "no FI_HMEM");
     free(hellos);
     free(names);
     *tpp = tp;
@@ -603,6 +740,54 @@ static void ofi_finalize(rmacoll_transport_t *tp)
 
 /* ---- memory registration (cache keyed by address range) ---- */
 
+/* Device ordinal and CUDA buffer id of a device range to register. */
+static rmacoll_status_t ofi_device_of(rmacoll_transport_t *tp, const void *addr,
+                                      size_t bytes, int *device, uint64_t *buffer_id)
+{
+    if (!tp->hmem) {
+        OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: cannot register %zu bytes of cuda memory at "
+                "%p: provider '%s' was opened without FI_HMEM", bytes, addr,
+                tp->info->fabric_attr->prov_name);
+        return RMACOLL_ERR_UNSUPPORTED;
+    }
+#ifdef RMACOLL_OFI_CUDA
+    if (rmacoll__cu_pointer_info(addr, device, buffer_id) == 0) {
+        return RMACOLL_SUCCESS;
+    }
+#endif
+    OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: %zu bytes at %p registered as cuda memory are "
+            "not device memory", bytes, addr);
+    return RMACOLL_ERR_INVALID_ARG;
+}
+
+/* Opens a registration: fi_mr_reg for host memory, fi_mr_regattr with
+ * iface FI_HMEM_CUDA on `device` for device memory. */
+static int ofi_mr_open(rmacoll_transport_t *tp, void *addr, size_t bytes,
+                       rmacoll_memtype_t type, int device, struct fid_mr **mr)
+{
+    uint64_t key = (tp->mr_mode & FI_MR_PROV_KEY) ? 0 : tp->next_key++;
+    struct iovec iov = {.iov_base = addr, .iov_len = bytes};
+    struct fi_mr_attr attr;
+
+    if (type == RMACOLL_MEM_HOST) {
+        return fi_mr_reg(tp->domain, addr, bytes, FI_REMOTE_WRITE | FI_WRITE, 0, key, 0,
+                         mr, NULL);
+    }
+    memset(&attr, 0, sizeof(attr));
+    attr.mr_iov = &iov;
+    attr.iov_count = 1;
+    attr.access = FI_REMOTE_WRITE | FI_WRITE;
+    attr.requested_key = key;
+    attr.iface = FI_HMEM_CUDA;
+    attr.device.cuda = device;
+    /* ofi.hmem_device_only: FI_HMEM_DEVICE_ONLY (device memory proper,
+     * cudaMalloc, never managed: ofi_device_of) lets shm move it GPU to
+     * GPU over CUDA IPC instead of bouncing it through host memory (its
+     * SAR protocol); off by default: with it, shm puts stalled on the GPU
+     * machine (docs/transport-ofi.md) */
+    return fi_mr_regattr(tp->domain, &attr, tp->hmem_flags, mr);
+}
+
 static void ofi_fill_rkey(const struct rmacoll_mem *m, const void *addr,
                           size_t bytes, int virt, rmacoll_rkey_t *rkey)
 {
@@ -621,16 +806,19 @@ static rmacoll_status_t ofi_mem_register(rmacoll_transport_t *tp, void *addr,
     struct rmacoll_mem *m = NULL, *lru = NULL, *slot = NULL;
     char *a = addr;
     int virt = (tp->mr_mode & FI_MR_VIRT_ADDR) != 0;
+    int device = -1;
+    uint64_t buffer_id = 0;
     int ret;
 
-    if (addr == NULL || bytes == 0 || mem == NULL) {
+    if (addr == NULL || bytes == 0 || mem == NULL ||
+        (type != RMACOLL_MEM_HOST && type != RMACOLL_MEM_CUDA)) {
         return RMACOLL_ERR_INVALID_ARG;
     }
-    if (type != RMACOLL_MEM_HOST) {
-        OFI_LOG(tp, RMACOLL_LOG_ERROR,
-                "ofi: registering %zu bytes of device memory needs FI_HMEM (not built)",
-                bytes);
-        return RMACOLL_ERR_UNSUPPORTED;
+    if (type == RMACOLL_MEM_CUDA) {
+        rmacoll_status_t st = ofi_device_of(tp, addr, bytes, &device, &buffer_id);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
     }
     tp->use_clock++;
     for (int i = 0; i < OFI_MR_CACHE_MAX; i++) {
@@ -644,7 +832,22 @@ static rmacoll_status_t ofi_mem_register(rmacoll_transport_t *tp, void *addr,
         if (e->revoked) {
             continue; /* never handed out again; freed at refs 0 */
         }
-        if (e->addr <= a && (size_t)(a - e->addr) + bytes <= e->bytes) {
+        if (e->type == type && e->addr <= a && (size_t)(a - e->addr) + bytes <= e->bytes) {
+            if (type == RMACOLL_MEM_CUDA && e->buffer_id != buffer_id) {
+                /* the range was freed and allocated again: a new buffer */
+                if (e->refs == 0) {
+                    OFI_LOG(tp, RMACOLL_LOG_DEBUG, "ofi: cached registration of %zu bytes "
+                            "at %p is stale (cuda buffer id %" PRIu64 ", now %" PRIu64
+                            "); registering again", e->bytes, (void *)e->addr,
+                            e->buffer_id, buffer_id);
+                    fi_close(&e->mr->fid);
+                    e->used = 0;
+                    if (slot == NULL) {
+                        slot = e;
+                    }
+                }
+                continue;
+            }
             m = e;
             break;
         }
@@ -666,12 +869,12 @@ static rmacoll_status_t ofi_mem_register(rmacoll_transport_t *tp, void *addr,
         }
         m = slot;
         memset(m, 0, sizeof(*m));
-        ret = fi_mr_reg(tp->domain, addr, bytes, FI_REMOTE_WRITE | FI_WRITE, 0,
-                        (tp->mr_mode & FI_MR_PROV_KEY) ? 0 : tp->next_key++, 0,
-                        &m->mr, NULL);
+        ret = ofi_mr_open(tp, addr, bytes, type, device, &m->mr);
         if (ret != 0) {
-            OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: fi_mr_reg of %zu bytes at %p failed: %s",
-                    bytes, addr, fi_strerror(-ret));
+            OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: %s of %zu bytes of %s memory at %p "
+                    "failed: %s", type == RMACOLL_MEM_CUDA ? "fi_mr_regattr" : "fi_mr_reg",
+                    bytes, type == RMACOLL_MEM_CUDA ? "cuda" : "host", addr,
+                    fi_strerror(-ret));
             return RMACOLL_ERR_TRANSPORT;
         }
         if (tp->mr_mode & FI_MR_ENDPOINT) {
@@ -698,7 +901,13 @@ static rmacoll_status_t ofi_mem_register(rmacoll_transport_t *tp, void *addr,
         m->desc = fi_mr_desc(m->mr);
         m->addr = a;
         m->bytes = bytes;
+        m->type = type;
+        m->buffer_id = buffer_id;
         m->used = 1;
+        if (type == RMACOLL_MEM_CUDA) {
+            OFI_LOG(tp, RMACOLL_LOG_DEBUG, "ofi: registered %zu bytes of cuda memory at %p "
+                    "(device %d, buffer id %" PRIu64 ")", bytes, addr, device, buffer_id);
+        }
     }
     m->refs++;
     m->last_use = tp->use_clock;
@@ -715,7 +924,11 @@ static rmacoll_status_t ofi_mem_deregister(rmacoll_transport_t *tp, rmacoll_mem_
         !mem->used || mem->refs == 0) {
         return RMACOLL_ERR_INVALID_ARG;
     }
-    if (--mem->refs == 0 && (mem->revoked || !tp->keep_unused_mr)) {
+    /* device registrations whose buffer id is known stay cached: the id
+     * catches a range freed and allocated again */
+    if (--mem->refs == 0 &&
+        (mem->revoked || (!tp->keep_unused_mr &&
+                          !(mem->type == RMACOLL_MEM_CUDA && mem->buffer_id != 0)))) {
         if (!mem->revoked) {
             fi_close(&mem->mr->fid);
         }
@@ -1077,6 +1290,12 @@ static int ofi_error_peer(rmacoll_transport_t *tp)
     return tp->err_peer;
 }
 
+static uint64_t ofi_instance_caps(rmacoll_transport_t *tp, char *desc, size_t len)
+{
+    snprintf(desc, len, "%s", tp->hmem_desc);
+    return tp->hmem ? RMACOLL_TCAP_HMEM | RMACOLL_TCAP_MEM_CUDA : 0;
+}
+
 static const rmacoll_transport_base_ops_t ofi_base_ops = {
     .size = sizeof(rmacoll_transport_base_ops_t),
     .init = ofi_init,
@@ -1084,6 +1303,7 @@ static const rmacoll_transport_base_ops_t ofi_base_ops = {
     .progress = ofi_progress,
     .pending = ofi_pending,
     .error_peer = ofi_error_peer,
+    .instance_caps = ofi_instance_caps,
 };
 
 static const rmacoll_transport_mem_ops_t ofi_mem_ops = {

@@ -3,7 +3,8 @@
  * into the core library in every build, with or without libfabric, so a
  * config file naming them loads everywhere (rmacoll_transport.h,
  * rmacoll_transport_keyset_t). ofi.c reads the values from the
- * rmacoll_config_t fields that store them (ofi_provider, ofi_iface).
+ * rmacoll_config_t fields that store them (ofi_provider, ofi_iface) and
+ * with env->config_get (hmem_device_only).
  */
 #include "rmacoll_transport.h"
 #include "transports/ofi/ofi_keys.h"
@@ -13,6 +14,9 @@ const rmacoll_transport_key_t rmacoll_transport_ofi_keys[OFI_NKEYS] = {
      "libfabric provider (FI_PROVIDER syntax), e.g. tcp;ofi_rxm, shm, verbs;ofi_rxm", 0, 0},
     {"iface", RMACOLL_CONFIG_STRING, "",
      "network interface for the provider, e.g. lo (\"\" = provider default)", 0, 0},
+    {"hmem_device_only", RMACOLL_CONFIG_BOOL, "false",
+     "register device memory with FI_HMEM_DEVICE_ONLY (shm then moves it over CUDA IPC; "
+     "stalled on the GPU machine, see docs/transport-ofi.md)", 0, 0},
 };
 
 const rmacoll_transport_keyset_t rmacoll_transport_ofi_keyset = {
