@@ -105,10 +105,11 @@ static const char *const subsys_names[] = {"core",  "plan",      "sched",  "boot
       "object, docs/plugins.md)",                                                             \
       .kind = CFG_KIND_ENUM, .offset = CFG_OFF(inter_node), .names = inter_names,            \
       .plugin_ok = 1)                                                                         \
-    X(DEVICE_INTER_NODE, "transports.device_inter_node", "enum(auto|staged|hmem)", "auto",   \
-      "device buffers across nodes: auto (registered with the inter_node transport when it "  \
-      "takes device memory, FI_HMEM / GPUDirect, else staged through pinned host memory), "  \
-      "staged (always), hmem (required: create fails without it)",                           \
+    X(DEVICE_INTER_NODE, "transports.device_inter_node", "enum(auto|staged|hmem)", "staged", \
+      "device buffers across nodes: staged (through pinned host memory; the default while "  \
+      "the registered path is experimental), auto (registered with the inter_node transport " \
+      "when it takes device memory, FI_HMEM / GPUDirect, else staged), hmem (required: "      \
+      "create fails without it)",                                                             \
       .kind = CFG_KIND_ENUM, .offset = CFG_EXT, .names = devnet_names)                       \
     X(SCHEDULER, "scheduler", "string", "node_shift",                                        \
       "round scheduler by name (shift, node_shift, xor, random, ...); checked against the "  \

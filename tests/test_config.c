@@ -286,7 +286,7 @@ static void test_env_every_key(void **state)
     (void)state;
     setenv("RMACOLL_TRANSPORTS_INTRA_NODE", "auto", 1);
     setenv("RMACOLL_TRANSPORTS_INTER_NODE", "verbs", 1);
-    setenv("RMACOLL_TRANSPORTS_DEVICE_INTER_NODE", "staged", 1);
+    setenv("RMACOLL_TRANSPORTS_DEVICE_INTER_NODE", "auto", 1); /* default staged */
     setenv("RMACOLL_SCHEDULER", "random", 1);
     setenv("RMACOLL_SCHEDULER_PLUGIN", "/tmp/x.so", 1);
     setenv("RMACOLL_SCHEDULER_SEED", "0x10", 1);
@@ -315,7 +315,7 @@ static void test_env_every_key(void **state)
         char v[RMACOLL_CONFIG_STR_MAX];
         assert_int_equal(rmacoll_config_get(&cfg, "transports.device_inter_node", v,
                                             sizeof(v)), RMACOLL_SUCCESS);
-        assert_string_equal(v, "staged");
+        assert_string_equal(v, "auto");
     }
     assert_string_equal(cfg.scheduler, "random");
     assert_string_equal(cfg.scheduler_plugin, "/tmp/x.so");

@@ -442,8 +442,12 @@ static void test_device_path_fallback(void **state)
     setenv("RMACOLL_LOG_FILE", path, 1); /* the ranks' log (read once per process) */
     cfg.log_level = RMACOLL_LOG_INFO;
     cfg.log_subsystems = RMACOLL_LOG_SUBSYS_ALL;
+    /* auto: the fallback decided from the transports (the default is staged) */
+    assert_int_equal(rmacoll_config_set(&cfg, "transports.device_inter_node", "auto"),
+                     RMACOLL_SUCCESS);
     assert_int_equal(mprun(&o, devpath_body, &arg, codes), 0);
     n = count_lines(path, "device path across nodes: host staging (", first, sizeof(first));
+    assert_null(strstr(first, "device_inter_node = staged")); /* a reason, not the key */
     print_message("%d ranks logged: %s", n, first);
     assert_int_equal(n, 4);
 

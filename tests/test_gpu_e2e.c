@@ -825,6 +825,9 @@ static void test_cross_node_hmem(void **state)
     rmacoll_config_t cfg = ofi_config("shm");
 
     (void)state;
+    /* the registered path is opt-in (default staged) */
+    assert_int_equal(rmacoll_config_set(&cfg, "transports.device_inter_node", "auto"),
+                     RMACOLL_SUCCESS);
     cross_node_random(cfg, RMACOLL_DEVICE_PATH_HMEM);
     back2back_on(&cfg, node_of, RMACOLL_DEVICE_PATH_HMEM, 30);
     cases_on(&cfg, RMACOLL_DEVICE_PATH_HMEM);

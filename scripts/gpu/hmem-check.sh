@@ -59,10 +59,10 @@ RMACOLL_TEST_FILTER=test_cross_node_relay \
 timeout 60 ./build-hmem/tests/test_ce_cuda 2>&1 | tail -3
 
 step "rmacoll creation log over shm (INFO): the device path chosen"
-RMACOLL_LOG_LEVEL=info RMACOLL_TRANSPORTS_INTER_NODE=ofi RMACOLL_OFI_PROVIDER=shm \
+RMACOLL_LOG_LEVEL=info RMACOLL_TRANSPORTS_INTER_NODE=ofi RMACOLL_OFI_PROVIDER=shm RMACOLL_TRANSPORTS_DEVICE_INTER_NODE=auto \
   timeout 60 ./build-hmem/tools/rmacoll-perf --buffers cuda -np 4 --ppn 2 -b 1M -e 1M -n 2 -w 1 2>&1 |
   grep -E "device path|FI_HMEM|ofi: rank 0" | head -8
-RMACOLL_LOG_LEVEL=info RMACOLL_TRANSPORTS_INTER_NODE=ofi RMACOLL_OFI_PROVIDER='tcp;ofi_rxm' \
+RMACOLL_LOG_LEVEL=info RMACOLL_TRANSPORTS_INTER_NODE=ofi RMACOLL_OFI_PROVIDER='tcp;ofi_rxm' RMACOLL_TRANSPORTS_DEVICE_INTER_NODE=auto \
   timeout 60 ./build-hmem/tools/rmacoll-perf --buffers cuda -np 4 --ppn 2 -b 1M -e 1M -n 2 -w 1 2>&1 |
   grep -E "device path" | head -2
 
