@@ -162,6 +162,109 @@ static void run_dtype(const int *node_of, int nranks, int odd_rank,
     assert_int_equal(failed, 0);
 }
 
+/* ---- item 3: send and receive ranges that overlap on one rank ---- */
+
+typedef struct overlap_arg {
+    int odd_rank;  /* its receive buffer starts inside its send buffer */
+    int64_t count; /* bytes to every rank */
+} overlap_arg_t;
+
+static int overlap_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    const overlap_arg_t *a = p;
+    size_t bytes = (size_t)a->count * (size_t)nranks;
+    /* [guard | send (bytes) | bytes more | guard]; the odd rank receives at
+     * send + bytes / 2, the others into a buffer of their own */
+    unsigned char *mem = malloc(2 * bytes + 2 * GUARD), *rmem = malloc(bytes + 2 * GUARD);
+    unsigned char *send, *recv, *keep;
+    int64_t cnt[64], dsp[64];
+    char want[64];
+    const char *msg;
+    rmacoll_status_t st;
+    int rc = 0;
+
+    if (mem == NULL || rmem == NULL) {
+        return 3;
+    }
+    memset(mem, SENT, 2 * bytes + 2 * GUARD);
+    memset(rmem, SENT, bytes + 2 * GUARD);
+    send = mem + GUARD;
+    recv = rank == a->odd_rank ? send + bytes / 2 : rmem + GUARD;
+    for (int r = 0; r < nranks; r++) {
+        cnt[r] = a->count;
+        dsp[r] = (int64_t)r * a->count;
+        for (size_t k = 0; k < (size_t)a->count; k++) {
+            send[(size_t)r * a->count + k] = pattern(rank, r, k);
+        }
+    }
+    keep = malloc(2 * bytes + 2 * GUARD);
+    if (keep == NULL) {
+        return 3;
+    }
+    memcpy(keep, mem, 2 * bytes + 2 * GUARD);
+    st = rmacoll_alltoallv(send, cnt, dsp, recv, cnt, dsp, RMACOLL_UINT8, comm, NULL);
+    msg = rmacoll_comm_last_error(comm);
+    if (st != RMACOLL_ERR_OVERLAP) {
+        fprintf(stderr, "rank %d: status %s (%s), expected RMACOLL_ERR_OVERLAP\n", rank,
+                rmacoll_status_name(st), msg);
+        rc = 2;
+    }
+    snprintf(want, sizeof(want), "rank %d", a->odd_rank); /* the rank that erred */
+    if (rc == 0 && strstr(msg, want) == NULL) {
+        fprintf(stderr, "rank %d: message \"%s\" does not name %s\n", rank, msg, want);
+        rc = 2;
+    }
+    /* nothing written: the odd rank's one buffer as it was, the others'
+     * receive buffers all sentinel */
+    if (memcmp(keep, mem, 2 * bytes + 2 * GUARD) != 0 ||
+        !all_sentinel(rmem, bytes + 2 * GUARD)) {
+        fprintf(stderr, "rank %d: a buffer was written on an overlap error\n", rank);
+        rc = 1;
+    }
+    /* the communicator stays usable: a correct call after the error */
+    if (rc == 0) {
+        recv = rmem + GUARD;
+        st = rmacoll_alltoallv(send, cnt, dsp, recv, cnt, dsp, RMACOLL_UINT8, comm, NULL);
+        if (st != RMACOLL_SUCCESS) {
+            fprintf(stderr, "rank %d: call after the error: %s\n", rank,
+                    rmacoll_comm_last_error(comm));
+            rc = 2;
+        }
+        for (int r = 0; r < nranks && rc == 0; r++) {
+            for (size_t k = 0; k < (size_t)a->count; k++) {
+                if (recv[(size_t)r * a->count + k] != pattern(r, rank, k)) {
+                    rc = 1;
+                }
+            }
+        }
+        if (!all_sentinel(rmem, GUARD) || !all_sentinel(recv + bytes, GUARD)) {
+            rc = 1;
+        }
+    }
+    free(keep);
+    free(mem);
+    free(rmem);
+    return rc;
+}
+
+/* One rank passes overlapping send and receive ranges (MPI forbids it
+ * without MPI_IN_PLACE): every rank fails with RMACOLL_ERR_OVERLAP naming
+ * it, nothing is written anywhere; on one node and through the relay. */
+static void test_send_recv_overlap_everywhere(void **state)
+{
+    static const int one_node[4] = {0, 0, 0, 0}, two_nodes[4] = {0, 0, 1, 1};
+    rmacoll_config_t cfg = base_config(20000);
+    overlap_arg_t a = {1, 96};
+    int codes[4] = {0};
+    mprun_opts_t o = {4, one_node, &cfg, 120, -1};
+
+    (void)state;
+    assert_int_equal(mprun(&o, overlap_body, &a, codes), 0);
+    o.node_of = two_nodes;
+    a.odd_rank = 2;
+    assert_int_equal(mprun(&o, overlap_body, &a, codes), 0);
+}
+
 /* One node: rank 0 wider (float64 among float32), rank 2 narrower (int8). */
 static void test_dtype_node(void **state)
 {
@@ -1231,6 +1334,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_node),
         cmocka_unit_test(test_dtype_relayed),
+        cmocka_unit_test(test_send_recv_overlap_everywhere),
         cmocka_unit_test(test_concurrent_entry),
         cmocka_unit_test(test_embedder_config),
         cmocka_unit_test(test_relay_minimum),
