@@ -57,8 +57,8 @@ extern "C" {
     X(RMACOLL_ERR_NULL_BUFFER, 2, "NULL buffer with a non-zero count")        \
     X(RMACOLL_ERR_OVERFLOW, 3,                                                 \
       "count or displacement negative or overflowing a 64-bit byte offset")   \
-    X(RMACOLL_ERR_OVERLAP, 4, "receive blocks overlap")                        \
-    X(RMACOLL_ERR_DATATYPE, 5, "unknown datatype")                             \
+    X(RMACOLL_ERR_OVERLAP, 4, "buffers overlap")                               \
+    X(RMACOLL_ERR_DATATYPE, 5, "bad datatype")                                 \
     X(RMACOLL_ERR_MISMATCH, 6, "send count differs from the receiver's count") \
     X(RMACOLL_ERR_TIMEOUT, 7, "timed out waiting for a peer")                  \
     X(RMACOLL_ERR_NO_MEMORY, 8, "out of memory")                               \
@@ -400,7 +400,10 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
  *  RMACOLL_ERR_NULL_BUFFER  NULL sendbuf/recvbuf with a non-zero count
  *  RMACOLL_ERR_OVERFLOW     negative count/displacement, or
  *                           (displacement + count) * element size > 2^63
- *  RMACOLL_ERR_OVERLAP      two receive blocks overlap
+ *  RMACOLL_ERR_OVERLAP      two receive blocks overlap, or a send block
+ *                           overlaps a receive block (sendbuf == recvbuf
+ *                           with overlapping ranges included: in place is
+ *                           refused, not supported)
  *  RMACOLL_ERR_DATATYPE     unknown dtype, or an element size that differs
  *                           between ranks (the element size travels in the
  *                           metadata; the message names both ranks and sizes)

@@ -36,6 +36,7 @@ static const struct {
     {RMACOLL_TCAP_MEM_HOST, "mem_host"},
     {RMACOLL_TCAP_MEM_CUDA, "mem_cuda"},
     {RMACOLL_TCAP_HMEM, "hmem"},
+    {RMACOLL_TCAP_HOST_CUDA, "host_cuda"},
 };
 #define INFO_NCAPS (sizeof(info_caps) / sizeof(info_caps[0]))
 

@@ -485,6 +485,11 @@ static int plan_simulate(const rmacoll_case_t *c, const refexec_opts_t *op,
     } else {
         names[nn++] = op->scheduler;
     }
+    if (nn > 1 && ((gantt && !strstr(gantt, "%s")) || (heat && !strstr(heat, "%s")))) {
+        fprintf(stderr, PLAN_NAME ": --sim with --scheduler all writes one picture per "
+                "scheduler: put %%s (the scheduler's name) in the --gantt/--heat file name\n");
+        return 2;
+    }
     if (json) {
         printf("{\"case\":");
         json_str(c->name);

@@ -77,7 +77,7 @@ CountOverflowError = _status_class(
     "Negative count or displacement, or one overflowing a 64-bit byte offset.",
     InvalidArgumentError)
 OverlapError = _status_class(
-    4, "RMACOLL_ERR_OVERLAP", "Two receive blocks overlap.", InvalidArgumentError)
+    4, "RMACOLL_ERR_OVERLAP", "Buffers overlap: two receive blocks, or a send block and a receive block.", InvalidArgumentError)
 DatatypeError = _status_class(
     5, "RMACOLL_ERR_DATATYPE",
     "Unknown or unsupported datatype, or input and output dtypes differ "

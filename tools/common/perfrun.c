@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -312,6 +313,12 @@ static int perf_json_writable(const char *path, char *err, size_t errlen)
     char dir[RMACOLL_PERF_STR];
     const char *slash = strrchr(path, '/');
 
+    struct stat sb;
+
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "--json %s: is a directory, not a file", path);
+        return -1;
+    }
     if (access(path, F_OK) == 0) {
         if (access(path, W_OK) == 0)
             return 0;
@@ -444,7 +451,7 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
         }
         case PO_JSON:
         case 'J':
-            bad = perf_copy(o->json_path, sizeof(o->json_path), v);
+            bad = v[0] == '\0' || perf_copy(o->json_path, sizeof(o->json_path), v);
             o->json_stdout = !strcmp(v, "-");
             break;
         case PO_NO_CHECK: o->check = 0; break;
@@ -1800,10 +1807,11 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                         nrows ? bw_base_sum / nrows : 0.0,
                         nratio ? ratio_sum / nratio : 0.0);
             fprintf(json, "\n}\n");
-            if (json == stdout)
-                fflush(json);
-            else
-                fclose(json);
+            if ((json == stdout ? fflush(json) : fclose(json)) != 0) {
+                fprintf(stderr, "%s: --json %s: writing the file failed: %s\n", be->name,
+                        o->json_stdout ? "-" : o->json_path, strerror(errno));
+                json_failed = 1;
+            }
             json = NULL;
         }
     }

@@ -986,8 +986,8 @@ static void svg_color(double x, char *buf, size_t len)
     snprintf(buf, len, "#%02x%02x%02x", r, g, b);
 }
 
-static void write_gantt(const sim_t *s, const char *path, const sim_result_t *res,
-                        const char *title)
+static int write_gantt(const sim_t *s, const char *path, const sim_result_t *res,
+                       const char *title)
 {
     static const char *const kcolor[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728"};
     static const char *const kname[] = {"direct put", "put to relay", "relay forward (CE)",
@@ -999,7 +999,7 @@ static void write_gantt(const sim_t *s, const char *path, const sim_result_t *re
     int H = top + rows * rh + 90;
 
     if (f == NULL) {
-        return;
+        return -1;
     }
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "font-family=\"sans-serif\" font-size=\"10\">\n", W, H);
@@ -1040,13 +1040,13 @@ static void write_gantt(const sim_t *s, const char *path, const sim_result_t *re
                 top + rows * rh + 55, T * 1e6 * k / 10);
     }
     fprintf(f, "</svg>\n");
-    fclose(f);
+    return fclose(f) == 0 ? 0 : -1;
 }
 
 /* Heat map: NIC tx / rx bytes per round of the traced ranks; cols
  * = rounds (grouped when there are more than 240). */
-static void write_heat(const sim_t *s, const char *path, const uint64_t *heat,
-                       int nrounds, int ncols, int per, const char *title)
+static int write_heat(const sim_t *s, const char *path, const uint64_t *heat,
+                      int nrounds, int ncols, int per, const char *title)
 {
     FILE *f = fopen(path, "w");
     int rows = s->ntrace * 2, left = 150, top = 40, cw, rh = 12, W;
@@ -1054,7 +1054,7 @@ static void write_heat(const sim_t *s, const char *path, const uint64_t *heat,
     char col[16];
 
     if (f == NULL) {
-        return;
+        return -1;
     }
     cw = ncols > 0 ? (900 / ncols > 1 ? 900 / ncols : 1) : 1;
     W = left + cw * ncols + 20;
@@ -1094,7 +1094,7 @@ static void write_heat(const sim_t *s, const char *path, const uint64_t *heat,
                 left + cI * cw, top + rows * rh + 20, cI * per);
     }
     fprintf(f, "</svg>\n");
-    fclose(f);
+    return fclose(f) == 0 ? 0 : -1;
 }
 
 /* ------------------------------------------------------------- run */
@@ -1561,11 +1561,20 @@ rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
         char title[256];
         snprintf(title, sizeof(title), "%s: %d ranks, %d nodes, scheduler %s",
                  c->name, n, topo->nnodes, sched.ops->name);
-        if (o->gantt_svg) {
-            write_gantt(&s, o->gantt_svg, res, title);
+        const char *bad = NULL;
+
+        if (o->gantt_svg && write_gantt(&s, o->gantt_svg, res, title) != 0) {
+            bad = o->gantt_svg;
         }
-        if (o->heat_svg) {
-            write_heat(&s, o->heat_svg, heat, res->nrounds, ncols, per, title);
+        if (o->heat_svg &&
+            write_heat(&s, o->heat_svg, heat, res->nrounds, ncols, per, title) != 0) {
+            bad = o->heat_svg;
+        }
+        if (bad != NULL) {
+            snprintf(res->msg, sizeof(res->msg), "cannot write the picture %s: %s", bad,
+                     strerror(errno));
+            st = RMACOLL_ERR_INVALID_ARG;
+            goto out;
         }
     }
     res->sim_s = wall_now() - t0;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """validate_table.py - model versus measurement from the runs of validate.sh.
 
-Usage: tools/sim/validate_table.py RESULTS_DIR [BUILD_DIR]
+Usage: tools/sim/validate_table.py RESULTS_DIR [BUILD_DIR [FIT_DIR]]
 
 1. Fits the fabric parameters of this machine from the parameter runs
    (net_{tcp,shm}_R.json: -np 2 --ppn 1 uniform, half of each rank's bytes
@@ -10,7 +10,8 @@ Usage: tools/sim/validate_table.py RESULTS_DIR [BUILD_DIR]
    per-call constant = median time of the 1 KiB call. The 1 KiB call makes
    five one-way network trips (metadata and agreement: two round trips; data:
    one put and its signal), so nic latency = t(1K) / 5 and call_us = the rest.
-   Writes RESULTS_DIR/fabric-fit-{tcp,shm}.yaml.
+   Writes FIT_DIR/fabric-fit-{tcp,shm}.yaml (default: a new temporary
+   folder, so a committed RESULTS_DIR stays as it is).
 2. Runs `rmacoll-plan --sim` with the fitted model for every validation run
    (val[6]_PROV_SCHED_R.json: zipf:1.2, 2 or 3 virtual nodes of 2 ranks) and
    prints, per configuration and size, the measured time per call (median and
@@ -27,6 +28,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 
 SCHEDS = ["shift", "node_shift", "xor", "random", "largest_first"]
 
@@ -91,16 +93,31 @@ def kendall(a, b):
     return (c - d) / pairs
 
 
+def need(files, what):
+    if not files:
+        sys.exit(f"validate_table.py: no {what} in the results folder (run validate.sh first)")
+    return files
+
+
 def main():
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        sys.exit(2)
     res = sys.argv[1]
     build = sys.argv[2] if len(sys.argv) > 2 else "build"
+    fitdir = sys.argv[3] if len(sys.argv) > 3 else tempfile.mkdtemp(prefix="rmacoll-fit-")
     plan = os.path.join(build, "tools", "rmacoll-plan")
-    ce_bw, t_ce = fit(medians(glob.glob(f"{res}/ce_*.json")), 1.0)
+    if not os.path.isdir(res):
+        sys.exit(f"validate_table.py: {res}: not a folder")
+    if not os.access(plan, os.X_OK):
+        sys.exit(f"validate_table.py: {plan} not found (build first, or name BUILD_DIR)")
+    ce_bw, t_ce = fit(medians(need(glob.glob(f"{res}/ce_*.json"), "ce_*.json")), 1.0)
     print(f"CE (host, process_vm_writev): {ce_bw:.2f} GB/s per rank, 1 KiB call {t_ce:.1f} us")
     models = {}
     for prov in ("tcp", "shm"):
-        nic_bw, t_net = fit(medians(glob.glob(f"{res}/net_{prov}_*.json")), 0.5)
-        path = f"{res}/fabric-fit-{prov}.yaml"
+        nic_bw, t_net = fit(medians(need(glob.glob(f"{res}/net_{prov}_*.json"),
+                                         f"net_{prov}_*.json")), 0.5)
+        path = f"{fitdir}/fabric-fit-{prov}.yaml"
         lat = write_model(path, prov, nic_bw, t_net, ce_bw, t_ce)
         models[prov] = path
         print(f"network {prov}: {nic_bw:.2f} GB/s, 1 KiB call {t_net:.1f} us "
