@@ -670,6 +670,18 @@ static int perf_plugin(const char *opt, const char *t, char *err, size_t len)
  * against what is built in (a plugin:PATH transport: that PATH can be
  * read; the library checks the rest when it loads it); err names the
  * option. 0 or -1. */
+/* --intra/--inter win over the file and the environment: given to the
+ * configuration loader as the environment variables (which override the
+ * file), so a plugin named there declares its keys before the file and the
+ * environment are read, and spawned ranks inherit the choice. */
+static void perf_transport_env(const rmacoll_perf_opts_t *o)
+{
+    if (o->intra_node[0] != '\0')
+        setenv("RMACOLL_TRANSPORTS_INTRA_NODE", o->intra_node, 1);
+    if (o->inter_node[0] != '\0')
+        setenv("RMACOLL_TRANSPORTS_INTER_NODE", o->inter_node, 1);
+}
+
 static int perf_apply_config(const rmacoll_perf_opts_t *o,
                              rmacoll_config_t *cfg, char *err, size_t len)
 {
@@ -848,6 +860,7 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
 #endif
 
     cfg.struct_size = sizeof(cfg);
+    perf_transport_env(o);
     st = rmacoll_config_load(o->config_path[0] ? o->config_path : NULL, &cfg,
                              err, sizeof(err));
     if (st != RMACOLL_SUCCESS) {
@@ -1073,6 +1086,7 @@ static int perf_spawn(const rmacoll_perf_opts_t *o, int argc, char **argv)
             return PERF_EXIT_USAGE;
         }
         cfg.struct_size = sizeof(cfg);
+        perf_transport_env(o);
         st = rmacoll_config_load(o->config_path[0] ? o->config_path : NULL,
                                  &cfg, err, sizeof(err));
         if (st != RMACOLL_SUCCESS) {
