@@ -752,6 +752,11 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
             rmacoll__comm_fail(comm, st, "rank %d: %s", comm->rank, err);
         } else {
             comm->sched_open = 1;
+            rmacoll__log(&comm->log, RMACOLL_LOG_DEBUG, RMACOLL_LOG_SUBSYS_SCHED,
+                         "rank %d: scheduler %s (seed %llu)", comm->rank,
+                         comm->cfg.scheduler_plugin[0] ? comm->cfg.scheduler_plugin
+                                                       : comm->cfg.scheduler,
+                         (unsigned long long)comm->cfg.scheduler_seed);
         }
     }
     if (st == RMACOLL_SUCCESS) {

@@ -157,6 +157,9 @@ static void call_plan(rmacoll__call_t *c)
     } else if (st != RMACOLL_SUCCESS) {
         snprintf(c->msg, sizeof(c->msg), "rank %d: %s", comm->rank, comm->plan.errmsg);
     } else {
+        rmacoll__log(&comm->log, RMACOLL_LOG_TRACE, RMACOLL_LOG_SUBSYS_PLAN,
+                     "rank %d: call %llu planned: %zu tasks in %zu batches", comm->rank,
+                     (unsigned long long)c->epoch, comm->plan.ntasks, comm->plan.nbatches);
         st = c->runner->planned(c);
     }
     if (st != RMACOLL_SUCCESS) {

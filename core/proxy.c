@@ -31,7 +31,7 @@ static rmacoll_status_t proxy_fail(rmacoll__proxy_t *px, rmacoll_status_t st,
     va_start(ap, fmt);
     vsnprintf(px->errbuf, px->errlen, fmt, ap);
     va_end(ap);
-    rmacoll__log(px->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE, "%s", px->errbuf);
+    rmacoll__log(px->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_PROXY, "%s", px->errbuf);
     return st;
 }
 
@@ -315,12 +315,12 @@ rmacoll_status_t rmacoll__proxy_revoke(rmacoll__proxy_t *px, rmacoll_mem_t *mem,
     st = px->ops->mem.mem_revoke(px->tp, mem);
     pthread_mutex_unlock(&px->lock);
     if (st == RMACOLL_ERR_UNSUPPORTED) {
-        rmacoll__log(px->log, RMACOLL_LOG_WARN, RMACOLL_LOG_SUBSYS_CORE,
+        rmacoll__log(px->log, RMACOLL_LOG_WARN, RMACOLL_LOG_SUBSYS_PROXY,
                      "rank %d: transport %s cannot revoke the registration of the %s: "
                      "a network peer that resumes may still write into it", px->rank,
                      px->ops->name, what);
     } else if (st != RMACOLL_SUCCESS) {
-        rmacoll__log(px->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE,
+        rmacoll__log(px->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_PROXY,
                      "rank %d: revoking the registration of the %s with %s failed: %s: "
                      "a network peer may still write into it", px->rank, what,
                      px->ops->name, rmacoll_status_string(st));
