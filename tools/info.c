@@ -4,7 +4,7 @@
  * every config key with its type, default, meaning, environment variable
  * and effective value (defaults < YAML file < RMACOLL_<KEY> environment).
  *
- *   rmacoll-info [--config FILE] [--json] [--topology L,L,...] [--help]
+ *   rmacoll-info [--config FILE] [--json] [--topology L,L,...|NxG] [--help]
  *
  * With --topology (ranks per node) it prints instead the relay channels of
  * every relay of that topology, its slot bytes under the loaded config and
@@ -87,7 +87,7 @@ static void info_usage(FILE *fp)
             "every configuration key with its default, meaning and effective value.\n"
             "  -c, --config FILE  YAML file to load (default: $RMACOLL_CONFIG, if set)\n"
             "  -j, --json         print JSON instead of text\n"
-            "  -t, --topology L,L,...  ranks per node: print the relay channels, slot\n"
+            "  -t, --topology L,L,...|NxG  ranks per node (or N nodes of G): print the relay channels, slot\n"
             "                     bytes and the minimum relay.buffer_bytes of that topology\n"
             "  -r, --runtime      only the run-time report (libfabric providers and\n"
             "                     FI_HMEM, RDMA devices, GPUs and NVLink, library\n"
@@ -295,7 +295,7 @@ static int info_topology(const rmacoll_config_t *cfg, const char *spec)
     if (rmacoll_case_parse_topology(spec, node_of, 4096, &n) != RMACOLL_SUCCESS ||
         rmacoll__topo_create(n, node_of, &topo) != RMACOLL_SUCCESS) {
         fprintf(stderr, "rmacoll-info: --topology: expected ranks per node such as 4,4 "
-                        "(got '%s')\n", spec);
+                        "or 2x4 (got '%s')\n", spec);
         return 2;
     }
     rmacoll__plan_cfg_from(cfg, &pcfg);

@@ -20,6 +20,11 @@ if(TARGET rmacoll-info)
   set_tests_properties(rmacoll_info_relay_min_uneven PROPERTIES TIMEOUT 60
     ENVIRONMENT "RMACOLL_CONFIG=;RMACOLL_RELAY_SLOTS=2"
     PASS_REGULAR_EXPRESSION "minimum relay.buffer_bytes: 32 bytes \\(8-byte slots x relay.slots 2 x 2 channels at rank 3\\)")
+  # NxG, as rmacoll-plan takes it: 2 nodes of 2, two channels per relay
+  add_test(NAME rmacoll_info_relay_min_nxg COMMAND rmacoll-info --topology 2x2)
+  set_tests_properties(rmacoll_info_relay_min_nxg PROPERTIES TIMEOUT 60
+    ENVIRONMENT "RMACOLL_CONFIG=;RMACOLL_RELAY_SLOTS=2"
+    PASS_REGULAR_EXPRESSION "topology 2x2: 4 ranks on 2 nodes")
   add_test(NAME rmacoll_info_relay_too_small COMMAND rmacoll-info --topology 1,4)
   set_tests_properties(rmacoll_info_relay_too_small PROPERTIES TIMEOUT 60
     ENVIRONMENT "RMACOLL_CONFIG=;RMACOLL_RELAY_SLOTS=4;RMACOLL_RELAY_BUFFER_BYTES=120"

@@ -177,9 +177,20 @@ rmacoll_status_t rmacoll_case_parse_topology(const char *spec, int *node_of,
 {
     int sizes[1024];
     char why[128];
-    int n = case_parse_intlist(spec, sizes, 1024, why, sizeof(why));
-    int r = 0;
+    int n, r = 0, xn, xg;
+    char xc;
 
+    if (sscanf(spec, "%dx%d%c", &xn, &xg, &xc) == 2) { /* NxG: N nodes of G ranks */
+        if (xn < 1 || xg < 1 || (int64_t)xn * xg > max_ranks) {
+            return RMACOLL_ERR_INVALID_ARG;
+        }
+        for (int k = 0; k < xn * xg; k++) {
+            node_of[k] = k / xg;
+        }
+        *nranks_out = xn * xg;
+        return RMACOLL_SUCCESS;
+    }
+    n = case_parse_intlist(spec, sizes, 1024, why, sizeof(why));
     if (n < 0) {
         return RMACOLL_ERR_INVALID_ARG;
     }

@@ -57,7 +57,8 @@ rmacoll_status_t rmacoll_case_create(int nranks, const int *node_of,
                                      rmacoll_datatype_t dtype,
                                      rmacoll_case_t **c);
 
-/** Contiguous node sizes "4,4" → node_of; *nranks_out ranks. */
+/** Contiguous node sizes "4,4", or "NxG" (N nodes of G ranks) → node_of;
+ * *nranks_out ranks. RMACOLL_ERR_INVALID_ARG: bad spec or more than max_ranks. */
 rmacoll_status_t rmacoll_case_parse_topology(const char *spec, int *node_of,
                                              int max_ranks, int *nranks_out);
 
