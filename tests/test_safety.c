@@ -939,6 +939,40 @@ typedef struct stopper {
     const late_arg_t *a;
 } stopper_t;
 
+/* The owner's side of a late-write test after its call failed with st and
+ * the writer is stopped: destroys the communicator when asked (*comm then
+ * NULL), refills the buffer as a reuse would, resumes the writer (pid) and
+ * waits 3 timeouts; 1 (with a message) when any byte of rbuf then differs
+ * from the sentinel. */
+static int resume_writer(rmacoll_comm_t **comm, int destroy, unsigned char *rbuf,
+                         size_t rbytes, pid_t pid, uint64_t timeout_ms, int rank,
+                         rmacoll_status_t st)
+{
+    if (destroy) {
+        (void)rmacoll_comm_destroy(*comm); /* the writer is stopped: may fail */
+        *comm = NULL;
+    }
+    memset(rbuf, SENT, rbytes); /* the buffer is reused */
+    if (pid > 0) {
+        kill(pid, SIGCONT);
+    }
+    for (uint64_t w0 = mono_ms(); mono_ms() - w0 < 3 * timeout_ms;) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    if (!all_sentinel(rbuf, rbytes)) {
+        size_t n = 0;
+        for (size_t k = 0; k < rbytes; k++) {
+            n += rbuf[k] != SENT;
+        }
+        fprintf(stderr, "rank %d: %zu bytes written into the buffer after the call "
+                "returned %s%s\n", rank, n, rmacoll_status_name(st),
+                destroy ? " and the communicator was destroyed" : "");
+        return 1;
+    }
+    return 0;
+}
+
 static void *stopper_main(void *p)
 {
     const late_arg_t *a = ((stopper_t *)p)->a;
@@ -993,7 +1027,6 @@ static int late_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     if (rank == a->owner) {
         pthread_t th;
         stopper_t sp = {a};
-        int pid;
         pthread_create(&th, NULL, stopper_main, &sp);
         st = rmacoll_alltoallv(send, sc, sd, rbuf + GUARD, rc_, rd, RMACOLL_INT32, comm,
                                NULL);
@@ -1009,27 +1042,8 @@ static int late_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
                 rc = 6; /* the stopped writer is named, not a live rank it waited for */
             }
         }
-        if (a->destroy) {
-            (void)rmacoll_comm_destroy(comm); /* the writer is stopped: may fail */
-            comm = NULL;
-        }
-        memset(rbuf, SENT, rbytes); /* the buffer is reused */
-        pid = atomic_load(&a->sh->pid[a->writer]);
-        if (pid > 0) {
-            kill(pid, SIGCONT);
-        }
-        for (uint64_t w0 = mono_ms(); mono_ms() - w0 < 3 * a->timeout_ms;) {
-            struct timespec ts = {0, 5000000};
-            nanosleep(&ts, NULL);
-        }
-        if (!all_sentinel(rbuf, rbytes)) {
-            size_t n = 0;
-            for (size_t k = 0; k < rbytes; k++) {
-                n += rbuf[k] != SENT;
-            }
-            fprintf(stderr, "rank %d: %zu bytes written into the buffer after the call "
-                    "returned %s%s\n", rank, n, rmacoll_status_name(st),
-                    a->destroy ? " and the communicator was destroyed" : "");
+        if (resume_writer(&comm, a->destroy, rbuf, rbytes,
+                          atomic_load(&a->sh->pid[a->writer]), a->timeout_ms, rank, st)) {
             rc = 1;
         }
     } else {
@@ -1221,7 +1235,6 @@ static int net_late_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
         size_t blen = (size_t)rc_[a->writer] * 4;
         net_stopper_t sp = {a, blk, 0};
         pthread_t th;
-        int pid;
         pthread_create(&th, NULL, net_stopper_main, &sp);
         st = rmacoll_alltoallv(send, sc, sd, rbuf + GUARD, rc_, rd, RMACOLL_INT32, comm,
                                NULL);
@@ -1242,27 +1255,8 @@ static int net_late_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
         } else {
             rc = 7; /* the writer was not stopped in time: the test proves nothing */
         }
-        if (a->destroy) {
-            (void)rmacoll_comm_destroy(comm); /* the writer is stopped: may fail */
-            comm = NULL;
-        }
-        memset(rbuf, SENT, rbytes); /* the buffer is reused */
-        pid = atomic_load(&a->sh->pid[a->writer]);
-        if (pid > 0) {
-            kill(pid, SIGCONT);
-        }
-        for (uint64_t w0 = mono_ms(); mono_ms() - w0 < 3 * a->timeout_ms;) {
-            struct timespec ts = {0, 5000000};
-            nanosleep(&ts, NULL);
-        }
-        if (!all_sentinel(rbuf, rbytes)) {
-            size_t n = 0;
-            for (size_t k = 0; k < rbytes; k++) {
-                n += rbuf[k] != SENT;
-            }
-            fprintf(stderr, "rank %d: %zu bytes written into the buffer after the call "
-                    "returned %s%s\n", rank, n, rmacoll_status_name(st),
-                    a->destroy ? " and the communicator was destroyed" : "");
+        if (resume_writer(&comm, a->destroy, rbuf, rbytes,
+                          atomic_load(&a->sh->pid[a->writer]), a->timeout_ms, rank, st)) {
             rc = 1;
         }
         if (comm != NULL) {
