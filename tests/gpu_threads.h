@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cases.h"
+#include "gpu_try.h"
 #include "rmacoll.h"
 
 #define GT_MAX_RANKS 16
@@ -30,16 +31,7 @@
 /* Body results. */
 enum { GT_OK = 0, GT_WRONG_DATA = 1, GT_WRONG_STATUS = 2, GT_CUDA = 3, GT_CREATE = 4 };
 
-#define GT_TRY(call)                                                           \
-    do {                                                                       \
-        cudaError_t ce_ = (call);                                              \
-        if (ce_ != cudaSuccess) {                                              \
-            fprintf(stderr, "rank %d: %s failed: %s (%s:%d)\n", rank, #call,   \
-                    cudaGetErrorString(ce_), __FILE__, __LINE__);              \
-            rcode = GT_CUDA;                                                   \
-            goto out;                                                          \
-        }                                                                      \
-    } while (0)
+#define GT_TRY(call) RMACOLL_TEST_CUDA_TRY(call, GT_CUDA)
 
 /* One rank's buffers and counts for one case. */
 typedef struct gt_buf {

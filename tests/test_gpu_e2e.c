@@ -32,6 +32,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cases.h"
+#include "gpu_try.h"
 #include "mprun.h"
 #include "rmacoll.h"
 #ifdef RMACOLL_TEST_HAVE_NCCL
@@ -72,16 +73,7 @@ static int gpu_ndevices; /* from the forked probe */
 static uint64_t gpu_moved_bytes;
 static uint64_t gpu_calls_ok;
 
-#define GPU_TRY(call)                                                          \
-    do {                                                                       \
-        cudaError_t ce_ = (call);                                              \
-        if (ce_ != cudaSuccess) {                                              \
-            fprintf(stderr, "rank %d: %s failed: %s (%s:%d)\n", rank, #call,   \
-                    cudaGetErrorString(ce_), __FILE__, __LINE__);              \
-            rcode = GPU_CUDA;                                                  \
-            goto out;                                                          \
-        }                                                                      \
-    } while (0)
+#define GPU_TRY(call) RMACOLL_TEST_CUDA_TRY(call, GPU_CUDA)
 
 /* One call's buffers and counts on one rank. */
 typedef struct gpu_call {
