@@ -247,7 +247,7 @@ static rmacoll_status_t wait_word_for(rmacoll_comm_t *comm, const volatile uint6
             break;
         }
         rmacoll__proxy_poll(&comm->proxy);
-        if (++spins < 256) {
+        if (++spins < RMACOLL__POLLS_BEFORE_YIELD) {
             continue;
         }
         if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {

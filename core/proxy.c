@@ -130,7 +130,7 @@ static void *proxy_main(void *arg)
         /* poll hard while a call is in flight, gently between calls */
         if (worked) {
             idle = 0;
-        } else if (++idle > 64) {
+        } else if (++idle >= RMACOLL__POLLS_BEFORE_YIELD) {
             if (atomic_load_explicit(&px->active, memory_order_relaxed)) {
                 sched_yield();
             } else {
@@ -263,7 +263,7 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
                               "%llu ms", px->rank, pending,
                               (unsigned long long)px->timeout_ms);
         }
-        if (++spins > 64) {
+        if (++spins >= RMACOLL__POLLS_BEFORE_YIELD) {
             sched_yield();
         }
     }

@@ -23,6 +23,15 @@
 
 #define RMACOLL__PROXY_RING 1024
 
+/* Polls of the network a waiting thread makes before each sched_yield.
+ * A poll of tcp;ofi_rxm is a poll(2) over its sockets (about 3 us); on a
+ * host with more busy ranks than cores, a waiter that polls 256 times
+ * before yielding keeps its core about 1 ms while the peer it waits for
+ * sits in the same run queue (4 ranks on 2 cores, 1 KiB per rank over
+ * tcp;ofi_rxm: 930 us per call at 256 polls, about 210 us at 8). With a
+ * core to itself, sched_yield returns at once (a syscall, ~0.3 us). */
+#define RMACOLL__POLLS_BEFORE_YIELD 8
+
 typedef struct rmacoll__proxy_job {
     const rmacoll_put_t *puts;
     size_t n;
