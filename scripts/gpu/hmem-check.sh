@@ -49,10 +49,13 @@ grep -E "rmacoll: (ofi|NCCL)" /tmp/hmem-cfg.log
 echo "librmacoll loads: $(ldd build-hmem/librmacoll.so | grep -o '[^ ]*libfabric[^ ]*' | head -2 | tr '\n' ' ')"
 
 rc=0
-step "gpu tests: test_gpu_e2e test_cross_node_hmem (HMEM required), test_cross_node_relay (staged), test_ce_cuda"
-RMACOLL_TEST_REQUIRE_HMEM=1 RMACOLL_TEST_FILTER=test_cross_node_hmem \
-  timeout 240 ./build-hmem/tests/test_gpu_e2e 2>&1 | grep -vE '^\[ +(RUN|OK) ' | tail -60
-[ "${PIPESTATUS[0]}" = 0 ] || { rc=1; echo "test_cross_node_hmem: FAILED or timed out"; }
+for donly in 0 1; do
+  step "gpu tests: test_cross_node_hmem (HMEM required), ofi.hmem_device_only=$donly"
+  RMACOLL_OFI_HMEM_DEVICE_ONLY=$donly RMACOLL_TEST_REQUIRE_HMEM=1 RMACOLL_TEST_FILTER=test_cross_node_hmem \
+    timeout 240 ./build-hmem/tests/test_gpu_e2e 2>&1 | grep -vE '^\[ +(RUN|OK) ' | tail -40
+  [ "${PIPESTATUS[0]}" = 0 ] || { rc=1; echo "test_cross_node_hmem (device_only=$donly): FAILED or timed out"; }
+done
+step "gpu tests: test_cross_node_relay (staged), test_ce_cuda"
 RMACOLL_TEST_FILTER=test_cross_node_relay \
   timeout 150 ./build-hmem/tests/test_gpu_e2e 2>&1 | grep -vE '^\[ +(RUN|OK) ' | tail -30
 [ "${PIPESTATUS[0]}" = 0 ] || { rc=1; echo "test_cross_node_relay: FAILED or timed out"; }
@@ -68,10 +71,12 @@ RMACOLL_LOG_LEVEL=info RMACOLL_TRANSPORTS_INTER_NODE=ofi RMACOLL_OFI_PROVIDER='t
 
 bench() { # $1: label
   for dist in uniform zipf:1.2; do
-    for path in staged hmem; do
+    for path in staged hmem hmem:device_only; do
       echo "---- $1: $path, --dist $dist"
+      donly=0; [ "$path" = hmem:device_only ] && donly=1
       RMACOLL_LOG_LEVEL=debug RMACOLL_LOG_SUBSYSTEMS=none RMACOLL_TRANSPORTS_INTER_NODE=ofi \
-      RMACOLL_OFI_PROVIDER=shm RMACOLL_TRANSPORTS_DEVICE_INTER_NODE=$path \
+      RMACOLL_OFI_HMEM_DEVICE_ONLY=$donly \
+      RMACOLL_OFI_PROVIDER=shm RMACOLL_TRANSPORTS_DEVICE_INTER_NODE=${path%%:*} \
         timeout 120 ./build-hmem/tools/rmacoll-perf --buffers cuda -np 4 --ppn 2 --dist "$dist" \
           -b 1M -e 256M -f 4 -n 5 -w 2 2>&1 | grep -vE "^#  Rank|^# (Using|nThread)|^#$" || rc=1
     done
@@ -79,7 +84,7 @@ bench() { # $1: label
 }
 step "benchmark: staged vs hmem, ofi/shm, 4 ranks --ppn 2 on one GPU, device memory, no MPS (time-sliced)"
 bench "no MPS"
-if command -v nvidia-cuda-mps-control >/dev/null; then
+if [ "${HMEM_MPS:-0}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
   step "the same under MPS (4 processes share the GPU at once)"
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/hmem-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/hmem-mps-log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"

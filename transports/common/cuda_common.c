@@ -791,6 +791,7 @@ size_t rmacoll__cu_pending(rmacoll__cu_t *cu)
 
 static PFN_cuPointerGetAttribute_v4000 cu_ptr_attr;
 static PFN_cuCtxGetCurrent_v4000 cu_ctx_current;
+static PFN_cuCtxSetCurrent_v4000 cu_ctx_set_current;
 static pthread_once_t cu_ptr_attr_once = PTHREAD_ONCE_INIT;
 
 static void cu_ptr_attr_load(void)
@@ -802,6 +803,44 @@ static void cu_ptr_attr_load(void)
     }
     if (rmacoll__cu_entry(&fn, "cuCtxGetCurrent", 4000) == 0) {
         memcpy(&cu_ctx_current, &fn, sizeof(fn));
+    }
+    if (rmacoll__cu_entry(&fn, "cuCtxSetCurrent", 4000) == 0) {
+        memcpy(&cu_ctx_set_current, &fn, sizeof(fn));
+    }
+}
+
+void *rmacoll__cu_context_get(void)
+{
+    CUcontext ctx = NULL;
+
+    pthread_once(&cu_ptr_attr_once, cu_ptr_attr_load);
+    if (cu_ctx_current == NULL || cu_ctx_current(&ctx) != CUDA_SUCCESS) {
+        return NULL;
+    }
+    return (void *)ctx;
+}
+
+void rmacoll__cu_context_bind(void *ctx)
+{
+    static __thread void *bound;
+    CUcontext cur;
+
+    if (ctx == NULL || ctx == bound) {
+        return;
+    }
+    pthread_once(&cu_ptr_attr_once, cu_ptr_attr_load);
+    if (cu_ctx_current == NULL || cu_ctx_set_current == NULL) {
+        return;
+    }
+    cur = NULL;
+    if (cu_ctx_current(&cur) != CUDA_SUCCESS) {
+        return;
+    }
+    /* a thread of the user's with its own context keeps it */
+    if (cur == NULL && cu_ctx_set_current((CUcontext)ctx) == CUDA_SUCCESS) {
+        bound = ctx;
+    } else if (cur == (CUcontext)ctx) {
+        bound = ctx;
     }
 }
 

@@ -186,6 +186,23 @@ int rmacoll__cu_pointer_info(const void *addr, int *device, uint64_t *buffer_id)
 int rmacoll__cu_context_current(void);
 
 /**
+ * The CUDA context current on the calling thread (a CUcontext), NULL when
+ * none or no driver. Thread-safe.
+ */
+void *rmacoll__cu_context_get(void);
+
+/**
+ * Makes ctx (from rmacoll__cu_context_get; NULL: nothing) current on the
+ * calling thread when that thread has no context (a thread with a context
+ * of its own keeps it; one thread-local compare on the fast path). For a network library that calls the CUDA driver API from
+ * whichever thread drives it (libfabric's shm IPC and async copies create
+ * streams and events with cuStreamCreate / cuEventCreate, which fail with
+ * CUDA_ERROR_INVALID_CONTEXT on a thread without a context): the proxy
+ * thread and the staging worker never called cudaSetDevice. Thread-safe.
+ */
+void rmacoll__cu_context_bind(void *ctx);
+
+/**
  * A device buffer of `bytes` for a capability probe (e.g. can the network
  * library register CUDA memory), on the current device, whose ordinal
  * *device receives; NULL when no CUDA context is current on this thread

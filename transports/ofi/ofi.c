@@ -70,6 +70,18 @@
 #include "transports/common/cuda_common.h"
 #endif
 
+/* libfabric calls the CUDA driver API (shm's IPC import, its async
+ * copies' cuStreamCreate / cuEventCreate, cudaMemcpy for SAR) on whichever
+ * thread drives it: the proxy thread and the staging worker have no
+ * context of their own, and there those calls fail (CUDA_ERROR_INVALID_
+ * CONTEXT), which shm turns into failed or never-completed transfers. Every
+ * entry point that reaches libfabric binds init's context first. */
+#ifdef RMACOLL_OFI_CUDA
+#define OFI_CU_BIND(tp) rmacoll__cu_context_bind((tp)->cu_ctx)
+#else
+#define OFI_CU_BIND(tp) ((void)(tp))
+#endif
+
 #define OFI_API_VERSION FI_VERSION(1, 9)
 #define OFI_DEFAULT_PROVIDER "tcp;ofi_rxm"
 #define OFI_CQ_BATCH 64         /* entries per fi_cq_read */
@@ -153,6 +165,7 @@ struct rmacoll_transport {
     int cut_off;                /* mem_revoke stopped all progress */
     int hmem;                   /* cuda memory registered (FI_HMEM, probed at init) */
     uint64_t hmem_flags;        /* fi_mr_regattr flags of device memory (ofi.hmem_device_only) */
+    void *cu_ctx;               /* CUDA context of init's thread (hmem), bound where we drive */
     char hmem_desc[RMACOLL_CONFIG_STR_MAX + 96]; /* why (not), for instance_caps */
 };
 
@@ -586,6 +599,7 @@ static void ofi_hmem_probe(rmacoll_transport_t *tp)
         ret = ofi_mr_open(tp, p, 4096, RMACOLL_MEM_CUDA, device, &mr);
         if (ret == 0) {
             fi_close(&mr->fid);
+            tp->cu_ctx = rmacoll__cu_context_get();
             snprintf(tp->hmem_desc, sizeof(tp->hmem_desc), "FI_HMEM registration "
                      "(provider %s)", prov);
         } else {
@@ -727,6 +741,7 @@ fail:
 static void ofi_finalize(rmacoll_transport_t *tp)
 {
     if (tp != NULL) {
+        OFI_CU_BIND(tp);
         if (tp->ops_busy != 0) {
             OFI_LOG(tp, RMACOLL_LOG_WARN, "ofi: finalize with %zu puts in flight",
                     tp->ops_busy);
@@ -814,6 +829,7 @@ static rmacoll_status_t ofi_mem_register(rmacoll_transport_t *tp, void *addr,
         (type != RMACOLL_MEM_HOST && type != RMACOLL_MEM_CUDA)) {
         return RMACOLL_ERR_INVALID_ARG;
     }
+    OFI_CU_BIND(tp);
     if (type == RMACOLL_MEM_CUDA) {
         rmacoll_status_t st = ofi_device_of(tp, addr, bytes, &device, &buffer_id);
         if (st != RMACOLL_SUCCESS) {
@@ -924,6 +940,7 @@ static rmacoll_status_t ofi_mem_deregister(rmacoll_transport_t *tp, rmacoll_mem_
         !mem->used || mem->refs == 0) {
         return RMACOLL_ERR_INVALID_ARG;
     }
+    OFI_CU_BIND(tp);
     /* device registrations whose buffer id is known stay cached: the id
      * catches a range freed and allocated again */
     if (--mem->refs == 0 &&
@@ -1136,6 +1153,8 @@ static rmacoll_status_t ofi_progress(rmacoll_transport_t *tp)
 {
     struct fi_cq_data_entry ent[OFI_CQ_BATCH];
 
+    OFI_CU_BIND(tp);
+
     if (tp->cut_off) {
         return tp->failed; /* mem_revoke: nothing is read from the network */
     }
@@ -1204,6 +1223,8 @@ static rmacoll_status_t ofi_post_puts(rmacoll_transport_t *tp, const rmacoll_put
                                       size_t n)
 {
     uint64_t deadline = 0;
+
+    OFI_CU_BIND(tp);
 
     if (tp->failed != RMACOLL_SUCCESS) {
         return tp->failed;
