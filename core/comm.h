@@ -88,6 +88,9 @@ struct rmacoll_comm {
     int sched_open;
     uint64_t comm_id;
     uint64_t epoch;                 /* calls made (successful or not) */
+    uint64_t agree_rounds;          /* calls that ran the network agreement: the value
+                                     * of the AGREE words (meta.c), which lag the epoch
+                                     * once a one-round call skipped it */
     int broken;                     /* a data phase failed: comm unusable */
     _Atomic int entered;            /* a thread is inside a call (rmacoll__enter) */
     int fail_culprit;               /* the peer a failure of this rank names, or -1 */

@@ -356,7 +356,11 @@ static rmacoll_status_t send_records(rmacoll_comm_t *comm, int par,
         put->dst_rkey = &comm->peer_ctrl_rkey[p];
         put->dst_addr = put->dst_rkey->addr + rmacoll__ctrl_rec_off(pl, kind, 0, slot, par);
         put->sig_index = rmacoll__ctrl_sig_rec(pl, kind, slot);
-        put->sig_value = comm->epoch; /* epoch already counts this call */
+        /* a word is raised once per record (a transport may add one per
+         * signal or store the value): METADATA travels on every call, so
+         * its words follow the epoch (which already counts this call);
+         * AGREE only on calls that run the agreement (agree_rounds) */
+        put->sig_value = kind == RMACOLL__REC_AGREE ? comm->agree_rounds : comm->epoch;
     }
     st = rmacoll__proxy_submit(&comm->proxy, puts, (size_t)comm->nnet);
     rmacoll__proxy_poll(&comm->proxy);
@@ -377,7 +381,8 @@ static rmacoll_status_t wait_records(rmacoll_comm_t *comm, rmacoll__rec_kind_t k
     for (int k = 0; k < comm->nnet; k++) {
         uint32_t idx = rmacoll__ctrl_sig_rec(&comm->lay, kind, k);
         rmacoll_status_t st = wait_word_for(
-            comm, &comm->signals[idx], comm->epoch, comm->net_list[k],
+            comm, &comm->signals[idx],
+            kind == RMACOLL__REC_AGREE ? comm->agree_rounds : comm->epoch, comm->net_list[k],
             kind == RMACOLL__REC_AGREE ? "agreement record" : "metadata record", limit);
         if (st != RMACOLL_SUCCESS) {
             return st;
@@ -823,6 +828,9 @@ rmacoll_status_t rmacoll__meta_agree(rmacoll__call_t *c)
     }
     node_merge(comm, c->par, RMACOLL__CTRL_B, &c->acc);
     if (comm->nnet) {
+        /* every rank runs the agreement on the same calls (one_round is
+         * part of the verdict): the count agrees too */
+        comm->agree_rounds++;
         for (int k = 0; k < comm->nnet; k++) {
             *(rmacoll__status_rec_t *)own_rec(comm, RMACOLL__REC_AGREE, 1, k, c->par) =
                 c->acc;

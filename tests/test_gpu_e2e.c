@@ -51,7 +51,8 @@ typedef enum gpu_mode {
     GPU_MODE_NAN,         /* NaN memset + async copy on the stream, call */
     GPU_MODE_BACK2BACK,   /* all calls queued, one sync at the end */
     GPU_MODE_CAPTURE,     /* call inside stream capture: UNSUPPORTED */
-    GPU_MODE_NCCL         /* rmacoll_comm_create_from_nccl, then calls */
+    GPU_MODE_NCCL,        /* rmacoll_comm_create_from_nccl, then calls */
+    GPU_MODE_MIXED        /* host-memory and device-memory calls alternate */
 } gpu_mode_t;
 
 typedef struct gpu_arg {
@@ -277,6 +278,54 @@ static int gpu_mode_case(rmacoll_comm_t *comm, int rank, int nranks,
     return rcode;
 }
 
+/* MIXED: on one communicator, even calls on host memory (no stream),
+ * odd calls on device memory (the stream), each checked. Across two
+ * nodes a host call needs no agreement round and a device call runs one:
+ * the agreement's signal words must still agree after the host calls. */
+static int gpu_mode_mixed(rmacoll_comm_t *comm, int rank, int nranks,
+                          const gpu_arg_t *arg, cudaStream_t stream)
+{
+    int rcode = GPU_OK;
+
+    for (int call = 0; call < arg->ncalls && rcode == GPU_OK; call++) {
+        const rmacoll_case_t *c = arg->cases[call % arg->ncases];
+        gpu_call_t k;
+        rmacoll_status_t st;
+        rmacoll_check_report_t rep;
+
+        rcode = gpu_call_init(&k, c, rank, nranks, 200 + (uint64_t)call);
+        if (rcode == GPU_OK && call % 2 == 0) {
+            st = rmacoll_alltoallv(k.sbytes ? k.hs : NULL, k.sc, k.sd, k.rbytes ? k.hr : NULL,
+                                   k.rc, k.rd, k.dtype, comm, NULL);
+            rcode = gpu_status(st, RMACOLL_SUCCESS, rank, comm, "mixed: host call");
+            if (rcode == GPU_OK && ((unsigned char *)k.hr)[k.rbytes] != RMACOLL_FILL_SENTINEL) {
+                fprintf(stderr, "rank %d (mixed: host call %d): byte past the receive "
+                        "buffer written\n", rank, call);
+                rcode = GPU_WRONG_DATA;
+            }
+            if (rcode == GPU_OK && rmacoll_check_recv(k.hr, k.rbytes, k.es, rank, nranks,
+                                                      k.rc, k.rd, k.iter, &rep) != 0) {
+                fprintf(stderr, "rank %d (mixed: host call %d): %s\n", rank, call, rep.msg);
+                rcode = GPU_WRONG_DATA;
+            }
+        } else if (rcode == GPU_OK) {
+            if (cudaMemcpy(k.ds, k.hs, k.sbytes + 1, cudaMemcpyHostToDevice) != cudaSuccess ||
+                cudaDeviceSynchronize() != cudaSuccess)
+                rcode = GPU_CUDA;
+            if (rcode == GPU_OK) {
+                st = gpu_call_run(&k, comm, stream);
+                rcode = gpu_status(st, RMACOLL_SUCCESS, rank, comm, "mixed: device call");
+                if (cudaStreamSynchronize(stream) != cudaSuccess)
+                    rcode = GPU_CUDA;
+                if (rcode == GPU_OK)
+                    rcode = gpu_call_check(&k, st, rank, nranks, "mixed: device call");
+            }
+        }
+        gpu_call_free(&k);
+    }
+    return rcode;
+}
+
 /* NAN: the send buffer is set to NaN by a memset on the stream, then the
  * real data is copied in by cudaMemcpyAsync on the same stream, then the
  * call: only stream order keeps the NaNs out. Repeated with fresh stamps. */
@@ -480,6 +529,9 @@ static int gpu_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
         break;
     case GPU_MODE_CAPTURE:
         rcode = gpu_mode_capture(comm, rank, nranks, arg, stream);
+        break;
+    case GPU_MODE_MIXED:
+        rcode = gpu_mode_mixed(comm, rank, nranks, arg, stream);
         break;
     case GPU_MODE_NCCL:
 #ifdef RMACOLL_TEST_HAVE_NCCL
@@ -828,6 +880,39 @@ static void test_cross_node_hmem(void **state)
     back2back_on(&cfg, node_of, RMACOLL_DEVICE_PATH_HMEM, 40);
 }
 
+/* Host-memory and device-memory calls alternating on one communicator
+ * across 2 virtual nodes x 2 (host calls need no agreement round, device
+ * calls run one: a device call after a host call used to wait for an
+ * agreement word that lagged one behind, until the timeout), staged over
+ * tcp;ofi_rxm, and registered over shm where libfabric has FI_HMEM. */
+static void test_cross_node_mixed(void **state)
+{
+    static const int node_of[4] = {0, 0, 1, 1};
+    rmacoll_case_t *c1 = gen(4, "random", 3000, 7, RMACOLL_FLOAT32);
+    rmacoll_case_t *c2 = gen(4, "zipf:1.2", 5000, 8, RMACOLL_INT32);
+    rmacoll_config_t cfg = ofi_config("tcp;ofi_rxm");
+    gpu_arg_t arg;
+
+    (void)state;
+    memset(&arg, 0, sizeof(arg));
+    arg.mode = GPU_MODE_MIXED;
+    arg.cases[0] = c1;
+    arg.cases[1] = c2;
+    arg.ncases = 2;
+    arg.ncalls = 6;
+    arg.path = RMACOLL_DEVICE_PATH_STAGED;
+    run_cfg(&arg, 4, node_of, &cfg);
+    if (getenv("RMACOLL_TEST_REQUIRE_HMEM") != NULL) {
+        cfg = ofi_config("shm");
+        assert_int_equal(rmacoll_config_set(&cfg, "transports.device_inter_node", "hmem"),
+                         RMACOLL_SUCCESS);
+        arg.path = RMACOLL_DEVICE_PATH_HMEM;
+        run_cfg(&arg, 4, node_of, &cfg);
+    }
+    rmacoll_case_free(c1);
+    rmacoll_case_free(c2);
+}
+
 /* rmacoll_comm_create_from_nccl: one rank per GPU (NCCL's rule). */
 static void test_from_nccl(void **state)
 {
@@ -883,6 +968,7 @@ int main(void)
         cmocka_unit_test(test_one_launch_processes),
         cmocka_unit_test(test_cross_node_relay),
         cmocka_unit_test(test_cross_node_hmem),
+        cmocka_unit_test(test_cross_node_mixed),
         cmocka_unit_test(test_from_nccl),
     };
 
