@@ -49,18 +49,6 @@ grep -E "rmacoll: (ofi|NCCL)" /tmp/hmem-cfg.log
 echo "librmacoll loads: $(ldd build-hmem/librmacoll.so | grep -o '[^ ]*libfabric[^ ]*' | head -2 | tr '\n' ' ')"
 
 rc=0
-for donly in 0 1; do
-  step "gpu tests: test_cross_node_hmem (HMEM required), ofi.hmem_device_only=$donly"
-  RMACOLL_OFI_HMEM_DEVICE_ONLY=$donly RMACOLL_TEST_REQUIRE_HMEM=1 RMACOLL_TEST_FILTER=test_cross_node_hmem \
-    timeout 240 ./build-hmem/tests/test_gpu_e2e 2>&1 | grep -vE '^\[ +(RUN|OK) ' | tail -40
-  [ "${PIPESTATUS[0]}" = 0 ] || { rc=1; echo "test_cross_node_hmem (device_only=$donly): FAILED or timed out"; }
-done
-step "gpu tests: test_cross_node_relay (staged), test_ce_cuda"
-RMACOLL_TEST_FILTER=test_cross_node_relay \
-  timeout 150 ./build-hmem/tests/test_gpu_e2e 2>&1 | grep -vE '^\[ +(RUN|OK) ' | tail -30
-[ "${PIPESTATUS[0]}" = 0 ] || { rc=1; echo "test_cross_node_relay: FAILED or timed out"; }
-timeout 60 ./build-hmem/tests/test_ce_cuda 2>&1 | tail -3
-
 step "rmacoll creation log over shm (INFO): the device path chosen"
 RMACOLL_LOG_LEVEL=info RMACOLL_TRANSPORTS_INTER_NODE=ofi RMACOLL_OFI_PROVIDER=shm RMACOLL_TRANSPORTS_DEVICE_INTER_NODE=auto \
   timeout 60 ./build-hmem/tools/rmacoll-perf --buffers cuda -np 4 --ppn 2 -b 1M -e 1M -n 2 -w 1 2>&1 |
@@ -74,7 +62,7 @@ bench() { # $1: label
     for path in staged hmem hmem:device_only; do
       echo "---- $1: $path, --dist $dist"
       donly=0; [ "$path" = hmem:device_only ] && donly=1
-      RMACOLL_LOG_LEVEL=debug RMACOLL_LOG_SUBSYSTEMS=none RMACOLL_TRANSPORTS_INTER_NODE=ofi \
+      RMACOLL_TIMEOUT_MS=10000 RMACOLL_LOG_LEVEL=debug RMACOLL_LOG_SUBSYSTEMS=none RMACOLL_TRANSPORTS_INTER_NODE=ofi \
       RMACOLL_OFI_HMEM_DEVICE_ONLY=$donly \
       RMACOLL_OFI_PROVIDER=shm RMACOLL_TRANSPORTS_DEVICE_INTER_NODE=${path%%:*} \
         timeout 120 ./build-hmem/tools/rmacoll-perf --buffers cuda -np 4 --ppn 2 --dist "$dist" \
@@ -84,6 +72,22 @@ bench() { # $1: label
 }
 step "benchmark: staged vs hmem, ofi/shm, 4 ranks --ppn 2 on one GPU, device memory, no MPS (time-sliced)"
 bench "no MPS"
+for donly in 1 0; do
+  step "gpu tests: test_cross_node_hmem (HMEM required), ofi.hmem_device_only=$donly"
+  RMACOLL_OFI_HMEM_DEVICE_ONLY=$donly RMACOLL_TEST_REQUIRE_HMEM=1 RMACOLL_TEST_FILTER=test_cross_node_hmem \
+    timeout 240 ./build-hmem/tests/test_gpu_e2e 2>&1 | grep -vE '^\[ +(RUN|OK) ' | tail -40
+  [ "${PIPESTATUS[0]}" = 0 ] || { rc=1; echo "test_cross_node_hmem (device_only=$donly): FAILED or timed out"; }
+done
+step "gpu tests: test_cross_node_mixed (host and device calls on one communicator; staged over tcp, hmem over shm)"
+RMACOLL_OFI_HMEM_DEVICE_ONLY=1 RMACOLL_TEST_REQUIRE_HMEM=1 RMACOLL_TEST_FILTER=test_cross_node_mixed \
+  timeout 120 ./build-hmem/tests/test_gpu_e2e 2>&1 | grep -vE '^\[ +(RUN|OK) ' | tail -20
+[ "${PIPESTATUS[0]}" = 0 ] || { rc=1; echo "test_cross_node_mixed: FAILED or timed out"; }
+step "gpu tests: test_cross_node_relay (staged), test_ce_cuda"
+RMACOLL_TEST_FILTER=test_cross_node_relay \
+  timeout 150 ./build-hmem/tests/test_gpu_e2e 2>&1 | grep -vE '^\[ +(RUN|OK) ' | tail -30
+[ "${PIPESTATUS[0]}" = 0 ] || { rc=1; echo "test_cross_node_relay: FAILED or timed out"; }
+timeout 60 ./build-hmem/tests/test_ce_cuda 2>&1 | tail -3
+
 if [ "${HMEM_MPS:-0}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
   step "the same under MPS (4 processes share the GPU at once)"
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/hmem-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/hmem-mps-log
