@@ -833,6 +833,10 @@ static void cases_on(const rmacoll_config_t *cfg, rmacoll_device_path_t path)
         size_t l = strlen(e->d_name);
         if (l < 5 || strcmp(e->d_name + l - 4, ".txt") != 0)
             continue;
+        /* RMACOLL_TEST_CASES=SUBSTRING: only the case files whose name has it */
+        if (getenv("RMACOLL_TEST_CASES") != NULL &&
+            strstr(e->d_name, getenv("RMACOLL_TEST_CASES")) == NULL)
+            continue;
         snprintf(p, sizeof(p), "%s/%s", RMACOLL_CASES_DIR, e->d_name);
         if (rmacoll_case_load(p, &c, err, sizeof(err)) != RMACOLL_SUCCESS)
             fail_msg("%s", err);

@@ -809,6 +809,15 @@ static void cu_ptr_attr_load(void)
     }
 }
 
+int rmacoll__cu_legacy_fence(void)
+{
+    if (cudaStreamSynchronize(cudaStreamLegacy) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return 0;
+}
+
 void *rmacoll__cu_context_get(void)
 {
     CUcontext ctx = NULL;

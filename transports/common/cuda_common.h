@@ -203,6 +203,19 @@ void *rmacoll__cu_context_get(void);
 void rmacoll__cu_context_bind(void *ctx);
 
 /**
+ * Waits until the work queued on the legacy default stream of the calling
+ * thread's context has completed. A network library that lands device
+ * memory with cudaMemcpy from pageable host memory (libfabric shm's SAR
+ * bounce buffers) may report the write complete while that copy's DMA
+ * is still in flight (CUDA: such a copy "returns once the pageable buffer
+ * has been copied to the staging memory"); work on a non-blocking stream
+ * that reads the buffer afterwards is not ordered behind it. Returns 0,
+ * or -1 when the synchronisation failed. Blocks behind blocking streams'
+ * earlier work too (legacy stream semantics). Thread-safe.
+ */
+int rmacoll__cu_legacy_fence(void);
+
+/**
  * A device buffer of `bytes` for a capability probe (e.g. can the network
  * library register CUDA memory), on the current device, whose ordinal
  * *device receives; NULL when no CUDA context is current on this thread

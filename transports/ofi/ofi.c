@@ -166,6 +166,8 @@ struct rmacoll_transport {
     int hmem;                   /* cuda memory registered (FI_HMEM, probed at init) */
     uint64_t hmem_flags;        /* fi_mr_regattr flags of device memory (ofi.hmem_device_only) */
     void *cu_ctx;               /* CUDA context of init's thread (hmem), bound where we drive */
+    int dev_fence;              /* device memory registered without FI_HMEM_DEVICE_ONLY: the
+                                 * provider may land it by cudaMemcpy (see ofi_progress) */
     char hmem_desc[RMACOLL_CONFIG_STR_MAX + 96]; /* why (not), for instance_caps */
 };
 
@@ -886,6 +888,9 @@ static rmacoll_status_t ofi_mem_register(rmacoll_transport_t *tp, void *addr,
         m = slot;
         memset(m, 0, sizeof(*m));
         ret = ofi_mr_open(tp, addr, bytes, type, device, &m->mr);
+        if (ret == 0 && type == RMACOLL_MEM_CUDA && !(tp->hmem_flags & FI_HMEM_DEVICE_ONLY)) {
+            tp->dev_fence = 1; /* sticky: cheap, and a peer may still write it */
+        }
         if (ret != 0) {
             OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: %s of %zu bytes of %s memory at %p "
                     "failed: %s", type == RMACOLL_MEM_CUDA ? "fi_mr_regattr" : "fi_mr_reg",
@@ -1173,6 +1178,24 @@ static rmacoll_status_t ofi_progress(rmacoll_transport_t *tp)
                     fi_strerror((int)-n));
             return ofi_fail(tp, RMACOLL_ERR_TRANSPORT, -1);
         }
+#ifdef RMACOLL_OFI_CUDA
+        /* shm's SAR protocol lands device memory with a cudaMemcpy from its
+         * (pageable) bounce buffers, which may still be in DMA when the
+         * write's completion arrives: a relay forward on the copy engine's
+         * stream then read the old bytes (seen on the GPU machine). Before
+         * a signal of this batch is raised, that copy is waited for. */
+        for (ssize_t i = 0; i < n && tp->dev_fence; i++) {
+            if ((ent[i].flags & (FI_REMOTE_CQ_DATA | FI_REMOTE_WRITE)) ==
+                (FI_REMOTE_CQ_DATA | FI_REMOTE_WRITE)) {
+                if (rmacoll__cu_legacy_fence() != 0) {
+                    OFI_LOG(tp, RMACOLL_LOG_ERROR, "ofi: waiting for the provider's copies "
+                            "into device memory failed");
+                    return ofi_fail(tp, RMACOLL_ERR_TRANSPORT, -1);
+                }
+                break;
+            }
+        }
+#endif
         for (ssize_t i = 0; i < n; i++) {
             /* remote events carry FI_REMOTE_WRITE; sockets also sets
              * FI_REMOTE_CQ_DATA on the writer's own completion */
