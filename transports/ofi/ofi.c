@@ -360,7 +360,20 @@ static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out
     /* device memory registered directly when the provider offers FI_HMEM;
      * asked only by a thread that uses a GPU (a host-only process keeps
      * the plain hints) */
-    if (!rmacoll__cu_context_current()) {
+    char dpath[32] = "";
+
+    /* staged device calls never hand device memory to the provider; and
+     * FI_HMEM costs host memory too: shm opened with it turns off CMA and
+     * moves every host buffer through its SAR bounce buffers */
+    if (tp->env.config_get == NULL || tp->env.config == NULL ||
+        tp->env.config_get(tp->env.config, "transports.device_inter_node", dpath,
+                           sizeof(dpath)) != RMACOLL_SUCCESS) {
+        dpath[0] = '\0';
+    }
+    if (strcmp(dpath, "staged") == 0) {
+        snprintf(tp->hmem_desc, sizeof(tp->hmem_desc), "not asked of provider %s: "
+                 "transports.device_inter_node = staged", prov);
+    } else if (!rmacoll__cu_context_current()) {
         snprintf(tp->hmem_desc, sizeof(tp->hmem_desc), "no CUDA context on the thread "
                  "that opened provider %s", prov);
     } else {
