@@ -477,7 +477,13 @@ static int plan_simulate(const rmacoll_case_t *c, const refexec_opts_t *op,
 {
     const char *names[64];
     int nn = 0, rc = 0;
+    uint64_t min_relay = 0;
+    rmacoll_topo_t *topo = NULL;
 
+    if (rmacoll__topo_create(c->nranks, c->node_of, &topo) == RMACOLL_SUCCESS) {
+        min_relay = plan_min_relay(topo, op);
+        rmacoll__topo_destroy(topo);
+    }
     if (op->scheduler_plugin == NULL && strcmp(op->scheduler, "all") == 0) {
         for (int k = 0; rmacoll__builtin_schedulers[k] != NULL && nn < 64; k++) {
             names[nn++] = rmacoll__builtin_schedulers[k]->name;
@@ -499,16 +505,17 @@ static int plan_simulate(const rmacoll_case_t *c, const refexec_opts_t *op,
                "\"nvlink_GBps\":%g,\"nvlink_bidir_GBps\":%g,"
                "\"nvlink_latency_us\":%g,\"self_GBps\":%g,\"put_us\":%g,"
                "\"batch_us\":%g,\"call_us\":%g},\"relay\":%s,\"relay_buffer_bytes\":%" PRIu64
-               ",\"relay_slots\":%u,\"results\":[",
+               ",\"relay_slots\":%u,\"min_relay_buffer_bytes\":%" PRIu64 ",\"results\":[",
                model->nic_bw / 1e9, model->nic_lat * 1e6, model->pcie_bw / 1e9,
                model->ce_bw / 1e9, model->ce_bidir_bw / 1e9, model->ce_lat * 1e6,
                model->self_bw / 1e9, model->put_s * 1e6, model->batch_s * 1e6,
                model->call_s * 1e6, op->relay_enabled ? "true" : "false", op->relay_buffer_bytes,
-               op->relay_slots);
+               op->relay_slots, min_relay);
     } else {
-        printf("# %s: %d ranks; model \"%s\"; relay %s (%" PRIu64 " B, %u slots)\n",
+        printf("# %s: %d ranks; model \"%s\"; relay %s (%" PRIu64 " B, %u slots; minimum "
+               "relay.buffer_bytes %" PRIu64 ")\n",
                c->name, c->nranks, model->name, op->relay_enabled ? "on" : "off",
-               op->relay_buffer_bytes, op->relay_slots);
+               op->relay_buffer_bytes, op->relay_slots, min_relay);
         printf("%-12s %12s %11s %7s %7s %14s %18s %9s  %s\n", "scheduler",
                "makespan_us", "bound_us", "ratio", "rounds", "peak_round_B",
                "busiest_link", "busy_us", "critical path us: nic/ce/lat/host/queue (steps, hops)");

@@ -41,6 +41,12 @@ if(TARGET rmacoll-plan)
             --scheduler all --model ${PROJECT_SOURCE_DIR}/docs/sim/fabric-h200-cx7.yaml --json)
   set_tests_properties(plan_tool_sim_all PROPERTIES TIMEOUT 60
     PASS_REGULAR_EXPRESSION "\"model\":\\{\"name\":\"H200 \\+ ConnectX-7, rail-only\",\"nic_GBps\":48.5,.*\"scheduler\":\"largest_first\",\"status\":\"RMACOLL_SUCCESS\",\"makespan_us\":[0-9.]+,.*\"scheduler\":\"xor\"")
+  # the --sim header names the topology's relay minimum, as the plan
+  # header does (8 slots here: 64 bytes)
+  add_test(NAME plan_tool_sim_relay_minimum
+    COMMAND rmacoll-plan --topology 2x4 --sim --slots 8)
+  set_tests_properties(plan_tool_sim_relay_minimum PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "^# topology 2x4 [^\n]*relay on \\(67108864 B, 8 slots; minimum relay.buffer_bytes 64\\)\n")
   # a bad model file is refused naming the key
   add_test(NAME plan_tool_sim_bad_model
     COMMAND rmacoll-plan --topology 2x2 --model ${PROJECT_SOURCE_DIR}/tests/cases/README.md)
