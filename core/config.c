@@ -1817,28 +1817,51 @@ static int config_id_in(const rmacoll_config_t *cfg, const char *key)
     return id;
 }
 
+/* The message of the calling thread's last failed rmacoll_config_set or
+ * rmacoll_config_get (rmacoll_config_last_error). */
+static __thread char config_err[RMACOLL_CONFIG_STR_MAX + 256];
+
+const char *rmacoll_config_last_error(void)
+{
+    return config_err;
+}
+
 rmacoll_status_t rmacoll_config_set(rmacoll_config_t *cfg, const char *key, const char *value)
 {
     rmacoll_config_t tmp;
     int id;
     rmacoll_status_t st;
+    char problem[256] = "";
 
     if (cfg == NULL || key == NULL || value == NULL || cfg->struct_size < sizeof(*cfg)) {
+        config_msg(config_err, sizeof(config_err), "rmacoll_config_set: %s",
+                   cfg == NULL ? "cfg is NULL" : key == NULL ? "key is NULL"
+                   : value == NULL ? "value is NULL"
+                   : "cfg was not initialised by rmacoll_config_init or rmacoll_config_load");
         return RMACOLL_ERR_INVALID_ARG;
     }
     id = config_id_in(cfg, key);
     if (id < 0) {
+        config_msg(config_err, sizeof(config_err), "rmacoll_config_set: unknown key '%s' "
+                   "(rmacoll-info lists the keys)", key);
         return RMACOLL_ERR_CONFIG;
     }
     tmp = *cfg; /* cfg is unchanged on error */
-    st = config_set(&tmp, (config_id_t)id, value, NULL, 0, NULL, 0);
+    st = config_set(&tmp, (config_id_t)id, value, problem, sizeof(problem), NULL, 0);
     if (st == RMACOLL_SUCCESS) {
-        st = config_check_transports(&tmp, NULL, NULL, 0);
+        const char *tkey = NULL;
+        st = config_check_transports(&tmp, &tkey, problem, sizeof(problem));
+        if (st != RMACOLL_SUCCESS && tkey != NULL) {
+            key = tkey;
+        }
     }
-    if (st == RMACOLL_SUCCESS) {
-        *cfg = tmp;
+    if (st != RMACOLL_SUCCESS) {
+        config_msg(config_err, sizeof(config_err), "rmacoll_config_set: %s = '%s': %s", key,
+                   value, problem[0] ? problem : rmacoll_status_string(st));
+        return st;
     }
-    return st;
+    *cfg = tmp;
+    return RMACOLL_SUCCESS;
 }
 
 rmacoll_status_t rmacoll_config_get(const rmacoll_config_t *cfg, const char *key, char *buf,
@@ -1853,6 +1876,8 @@ rmacoll_status_t rmacoll_config_get(const rmacoll_config_t *cfg, const char *key
     id = config_id_in(cfg, key);
     if (id < 0) {
         buf[0] = '\0';
+        config_msg(config_err, sizeof(config_err), "rmacoll_config_get: unknown key '%s' "
+                   "(rmacoll-info lists the keys)", key);
         return RMACOLL_ERR_CONFIG;
     }
     config_value_string(cfg, (config_id_t)id, buf, len, 0);

@@ -232,6 +232,14 @@ rmacoll_status_t rmacoll_config_set(rmacoll_config_t *cfg, const char *key,
 rmacoll_status_t rmacoll_config_get(const rmacoll_config_t *cfg, const char *key,
                                     char *buf, size_t len);
 
+/**
+ * The message of the calling thread's last failed rmacoll_config_set or
+ * rmacoll_config_get, naming the key, the value and why ("rmacoll_config_set:
+ * relay.slots = 'x': ..."); "" when none failed on this thread. Valid until
+ * the thread's next failing call. Thread-safe (one message per thread).
+ */
+const char *rmacoll_config_last_error(void);
+
 /* Opaque communicator. */
 typedef struct rmacoll_comm rmacoll_comm_t;
 

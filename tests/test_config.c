@@ -855,19 +855,35 @@ static void test_set_get(void **state)
                                         "plugin:/opt/x/libt.so"), RMACOLL_SUCCESS);
     assert_string_equal(cfg.inter_node, "plugin:/opt/x/libt.so");
 
+    /* each failure leaves cfg alone and says, on this thread, which key and
+     * value were refused and why */
     before = cfg;
+    assert_string_equal(rmacoll_config_last_error(), "");
     assert_int_equal(rmacoll_config_set(&cfg, "ofi.no_such_key", "1"), RMACOLL_ERR_CONFIG);
+    assert_string_equal(rmacoll_config_last_error(), "rmacoll_config_set: unknown key "
+                        "'ofi.no_such_key' (rmacoll-info lists the keys)");
     assert_int_equal(rmacoll_config_set(&cfg, "relay.slots", "0"), RMACOLL_ERR_CONFIG);
+    assert_non_null(strstr(rmacoll_config_last_error(), "rmacoll_config_set: relay.slots = '0': "));
     assert_int_equal(rmacoll_config_set(&cfg, "relay.slots", "four"), RMACOLL_ERR_CONFIG);
+    assert_non_null(strstr(rmacoll_config_last_error(),
+                           "rmacoll_config_set: relay.slots = 'four': "));
     assert_int_equal(rmacoll_config_set(&cfg, "transports.inter_node", "plugin:"),
                      RMACOLL_ERR_CONFIG);
+    assert_non_null(strstr(rmacoll_config_last_error(),
+                           "rmacoll_config_set: transports.inter_node = 'plugin:': "));
     assert_int_equal(rmacoll_config_set(&cfg, "transports.intra_node", "nvlink"),
                      RMACOLL_ERR_CONFIG);
+    assert_non_null(strstr(rmacoll_config_last_error(), "transports.intra_node"));
+    assert_non_null(strstr(rmacoll_config_last_error(), "'nvlink'"));
     assert_memory_equal(&cfg, &before, sizeof(cfg));
     assert_int_equal(rmacoll_config_get(&cfg, "no.such", buf, sizeof(buf)), RMACOLL_ERR_CONFIG);
     assert_string_equal(buf, "");
+    assert_string_equal(rmacoll_config_last_error(), "rmacoll_config_get: unknown key "
+                        "'no.such' (rmacoll-info lists the keys)");
     assert_int_equal(rmacoll_config_set(NULL, "relay.slots", "2"), RMACOLL_ERR_INVALID_ARG);
+    assert_string_equal(rmacoll_config_last_error(), "rmacoll_config_set: cfg is NULL");
     assert_int_equal(rmacoll_config_set(&cfg, NULL, "2"), RMACOLL_ERR_INVALID_ARG);
+    assert_string_equal(rmacoll_config_last_error(), "rmacoll_config_set: key is NULL");
     assert_int_equal(rmacoll_config_get(&cfg, "relay.slots", buf, 0), RMACOLL_ERR_INVALID_ARG);
 }
 
