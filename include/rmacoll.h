@@ -344,6 +344,13 @@ typedef struct rmacoll_comm_stats {
     uint64_t device_registered_bytes;
     uint64_t device_calls_staged;  /* device calls across nodes, staged */
     uint64_t device_calls_hmem;    /* device calls across nodes, registered */
+    /* device calls on one node: 1 when their signal words (READY and data
+     * words) live in device memory (each rank's array, mapped by its node
+     * peers: no signal store or poll crosses PCIe), 0 when in the host
+     * control window (no GPU, RMACOLL_DEVICE_SIGNALS=0, or a rank of the
+     * node could not map them: logged at INFO at create) */
+    int32_t device_signals;
+    uint64_t device_calls_device_signals; /* such calls enqueued with them */
 } rmacoll_comm_stats_t;
 
 /**
