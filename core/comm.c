@@ -526,7 +526,8 @@ static rmacoll_status_t dsig_hand_out(rmacoll_comm_t *comm, int probe, char *why
  * exchanges: every rank of the node must have its array (first), and every
  * rank must have mapped and handed out all of them (second); otherwise every
  * rank keeps the host words, so writer and reader always agree. Logged at
- * INFO with the reason (DEBUG when no transport takes device memory).
+ * INFO with the reason (DEBUG, and no exchange, when no transport takes
+ * device memory or the communicator spans nodes).
  */
 static rmacoll_status_t setup_device_signals(rmacoll_comm_t *comm)
 {
@@ -538,13 +539,18 @@ static rmacoll_status_t setup_device_signals(rmacoll_comm_t *comm)
     rmacoll_status_t st;
     int on;
 
-    if (comm->topo->nnodes != 1) {
-        return RMACOLL_SUCCESS; /* device calls across nodes never take the stream runner */
+    if (comm->topo->nnodes != 1 || ctl == NULL) {
+        /* device calls across nodes never take the stream runner; without
+         * a transport for device memory (alike on every rank: the bindings
+         * come from the agreed config) there are none on one node */
+        rmacoll__log(&comm->log, RMACOLL_LOG_DEBUG, RMACOLL_LOG_SUBSYS_CORE, "rank %d: no "
+                     "device-resident signal words (%s)", comm->rank,
+                     ctl == NULL ? "no transport for node peers takes device memory"
+                                 : "device calls across nodes are staged or registered");
+        return RMACOLL_SUCCESS;
     }
     memset(&mine, 0, sizeof(mine));
-    if (ctl == NULL) {
-        snprintf(why, sizeof(why), "no transport for node peers takes device memory");
-    } else if (dsig_env_off()) {
+    if (dsig_env_off()) {
         snprintf(why, sizeof(why), "RMACOLL_DEVICE_SIGNALS=%s", getenv("RMACOLL_DEVICE_SIGNALS"));
     } else if (dsig_hand_out(comm, 1, why, sizeof(why)) == RMACOLL_SUCCESS) {
         st = ctl->ops->mem.mem_alloc(ctl->tp, bytes, RMACOLL_MEM_CUDA, &comm->dsig_buf);
@@ -628,9 +634,9 @@ static rmacoll_status_t setup_device_signals(rmacoll_comm_t *comm)
                      "words at %p, every node peer's mapped)", comm->rank, comm->lay.nsig,
                      comm->dsig_buf);
     } else {
-        rmacoll__log(&comm->log, ctl != NULL ? RMACOLL_LOG_INFO : RMACOLL_LOG_DEBUG,
-                     RMACOLL_LOG_SUBSYS_CORE, "rank %d: device calls on one node: signal "
-                     "words in the host control window (%s)", comm->rank, why);
+        rmacoll__log(&comm->log, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_CORE, "rank %d: "
+                     "device calls on one node: signal words in the host control window "
+                     "(%s)", comm->rank, why);
     }
     return RMACOLL_SUCCESS;
 }

@@ -311,7 +311,8 @@ typedef struct rmacoll_transport_stream_ops {
      * mem_import, or own memory for peer == rank); each signal is written
      * by the stream after the put's bytes (and all earlier ones) are
      * complete, into the peer's signal word (the same words as the host
-     * path: node peers' control windows). With n == 0 (puts may be NULL)
+     * path: node peers' control windows; with RMACOLL_SIG_DEVICE in
+     * sig_index the peer's device-resident word). With n == 0 (puts may be NULL)
      * it only checks that the stream can take work now: RMACOLL_ERR_UNSUPPORTED
      * while the stream is being captured into a CUDA graph. */
     rmacoll_status_t (*post_puts_stream)(rmacoll_transport_t *tp,

@@ -17,7 +17,9 @@
  * an event synchronisation after each. Each path runs in a forked child
  * (its environment switches are read once per process); the parent never
  * initialises CUDA. The receive buffer is checked once per size after the
- * timed calls (every byte; "ok" or "WRONG").
+ * timed calls (every byte; "ok" or "WRONG"); the last column says where
+ * the calls' signal words were (rmacoll_comm_get_stats: "device" memory,
+ * or the "host" control window, e.g. under RMACOLL_DEVICE_SIGNALS=0).
  *
  *   rmacoll-latency [-np N] [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP]
  *                   [--graph-calls G] [--path NAME[,NAME...]]
@@ -72,6 +74,7 @@ typedef struct shared {
     double t_pipe[MAXR], t_sync[MAXR];
     double floor_pipe, floor_sync;
     int bad[MAXR];
+    int dsig; /* rank 0's communicator: device-resident signal words */
 } shared_t;
 
 typedef struct targ {
@@ -307,8 +310,14 @@ static void *rank_main(void *p)
     if (rmacoll_comm_create(&prm, &comm) != RMACOLL_SUCCESS) {
         fatal(rank, "rmacoll_comm_create");
     }
-    if (rank == 0)
+    if (rank == 0) {
+        rmacoll_comm_stats_t cs;
+
+        memset(&cs, 0, sizeof(cs));
+        cs.struct_size = sizeof(cs);
+        sh->dsig = rmacoll_comm_get_stats(comm, &cs) == RMACOLL_SUCCESS && cs.device_signals;
         measure_floor(sh, s);
+    }
     for (size_t size = o->minb; size <= o->maxb; size *= (size_t)o->factor) {
         int bad = 0;
         double tp = 0, ts = 0;
@@ -322,9 +331,9 @@ static void *rank_main(void *p)
                 ts = sh->t_sync[r] > ts ? sh->t_sync[r] : ts;
                 bad |= sh->bad[r];
             }
-            printf("%-17s %10zu %10zu %12.2f %12.2f %10.2f %10.2f  %s\n", sh->path, size,
-                   size / (size_t)o->np, tp, ts, sh->floor_pipe, sh->floor_sync,
-                   bad ? "WRONG" : "ok");
+            printf("%-17s %10zu %10zu %12.2f %12.2f %10.2f %10.2f  %-5s  %s\n", sh->path,
+                   size, size / (size_t)o->np, tp, ts, sh->floor_pipe, sh->floor_sync,
+                   bad ? "WRONG" : "ok", sh->dsig ? "device" : "host");
             fflush(stdout);
         }
         pthread_barrier_wait(&sh->bar);
@@ -453,8 +462,8 @@ int main(int argc, char **argv)
            "synced = host waits after each call (graph: each replay)\n");
     printf("# floor: one empty kernel + one event on the same stream (pipelined, and "
            "with an event synchronisation)\n");
-    printf("%-17s %10s %10s %12s %12s %10s %10s  %s\n", "# path", "size", "per-peer",
-           "pipelined", "synced", "floor", "floor-sync", "check");
+    printf("%-17s %10s %10s %12s %12s %10s %10s  %-5s  %s\n", "# path", "size", "per-peer",
+           "pipelined", "synced", "floor", "floor-sync", "check", "words");
     fflush(stdout);
     for (tok = strtok_r(o.paths, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
         pid_t pid;

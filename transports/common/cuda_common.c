@@ -520,7 +520,8 @@ static void cu_close_stale(rmacoll__cu_t *cu, int peer, uint64_t base, int every
     for (size_t i = 0; i < cu->nimports; i++) {
         rmacoll__cu_import_t *m = &cu->imports[i];
 
-        if (m->peer == peer && !m->same_process && (every_one || m->base == base)) {
+        if (m->peer == peer && !m->same_process && !m->keep &&
+            (every_one || m->base == base)) {
             cudaError_t e = cudaIpcCloseMemHandle(m->mapped);
             CU_LOG(cu, RMACOLL_LOG_DEBUG, "%s: closed the IPC mapping of peer %d's "
                    "allocation at 0x%llx (%s)", cu->name, peer, (unsigned long long)m->base,
@@ -598,6 +599,7 @@ static rmacoll_status_t cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
     cu->imports[cu->nimports].base = b.base;
     cu->imports[cu->nimports].peer = peer;
     cu->imports[cu->nimports].same_process = same;
+    cu->imports[cu->nimports].keep = 0;
     cu->nimports++;
     if (cu->nimports % 64 == 0) {
         CU_LOG(cu, RMACOLL_LOG_WARN, "%s: %zu IPC mappings of peers' device buffers held "
@@ -621,8 +623,22 @@ rmacoll_status_t rmacoll__cu_set_device_signals(rmacoll__cu_t *cu, const uint64_
         return RMACOLL_ERR_INVALID_ARG;
     }
     for (int p = 0; p < nranks; p++) {
+        CUdeviceptr base = 0;
+        size_t size = 0;
+
         cu->dsig_dev[p] = addr[p] != 0 && nwords[p] != 0 ? (CUdeviceptr)addr[p] : 0;
         cu->dsig_n[p] = cu->dsig_dev[p] != 0 ? nwords[p] : 0;
+        if (p == cu->env->rank || cu->dsig_dev[p] == 0 ||
+            cu->get_range(&base, &size, cu->dsig_dev[p]) != CUDA_SUCCESS) {
+            continue;
+        }
+        /* the mapping of p's array must outlive every stale-mapping
+         * clean-up (cu_close_stale, every_one included) */
+        for (size_t i = 0; i < cu->nimports; i++) {
+            if (cu->imports[i].peer == p && (CUdeviceptr)(uintptr_t)cu->imports[i].mapped == base) {
+                cu->imports[i].keep = 1;
+            }
+        }
     }
     CU_LOG(cu, RMACOLL_LOG_DEBUG, "%s: device-resident signal words: %u own at 0x%llx",
            cu->name, cu->dsig_n[cu->env->rank],

@@ -51,6 +51,7 @@ typedef struct rmacoll__cu_import {
     uint64_t base;         /* the allocation's base in the exporter */
     int peer;
     int same_process;      /* the exporter is this process: nothing to close */
+    int keep;              /* holds device-resident signal words: never closed as stale */
 } rmacoll__cu_import_t;
 
 typedef struct rmacoll__cu {
@@ -150,8 +151,11 @@ rmacoll_status_t rmacoll__cu_export(rmacoll__cu_t *cu, void *addr, size_t bytes,
 rmacoll_status_t rmacoll__cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
                                     uint64_t *addr);
 
-/** stream.set_device_signals: copies addr[nranks] and nwords[nranks];
- * addr NULL: a probe, RMACOLL_SUCCESS (nothing kept). */
+/** stream.set_device_signals: copies addr[nranks] and nwords[nranks] and
+ * marks the cached IPC mappings holding node peers' arrays (imported
+ * through this cu) as kept for good: a later stale-mapping clean-up of
+ * rmacoll__cu_import never closes them. addr NULL: a probe,
+ * RMACOLL_SUCCESS (nothing kept). */
 rmacoll_status_t rmacoll__cu_set_device_signals(rmacoll__cu_t *cu, const uint64_t *addr,
                                                 const uint32_t *nwords);
 /** The device address of rank p's word idx: in its control window, or with
