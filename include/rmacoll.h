@@ -395,8 +395,11 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
  * dtype, the same stream on every rank, every rank launching its graph
  * once per replay, in the same order relative to its other calls on the
  * communicator. Ordinary device calls on the same stream may come before,
- * between and after replays. Not allowed between replays on the same
- * communicator: host-memory calls. Ranks that are threads of one process
+ * between and after replays. Host-memory calls between replays on the
+ * same communicator are allowed only when rmacoll_comm_get_stats reports
+ * device_signals = 1 (device calls then keep signal words of their own in
+ * device memory, which host calls never touch); with the host words they
+ * are not. Ranks that are threads of one process
  * should capture with cudaStreamCaptureModeThreadLocal (or Relaxed), and
  * each rank should make one ordinary call with the same buffers before
  * capturing (node peers' buffers are then already mapped). Graph mode

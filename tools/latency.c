@@ -55,6 +55,8 @@ int main(void)
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include "cuda_graph.h"
+
 #define MAXR 16
 
 typedef struct opts {
@@ -196,8 +198,8 @@ static int one_size(shared_t *sh, rmacoll_comm_t *comm, int rank, cudaStream_t s
     size_t bytes = (size_t)count * 4 * (size_t)np;
     void *hs = NULL, *hr = NULL, *ds = NULL, *dr = NULL;
     cudaEvent_t a = NULL, b = NULL;
-    cudaGraph_t g = NULL;
-    cudaGraphExec_t ge = NULL;
+    rmacoll_tool_graph_t tg = {NULL, NULL};
+    char gerr[160];
     float ms = 0;
     int rc = 0, reps = 0;
     rmacoll_check_report_t rep;
@@ -224,26 +226,23 @@ static int one_size(shared_t *sh, rmacoll_comm_t *comm, int rank, cudaStream_t s
     if (rc == 0 && sh->graph) {
         rmacoll_status_t st = RMACOLL_SUCCESS;
 
-        if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
-            fatal(rank, "cudaStreamBeginCapture");
+        if (rmacoll_tool_graph_begin(s, gerr, sizeof(gerr)) != 0)
+            fatal(rank, gerr);
         for (int i = 0; i < o->gcalls && st == RMACOLL_SUCCESS; i++)
             st = CALL();
-        if (cudaStreamEndCapture(s, &g) != cudaSuccess || st != RMACOLL_SUCCESS ||
-            cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
-            fprintf(stderr, "rank %d: capture failed: %s\n", rank,
+        if (rmacoll_tool_graph_end(&tg, s, st == RMACOLL_SUCCESS, gerr, sizeof(gerr)) != 0) {
+            fprintf(stderr, "rank %d: capture failed: %s: %s\n", rank, gerr,
                     rmacoll_comm_last_error(comm));
             fatal(rank, "capturing the calls");
         }
         reps = (o->iters + o->gcalls - 1) / o->gcalls;
-        for (int i = 0; i < 3; i++)
-            cudaGraphLaunch(ge, s);
+        rmacoll_tool_graph_launch(&tg, s, 3, gerr, sizeof(gerr));
     }
     cudaStreamSynchronize(s);
     pthread_barrier_wait(&sh->bar);
     cudaEventRecord(a, s);
     if (sh->graph) {
-        for (int i = 0; i < reps; i++)
-            rc |= cudaGraphLaunch(ge, s) != cudaSuccess;
+        rc |= rmacoll_tool_graph_launch(&tg, s, reps, gerr, sizeof(gerr)) != 0;
     } else {
         for (int i = 0; i < o->iters && rc == 0; i++)
             rc = CALL() != RMACOLL_SUCCESS;
@@ -259,7 +258,8 @@ static int one_size(shared_t *sh, rmacoll_comm_t *comm, int rank, cudaStream_t s
         double t0 = now_us();
 
         for (int i = 0; i < n && rc == 0; i++) {
-            rc = sh->graph ? cudaGraphLaunch(ge, s) != cudaSuccess : CALL() != RMACOLL_SUCCESS;
+            rc = sh->graph ? rmacoll_tool_graph_launch(&tg, s, 1, gerr, sizeof(gerr)) != 0
+                           : CALL() != RMACOLL_SUCCESS;
             cudaStreamSynchronize(s);
         }
         sh->t_sync[rank] = (now_us() - t0) / (sh->graph ? (double)n * o->gcalls : n);
@@ -270,10 +270,7 @@ static int one_size(shared_t *sh, rmacoll_comm_t *comm, int rank, cudaStream_t s
     if (sh->bad[rank] && rc == 0)
         fprintf(stderr, "rank %d: %s\n", rank, rep.msg);
 #undef CALL
-    if (ge != NULL)
-        cudaGraphExecDestroy(ge);
-    if (g != NULL)
-        cudaGraphDestroy(g);
+    rmacoll_tool_graph_free(&tg);
     if (a != NULL)
         cudaEventDestroy(a);
     if (b != NULL)

@@ -23,3 +23,9 @@ for np in 2 4; do
   done
 done
 unset RMACOLL_DEVICE_SIGNALS
+# rmacoll-perf's graph replay (-G, issue 14 item 4): 100 calls per graph,
+# one launch per timed iteration, every iteration checked; ranks as
+# processes (spawned), uniform counts
+timeout 240 "$top/build/tools/rmacoll-perf" --buffers cuda -np 2 --dist uniform \
+    -b 8K -e 512K -f 8 -n 20 -w 5 -m 100 -G 1 2>&1 | grep -v "WARN config" |
+  tee "$out/perf-graph.log"
