@@ -369,12 +369,18 @@ rmacoll_status_t rmacoll__ce_cuda_mem_alloc(rmacoll_transport_t *tp, size_t byte
         e = cudaMalloc(&p, bytes);
     }
     if (e == cudaSuccess) {
-        /* zero before any peer's stream may use it: cudaMemset runs on the
-         * legacy stream, which the host waits for (not the whole device,
-         * whose other streams may wait for this rank) */
-        e = cudaMemset(p, 0, bytes);
+        /* zero before any peer's stream may use it, waiting for the memset
+         * alone: on a stream of its own, non-blocking (the legacy stream
+         * or the whole device could hold work that waits for a peer) */
+        cudaStream_t z = NULL;
+
+        e = cudaStreamCreateWithFlags(&z, cudaStreamNonBlocking);
         if (e == cudaSuccess) {
-            e = cudaStreamSynchronize(0);
+            e = cudaMemsetAsync(p, 0, bytes, z);
+            if (e == cudaSuccess) {
+                e = cudaStreamSynchronize(z);
+            }
+            cudaStreamDestroy(z);
         }
         if (e != cudaSuccess) {
             cudaFree(p);
