@@ -474,6 +474,173 @@ static rmacoll_status_t setup_device_path(rmacoll_comm_t *comm)
     return RMACOLL_SUCCESS;
 }
 
+/* What a rank tells the others about its device-resident signal words. */
+typedef struct dsig_card {
+    int32_t ok;       /* 1: allocated and exported, blob valid */
+    uint32_t nwords;
+    uint8_t blob[RMACOLL_EXPORT_BYTES];
+} dsig_card_t;
+
+/* RMACOLL_DEVICE_SIGNALS=0|no|off|false turns the device words off. */
+static int dsig_env_off(void)
+{
+    const char *v = getenv("RMACOLL_DEVICE_SIGNALS");
+
+    return v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "no") == 0 ||
+                         strcmp(v, "off") == 0 || strcmp(v, "false") == 0);
+}
+
+/* Hands comm->dsig_addr / dsig_n to every instance of the CE x cuda
+ * binding (its candidates and its control instance, once each). */
+static rmacoll_status_t dsig_hand_out(rmacoll_comm_t *comm, int probe, char *why, size_t len)
+{
+    const rmacoll__binding_t *b = &comm->bp.bind[RMACOLL__PATH_CE][RMACOLL_MEM_CUDA];
+    int seen[RMACOLL__MAX_INST] = {0};
+
+    for (int k = 0; k <= b->n; k++) {
+        int i = k < b->n ? b->inst[k] : b->ctl;
+        rmacoll__tinst_t *ti;
+        rmacoll_status_t st;
+
+        if (i < 0 || i >= comm->bp.ninst || seen[i]) {
+            continue;
+        }
+        seen[i] = 1;
+        ti = &comm->inst[i];
+        st = ti->ops->stream.set_device_signals(ti->tp, probe ? NULL : comm->dsig_addr,
+                                                probe ? NULL : comm->dsig_n);
+        if (st != RMACOLL_SUCCESS) {
+            snprintf(why, len, "transport %s cannot use them: %s", ti->ops->name,
+                     rmacoll_status_string(st));
+            return st;
+        }
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/*
+ * Device-resident signal words for device calls on one node (docs/protocol.md,
+ * "Device memory"): each rank allocates lay.nsig words of device memory with
+ * the CE x cuda control transport, exports them, and maps every node peer's;
+ * then every CE x cuda instance gets the addresses. Collective, in two
+ * exchanges: every rank of the node must have its array (first), and every
+ * rank must have mapped and handed out all of them (second); otherwise every
+ * rank keeps the host words, so writer and reader always agree. Logged at
+ * INFO with the reason (DEBUG, and no exchange, when no transport takes
+ * device memory or the communicator spans nodes).
+ */
+static rmacoll_status_t setup_device_signals(rmacoll_comm_t *comm)
+{
+    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    size_t bytes = (size_t)comm->lay.nsig * sizeof(uint64_t);
+    dsig_card_t mine, *all;
+    int32_t ok2 = 0, *all2 = NULL;
+    char why[320] = "";
+    rmacoll_status_t st;
+    int on;
+
+    if (comm->topo->nnodes != 1 || ctl == NULL) {
+        /* device calls across nodes never take the stream runner; without
+         * a transport for device memory (alike on every rank: the bindings
+         * come from the agreed config) there are none on one node */
+        rmacoll__log(&comm->log, RMACOLL_LOG_DEBUG, RMACOLL_LOG_SUBSYS_CORE, "rank %d: no "
+                     "device-resident signal words (%s)", comm->rank,
+                     ctl == NULL ? "no transport for node peers takes device memory"
+                                 : "device calls across nodes are staged or registered");
+        return RMACOLL_SUCCESS;
+    }
+    memset(&mine, 0, sizeof(mine));
+    if (dsig_env_off()) {
+        snprintf(why, sizeof(why), "RMACOLL_DEVICE_SIGNALS=%s", getenv("RMACOLL_DEVICE_SIGNALS"));
+    } else if (dsig_hand_out(comm, 1, why, sizeof(why)) == RMACOLL_SUCCESS) {
+        st = ctl->ops->mem.mem_alloc(ctl->tp, bytes, RMACOLL_MEM_CUDA, &comm->dsig_buf);
+        if (st != RMACOLL_SUCCESS) {
+            comm->dsig_buf = NULL;
+            snprintf(why, sizeof(why), "cannot allocate %zu bytes of device memory with %s: %s",
+                     bytes, ctl->ops->name, rmacoll_status_string(st));
+        } else {
+            st = ctl->ops->mem.mem_export(ctl->tp, comm->dsig_buf, bytes, mine.blob);
+            if (st != RMACOLL_SUCCESS) {
+                snprintf(why, sizeof(why), "cannot export them with %s: %s", ctl->ops->name,
+                         rmacoll_status_string(st));
+            } else {
+                mine.ok = 1;
+                mine.nwords = comm->lay.nsig;
+            }
+        }
+    }
+    all = calloc((size_t)comm->nranks, sizeof(*all));
+    if (all == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    st = rmacoll__bootstrap_allgather(comm->bs, &mine, all, sizeof(mine));
+    if (st != RMACOLL_SUCCESS) {
+        free(all);
+        return st;
+    }
+    on = 1;
+    for (int r = 0; r < comm->nranks && on; r++) {
+        if (!all[r].ok || all[r].nwords != comm->peer_lay[r].nsig) {
+            on = 0;
+            if (mine.ok) {
+                snprintf(why, sizeof(why), "rank %d has none (its log says why)", r);
+            }
+        }
+    }
+    /* every rank computed the same `on`: either all take the second
+     * exchange or none */
+    if (on) {
+        ok2 = 1;
+        for (int r = 0; r < comm->nranks && ok2; r++) {
+            comm->dsig_n[r] = all[r].nwords;
+            if (r == comm->rank) {
+                comm->dsig_addr[r] = (uint64_t)(uintptr_t)comm->dsig_buf;
+            } else if (ctl->ops->mem.mem_import(ctl->tp, r, all[r].blob, &comm->dsig_addr[r]) !=
+                       RMACOLL_SUCCESS) {
+                snprintf(why, sizeof(why), "cannot map rank %d's (%s's log says why)", r,
+                         ctl->ops->name);
+                ok2 = 0;
+            }
+        }
+        if (ok2 && dsig_hand_out(comm, 0, why, sizeof(why)) != RMACOLL_SUCCESS) {
+            ok2 = 0;
+        }
+        all2 = malloc((size_t)comm->nranks * sizeof(*all2));
+        st = all2 == NULL ? RMACOLL_ERR_NO_MEMORY
+                          : rmacoll__bootstrap_allgather(comm->bs, &ok2, all2, sizeof(ok2));
+        for (int r = 0; st == RMACOLL_SUCCESS && r < comm->nranks && on; r++) {
+            if (!all2[r]) {
+                on = 0;
+                if (ok2) {
+                    snprintf(why, sizeof(why), "rank %d could not map every rank's (its log "
+                             "says why)", r);
+                }
+            }
+        }
+        free(all2);
+    }
+    free(all);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    comm->dsig = on;
+    if (!on && comm->dsig_buf != NULL) {
+        ctl->ops->mem.mem_free(ctl->tp, comm->dsig_buf, RMACOLL_MEM_CUDA);
+        comm->dsig_buf = NULL;
+    }
+    if (on) {
+        rmacoll__log(&comm->log, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_CORE,
+                     "rank %d: device calls on one node: signal words in device memory (%u "
+                     "words at %p, every node peer's mapped)", comm->rank, comm->lay.nsig,
+                     comm->dsig_buf);
+    } else {
+        rmacoll__log(&comm->log, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_CORE, "rank %d: "
+                     "device calls on one node: signal words in the host control window "
+                     "(%s)", comm->rank, why);
+    }
+    return RMACOLL_SUCCESS;
+}
+
 /* Relay buffers and control window registered with the network; keys to all. */
 static rmacoll_status_t setup_registrations(rmacoll_comm_t *comm)
 {
@@ -557,7 +724,10 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->chan_rdispl = calloc(nc, sizeof(int64_t));
     comm->meta_puts = calloc(2 * n, sizeof(rmacoll_put_t));
     comm->abort_puts = calloc(n, sizeof(rmacoll_put_t));
-    if (!comm->peer_ctrl || !comm->peer_lay || !comm->peer_nsig || !comm->peer_signals || !comm->net_list ||
+    comm->dsig_addr = calloc(n, sizeof(uint64_t));
+    comm->dsig_n = calloc(n, sizeof(uint32_t));
+    if (!comm->dsig_addr || !comm->dsig_n ||
+        !comm->peer_ctrl || !comm->peer_lay || !comm->peer_nsig || !comm->peer_signals || !comm->net_list ||
         !comm->net_slot_at || !comm->net_index || !comm->path_peers[0] ||
         !comm->path_peers[1] || !comm->peer_ctrl_rkey || !comm->peer_relay_rkey ||
         !comm->peer_drelay_rkey || !comm->stage.ready_puts ||
@@ -592,6 +762,10 @@ static void comm_free(rmacoll_comm_t *comm)
     if (comm->drelay_buf != NULL) {
         rmacoll__tinst_t *ce = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
         ce->ops->mem.mem_free(ce->tp, comm->drelay_buf, RMACOLL_MEM_CUDA);
+    }
+    if (comm->dsig_buf != NULL) { /* node peers passed the destroy barrier */
+        rmacoll__tinst_t *ce = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+        ce->ops->mem.mem_free(ce->tp, comm->dsig_buf, RMACOLL_MEM_CUDA);
     }
     for (int i = comm->bp.ninst - 1; i >= 0; i--) { /* reverse of init */
         if (comm->inst[i].tp != NULL) {
@@ -648,9 +822,12 @@ static void comm_free(rmacoll_comm_t *comm)
     free(comm->chan_rdispl);
     free(comm->meta_puts);
     free(comm->abort_puts);
+    free(comm->dsig_addr);
+    free(comm->dsig_n);
     free(comm->puts);
     free(comm->wait_idx);
     free(comm->wait_val);
+    free(comm->wait_peer);
     free(comm);
 }
 
@@ -790,6 +967,9 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
         st = setup_device_path(comm);
     }
     if (st == RMACOLL_SUCCESS) {
+        st = setup_device_signals(comm);
+    }
+    if (st == RMACOLL_SUCCESS) {
         st = setup_registrations(comm);
     }
     if (st == RMACOLL_SUCCESS) {
@@ -908,6 +1088,8 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
     s.device_registered_bytes = atomic_load(&comm->stats.device_registered_bytes);
     s.device_calls_staged = atomic_load(&comm->stats.device_calls_staged);
     s.device_calls_hmem = atomic_load(&comm->stats.device_calls_hmem);
+    s.device_signals = comm->dsig;
+    s.device_calls_device_signals = atomic_load(&comm->stats.device_calls_dsig);
     memcpy(stats, &s, want);
     return RMACOLL_SUCCESS;
 }

@@ -51,6 +51,7 @@ typedef struct rmacoll__stats {
     _Atomic uint64_t device_registered_bytes;
     _Atomic uint64_t device_calls_staged;
     _Atomic uint64_t device_calls_hmem;
+    _Atomic uint64_t device_calls_dsig;
 } rmacoll__stats_t;
 
 /* The transports a communicator may choose from: the built-ins and the
@@ -136,6 +137,16 @@ struct rmacoll_comm {
     rmacoll_mem_t *drelay_mem;
     rmacoll_rkey_t *peer_drelay_rkey; /* [nranks] */
     rmacoll__stats_t stats;
+    /* device-resident signal words of device calls on one node
+     * (RMACOLL_SIG_DEVICE, comm.c: setup_device_signals): own array (from
+     * the CE x cuda control transport's mem_alloc, lay.nsig words), every
+     * rank's device address here (node peers' mapped) and word count; dsig
+     * = 1 when every rank of the node has its array mapped by every other:
+     * run_stream.c then sets RMACOLL_SIG_DEVICE on every index it passes */
+    int dsig;
+    void *dsig_buf;
+    uint64_t *dsig_addr;              /* [nranks] */
+    uint32_t *dsig_n;                 /* [nranks] */
 
     /* per-call state (sized at create; the data path does not malloc
      * except to grow the plan and put arrays) */
@@ -152,6 +163,7 @@ struct rmacoll_comm {
     size_t puts_cap;
     uint32_t *wait_idx;               /* stream waits of one batch */
     uint64_t *wait_val;
+    int *wait_peer;                   /* the writer of each (one-launch path) */
     size_t wait_cap;
     rmacoll_put_t *meta_puts;         /* [2][nranks]: metadata, agreement */
 

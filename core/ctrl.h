@@ -29,6 +29,9 @@
  * nsig_plan = rmacoll__sig_count(); the planner's words are computed by
  * the planner's own functions (plan.h), the others only here. Every word
  * rises by exactly one per signal, from a single writer, and is never reset.
+ * Device calls on one node may use a second array of nsig words with the
+ * same map in the rank's device memory instead (comm.c,
+ * setup_device_signals; RMACOLL_SIG_DEVICE in rmacoll_transport.h).
  */
 #ifndef RMACOLL_CORE_CTRL_H
 #define RMACOLL_CORE_CTRL_H

@@ -30,6 +30,8 @@ static const rmacoll__env_var_t env_vars[] = {
      "libfabric transport: largest message posted at once (bytes; default: the provider's)"},
     {"RMACOLL_CUDA_GRAPH", "library",
      "1: calls on device memory may be captured into CUDA graphs on one node (opt-in, docs/gpu.md)"},
+    {"RMACOLL_DEVICE_SIGNALS", "library",
+     "0: device calls on one node keep their signal words in the host control window instead of device memory (default 1, docs/gpu.md)"},
     {"RMACOLL_NVL_ONE_LAUNCH", "library",
      "1: the NVLink kernel transport runs a whole small call in one kernel launch (opt-in, docs/gpu.md)"},
     {"RMACOLL_LARGEST_FIRST_LOAD", "library",

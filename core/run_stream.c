@@ -21,6 +21,17 @@
  * two more batches of stream writes per call. Host-memory calls on the
  * same communicator leave their words raised and must not be mixed with
  * replays (rmacoll.h says what may change between replays).
+ *
+ * Signal words. When the communicator has device-resident signal words
+ * (comm->dsig, set up at create by comm.c: every rank of the node has an
+ * array in its device memory and has mapped every other's), every index
+ * this runner hands the transports carries RMACOLL_SIG_DEVICE: READY and
+ * data words are stored and polled in device memory, and no stream write,
+ * stream wait or kernel poll crosses PCIe into the host control window.
+ * The choice is per communicator and alike on every rank, so the writer of
+ * a word and its reader always agree (the one-launch path and the split
+ * path may differ between ranks of one call; their words do not). Graph
+ * mode resets the device words as it would the host words.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -150,6 +161,8 @@ static rmacoll_status_t grow_waits(rmacoll_comm_t *comm, size_t n)
     if (n > comm->wait_cap) {
         uint32_t *wi = realloc(comm->wait_idx, n * sizeof(*wi));
         uint64_t *wv = wi ? realloc(comm->wait_val, n * sizeof(*wv)) : NULL;
+        int *wp;
+
         if (wi) {
             comm->wait_idx = wi;
         }
@@ -157,6 +170,11 @@ static rmacoll_status_t grow_waits(rmacoll_comm_t *comm, size_t n)
             return RMACOLL_ERR_NO_MEMORY;
         }
         comm->wait_val = wv;
+        wp = realloc(comm->wait_peer, n * sizeof(*wp));
+        if (wp == NULL) {
+            return RMACOLL_ERR_NO_MEMORY;
+        }
+        comm->wait_peer = wp;
         comm->wait_cap = n;
     }
     return RMACOLL_SUCCESS;
@@ -186,6 +204,13 @@ static rmacoll_status_t reset_words(rmacoll_comm_t *comm, rmacoll__tinst_t *ctl,
     return st;
 }
 
+/* idx as this runner hands it to the transports: with RMACOLL_SIG_DEVICE
+ * when the communicator's words are device-resident. */
+static uint32_t sig_word(const rmacoll_comm_t *comm, uint32_t idx)
+{
+    return comm->dsig ? idx | RMACOLL_SIG_DEVICE : idx;
+}
+
 static void translate_puts(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
@@ -193,8 +218,13 @@ static void translate_puts(rmacoll__call_t *c)
 
     for (size_t k = 0; k < plan->ntasks; k++) {
         if (plan->tasks[k].op == RMACOLL__OP_PUT) {
+            rmacoll_put_t *p = &comm->puts[k];
+
             rmacoll__translate(comm, RMACOLL_MEM_CUDA, &plan->tasks[k], c->sendbuf,
-                               c->recvbuf, NULL, &comm->puts[k]);
+                               c->recvbuf, NULL, p);
+            if (p->sig_index != RMACOLL_NO_SIGNAL) {
+                p->sig_index = sig_word(comm, p->sig_index);
+            }
         }
     }
 }
@@ -208,7 +238,8 @@ static void translate_puts(rmacoll__call_t *c)
  * RMACOLL_ERR_UNSUPPORTED: not taken, nothing enqueued, comm->puts to be
  * translated again (compacted here).
  */
-static rmacoll_status_t stream_whole_call(rmacoll__call_t *c, int graph)
+static rmacoll_status_t stream_whole_call(rmacoll__call_t *c, int graph,
+                                          rmacoll__tinst_t **tip)
 {
     rmacoll_comm_t *comm = c->comm;
     const rmacoll__plan_t *plan = &comm->plan;
@@ -217,6 +248,7 @@ static rmacoll_status_t stream_whole_call(rmacoll__call_t *c, int graph)
     rmacoll__tinst_t *ti = NULL;
     rmacoll_put_t ready[ONE_MAX];
     uint32_t ridx[ONE_MAX];
+    int *wpeer = comm->wait_peer;
     uint64_t rval[ONE_MAX];
     int rpeer[ONE_MAX], seen_wait = 0;
     size_t nr = 0, nrw = 0, np = 0, nw = 0;
@@ -255,14 +287,15 @@ static rmacoll_status_t stream_whole_call(rmacoll__call_t *c, int graph)
                 return RMACOLL_ERR_UNSUPPORTED;
             }
             ready[nr].peer = p;
-            ready[nr].sig_index = rmacoll__ctrl_sig_ready(&comm->peer_lay[p], me);
+            ready[nr].sig_index = sig_word(comm, rmacoll__ctrl_sig_ready(&comm->peer_lay[p],
+                                                                          me));
             ready[nr++].sig_value = comm->epoch;
         }
         if (c->sendcounts[p] != 0) {
             if (nrw == ONE_MAX) {
                 return RMACOLL_ERR_UNSUPPORTED;
             }
-            ridx[nrw] = rmacoll__ctrl_sig_ready(&comm->lay, p);
+            ridx[nrw] = sig_word(comm, rmacoll__ctrl_sig_ready(&comm->lay, p));
             rval[nrw] = comm->epoch;
             rpeer[nrw++] = p;
         }
@@ -275,7 +308,8 @@ static rmacoll_status_t stream_whole_call(rmacoll__call_t *c, int graph)
         }
         for (uint32_t k = 0; k < bt->count[RMACOLL__Q_CE_WAIT]; k++) {
             const rmacoll__task_t *t = &plan->tasks[bt->first[RMACOLL__Q_CE_WAIT] + k];
-            comm->wait_idx[nw] = t->sig;
+            wpeer[nw] = t->peer;
+            comm->wait_idx[nw] = sig_word(comm, t->sig);
             comm->wait_val[nw++] = t->sig_value;
         }
     }
@@ -293,6 +327,8 @@ static rmacoll_status_t stream_whole_call(rmacoll__call_t *c, int graph)
     call.wait_val = comm->wait_val;
     call.nwait = nw;
     call.reset = graph;
+    call.wait_peer = wpeer;
+    *tip = ti;
     return ti->ops->stream.call_stream(ti->tp, &call, c->stream);
 }
 
@@ -308,6 +344,7 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
     size_t nw = 0, nreset = 0;
     int graph = graph_mode();
     uint32_t *reset_idx; /* graph mode: data words waited on, [ntasks, 2 ntasks) */
+    rmacoll__tinst_t *one = NULL;
 
     if (st == RMACOLL_SUCCESS) {
         st = grow_waits(comm, 2 * plan->ntasks + 1);
@@ -317,11 +354,23 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
     }
     reset_idx = comm->wait_idx + plan->ntasks;
     translate_puts(c);
-    st = stream_whole_call(c, graph);
+    st = stream_whole_call(c, graph, &one);
     if (st == RMACOLL_SUCCESS) {
+        if (comm->dsig) {
+            atomic_fetch_add(&comm->stats.device_calls_dsig, 1);
+        }
         return st;
     }
     if (st != RMACOLL_ERR_UNSUPPORTED) {
+        int peer = one != NULL ? one->ops->base.error_peer(one->tp) : -1;
+
+        if (peer >= 0) {
+            comm->fail_culprit = peer;
+            return rmacoll__comm_fail(comm, st, "rank %d: enqueueing the call on the stream "
+                                      "(one launch) failed: %s (an earlier call's kernel "
+                                      "waited in vain for rank %d)", me,
+                                      rmacoll_status_string(st), peer);
+        }
         return rmacoll__comm_fail(comm, st, "rank %d: enqueueing the call on the stream "
                                   "(one launch) failed: %s", me, rmacoll_status_string(st));
     }
@@ -332,15 +381,15 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
     for (int l = 0; st == RMACOLL_SUCCESS && l < topo->node_size[A]; l++) {
         int p = rmacoll__topo_rank(topo, A, l);
         if (p != me && c->recvcounts[p] != 0) {
-            st = ctl->ops->stream.signal_stream(ctl->tp, p,
-                                             rmacoll__ctrl_sig_ready(&comm->peer_lay[p], me),
-                                             comm->epoch, stream);
+            st = ctl->ops->stream.signal_stream(
+                ctl->tp, p, sig_word(comm, rmacoll__ctrl_sig_ready(&comm->peer_lay[p], me)),
+                comm->epoch, stream);
         }
     }
     for (int l = 0; l < topo->node_size[A]; l++) {
         int p = rmacoll__topo_rank(topo, A, l);
         if (p != me && c->sendcounts[p] != 0) {
-            comm->wait_idx[nw] = rmacoll__ctrl_sig_ready(&comm->lay, p);
+            comm->wait_idx[nw] = sig_word(comm, rmacoll__ctrl_sig_ready(&comm->lay, p));
             comm->wait_val[nw++] = comm->epoch;
         }
     }
@@ -366,7 +415,7 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
         nw = 0;
         for (uint32_t k = 0; k < bt->count[RMACOLL__Q_CE_WAIT]; k++) {
             const rmacoll__task_t *t = &plan->tasks[bt->first[RMACOLL__Q_CE_WAIT] + k];
-            comm->wait_idx[nw] = t->sig;
+            comm->wait_idx[nw] = sig_word(comm, t->sig);
             comm->wait_val[nw++] = t->sig_value;
         }
         if (st == RMACOLL_SUCCESS && nw) {
@@ -386,6 +435,9 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
     if (st != RMACOLL_SUCCESS) {
         return rmacoll__comm_fail(comm, st, "rank %d: enqueueing the call on the stream "
                                   "failed: %s", me, rmacoll_status_string(st));
+    }
+    if (comm->dsig) {
+        atomic_fetch_add(&comm->stats.device_calls_dsig, 1);
     }
     return RMACOLL_SUCCESS;
 }

@@ -106,6 +106,12 @@ static rmacoll_status_t stub_signal_stream(rmacoll_transport_t *tp, int peer,
     return RMACOLL_ERR_UNSUPPORTED;
 }
 
+static rmacoll_status_t stub_set_device_signals(rmacoll_transport_t *tp,
+                                                const uint64_t *addr, const uint32_t *nwords)
+{
+    return RMACOLL_ERR_UNSUPPORTED;
+}
+
 /* Copies the first `size` bytes a transport gives of a group (a group of
  * an older header is shorter; a newer one's extra ops are not known here). */
 static int copy_group(void *dst, size_t dst_size, const void *src, size_t src_size,
@@ -220,6 +226,9 @@ static rmacoll_status_t complete(rmacoll__tops_t *t, char *err, size_t len)
     }
     if (t->stream.signal_stream == NULL) {
         t->stream.signal_stream = stub_signal_stream;
+    }
+    if (t->stream.set_device_signals == NULL) {
+        t->stream.set_device_signals = stub_set_device_signals;
     }
     return RMACOLL_SUCCESS;
 }

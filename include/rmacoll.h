@@ -352,6 +352,13 @@ typedef struct rmacoll_comm_stats {
     uint64_t device_registered_bytes;
     uint64_t device_calls_staged;  /* device calls across nodes, staged */
     uint64_t device_calls_hmem;    /* device calls across nodes, registered */
+    /* device calls on one node: 1 when their signal words (READY and data
+     * words) live in device memory (each rank's array, mapped by its node
+     * peers: no signal store or poll crosses PCIe), 0 when in the host
+     * control window (no GPU, RMACOLL_DEVICE_SIGNALS=0, or a rank of the
+     * node could not map them: logged at INFO at create) */
+    int32_t device_signals;
+    uint64_t device_calls_device_signals; /* such calls enqueued with them */
 } rmacoll_comm_stats_t;
 
 /**
@@ -396,8 +403,11 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
  * dtype, the same stream on every rank, every rank launching its graph
  * once per replay, in the same order relative to its other calls on the
  * communicator. Ordinary device calls on the same stream may come before,
- * between and after replays. Not allowed between replays on the same
- * communicator: host-memory calls. Ranks that are threads of one process
+ * between and after replays. Host-memory calls between replays on the
+ * same communicator are allowed only when rmacoll_comm_get_stats reports
+ * device_signals = 1 (device calls then keep signal words of their own in
+ * device memory, which host calls never touch); with the host words they
+ * are not. Ranks that are threads of one process
  * should capture with cudaStreamCaptureModeThreadLocal (or Relaxed), and
  * each rank should make one ordinary call with the same buffers before
  * capturing (node peers' buffers are then already mapped). Graph mode

@@ -83,6 +83,21 @@ extern "C" {
 
 #define RMACOLL_NO_SIGNAL UINT32_MAX
 
+/*
+ * Device-resident signal words (stream ops only). Each rank may own, besides
+ * the words of its control window, an array of 64-bit words in its device
+ * memory with the same indexes, which the core hands to the stream ops of
+ * its CE x CUDA transports with stream.set_device_signals. A signal index
+ * (rmacoll_put_t.sig_index of a stream put, signal_stream's idx,
+ * wait_stream's idx, the indexes of rmacoll_stream_call_t) with this bit
+ * set names the word (index & ~RMACOLL_SIG_DEVICE) of that device array
+ * instead of the control window's: no store or poll crosses PCIe. The core
+ * sets it only when every node peer's array is mapped (writer and reader
+ * agree), never for host-driven puts (host.post_puts), whose words stay in
+ * the control window.
+ */
+#define RMACOLL_SIG_DEVICE (1u << 31)
+
 /* Remote descriptor of a registered region, sent to peers as bytes. */
 #define RMACOLL_RKEY_BYTES 48
 typedef struct rmacoll_rkey {
@@ -267,8 +282,10 @@ typedef struct rmacoll_transport_host_ops {
  * signals to node peers, the READY words to wait for (ready_peer[k]: the
  * peer whose READY own word ready_idx[k] is; puts to it start after that
  * wait), the puts (as for post_puts_stream), the own words to wait for
- * after them; reset != 0: every word waited on returns to 0 after its
- * wait (the core's graph mode). */
+ * after them (wait_peer[k]: the rank that raises word wait_idx[k], named
+ * when the wait fails; the field may be NULL); reset != 0: every word
+ * waited on returns to 0 after its wait (the core's graph mode). Indexes
+ * may carry RMACOLL_SIG_DEVICE. */
 typedef struct rmacoll_stream_call {
     size_t struct_size;            /* sizeof(rmacoll_stream_call_t) */
     const rmacoll_put_t *ready;    /* signal-only puts (bytes 0) */
@@ -283,6 +300,7 @@ typedef struct rmacoll_stream_call {
     const uint64_t *wait_val;
     size_t nwait;
     int reset;
+    const int *wait_peer;          /* [nwait] or NULL (appended) */
 } rmacoll_stream_call_t;
 
 /* The data path enqueued on a CUDA stream (no host synchronisation). */
@@ -293,7 +311,8 @@ typedef struct rmacoll_transport_stream_ops {
      * mem_import, or own memory for peer == rank); each signal is written
      * by the stream after the put's bytes (and all earlier ones) are
      * complete, into the peer's signal word (the same words as the host
-     * path: node peers' control windows). With n == 0 (puts may be NULL)
+     * path: node peers' control windows; with RMACOLL_SIG_DEVICE in
+     * sig_index the peer's device-resident word). With n == 0 (puts may be NULL)
      * it only checks that the stream can take work now: RMACOLL_ERR_UNSUPPORTED
      * while the stream is being captured into a CUDA graph. */
     rmacoll_status_t (*post_puts_stream)(rmacoll_transport_t *tp,
@@ -317,6 +336,20 @@ typedef struct rmacoll_transport_stream_ops {
      * another error: failed. */
     rmacoll_status_t (*call_stream)(rmacoll_transport_t *tp,
                                     const rmacoll_stream_call_t *c, void *stream);
+    /* Optional (appended; NULL: RMACOLL_ERR_UNSUPPORTED, and the core keeps
+     * every word in the control windows): the device-resident signal words
+     * (RMACOLL_SIG_DEVICE). addr[p] is the device address, in this process,
+     * of rank p's array (own at p == env->rank, node peers' mapped with
+     * mem_import), nwords[p] its length (addr[p] 0: none); both [nranks],
+     * copied. Called once after init, before any stream op; the stream ops
+     * must then accept indexes with RMACOLL_SIG_DEVICE. An error: the
+     * transport cannot use them (e.g. its device cannot run stream memory
+     * operations on device memory); the core then keeps the host words on
+     * every rank of the node. addr NULL: a probe, before the core allocates
+     * anything: RMACOLL_SUCCESS when the instance could use them, else the
+     * reason's status, without logging an error. */
+    rmacoll_status_t (*set_device_signals)(rmacoll_transport_t *tp, const uint64_t *addr,
+                                           const uint32_t *nwords);
 } rmacoll_transport_stream_ops_t;
 
 typedef struct rmacoll_transport_ops {

@@ -238,6 +238,46 @@ typedef struct gt_thread {
  * that took it (TRACE), errors and warnings printed. */
 static _Atomic int gt_one_launch_on, gt_one_launch_calls;
 
+/* Communicators made and destroyed by gt_main, those whose stats said the
+ * device calls' signal words were device-resident (or, with
+ * RMACOLL_DEVICE_SIGNALS=0 in the environment, in the host window), and
+ * the calls they counted as enqueued with device words. */
+static _Atomic int gt_comms, gt_dsig_comms_as_expected;
+static _Atomic long gt_dsig_calls;
+
+/* 1 when the stream path is expected to use device-resident words. */
+static int gt_dsig_expected(void)
+{
+    const char *v = getenv("RMACOLL_DEVICE_SIGNALS");
+
+    return v == NULL || strcmp(v, "0") != 0;
+}
+
+/* Resets the counters above (before a gt_run whose communicators are
+ * checked with gt_dsig_ok). */
+static void gt_dsig_reset(void)
+{
+    gt_comms = 0;
+    gt_dsig_comms_as_expected = 0;
+    gt_dsig_calls = 0;
+}
+
+/* 1 when every communicator since gt_dsig_reset took the expected signal
+ * words, and calls ran with device words exactly when they are expected on
+ * and `enqueued` (0: every call failed before enqueueing anything, e.g. a
+ * count mismatch); printed. */
+static int gt_dsig_ok(int enqueued)
+{
+    int want = gt_dsig_expected() && enqueued;
+
+    fprintf(stderr, "signal words: %d of %d communicators %s, %ld calls with device "
+            "words\n", (int)gt_dsig_comms_as_expected, (int)gt_comms,
+            gt_dsig_expected() ? "in device memory" : "in the host window",
+            (long)gt_dsig_calls);
+    return gt_comms > 0 && gt_dsig_comms_as_expected == gt_comms &&
+           (want ? gt_dsig_calls > 0 : gt_dsig_calls == 0);
+}
+
 static void gt_log(void *ctx, rmacoll_log_level_t level, uint32_t subsys, const char *msg)
 {
     (void)ctx;
@@ -275,6 +315,18 @@ static void *gt_main(void *p)
         goto out;
     }
     rcode = t->body(comm, rank, t->nranks, stream, t->arg);
+    {
+        rmacoll_comm_stats_t cs;
+
+        memset(&cs, 0, sizeof(cs));
+        cs.struct_size = sizeof(cs);
+        if (rmacoll_comm_get_stats(comm, &cs) == RMACOLL_SUCCESS) {
+            gt_comms++;
+            if (cs.device_signals == gt_dsig_expected())
+                gt_dsig_comms_as_expected++;
+            gt_dsig_calls += (long)cs.device_calls_device_signals;
+        }
+    }
     if (rmacoll_comm_destroy(comm) != RMACOLL_SUCCESS && rcode == GT_OK) {
         fprintf(stderr, "rank %d: rmacoll_comm_destroy failed\n", rank);
         rcode = GT_CREATE;

@@ -21,7 +21,9 @@
  *           (pattern in the slot, FILL in the guards and the rest of the
  *           slot), cudaMemsetAsync back to FILL, signal_stream(ack v).
  * A signal that overtook its data, or a wait_stream that did not hold the
- * later stream work back, shows up as stale or FILL bytes.
+ * later stream work back, shows up as stale or FILL bytes. Then the
+ * device-resident words (RMACOLL_SIG_DEVICE, stream.set_device_signals):
+ * a signal and a wait on an own device word, and the refusals.
  */
 #define _GNU_SOURCE
 
@@ -387,6 +389,41 @@ static void child_run(child_t *c, const scenario_t *x)
         bad.sig_index = NSIGW;
         CHECK(c, ops->stream->post_puts_stream(tp, &bad, 1, s) == RMACOLL_ERR_INVALID_ARG);
         CHECK(c, ops->stream->wait_stream(tp, &wi, &wv, 1, s) == RMACOLL_ERR_INVALID_ARG);
+    }
+    /* device-resident words (RMACOLL_SIG_DEVICE): refused before they are
+     * handed over; then a signal-only put to self raises own device word 3
+     * (unused by the exchange), a stream wait on it passes, the control
+     * window's word 3 stays 0; an index past the array and a peer whose
+     * array was not handed over are refused */
+    {
+        uint64_t *dw = NULL, addr[NR] = {0}, got = 0, dv = 42;
+        uint32_t nw[NR] = {0}, di = 3u | RMACOLL_SIG_DEVICE;
+        rmacoll_put_t sp = {.peer = r, .bytes = 0, .sig_index = di, .sig_value = dv};
+
+        CHECK(c, ops->stream->post_puts_stream(tp, &sp, 1, s) == RMACOLL_ERR_INVALID_ARG);
+        CHECK(c, ops->stream->wait_stream(tp, &di, &dv, 1, s) == RMACOLL_ERR_INVALID_ARG);
+        CUCHECK(c, cudaMalloc((void **)&dw, NSIGW * sizeof(uint64_t)));
+        CUCHECK(c, cudaMemset(dw, 0, NSIGW * sizeof(uint64_t)));
+        CUCHECK(c, cudaDeviceSynchronize());
+        addr[r] = (uint64_t)(uintptr_t)dw;
+        nw[r] = NSIGW;
+        CHECK(c, ops->stream->set_device_signals(tp, NULL, NULL) == RMACOLL_SUCCESS);
+        CHECK(c, ops->stream->set_device_signals(tp, addr, nw) == RMACOLL_SUCCESS);
+        CHECK(c, ops->stream->post_puts_stream(tp, &sp, 1, s) == RMACOLL_SUCCESS);
+        CHECK(c, ops->stream->wait_stream(tp, &di, &dv, 1, s) == RMACOLL_SUCCESS);
+        CUCHECK(c, cudaStreamSynchronize(s));
+        CUCHECK(c, cudaMemcpy(&got, dw + 3, sizeof(got), cudaMemcpyDeviceToHost));
+        CHECK(c, got == dv);
+        CHECK(c, c->sh->signals[r][3] == 0);
+        sp.sig_index = NSIGW | RMACOLL_SIG_DEVICE;
+        CHECK(c, ops->stream->post_puts_stream(tp, &sp, 1, s) == RMACOLL_ERR_INVALID_ARG);
+        sp.peer = 1 - r;
+        sp.sig_index = di;
+        CHECK(c, ops->stream->post_puts_stream(tp, &sp, 1, s) == RMACOLL_ERR_INVALID_ARG);
+        addr[r] = 0; /* nothing points at dw once it is freed */
+        nw[r] = 0;
+        CHECK(c, ops->stream->set_device_signals(tp, addr, nw) == RMACOLL_SUCCESS);
+        CUCHECK(c, cudaFree(dw));
     }
     /* the last acks are in before anyone unmaps */
     for (int d = 0; d < NR; d++) {

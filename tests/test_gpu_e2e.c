@@ -160,14 +160,29 @@ static rmacoll_status_t gpu_call_run(gpu_call_t *k, rmacoll_comm_t *comm,
 static int gpu_check_path(rmacoll_comm_t *comm, int rank, const gpu_arg_t *arg)
 {
     rmacoll_comm_stats_t s;
+    const char *dsig_env = getenv("RMACOLL_DEVICE_SIGNALS");
+    int dsig_want = dsig_env == NULL || strcmp(dsig_env, "0") != 0;
 
-    if (arg->path == RMACOLL_DEVICE_PATH_NONE)
-        return GPU_OK;
     memset(&s, 0xa5, sizeof(s));
     s.struct_size = sizeof(s);
     if (rmacoll_comm_get_stats(comm, &s) != RMACOLL_SUCCESS) {
         fprintf(stderr, "rank %d: rmacoll_comm_get_stats failed\n", rank);
         return GPU_WRONG_STATUS;
+    }
+    if (arg->path == RMACOLL_DEVICE_PATH_NONE) {
+        /* one node: the signal words are device-resident (every rank has
+         * a GPU and maps its node peers' arrays, by IPC across processes),
+         * and every successful call of this rank was enqueued with them */
+        if (s.device_signals != dsig_want ||
+            (dsig_want ? s.device_calls_device_signals < gpu_calls_ok
+                       : s.device_calls_device_signals != 0)) {
+            fprintf(stderr, "rank %d: device signal words %d (expected %d), %llu calls "
+                    "with them of %llu successful\n", rank, (int)s.device_signals,
+                    dsig_want, (unsigned long long)s.device_calls_device_signals,
+                    (unsigned long long)gpu_calls_ok);
+            return GPU_WRONG_STATUS;
+        }
+        return GPU_OK;
     }
     if (s.device_path != arg->path) {
         fprintf(stderr, "rank %d: device path %d, expected %d\n", rank,

@@ -16,7 +16,9 @@
  * the epochs of replays and ordinary calls agree. Cases: uniform
  * rmacoll_alltoall over 2 and 4 ranks (small and 1 MiB blocks), and
  * alltoallv with the irregular counts of tests/cases files, over ce and
- * nvlink_kernel (split path and one-launch path). Exits 77 (skipped) without a usable GPU.
+ * nvlink_kernel (split path and one-launch path). Every communicator must
+ * report device-resident signal words (rmacoll_comm_get_stats) and calls
+ * enqueued with them. Exits 77 (skipped) without a usable GPU.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -148,8 +150,11 @@ static void run_graph(rmacoll_case_t *c, int alltoall, int64_t count, const char
     snprintf(cfg.intra_node, sizeof(cfg.intra_node), "%s", intra);
     print_message("graph: %s, %d ranks as threads, %s, %d replays\n", c->name, c->nranks,
                   intra, replays);
+    gt_dsig_reset();
     failed = gt_run(c->nranks, &cfg, graph_body, &a);
     assert_int_equal(failed, 0);
+    /* the captured and the ordinary calls ran on device-resident words */
+    assert_true(gt_dsig_ok(1));
 }
 
 static rmacoll_case_t *uniform(int nranks, int64_t count, rmacoll_datatype_t dtype)

@@ -12,7 +12,11 @@
  * were), three calls each with fresh stamps, every receive byte checked
  * (gaps and a guard byte); the same under transports.intra_node =
  * nvlink_kernel, and with nvlink_kernel's one-launch path
- * (RMACOLL_NVL_ONE_LAUNCH=1), which must switch on. Exits 77 (skipped) without a usable GPU.
+ * (RMACOLL_NVL_ONE_LAUNCH=1), which must switch on. Every communicator
+ * must report device-resident signal words (rmacoll_comm_get_stats; host
+ * words when the environment sets RMACOLL_DEVICE_SIGNALS=0) and calls
+ * enqueued with them (none for the mismatch case). Exits 77 (skipped)
+ * without a usable GPU.
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -107,10 +111,13 @@ static void run_all_cases(const char *intra, int log_level)
         nmismatch += c->has_mismatch;
         n8 += c->nranks >= 8;
         n4 += c->nranks == 4;
+        gt_dsig_reset();
         failed = gt_run(c->nranks, &cfg, case_body, &a);
         if (failed)
             print_message("case %s (%s): %d ranks failed\n", names[i], intra, failed);
         assert_int_equal(failed, 0);
+        /* stats: the calls ran on device-resident signal words */
+        assert_true(gt_dsig_ok(!c->has_mismatch));
         rmacoll_case_free(c);
         free(names[i]);
     }
@@ -176,7 +183,9 @@ static void test_uniform_sizes(void **state)
             rmacoll_case_t *c = uniform(nr, counts[i], RMACOLL_UINT8);
             case_arg_t a = {c, 3};
 
+            gt_dsig_reset();
             assert_int_equal(gt_run(nr, &cfg, case_body, &a), 0);
+            assert_true(gt_dsig_ok(1));
             rmacoll_case_free(c);
         }
     }

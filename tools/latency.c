@@ -17,7 +17,9 @@
  * an event synchronisation after each. Each path runs in a forked child
  * (its environment switches are read once per process); the parent never
  * initialises CUDA. The receive buffer is checked once per size after the
- * timed calls (every byte; "ok" or "WRONG").
+ * timed calls (every byte; "ok" or "WRONG"); the last column says where
+ * the calls' signal words were (rmacoll_comm_get_stats: "device" memory,
+ * or the "host" control window, e.g. under RMACOLL_DEVICE_SIGNALS=0).
  *
  *   rmacoll-latency [-np N] [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP]
  *                   [--graph-calls G] [--path NAME[,NAME...]]
@@ -53,6 +55,8 @@ int main(void)
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include "cuda_graph.h"
+
 #define MAXR 16
 
 typedef struct opts {
@@ -72,6 +76,7 @@ typedef struct shared {
     double t_pipe[MAXR], t_sync[MAXR];
     double floor_pipe, floor_sync;
     int bad[MAXR];
+    int dsig; /* rank 0's communicator: device-resident signal words */
 } shared_t;
 
 typedef struct targ {
@@ -193,8 +198,8 @@ static int one_size(shared_t *sh, rmacoll_comm_t *comm, int rank, cudaStream_t s
     size_t bytes = (size_t)count * 4 * (size_t)np;
     void *hs = NULL, *hr = NULL, *ds = NULL, *dr = NULL;
     cudaEvent_t a = NULL, b = NULL;
-    cudaGraph_t g = NULL;
-    cudaGraphExec_t ge = NULL;
+    rmacoll_tool_graph_t tg = {NULL, NULL};
+    char gerr[160];
     float ms = 0;
     int rc = 0, reps = 0;
     rmacoll_check_report_t rep;
@@ -221,26 +226,23 @@ static int one_size(shared_t *sh, rmacoll_comm_t *comm, int rank, cudaStream_t s
     if (rc == 0 && sh->graph) {
         rmacoll_status_t st = RMACOLL_SUCCESS;
 
-        if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
-            fatal(rank, "cudaStreamBeginCapture");
+        if (rmacoll_tool_graph_begin(s, gerr, sizeof(gerr)) != 0)
+            fatal(rank, gerr);
         for (int i = 0; i < o->gcalls && st == RMACOLL_SUCCESS; i++)
             st = CALL();
-        if (cudaStreamEndCapture(s, &g) != cudaSuccess || st != RMACOLL_SUCCESS ||
-            cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
-            fprintf(stderr, "rank %d: capture failed: %s\n", rank,
+        if (rmacoll_tool_graph_end(&tg, s, st == RMACOLL_SUCCESS, gerr, sizeof(gerr)) != 0) {
+            fprintf(stderr, "rank %d: capture failed: %s: %s\n", rank, gerr,
                     rmacoll_comm_last_error(comm));
             fatal(rank, "capturing the calls");
         }
         reps = (o->iters + o->gcalls - 1) / o->gcalls;
-        for (int i = 0; i < 3; i++)
-            cudaGraphLaunch(ge, s);
+        rmacoll_tool_graph_launch(&tg, s, 3, gerr, sizeof(gerr));
     }
     cudaStreamSynchronize(s);
     pthread_barrier_wait(&sh->bar);
     cudaEventRecord(a, s);
     if (sh->graph) {
-        for (int i = 0; i < reps; i++)
-            rc |= cudaGraphLaunch(ge, s) != cudaSuccess;
+        rc |= rmacoll_tool_graph_launch(&tg, s, reps, gerr, sizeof(gerr)) != 0;
     } else {
         for (int i = 0; i < o->iters && rc == 0; i++)
             rc = CALL() != RMACOLL_SUCCESS;
@@ -256,7 +258,8 @@ static int one_size(shared_t *sh, rmacoll_comm_t *comm, int rank, cudaStream_t s
         double t0 = now_us();
 
         for (int i = 0; i < n && rc == 0; i++) {
-            rc = sh->graph ? cudaGraphLaunch(ge, s) != cudaSuccess : CALL() != RMACOLL_SUCCESS;
+            rc = sh->graph ? rmacoll_tool_graph_launch(&tg, s, 1, gerr, sizeof(gerr)) != 0
+                           : CALL() != RMACOLL_SUCCESS;
             cudaStreamSynchronize(s);
         }
         sh->t_sync[rank] = (now_us() - t0) / (sh->graph ? (double)n * o->gcalls : n);
@@ -267,10 +270,7 @@ static int one_size(shared_t *sh, rmacoll_comm_t *comm, int rank, cudaStream_t s
     if (sh->bad[rank] && rc == 0)
         fprintf(stderr, "rank %d: %s\n", rank, rep.msg);
 #undef CALL
-    if (ge != NULL)
-        cudaGraphExecDestroy(ge);
-    if (g != NULL)
-        cudaGraphDestroy(g);
+    rmacoll_tool_graph_free(&tg);
     if (a != NULL)
         cudaEventDestroy(a);
     if (b != NULL)
@@ -307,8 +307,14 @@ static void *rank_main(void *p)
     if (rmacoll_comm_create(&prm, &comm) != RMACOLL_SUCCESS) {
         fatal(rank, "rmacoll_comm_create");
     }
-    if (rank == 0)
+    if (rank == 0) {
+        rmacoll_comm_stats_t cs;
+
+        memset(&cs, 0, sizeof(cs));
+        cs.struct_size = sizeof(cs);
+        sh->dsig = rmacoll_comm_get_stats(comm, &cs) == RMACOLL_SUCCESS && cs.device_signals;
         measure_floor(sh, s);
+    }
     for (size_t size = o->minb; size <= o->maxb; size *= (size_t)o->factor) {
         int bad = 0;
         double tp = 0, ts = 0;
@@ -322,9 +328,9 @@ static void *rank_main(void *p)
                 ts = sh->t_sync[r] > ts ? sh->t_sync[r] : ts;
                 bad |= sh->bad[r];
             }
-            printf("%-17s %10zu %10zu %12.2f %12.2f %10.2f %10.2f  %s\n", sh->path, size,
-                   size / (size_t)o->np, tp, ts, sh->floor_pipe, sh->floor_sync,
-                   bad ? "WRONG" : "ok");
+            printf("%-17s %10zu %10zu %12.2f %12.2f %10.2f %10.2f  %-5s  %s\n", sh->path,
+                   size, size / (size_t)o->np, tp, ts, sh->floor_pipe, sh->floor_sync,
+                   bad ? "WRONG" : "ok", sh->dsig ? "device" : "host");
             fflush(stdout);
         }
         pthread_barrier_wait(&sh->bar);
@@ -453,8 +459,8 @@ int main(int argc, char **argv)
            "synced = host waits after each call (graph: each replay)\n");
     printf("# floor: one empty kernel + one event on the same stream (pipelined, and "
            "with an event synchronisation)\n");
-    printf("%-17s %10s %10s %12s %12s %10s %10s  %s\n", "# path", "size", "per-peer",
-           "pipelined", "synced", "floor", "floor-sync", "check");
+    printf("%-17s %10s %10s %12s %12s %10s %10s  %-5s  %s\n", "# path", "size", "per-peer",
+           "pipelined", "synced", "floor", "floor-sync", "check", "words");
     fflush(stdout);
     for (tok = strtok_r(o.paths, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
         pid_t pid;

@@ -43,6 +43,8 @@
 
 #ifdef RMACOLL_PERF_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "cuda_graph.h"
 #endif
 #ifdef RMACOLL_PERF_HAVE_NCCL
 #include <nccl.h>
@@ -65,6 +67,7 @@ typedef struct perf_rmacoll {
 #ifdef RMACOLL_PERF_HAVE_CUDA
     int device, ndevices, local_rank, local_size;
     cudaEvent_t ev_start, ev_stop;
+    rmacoll_tool_graph_t graph; /* -G: the row's captured calls */
 #endif
 #ifdef RMACOLL_PERF_HAVE_NCCL
     ncclComm_t nccl;        /* --baseline nccl, else NULL */
@@ -265,10 +268,40 @@ static rmacoll_status_t perf_dev_timer_stop(void *ctx, double *us, char *err,
     return st;
 }
 
+/* -G: the calls between begin and end captured into one graph
+ * (tools/common/cuda_graph.h, shared with rmacoll-latency). */
+static rmacoll_status_t perf_dev_graph_begin(void *ctx, char *err, size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+
+    return rmacoll_tool_graph_begin((cudaStream_t)p->stream, err, errlen) == 0
+               ? RMACOLL_SUCCESS
+               : RMACOLL_ERR_CUDA;
+}
+
+static rmacoll_status_t perf_dev_graph_end(void *ctx, int ok, char *err, size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+
+    return rmacoll_tool_graph_end(&p->graph, (cudaStream_t)p->stream, ok, err, errlen) == 0
+               ? RMACOLL_SUCCESS
+               : RMACOLL_ERR_CUDA;
+}
+
+static rmacoll_status_t perf_dev_graph_launch(void *ctx, int n, char *err, size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+
+    return rmacoll_tool_graph_launch(&p->graph, (cudaStream_t)p->stream, n, err, errlen) == 0
+               ? RMACOLL_SUCCESS
+               : RMACOLL_ERR_CUDA;
+}
+
 static const rmacoll_perf_devops_t perf_cuda_devops = {
-    perf_dev_alloc,    perf_dev_release, perf_dev_upload,
-    perf_dev_download, perf_dev_sync,    perf_dev_timer_start,
-    perf_dev_timer_stop,
+    perf_dev_alloc,       perf_dev_release,     perf_dev_upload,
+    perf_dev_download,    perf_dev_sync,        perf_dev_timer_start,
+    perf_dev_timer_stop,  perf_dev_graph_begin, perf_dev_graph_end,
+    perf_dev_graph_launch,
 };
 
 /* The "# Using devices" line of this rank: its GPU, PCI bus id, name. */
@@ -327,6 +360,7 @@ static void perf_cuda_teardown(perf_rmacoll_t *p)
     if (p->stream == NULL)
         return;
     cudaStreamSynchronize((cudaStream_t)p->stream);
+    rmacoll_tool_graph_free(&p->graph);
     cudaEventDestroy(p->ev_start);
     cudaEventDestroy(p->ev_stop);
     cudaStreamDestroy((cudaStream_t)p->stream);
@@ -824,7 +858,7 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
     char err[512] = "", header[4096], json[2048], gpu[256] = "";
     char auto_thr[96] = "";
     const char *devpath = "none (one node)";
-    int rc;
+    int rc, dsig = 0;
 
     if (o->dry_run)
         return perf_dry_run(env);
@@ -833,6 +867,10 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
 #ifdef RMACOLL_PERF_HAVE_CUDA
         /* Before any NCCL init: NVLS (NVLink SHARP) off, unless asked. */
         setenv("NCCL_NVLS_ENABLE", "0", 0);
+        /* -G: rmacoll records calls under capture only in graph mode, read
+         * at the process's first call */
+        if (o->graph_launches > 0)
+            setenv("RMACOLL_CUDA_GRAPH", "1", 1);
         if (perf_cuda_setup(&p, env) != 0)
             return 1;
 #else
@@ -953,15 +991,33 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
         devpath = cs.device_path == RMACOLL_DEVICE_PATH_HMEM     ? "hmem (registered, no staging)"
                   : cs.device_path == RMACOLL_DEVICE_PATH_STAGED ? "staged (pinned host buffers)"
                                                                  : "none (one node)";
+        dsig = cs.device_signals;
+        /* The tool's barrier and gather are host-memory calls on the same
+         * communicator; between graph replays they are safe only when the
+         * device calls' signal words are device-resident (their own words,
+         * which graph mode resets: docs/gpu.md). */
+        if (o->graph_launches > 0 && (cs.device_path != RMACOLL_DEVICE_PATH_NONE || !dsig)) {
+            if (p.rank == 0)
+                fprintf(stderr, PERF_NAME ": -G %d: CUDA graphs need one node and device-"
+                        "resident signal words (%s)\n", o->graph_launches,
+                        cs.device_path != RMACOLL_DEVICE_PATH_NONE
+                            ? "device calls across nodes cannot be captured"
+                            : "this communicator keeps them in the host window: see the "
+                              "INFO log of creation");
+            rc = PERF_EXIT_USAGE;
+            goto out;
+        }
     }
     snprintf(header, sizeof(header),
              "%s# transports: intra_node %s%s, inter_node %s (built: %s)\n"
              "# device buffers across nodes: %s\n"
+             "# signal words of device calls on one node: %s\n"
              "# relay: %s (buffer %llu B, %u slots)\n"
              "# scheduler: %s%s%s (seed %llu)\n"
              "# max_task_bytes %llu, timeout_ms %llu, config %s\n",
              gpu, cfg.intra_node, auto_thr, cfg.inter_node,
              rmacoll_build_transports(), devpath,
+             dsig ? "device memory" : "host control window",
              cfg.relay_enabled ? "on" : "off",
              (unsigned long long)cfg.relay_buffer_bytes, cfg.relay_slots,
              cfg.scheduler, cfg.scheduler_plugin[0] ? ", plugin " : "",

@@ -96,7 +96,10 @@ void rmacoll_perf_usage(const char *prog, FILE *out)
 "  -J, --output_file FILE, --json FILE   write the rows as JSON (FILE - =\n"
 "                         stdout; the table then goes to stderr)\n"
 "  -t, --nthreads 1  -g, --ngpus 1   one rank per process and GPU: only 1\n"
-"  -G, --cudagraph 0      CUDA graph launches: only 0 (not supported yet)\n"
+"  -G, --cudagraph, --graph N   CUDA graphs (--buffers cuda, one node): the\n"
+"                         -m calls of an iteration captured into one graph\n"
+"                         per row, each timed iteration N launches of it;\n"
+"                         time per call (default 0: no graph)\n"
 "  -o, --op, -r, --root, -p, --parallel_init, -R, --local_register:\n"
 "                         accepted and ignored (no reduction, no root, no\n"
 "                         threads, registration is the library's)\n"
@@ -260,6 +263,7 @@ static const struct option perf_longopts[] = {
     {"root", required_argument, NULL, 'r'},
     {"blocking", required_argument, NULL, 'z'},
     {"cudagraph", required_argument, NULL, 'G'},
+    {"graph", required_argument, NULL, 'G'},
     {"report_cputime", required_argument, NULL, 'C'},
     {"average", required_argument, NULL, 'a'},
     {"local_register", required_argument, NULL, 'R'},
@@ -467,14 +471,7 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
                 return -1;
             }
             break;
-        case 'G':
-            bad = perf_int(v, 0, 1000000, &iv);
-            if (!bad && iv != 0) {
-                snprintf(err, errlen, "-G %s: CUDA graph capture of "
-                         "rmacoll_alltoallv is not supported yet (use -G 0)", v);
-                return -1;
-            }
-            break;
+        case 'G': bad = perf_int(v, 0, 1000000, &o->graph_launches); break;
         case 'b': bad = perf_size(v, &o->minbytes); break;
         case 'e': bad = perf_size(v, &o->maxbytes); break;
         case 'i':
@@ -553,6 +550,12 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
     }
     if (o->gemm_n > 0)
         o->check = 0;   /* calls are queued back to back: nothing to check */
+    if (o->graph_launches > 0 &&
+        (o->memory != RMACOLL_PERF_MEM_CUDA || o->blocking || o->gemm_n > 0)) {
+        snprintf(err, errlen, "-G %d: CUDA graphs need --buffers cuda, and neither -z 1 "
+                 "(a synchronisation cannot be captured) nor --gemm", o->graph_launches);
+        return -1;
+    }
     if (o->memory == RMACOLL_PERF_MEM_CUDA) {
         /* Device memory defaults to one node unless told. */
         if (!o->np_given)
@@ -725,8 +728,27 @@ static rmacoll_status_t perf_call(perf_state_t *s, perf_bufs_t *b,
     return st;
 }
 
+/* The calls of one timed iteration: agg_iters calls, or with -G the
+ * launches of the graph of them (captured by perf_measure). */
+static rmacoll_status_t perf_iteration(perf_state_t *s, perf_bufs_t *b,
+                                       rmacoll_perf_a2av_fn_t fn, rmacoll_datatype_t dtype,
+                                       int times)
+{
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+
+    if (s->o->graph_launches > 0)
+        return s->dev->graph_launch(s->be->ctx, s->o->graph_launches * times, s->err,
+                                    sizeof(s->err));
+    for (long a = 0; a < (long)s->o->agg_iters * times && st == RMACOLL_SUCCESS; a++)
+        st = perf_call(s, b, fn, dtype);
+    return st;
+}
+
 /* Runs one collective on the row's buffers: warm-ups, then the timed
- * iterations, checked or not; fills g[PERF_G_N]. */
+ * iterations, checked or not; fills g[PERF_G_N]. With -G the agg_iters
+ * calls of an iteration are captured into one CUDA graph after the
+ * warm-ups (the buffers and counts stay those of the row), and each
+ * iteration launches it graph_launches times. */
 static rmacoll_status_t perf_measure(perf_state_t *s, perf_bufs_t *b,
                                      rmacoll_perf_a2av_fn_t fn,
                                      const char *label,
@@ -748,6 +770,24 @@ static rmacoll_status_t perf_measure(perf_state_t *s, perf_bufs_t *b,
         st = perf_call(s, b, fn, dtype);
     if (st == RMACOLL_SUCCESS && s->dev != NULL)
         st = s->dev->sync(be->ctx, s->err, sizeof(s->err));
+    if (st == RMACOLL_SUCCESS && o->graph_launches > 0) {
+        rmacoll_status_t cst;
+
+        st = s->dev->graph_begin(be->ctx, s->err, sizeof(s->err));
+        if (st == RMACOLL_SUCCESS) {
+            char keep[sizeof(s->err)];
+
+            for (int a = 0; a < o->agg_iters && st == RMACOLL_SUCCESS; a++)
+                st = perf_call(s, b, fn, dtype);
+            /* the capture always ends; a failed call's message wins */
+            memcpy(keep, s->err, sizeof(keep));
+            cst = s->dev->graph_end(be->ctx, st == RMACOLL_SUCCESS, s->err, sizeof(s->err));
+            if (st != RMACOLL_SUCCESS)
+                memcpy(s->err, keep, sizeof(keep));
+            else
+                st = cst;
+        }
+    }
     if (st != RMACOLL_SUCCESS)
         return st;
 
@@ -769,8 +809,8 @@ static rmacoll_status_t perf_measure(perf_state_t *s, perf_bufs_t *b,
                 st = be->barrier(be->ctx, s->err, sizeof(s->err));
             if (st == RMACOLL_SUCCESS)
                 st = perf_timer_start(s, &t0);
-            for (int a = 0; a < o->agg_iters && st == RMACOLL_SUCCESS; a++)
-                st = perf_call(s, b, fn, dtype);
+            if (st == RMACOLL_SUCCESS)
+                st = perf_iteration(s, b, fn, dtype, 1);
             if (st == RMACOLL_SUCCESS)
                 st = perf_timer_stop(s, t0, &us);
             if (st == RMACOLL_SUCCESS && s->dev != NULL && b->rbytes > 0)
@@ -794,15 +834,15 @@ static rmacoll_status_t perf_measure(perf_state_t *s, perf_bufs_t *b,
         st = be->barrier(be->ctx, s->err, sizeof(s->err));
         if (st == RMACOLL_SUCCESS)
             st = perf_timer_start(s, &t0);
-        for (long it = 0; it < (long)o->iters * o->agg_iters &&
-                          st == RMACOLL_SUCCESS; it++)
-            st = perf_call(s, b, fn, dtype);
+        if (st == RMACOLL_SUCCESS)
+            st = perf_iteration(s, b, fn, dtype, o->iters);
         if (st == RMACOLL_SUCCESS)
             st = perf_timer_stop(s, t0, &total_us);
         if (st != RMACOLL_SUCCESS)
             return st;
     }
-    g[PERF_G_TIME] = total_us / ((double)o->iters * o->agg_iters);
+    g[PERF_G_TIME] = total_us / ((double)o->iters * o->agg_iters *
+                                 (o->graph_launches > 0 ? o->graph_launches : 1));
     g[PERF_G_SENT] = (double)b->sbytes;
     g[PERF_G_RECV] = (double)b->rbytes;
     g[PERF_G_WRONG] = (double)wrong;
@@ -1403,6 +1443,13 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
         }
         s.ncoll = 2;
     }
+    if (o->graph_launches > 0 && (s.dev == NULL || s.dev->graph_begin == NULL ||
+                                  s.dev->graph_end == NULL || s.dev->graph_launch == NULL)) {
+        if (s.rank == 0)
+            fprintf(stderr, "%s: -G is not supported by this tool or build (needs "
+                    "--buffers cuda and the CUDA runtime)\n", be->name);
+        return 1;
+    }
     if (o->gemm_n > 0 && (s.dev == NULL || be->load == NULL ||
                           be->allgather_f64 == NULL)) {
         if (s.rank == 0)
@@ -1484,8 +1531,8 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
         else
             fprintf(f, "%g(factor)", o->stepfactor);
         fprintf(f, " warmup iters: %d iters: %d agg iters: %d validation: %d "
-                "graph: 0\n#\n# Using devices\n%s#\n", o->warmup, o->iters,
-                o->agg_iters, o->check, devlines ? devlines : "");
+                "graph: %d\n#\n# Using devices\n%s#\n", o->warmup, o->iters,
+                o->agg_iters, o->check, o->graph_launches, devlines ? devlines : "");
         fprintf(f, "# %s: nranks %d, nodes %d (", be->name, s.n, nnodes);
         for (int k = 0; k < nnodes; k++)
             fprintf(f, "%s%d", k ? "," : "", node_sizes[k]);
@@ -1757,8 +1804,9 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
             perf_json_str(json, o->dtype_all ? "all" : perf_dtype_name(dtype));
             fprintf(json,
                     ",\n  \"iters\": %d,\n  \"warmup\": %d,\n  \"agg_iters\": %d,"
+                    "\n  \"graph_launches\": %d,"
                     "\n  \"average\": \"%s\",\n  \"check\": %s,",
-                    o->iters, o->warmup, o->agg_iters,
+                    o->iters, o->warmup, o->agg_iters, o->graph_launches,
                     perf_average_name(o->average), o->check ? "true" : "false");
             fprintf(json, "\n  \"memory\": \"%s\",\n  \"timing\": \"%s\","
                     "\n  \"baseline\": ",

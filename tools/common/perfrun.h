@@ -91,6 +91,9 @@ typedef struct rmacoll_perf_opts {
     /* nccl-tests options (see rmacoll_perf_usage for the no-ops) */
     char nodes[RMACOLL_PERF_STR]; /* --nodes 0,1,0,1: node of every rank ("" = none) */
     int agg_iters;               /* -m: calls per timed iteration (default 1) */
+    int graph_launches;          /* -G, --cudagraph, --graph N: the agg_iters calls of an
+                                  * iteration captured into one CUDA graph per row, each
+                                  * timed iteration N launches of it (0 = off) */
     int run_cycles;              /* -N: sweeps over the sizes, 0 = until killed (default 1) */
     int blocking;                /* -z 1: wait for each call's completion (device memory) */
     int average;                 /* -a 0 rank 0 | 1 mean | 2 min | 3 max over ranks (default 3) */
@@ -157,6 +160,13 @@ typedef struct rmacoll_perf_devops {
     /** Marks its end, waits for it, *us = elapsed device time. */
     rmacoll_status_t (*timer_stop)(void *ctx, double *us, char *err,
                                    size_t errlen);
+    /** Optional (-G; NULL: -G refused): starts capturing the stream's
+     *  work into a CUDA graph; ends the capture (ok: the calls enqueued
+     *  under it succeeded) and keeps it instantiated, replacing the last
+     *  one; enqueues n launches of it on the stream. */
+    rmacoll_status_t (*graph_begin)(void *ctx, char *err, size_t errlen);
+    rmacoll_status_t (*graph_end)(void *ctx, int ok, char *err, size_t errlen);
+    rmacoll_status_t (*graph_launch)(void *ctx, int n, char *err, size_t errlen);
 } rmacoll_perf_devops_t;
 
 /** The interfering load of --gemm: a batch of work on a stream of its own

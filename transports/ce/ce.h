@@ -117,6 +117,9 @@ rmacoll_status_t rmacoll__ce_cuda_wait_stream(rmacoll_transport_t *tp,
                                               const uint32_t *idx,
                                               const uint64_t *values,
                                               size_t n, void *stream);
+rmacoll_status_t rmacoll__ce_cuda_set_device_signals(rmacoll_transport_t *tp,
+                                                     const uint64_t *addr,
+                                                     const uint32_t *nwords);
 rmacoll_status_t rmacoll__ce_cuda_signal_stream(rmacoll_transport_t *tp,
                                                 int peer, uint32_t idx,
                                                 uint64_t value, void *stream);

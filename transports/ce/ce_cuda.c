@@ -14,6 +14,12 @@
  * cudaHostRegister(Mapped | Portable) so the GPU can write and poll them.
  * Stream order puts every signal after its copy and all earlier ones.
  * wait_stream is cuStreamWaitValue64(GEQ) on this rank's own words.
+ * Indexes with RMACOLL_SIG_DEVICE name the device-resident words instead
+ * (set_device_signals: each rank's array in its device memory, node
+ * peers' mapped by the core through mem_import): the same stream
+ * operations on device addresses, so no signal store or wait poll
+ * crosses PCIe. The write's default flags (a memory barrier before it)
+ * order it after the copies before it for the reader on any GPU.
  *
  * Driver functions come from cudaGetDriverEntryPointByVersion; libcuda is
  * never linked, so the library starts on machines without a GPU driver,
@@ -281,6 +287,21 @@ rmacoll_status_t rmacoll__ce_cuda_signal_stream(rmacoll_transport_t *tp,
     return rmacoll__cu_signal_stream(tp->cuda->cu, peer, idx, value, (cudaStream_t)stream);
 }
 
+rmacoll_status_t rmacoll__ce_cuda_set_device_signals(rmacoll_transport_t *tp,
+                                                     const uint64_t *addr,
+                                                     const uint32_t *nwords)
+{
+    if (tp == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (tp->cuda == NULL) { /* a probe (addr NULL) stays quiet */
+        return addr == NULL ? (tp->cuda_status != RMACOLL_SUCCESS ? tp->cuda_status
+                                                                 : RMACOLL_ERR_NO_DEVICE)
+                            : cc_off(tp, "set_device_signals");
+    }
+    return rmacoll__cu_set_device_signals(tp->cuda->cu, addr, nwords);
+}
+
 /* ---- post_puts on CUDA memory (the backend's own stream) ---------------- */
 
 rmacoll_memtype_t rmacoll__ce_cuda_queue_memtype(rmacoll_transport_t *tp,
@@ -348,7 +369,19 @@ rmacoll_status_t rmacoll__ce_cuda_mem_alloc(rmacoll_transport_t *tp, size_t byte
         e = cudaMalloc(&p, bytes);
     }
     if (e == cudaSuccess) {
-        e = cudaMemset(p, 0, bytes);
+        /* zero before any peer's stream may use it, waiting for the memset
+         * alone: on a stream of its own, non-blocking (the legacy stream
+         * or the whole device could hold work that waits for a peer) */
+        cudaStream_t z = NULL;
+
+        e = cudaStreamCreateWithFlags(&z, cudaStreamNonBlocking);
+        if (e == cudaSuccess) {
+            e = cudaMemsetAsync(p, 0, bytes, z);
+            if (e == cudaSuccess) {
+                e = cudaStreamSynchronize(z);
+            }
+            cudaStreamDestroy(z);
+        }
         if (e != cudaSuccess) {
             cudaFree(p);
         }

@@ -646,7 +646,9 @@ const rmacoll_transport_ops_t rmacoll_transport_ce_ops = {
     /* CUDA memory on the user's stream */
     .stream = RMACOLL__TOPS_STREAM(.post_puts_stream = rmacoll__ce_cuda_post_puts_stream,
                                    .wait_stream = rmacoll__ce_cuda_wait_stream,
-                                   .signal_stream = rmacoll__ce_cuda_signal_stream),
+                                   .signal_stream = rmacoll__ce_cuda_signal_stream,
+                                   .set_device_signals =
+                                       rmacoll__ce_cuda_set_device_signals),
 #else
     .mem = RMACOLL__TOPS_MEM(.mem_register = ce_mem_register,
                              .mem_deregister = ce_mem_deregister),

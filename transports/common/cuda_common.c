@@ -183,6 +183,8 @@ static void cu_free(rmacoll__cu_t *cu)
     free(cu->regs);
     free(cu->sig_dev);
     free(cu->sig_n);
+    free(cu->dsig_dev);
+    free(cu->dsig_n);
     free(cu);
 }
 
@@ -215,7 +217,10 @@ rmacoll_status_t rmacoll__cu_open(const rmacoll_transport_env_t *env, const char
     cu->blob_magic = blob_magic;
     cu->sig_dev = calloc((size_t)env->nranks, sizeof(*cu->sig_dev));
     cu->sig_n = calloc((size_t)env->nranks, sizeof(*cu->sig_n));
-    if (cu->sig_dev == NULL || cu->sig_n == NULL) {
+    cu->dsig_dev = calloc((size_t)env->nranks, sizeof(*cu->dsig_dev));
+    cu->dsig_n = calloc((size_t)env->nranks, sizeof(*cu->dsig_n));
+    if (cu->sig_dev == NULL || cu->sig_n == NULL || cu->dsig_dev == NULL ||
+        cu->dsig_n == NULL) {
         cu_free(cu);
         return RMACOLL_ERR_NO_MEMORY;
     }
@@ -515,7 +520,8 @@ static void cu_close_stale(rmacoll__cu_t *cu, int peer, uint64_t base, int every
     for (size_t i = 0; i < cu->nimports; i++) {
         rmacoll__cu_import_t *m = &cu->imports[i];
 
-        if (m->peer == peer && !m->same_process && (every_one || m->base == base)) {
+        if (m->peer == peer && !m->same_process && !m->keep &&
+            (every_one || m->base == base)) {
             cudaError_t e = cudaIpcCloseMemHandle(m->mapped);
             CU_LOG(cu, RMACOLL_LOG_DEBUG, "%s: closed the IPC mapping of peer %d's "
                    "allocation at 0x%llx (%s)", cu->name, peer, (unsigned long long)m->base,
@@ -593,6 +599,7 @@ static rmacoll_status_t cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
     cu->imports[cu->nimports].base = b.base;
     cu->imports[cu->nimports].peer = peer;
     cu->imports[cu->nimports].same_process = same;
+    cu->imports[cu->nimports].keep = 0;
     cu->nimports++;
     if (cu->nimports % 64 == 0) {
         CU_LOG(cu, RMACOLL_LOG_WARN, "%s: %zu IPC mappings of peers' device buffers held "
@@ -603,10 +610,63 @@ static rmacoll_status_t cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
     return RMACOLL_SUCCESS;
 }
 
+rmacoll_status_t rmacoll__cu_set_device_signals(rmacoll__cu_t *cu, const uint64_t *addr,
+                                                const uint32_t *nwords)
+{
+    int nranks = cu->env->nranks;
+
+    if (addr == NULL) {
+        return RMACOLL_SUCCESS; /* a probe: 64-bit stream memory operations, which
+                                 * rmacoll__cu_open required, work on device memory */
+    }
+    if (nwords == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    for (int p = 0; p < nranks; p++) {
+        CUdeviceptr base = 0;
+        size_t size = 0;
+
+        cu->dsig_dev[p] = addr[p] != 0 && nwords[p] != 0 ? (CUdeviceptr)addr[p] : 0;
+        cu->dsig_n[p] = cu->dsig_dev[p] != 0 ? nwords[p] : 0;
+        if (p == cu->env->rank || cu->dsig_dev[p] == 0 ||
+            cu->get_range(&base, &size, cu->dsig_dev[p]) != CUDA_SUCCESS) {
+            continue;
+        }
+        /* the mapping of p's array must outlive every stale-mapping
+         * clean-up (cu_close_stale, every_one included) */
+        for (size_t i = 0; i < cu->nimports; i++) {
+            if (cu->imports[i].peer == p && (CUdeviceptr)(uintptr_t)cu->imports[i].mapped == base) {
+                cu->imports[i].keep = 1;
+            }
+        }
+    }
+    CU_LOG(cu, RMACOLL_LOG_DEBUG, "%s: device-resident signal words: %u own at 0x%llx",
+           cu->name, cu->dsig_n[cu->env->rank],
+           (unsigned long long)cu->dsig_dev[cu->env->rank]);
+    return RMACOLL_SUCCESS;
+}
+
+CUdeviceptr rmacoll__cu_word(const rmacoll__cu_t *cu, int p, uint32_t idx, uint32_t *n)
+{
+    int dev = rmacoll__cu_word_is_device(idx);
+    CUdeviceptr base = dev ? cu->dsig_dev[p] : cu->sig_dev[p];
+    uint32_t nw = dev ? cu->dsig_n[p] : cu->sig_n[p];
+
+    idx &= ~RMACOLL_SIG_DEVICE;
+    if (n != NULL) {
+        *n = base != 0 ? nw : 0;
+    }
+    if (base == 0 || idx >= nw) {
+        return 0;
+    }
+    return base + (CUdeviceptr)idx * sizeof(uint64_t);
+}
+
 rmacoll_status_t rmacoll__cu_check_put(rmacoll__cu_t *cu, const rmacoll_put_t *p, size_t i,
                                        CUdeviceptr *sig)
 {
     const rmacoll_transport_env_t *env = cu->env;
+    uint32_t nw;
 
     *sig = 0;
     if (p->peer < 0 || p->peer >= env->nranks ||
@@ -626,14 +686,16 @@ rmacoll_status_t rmacoll__cu_check_put(rmacoll__cu_t *cu, const rmacoll_put_t *p
     if (p->sig_index == RMACOLL_NO_SIGNAL) {
         return RMACOLL_SUCCESS;
     }
-    if (cu->sig_dev[p->peer] == 0 || p->sig_index >= cu->sig_n[p->peer]) {
-        CU_LOG(cu, RMACOLL_LOG_ERROR, "%s: stream put %zu to peer %d signals word %u of "
-               "%u%s", cu->name, i, p->peer, p->sig_index, cu->sig_n[p->peer],
-               cu->sig_dev[p->peer] == 0 ? ", but the peer's signal words are not mapped"
-                                         : "");
+    *sig = rmacoll__cu_word(cu, p->peer, p->sig_index, &nw);
+    if (*sig == 0) {
+        int dev = rmacoll__cu_word_is_device(p->sig_index);
+
+        CU_LOG(cu, RMACOLL_LOG_ERROR, "%s: stream put %zu to peer %d signals %s word %u "
+               "of %u%s", cu->name, i, p->peer, dev ? "device-resident" : "control-window",
+               p->sig_index & ~RMACOLL_SIG_DEVICE, nw,
+               nw == 0 ? ", but the peer's words of that kind are not mapped" : "");
         return RMACOLL_ERR_INVALID_ARG;
     }
-    *sig = cu->sig_dev[p->peer] + (CUdeviceptr)p->sig_index * sizeof(uint64_t);
     return RMACOLL_SUCCESS;
 }
 
@@ -700,9 +762,13 @@ rmacoll_status_t rmacoll__cu_wait_stream(rmacoll__cu_t *cu, const uint32_t *idx,
     rmacoll_status_t st;
 
     for (size_t k = 0; k < n; k++) {
-        if (idx[k] >= cu->sig_n[me] || cu->sig_dev[me] == 0) {
-            CU_LOG(cu, RMACOLL_LOG_ERROR, "%s: stream wait %zu on own word %u of %u",
-                   cu->name, k, idx[k], cu->sig_n[me]);
+        uint32_t nw;
+
+        if (rmacoll__cu_word(cu, me, idx[k], &nw) == 0) {
+            CU_LOG(cu, RMACOLL_LOG_ERROR, "%s: stream wait %zu on own %s word %u of %u",
+                   cu->name, k, rmacoll__cu_word_is_device(idx[k]) ? "device-resident"
+                                                                    : "control-window",
+                   idx[k] & ~RMACOLL_SIG_DEVICE, nw);
             return RMACOLL_ERR_INVALID_ARG;
         }
     }
@@ -719,7 +785,7 @@ rmacoll_status_t rmacoll__cu_wait_stream(rmacoll__cu_t *cu, const uint32_t *idx,
         op = &cu->ops[nops++];
         memset(op, 0, sizeof(*op));
         op->waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
-        op->waitValue.address = cu->sig_dev[me] + (CUdeviceptr)idx[k] * sizeof(uint64_t);
+        op->waitValue.address = rmacoll__cu_word(cu, me, idx[k], NULL);
         op->waitValue.value64 = values[k];
         op->waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
     }

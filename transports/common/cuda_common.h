@@ -51,6 +51,7 @@ typedef struct rmacoll__cu_import {
     uint64_t base;         /* the allocation's base in the exporter */
     int peer;
     int same_process;      /* the exporter is this process: nothing to close */
+    int keep;              /* holds device-resident signal words: never closed as stale */
 } rmacoll__cu_import_t;
 
 typedef struct rmacoll__cu {
@@ -65,6 +66,10 @@ typedef struct rmacoll__cu {
     PFN_cuGetErrorString_v6000 error_string;
     CUdeviceptr *sig_dev;  /* [nranks]: device address of each rank's words, 0 = none */
     uint32_t *sig_n;       /* [nranks]: their counts */
+    /* [nranks]: each rank's device-resident words (RMACOLL_SIG_DEVICE), 0 =
+     * none (rmacoll__cu_set_device_signals), and their counts */
+    CUdeviceptr *dsig_dev;
+    uint32_t *dsig_n;
     rmacoll__cu_reg_t *regs;
     int nregs;
     rmacoll__cu_import_t *imports;
@@ -146,8 +151,26 @@ rmacoll_status_t rmacoll__cu_export(rmacoll__cu_t *cu, void *addr, size_t bytes,
 rmacoll_status_t rmacoll__cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
                                     uint64_t *addr);
 
+/** stream.set_device_signals: copies addr[nranks] and nwords[nranks] and
+ * marks the cached IPC mappings holding node peers' arrays (imported
+ * through this cu) as kept for good: a later stale-mapping clean-up of
+ * rmacoll__cu_import never closes them. addr NULL: a probe,
+ * RMACOLL_SUCCESS (nothing kept). */
+rmacoll_status_t rmacoll__cu_set_device_signals(rmacoll__cu_t *cu, const uint64_t *addr,
+                                                const uint32_t *nwords);
+/** The device address of rank p's word idx: in its control window, or with
+ * RMACOLL_SIG_DEVICE in idx in its device-resident array; 0 when p's words
+ * of that kind are not mapped here or idx is past them (*n, may be NULL,
+ * receives their count). */
+CUdeviceptr rmacoll__cu_word(const rmacoll__cu_t *cu, int p, uint32_t idx, uint32_t *n);
+/** 1 when idx names a device-resident word (RMACOLL_SIG_DEVICE). */
+static inline int rmacoll__cu_word_is_device(uint32_t idx)
+{
+    return (idx & RMACOLL_SIG_DEVICE) != 0;
+}
+
 /** Checks one put of a queue; *sig receives the device address of its
- * signal word (0: none). */
+ * signal word (0: none; sig_index may carry RMACOLL_SIG_DEVICE). */
 rmacoll_status_t rmacoll__cu_check_put(rmacoll__cu_t *cu, const rmacoll_put_t *p,
                                        size_t i, CUdeviceptr *sig);
 /** RMACOLL_ERR_UNSUPPORTED while s is being captured into a graph. */

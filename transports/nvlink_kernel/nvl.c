@@ -8,10 +8,14 @@
  * RMACOLL__NVL_MAX_ENTRIES puts, passed by value as the kernel's parameter
  * (nvl.h), and launches one kernel per descriptor on the caller's stream;
  * the kernel (nvl.cu) copies and then raises each signal with a
- * system-scope release store into the target's host control window,
- * which init registered with cudaHostRegister (Mapped | Portable). The
- * stream ops without data (wait_stream, signal_stream) are stream memory
- * operations, as in ce.
+ * release store into the target's signal word: its device-resident
+ * array when the index carries RMACOLL_SIG_DEVICE (set_device_signals),
+ * else its host control window, which init registered with
+ * cudaHostRegister (Mapped | Portable). The stream ops without data
+ * (wait_stream, signal_stream) are stream memory operations, as in ce.
+ * Each launch picks the scope of its fences and signal stores (nvl.cu):
+ * .gpu when all its words are device memory and all its peers share this
+ * GPU (known from the cards exchanged at init), else .sys.
  *
  * The CUDA helpers it shares with ce's CUDA backend (driver entry points,
  * registration of the signal windows, IPC export/import cache, stream
@@ -59,6 +63,7 @@ struct rmacoll_transport {
     uint32_t eblocks[RMACOLL__NVL_MAX_ENTRIES];
     rmacoll__nvl_batch_t batch_desc;        /* reused; copied by the launch */
     /* the one-launch path (call_stream), RMACOLL_NVL_ONE_LAUNCH=1 */
+    uint8_t *same_gpu;             /* [nranks]: rank p uses this GPU (cards at init) */
     int fused;                     /* usable: opted in, co-scheduling possible */
     uint32_t fused_max_blocks;     /* grid bound: every sharer's grid resident at once */
     uint32_t *ferr;                /* host-mapped error word of the kernel */
@@ -98,6 +103,7 @@ static void nvl_free(rmacoll_transport_t *tp)
 {
     if (tp != NULL) {
         nvl_gpu_free(tp);
+        free(tp->same_gpu);
         free(tp);
     }
 }
@@ -201,8 +207,11 @@ static rmacoll_status_t nvl_fused_init(rmacoll_transport_t *tp)
         return st;
     }
     for (int p = 0; p < env->nranks; p++) {
-        if (p == env->rank || !env->peers[p] || !all[p].on ||
-            memcmp(all[p].uuid, mine.uuid, sizeof(mine.uuid)) != 0) {
+        if (!mine.on || !all[p].on || memcmp(all[p].uuid, mine.uuid, sizeof(mine.uuid)) != 0) {
+            continue;
+        }
+        tp->same_gpu[p] = 1;
+        if (p == env->rank || !env->peers[p]) {
             continue;
         }
         if (all[p].pid == mine.pid) {
@@ -258,6 +267,11 @@ static rmacoll_status_t nvl_init(const rmacoll_transport_env_t *env,
     }
     tp->env = env;
     tp->error_peer = -1;
+    tp->same_gpu = calloc((size_t)env->nranks, sizeof(*tp->same_gpu));
+    if (tp->same_gpu == NULL) {
+        free(tp);
+        return RMACOLL_ERR_NO_MEMORY;
+    }
     st = nvl_gpu_init(tp);
     if (st == RMACOLL_SUCCESS) {
         st = nvl_fused_init(tp);
@@ -330,6 +344,12 @@ static rmacoll_status_t nvl_mem_import(rmacoll_transport_t *tp, int peer,
 }
 
 /* ---- stream operations ------------------------------------------------ */
+
+/* 1 when rank p runs on this GPU (or is this rank): .gpu scope reaches it. */
+static int nvl_gpu_peer(const rmacoll_transport_t *tp, int p)
+{
+    return p == tp->env->rank || (p >= 0 && p < tp->env->nranks && tp->same_gpu[p]);
+}
 
 /* Completes the descriptor (blocks, groups, counters) and launches it. */
 static rmacoll_status_t nvl_launch(rmacoll_transport_t *tp, cudaStream_t s)
@@ -404,6 +424,14 @@ static rmacoll_status_t nvl_post_puts_stream(rmacoll_transport_t *tp,
     }
     b = &tp->batch_desc;
     b->n = 0;
+    b->scope = RMACOLL__NVL_SCOPE_GPU;
+    for (size_t i = 0; i < n; i++) {
+        if (!nvl_gpu_peer(tp, puts[i].peer) ||
+            (puts[i].sig_index != RMACOLL_NO_SIGNAL &&
+             !rmacoll__cu_word_is_device(puts[i].sig_index))) {
+            b->scope = RMACOLL__NVL_SCOPE_SYS;
+        }
+    }
     for (size_t i = 0; i < n; i++) {
         const rmacoll_put_t *p = &puts[i];
         CUdeviceptr sig;
@@ -469,10 +497,17 @@ static rmacoll_status_t nvl_call_stream(rmacoll_transport_t *tp,
     cu = tp->cu;
     me = tp->env->rank;
     if (*(volatile uint32_t *)tp->ferr != 0) {
+        uint32_t w = *(volatile uint32_t *)tp->ferr;
+
+        tp->error_peer = RMACOLL__NVL_ERR_PEER(w);
         NVL_LOG(tp, RMACOLL_LOG_ERROR, "nvlink_kernel: an earlier one-launch call timed "
-                "out on the GPU waiting for %s (a peer's kernel or stream never got "
-                "there)", *(volatile uint32_t *)tp->ferr == RMACOLL__NVL_ERR_READY_TIMEOUT
-                              ? "a READY signal" : "a data signal");
+                "out on the GPU after %llu ms waiting for %s of rank %d (that rank's "
+                "kernel or stream never got there)",
+                (unsigned long long)(tp->env->config != NULL ? tp->env->config->timeout_ms
+                                                             : 0),
+                RMACOLL__NVL_ERR_CODE(w) == RMACOLL__NVL_ERR_READY_TIMEOUT
+                    ? "the READY signal" : "the data signal",
+                tp->error_peer);
         return RMACOLL_ERR_TIMEOUT;
     }
     if (c->nputs > RMACOLL__NVL_FUSED_MAX || c->nready > RMACOLL__NVL_FUSED_MAX ||
@@ -489,6 +524,7 @@ static rmacoll_status_t nvl_call_stream(rmacoll_transport_t *tp,
     }
     f = &tp->fdesc;
     memset(f, 0, sizeof(*f));
+    f->scope = RMACOLL__NVL_SCOPE_GPU;
     for (size_t i = 0; i < c->nready; i++) {
         CUdeviceptr sig;
 
@@ -499,22 +535,39 @@ static rmacoll_status_t nvl_call_stream(rmacoll_transport_t *tp,
         if (sig == 0) {
             return RMACOLL_ERR_INVALID_ARG;
         }
+        if (!rmacoll__cu_word_is_device(c->ready[i].sig_index) ||
+            !nvl_gpu_peer(tp, c->ready[i].peer)) {
+            f->scope = RMACOLL__NVL_SCOPE_SYS;
+        }
         f->ready[f->nready].addr = (uint64_t)sig;
         f->ready[f->nready++].value = c->ready[i].sig_value;
     }
     for (size_t i = 0; i < c->nwait; i++) {
-        if (c->wait_idx[i] >= cu->sig_n[me] || cu->sig_dev[me] == 0) {
+        CUdeviceptr a = rmacoll__cu_word(cu, me, c->wait_idx[i], NULL);
+        int writer = c->wait_peer != NULL ? c->wait_peer[i] : -1;
+
+        if (a == 0) {
+            NVL_LOG(tp, RMACOLL_LOG_ERROR, "nvlink_kernel: call_stream: wait %zu on own "
+                    "word 0x%x, which is not mapped", i, c->wait_idx[i]);
             return RMACOLL_ERR_INVALID_ARG;
         }
-        f->wait[f->nwait].addr = (uint64_t)(cu->sig_dev[me] +
-                                            (CUdeviceptr)c->wait_idx[i] * sizeof(uint64_t));
+        if (!rmacoll__cu_word_is_device(c->wait_idx[i]) || writer < 0 ||
+            !nvl_gpu_peer(tp, writer)) {
+            f->scope = RMACOLL__NVL_SCOPE_SYS;
+        }
+        f->wait[f->nwait].addr = (uint64_t)a;
+        f->wait_peer[f->nwait] = (int16_t)writer;
         f->wait[f->nwait++].value = c->wait_val[i];
     }
     for (size_t i = 0; i < c->nready_wait; i++) {
         int used = 0;
 
-        if (c->ready_idx[i] >= cu->sig_n[me] || cu->sig_dev[me] == 0) {
+        if (rmacoll__cu_word(cu, me, c->ready_idx[i], NULL) == 0) {
             return RMACOLL_ERR_INVALID_ARG;
+        }
+        if (!rmacoll__cu_word_is_device(c->ready_idx[i]) ||
+            !nvl_gpu_peer(tp, c->ready_peer[i])) {
+            f->scope = RMACOLL__NVL_SCOPE_SYS;
         }
         for (size_t j = 0; j < c->nputs && !used; j++) {
             used = c->puts[j].peer == c->ready_peer[i];
@@ -533,7 +586,12 @@ static rmacoll_status_t nvl_call_stream(rmacoll_transport_t *tp,
         if (p->bytes == 0 && sig == 0) {
             continue;
         }
+        if (!nvl_gpu_peer(tp, p->peer) ||
+            (sig != 0 && !rmacoll__cu_word_is_device(p->sig_index))) {
+            f->scope = RMACOLL__NVL_SCOPE_SYS;
+        }
         k = f->n++;
+        f->peer[k] = (int16_t)p->peer;
         f->e[k].src = (uint64_t)(uintptr_t)p->src;
         f->e[k].dst = p->dst_addr;
         f->e[k].bytes = p->bytes;
@@ -541,8 +599,7 @@ static rmacoll_status_t nvl_call_stream(rmacoll_transport_t *tp,
         f->e[k].value = p->sig_value;
         for (size_t r = 0; r < c->nready_wait && p->peer != me; r++) {
             if (c->ready_peer[r] == p->peer) {
-                f->e[k].rdy = (uint64_t)(cu->sig_dev[me] +
-                                         (CUdeviceptr)c->ready_idx[r] * sizeof(uint64_t));
+                f->e[k].rdy = (uint64_t)rmacoll__cu_word(cu, me, c->ready_idx[r], NULL);
                 f->e[k].rdy_value = c->ready_val[r];
             }
         }
@@ -606,7 +663,8 @@ static rmacoll_status_t nvl_call_stream(rmacoll_transport_t *tp,
     f->counters = tp->counters +
                   (size_t)(tp->ring++ % RMACOLL__NVL_RING) * RMACOLL__NVL_MAX_ENTRIES;
     NVL_LOG(tp, RMACOLL_LOG_TRACE, "nvlink_kernel: one launch: %u puts, %u READY "
-            "signals, %u waits, %u blocks%s", f->n, f->nready, f->nwait, f->nblocks,
+            "signals, %u waits, %u blocks, %s scope%s", f->n, f->nready, f->nwait,
+            f->nblocks, f->scope == RMACOLL__NVL_SCOPE_GPU ? "gpu" : "sys",
             f->reset ? ", words reset (graph mode)" : "");
     e = rmacoll__nvl_launch_fused(f, (cudaStream_t)stream);
     if (e != cudaSuccess) {
@@ -617,6 +675,20 @@ static rmacoll_status_t nvl_call_stream(rmacoll_transport_t *tp,
         return rmacoll__cu_rt_error(cu, e, -1, what);
     }
     return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t nvl_set_device_signals(rmacoll_transport_t *tp,
+                                               const uint64_t *addr, const uint32_t *nwords)
+{
+    if (tp == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (!tp->on) { /* a probe (addr NULL) stays quiet */
+        return addr == NULL ? (tp->off_status != RMACOLL_SUCCESS ? tp->off_status
+                                                                 : RMACOLL_ERR_NO_DEVICE)
+                            : nvl_off(tp, "set_device_signals");
+    }
+    return rmacoll__cu_set_device_signals(tp->cu, addr, nwords);
 }
 
 static rmacoll_status_t nvl_wait_stream(rmacoll_transport_t *tp,
@@ -702,7 +774,8 @@ const rmacoll_transport_ops_t rmacoll_transport_nvlink_kernel_ops = {
     .stream = RMACOLL__TOPS_STREAM(.post_puts_stream = nvl_post_puts_stream,
                                    .wait_stream = nvl_wait_stream,
                                    .signal_stream = nvl_signal_stream,
-                                   .call_stream = nvl_call_stream),
+                                   .call_stream = nvl_call_stream,
+                                   .set_device_signals = nvl_set_device_signals),
     .keys = rmacoll_transport_nvlink_kernel_keys,
     .nkeys = NVL_NKEYS,
 };

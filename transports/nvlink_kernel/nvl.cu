@@ -4,17 +4,34 @@
  * One launch copies a queue of up to RMACOLL__NVL_MAX_ENTRIES puts over
  * IPC-mapped peer pointers (NVLink loads/stores; 16-byte vectors when source
  * and destination share their alignment modulo 16) and raises their
- * signals in the targets' host-mapped control windows.
+ * signals in the targets' signal words: device-resident arrays (the
+ * core's RMACOLL_SIG_DEVICE words) or host-mapped control windows.
  *
- * Ordering (PTX memory model): every thread of a block fences at system
- * scope after its stores, the block meets at a barrier, and one thread
- * adds to the group's counter (the "last block" pattern of the CUDA
- * threadFenceReduction sample, at system scope). The block that brings the
- * counter to the group's block count fences again (acquire side of the
- * counter's release sequence) and stores each signal with
- * st.release.sys: a peer or host that reads the word with acquire
- * semantics and sees the value sees every byte of the group's puts.
- * That block resets the counter to 0 for a later launch.
+ * Ordering (PTX memory model): every thread of a block fences after its
+ * stores, the block meets at a barrier, and one thread adds to the group's
+ * counter (the "last block" pattern of the CUDA threadFenceReduction
+ * sample). The block that brings the counter to the group's block count
+ * fences again (acquire side of the counter's release sequence) and
+ * stores each signal with st.release: a peer that reads the word with
+ * ld.acquire (or a stream wait) and sees the value sees every byte of the
+ * group's puts. That block resets the counter to 0 for a later launch.
+ *
+ * Scope (RMACOLL__NVL_SCOPE_*, chosen per launch by nvl.c). A release and
+ * the acquire that observes it synchronise only when each one's scope
+ * includes the other thread. With every signal word in device memory of
+ * this GPU and every peer (writer of the data, reader of the signal, and
+ * the other way round) on this GPU, all of them are threads of this GPU:
+ * .gpu scope is enough (fence.acq_rel.gpu, st.release.gpu,
+ * ld.acquire.gpu), and it does not wait for the system-wide ordering
+ * point that .sys needs. A word in host memory (the control window,
+ * polled by the host or written through PCIe), or a peer on another GPU
+ * (its stores reach our memory over NVLink, ours reach its memory), needs
+ * .sys on both sides: __threadfence_system, st.release.sys,
+ * ld.acquire.sys. A launch takes one scope for all its words: .gpu only
+ * when all its peers share this GPU. Two ranks on one GPU synchronise
+ * whichever scope each picks (each scope includes the other thread); two
+ * ranks on different GPUs both have a peer elsewhere, so both take .sys.
+ * The host-mapped error word is always written at .sys.
  */
 #include <stdint.h>
 
@@ -25,11 +42,15 @@ static_assert(sizeof(rmacoll__nvl_batch_t) <= 4000,
 static_assert(sizeof(rmacoll__nvl_fused_t) <= 4000,
               "one-launch descriptor must fit the 4 KiB kernel parameter limit");
 
-__device__ __forceinline__ uint64_t nvl_load_acquire_sys(uint64_t addr)
+__device__ __forceinline__ uint64_t nvl_load_acquire(uint64_t addr, unsigned scope)
 {
     uint64_t v;
 
-    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
+    if (scope == RMACOLL__NVL_SCOPE_GPU) {
+        asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
+    } else {
+        asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
+    }
     return v;
 }
 
@@ -41,11 +62,24 @@ __device__ __forceinline__ uint64_t nvl_now_ns(void)
     return t;
 }
 
-__device__ __forceinline__ void nvl_store_release_sys(uint64_t addr,
-                                                      uint64_t v)
+__device__ __forceinline__ void nvl_store_release(uint64_t addr, uint64_t v, unsigned scope)
 {
-    asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(addr), "l"(v)
-                 : "memory");
+    if (scope == RMACOLL__NVL_SCOPE_GPU) {
+        asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(addr), "l"(v) : "memory");
+    } else {
+        asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(addr), "l"(v) : "memory");
+    }
+}
+
+/* This thread's earlier stores ordered before its later ones for every
+ * observer within the scope. */
+__device__ __forceinline__ void nvl_fence(unsigned scope)
+{
+    if (scope == RMACOLL__NVL_SCOPE_GPU) {
+        __threadfence();
+    } else {
+        __threadfence_system();
+    }
 }
 
 /* Block j of nb copies its share of [src, src + bytes) to dst. */
@@ -137,17 +171,17 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
     if (b.gblocks[g] == 0) {
         return; /* the group raises no signal */
     }
-    __threadfence_system(); /* this thread's stores, before the count */
+    nvl_fence(b.scope); /* this thread's stores, before the count */
     __syncthreads();
     if (threadIdx.x == 0) {
         unsigned old = atomicAdd(&b.counters[g], 1u);
 
         if (old + 1 == b.gblocks[g]) {
-            __threadfence_system(); /* acquire: every block's stores */
-            b.counters[g] = 0;      /* for a later launch on this slot */
+            nvl_fence(b.scope); /* acquire: every block's stores */
+            b.counters[g] = 0;  /* for a later launch on this slot */
             for (unsigned k = g; k < b.n; k++) {
                 if (b.group[k] == g && b.e[k].sig != 0) {
-                    nvl_store_release_sys(b.e[k].sig, b.e[k].value);
+                    nvl_store_release(b.e[k].sig, b.e[k].value, b.scope);
                 }
             }
         }
@@ -155,15 +189,16 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
 }
 
 /* Spins until the word at addr reaches v, at most timeout_ns: 1 when it
- * did, 0 on timeout (then *err gets code) or when another wait of this
- * call already timed out (*err set: fail fast). */
-__device__ int nvl_wait_word(uint64_t addr, uint64_t v, uint64_t timeout_ns,
-                             uint32_t *err, uint32_t code)
+ * did, 0 on timeout (then *err gets the code and the peer waited for) or
+ * when another wait of this call already timed out (*err set: fail
+ * fast). */
+__device__ int nvl_wait_word(uint64_t addr, uint64_t v, unsigned scope, uint64_t timeout_ns,
+                             uint32_t *err, uint32_t code, int peer)
 {
     uint64_t t0 = 0;
     unsigned spins = 0;
 
-    while (nvl_load_acquire_sys(addr) < v) {
+    while (nvl_load_acquire(addr, scope) < v) {
         if ((++spins & 255u) == 0) {
             uint64_t t = nvl_now_ns();
 
@@ -173,8 +208,10 @@ __device__ int nvl_wait_word(uint64_t addr, uint64_t v, uint64_t timeout_ns,
             if (t0 == 0) {
                 t0 = t;
             } else if (t - t0 > timeout_ns) {
-                /* a plain store: atomics on host memory need PCIe atomics */
-                *(volatile uint32_t *)err = code;
+                /* the error word is host memory (the host reads it without
+                 * a copy): a plain store and a system fence; atomics on
+                 * host memory would need PCIe atomics */
+                *(volatile uint32_t *)err = RMACOLL__NVL_ERR_WORD(code, peer);
                 __threadfence_system();
                 return 0;
             }
@@ -192,7 +229,7 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
 
     if (bid == 0 && threadIdx.x == 0) {
         for (unsigned k = 0; k < f.nready; k++) {
-            nvl_store_release_sys(f.ready[k].addr, f.ready[k].value);
+            nvl_store_release(f.ready[k].addr, f.ready[k].value, f.scope);
         }
     }
     if (f.n > 0) {
@@ -210,8 +247,8 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
         e = lo;
         if (threadIdx.x == 0) {
             go = f.e[e].rdy == 0 ||
-                 nvl_wait_word(f.e[e].rdy, f.e[e].rdy_value, f.timeout_ns, f.err,
-                               RMACOLL__NVL_ERR_READY_TIMEOUT);
+                 nvl_wait_word(f.e[e].rdy, f.e[e].rdy_value, f.scope, f.timeout_ns, f.err,
+                               RMACOLL__NVL_ERR_READY_TIMEOUT, f.peer[e]);
         }
         __syncthreads();
         nb = f.first_block[e + 1] - f.first_block[e];
@@ -225,13 +262,13 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
          * out too): the call failed, the counter slot is not used again
          * (the communicator reports the error at its next call) */
         if (f.gblocks[g] != 0 && go) {
-            __threadfence_system();
+            nvl_fence(f.scope);
             __syncthreads();
             if (threadIdx.x == 0) {
                 unsigned old = atomicAdd(&f.counters[g], 1u);
 
                 if (old + 1 == f.gblocks[g]) {
-                    __threadfence_system();
+                    nvl_fence(f.scope);
                     f.counters[g] = 0;
                     if (f.reset && f.e[g].rdy != 0) {
                         /* every block of the group passed the READY wait;
@@ -240,7 +277,7 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
                     }
                     for (unsigned k = g; k < f.n; k++) {
                         if (f.group[k] == g && f.e[k].sig != 0) {
-                            nvl_store_release_sys(f.e[k].sig, f.e[k].value);
+                            nvl_store_release(f.e[k].sig, f.e[k].value, f.scope);
                         }
                     }
                 }
@@ -249,13 +286,17 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
     }
     if (bid == 0 && threadIdx.x == 0) {
         for (unsigned k = 0; k < f.nwait; k++) {
-            if (nvl_wait_word(f.wait[k].addr, f.wait[k].value, f.timeout_ns, f.err,
-                              RMACOLL__NVL_ERR_DATA_TIMEOUT) &&
+            if (nvl_wait_word(f.wait[k].addr, f.wait[k].value, f.scope, f.timeout_ns, f.err,
+                              RMACOLL__NVL_ERR_DATA_TIMEOUT, f.wait_peer[k]) &&
                 f.reset) {
                 *(volatile uint64_t *)(uintptr_t)f.wait[k].addr = 0;
             }
         }
-        __threadfence_system();
+        /* the resets (and the acquired data) before later work: the next
+         * kernel on the stream starts after this one anyway; the fence
+         * orders the resets before the peers' next signals of the same
+         * scope */
+        nvl_fence(f.scope);
     }
 }
 

@@ -34,8 +34,19 @@ typedef struct rmacoll__nvl_entry {
     uint64_t value;     /* value stored there */
 } rmacoll__nvl_entry_t;
 
+/*
+ * Scope of a launch's fences and signal stores (nvl.cu says why):
+ * RMACOLL__NVL_SCOPE_GPU when every signal word it stores to or polls is
+ * device memory of this GPU and every peer it writes or waits for runs on
+ * this GPU; RMACOLL__NVL_SCOPE_SYS otherwise (host-mapped control windows,
+ * peers on other GPUs across NVLink).
+ */
+#define RMACOLL__NVL_SCOPE_SYS 0u
+#define RMACOLL__NVL_SCOPE_GPU 1u
+
 typedef struct rmacoll__nvl_batch {
     uint32_t *counters;   /* [RMACOLL__NVL_MAX_ENTRIES] device counters, all 0 */
+    uint32_t scope;       /* RMACOLL__NVL_SCOPE_* */
     uint32_t n;           /* entries */
     uint32_t nblocks;     /* grid size = first_block[n] */
     /* blocks [first_block[e], first_block[e + 1]) copy entry e */
@@ -54,13 +65,19 @@ cudaError_t rmacoll__nvl_launch(const rmacoll__nvl_batch_t *b, cudaStream_t s);
  * raises the READY signals; every block of entry e waits (thread 0,
  * bounded spin) for e's READY word, copies its share, and the group's last
  * block raises the group's signals (as above); block 0 then waits for the
- * data words. A spin that passes timeout_ns sets *err (host-mapped) to
- * the code below and lets the kernel end: an error at the next call, never
- * a hang. Fits the 4 KiB parameter limit with RMACOLL__NVL_FUSED_MAX = 32.
+ * data words. A spin that passes timeout_ns sets *err (host-mapped, so
+ * the host reads it without a copy) to RMACOLL__NVL_ERR_WORD(code, peer)
+ * and lets the kernel end: an error at the next call naming the silent
+ * peer, never a hang. Fits the 4 KiB parameter limit with
+ * RMACOLL__NVL_FUSED_MAX = 32.
  */
 #define RMACOLL__NVL_FUSED_MAX 32u
 #define RMACOLL__NVL_ERR_READY_TIMEOUT 1u
 #define RMACOLL__NVL_ERR_DATA_TIMEOUT 2u
+/* the error word: code in the low byte, the peer waited for + 1 above it */
+#define RMACOLL__NVL_ERR_WORD(code, peer) ((uint32_t)(code) | ((uint32_t)((peer) + 1) << 8))
+#define RMACOLL__NVL_ERR_CODE(w) ((w) & 0xffu)
+#define RMACOLL__NVL_ERR_PEER(w) ((int)((w) >> 8) - 1)
 
 typedef struct rmacoll__nvl_fentry {
     uint64_t src, dst, bytes;
@@ -78,6 +95,9 @@ typedef struct rmacoll__nvl_fused {
     uint64_t timeout_ns;
     uint32_t n, nready, nwait, nblocks; /* entries, READY signals, data waits, grid */
     uint32_t reset;           /* waited words back to 0 (graph mode) */
+    uint32_t scope;           /* RMACOLL__NVL_SCOPE_* */
+    int16_t peer[RMACOLL__NVL_FUSED_MAX];      /* target of entry e (its READY writer) */
+    int16_t wait_peer[RMACOLL__NVL_FUSED_MAX]; /* writer of data word k, -1: unknown */
     uint32_t first_block[RMACOLL__NVL_FUSED_MAX + 1];
     uint32_t gblocks[RMACOLL__NVL_FUSED_MAX];
     uint8_t group[RMACOLL__NVL_FUSED_MAX];
