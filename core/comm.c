@@ -1080,7 +1080,7 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
     }
     want = stats->struct_size < sizeof(s) ? stats->struct_size : sizeof(s);
     memset(&s, 0, sizeof(s));
-    s.struct_size = stats->struct_size;
+    s.struct_size = want; /* what this library wrote: a newer caller sees how far */
     s.device_path = comm->topo->nnodes == 1 ? RMACOLL_DEVICE_PATH_NONE
                     : comm->hmem           ? RMACOLL_DEVICE_PATH_HMEM
                                            : RMACOLL_DEVICE_PATH_STAGED;

@@ -392,6 +392,22 @@ static int devpath_body(rmacoll_comm_t *comm, int rank, int nranks, void *arg)
         fprintf(stderr, "rank %d: a short struct_size was not honoured\n", rank);
         return 22;
     }
+    /* a caller built against a newer, larger struct: this library writes
+     * its own fields only and says how far (struct_size), the rest kept */
+    {
+        unsigned char big[sizeof(rmacoll_comm_stats_t) + 64];
+        rmacoll_comm_stats_t *b = (rmacoll_comm_stats_t *)(void *)big;
+        memset(big, 0x77, sizeof(big));
+        b->struct_size = sizeof(big);
+        if (rmacoll_comm_get_stats(comm, b) != RMACOLL_SUCCESS ||
+            b->struct_size != sizeof(rmacoll_comm_stats_t) ||
+            b->device_path != RMACOLL_DEVICE_PATH_STAGED ||
+            big[sizeof(rmacoll_comm_stats_t)] != 0x77 || big[sizeof(big) - 1] != 0x77) {
+            fprintf(stderr, "rank %d: a larger struct_size was not answered with the "
+                    "library's own (%zu)\n", rank, b->struct_size);
+            return 24;
+        }
+    }
     t.struct_size = 4;
     if (rmacoll_comm_get_stats(comm, &t) != RMACOLL_ERR_INVALID_ARG ||
         rmacoll_comm_get_stats(NULL, &s) != RMACOLL_ERR_INVALID_ARG ||

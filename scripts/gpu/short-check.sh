@@ -5,8 +5,9 @@
 #  1. build/ (Debian libfabric), CUDA for Hopper, -Werror;
 #  2. one node: test_gpu_graph (RMACOLL_TEST_REPLAYS replays, default
 #     100), test_gpu_threads, test_gpu_e2e's one-node tests;
-#  3. per-call latency of every device path, 2 ranks as threads
-#     (rmacoll-latency, as scripts/gpu/latency.sh, -np 2 only);
+#  3. per-call latency of every device path, 2 ranks as threads, device
+#     and host signal words (rmacoll-latency, as scripts/gpu/latency.sh,
+#     -np 2 only), and rmacoll-perf's graph replay (-G);
 #  4. libfabric with CUDA (third_party/), build-hmem/ against it, the
 #     registered path across 2 virtual nodes: test_cross_node_hmem (every
 #     case file; RMACOLL_TEST_CASES=SUBSTRING narrows it),
@@ -53,11 +54,19 @@ if want 2; then
 fi
 
 if want 3; then
-  step "3. per-call latency, 2 ranks as threads"
-  CUDA_DEVICE_MAX_CONNECTIONS=32 timeout 150 ./build/tools/rmacoll-latency -np 2 -b 8K -e 512K \
-      -f 8 -n 1000 -w 100 --graph-calls 100 \
-      --path ce,nvlink_kernel,one_launch,graph_ce,graph_one_launch 2>&1 |
-    grep -v "WARN config" | tee "$out/lat2.log" || rc=1
+  step "3. per-call latency, 2 ranks as threads: device signal words, then host words"
+  for words in device host; do
+    if [ $words = host ]; then export RMACOLL_DEVICE_SIGNALS=0; else unset RMACOLL_DEVICE_SIGNALS; fi
+    CUDA_DEVICE_MAX_CONNECTIONS=32 timeout 120 ./build/tools/rmacoll-latency -np 2 -b 8K -e 512K \
+        -f 8 -n 1000 -w 100 --graph-calls 100 \
+        --path ce,nvlink_kernel,one_launch,graph_ce,graph_one_launch 2>&1 |
+      grep -v "WARN config" | tee "$out/lat2-$words.log" || rc=1
+  done
+  unset RMACOLL_DEVICE_SIGNALS
+  echo "---- rmacoll-perf -G 1 -m 100 (graph replay, 2 processes, time-sliced, uniform)"
+  timeout 90 ./build/tools/rmacoll-perf --buffers cuda -np 2 --dist uniform \
+      -b 8K -e 512K -f 8 -n 20 -w 5 -m 100 -G 1 2>&1 | grep -v "WARN config" |
+    tee "$out/perf-graph.log" | grep -E "^ +[0-9]+ |failed|Out of bounds" || rc=1
 fi
 
 if want 4; then
