@@ -344,6 +344,12 @@ typedef struct rmacoll_comm_stats {
     uint64_t device_registered_bytes;
     uint64_t device_calls_staged;  /* device calls across nodes, staged */
     uint64_t device_calls_hmem;    /* device calls across nodes, registered */
+    /* eager path (eager_max_bytes; host calls on two nodes): bytes of send
+     * blocks this rank sent inside its metadata records, and bytes it (as
+     * a relay) copied out of such records into receive buffers, its own
+     * included; counted when a call succeeds */
+    uint64_t eager_bytes_sent;
+    uint64_t eager_bytes_copied;
 } rmacoll_comm_stats_t;
 
 /**
