@@ -199,7 +199,8 @@ typedef struct rmacoll__sigstate {
  *    each member l of this rank's node, at [c * size(my node) + l]:
  *    chan_sendcount = the sender's sendcounts for that member,
  *    chan_rcount / chan_rdispl = that member's recvcounts / rdispls for
- *    the sender. Entries for l == own local rank are ignored.
+ *    the sender. For l == own local rank only chan_sendcount is read (the
+ *    eager path sizes and places the sender's payload with it).
  */
 typedef struct rmacoll__plan_input {
     const rmacoll_topo_t *topo;
