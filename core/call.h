@@ -51,6 +51,8 @@ typedef struct rmacoll__call {
     rmacoll__status_rec_t acc;        /* lowest-ranked outcome known */
     int one_round;                    /* the exchange gave every rank the verdict: no
                                        * agreement round (meta.c) */
+    uint64_t eager_max;               /* the plan's eager_max_bytes: non-zero when the
+                                       * records carried eager payloads (meta.c) */
     int drives;                       /* this thread drives the network (host call) */
     int plan_failed;                  /* planning (or runner planned) failed here */
     char msg[512];                    /* a step's error message */
@@ -106,6 +108,12 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *call);
 rmacoll_status_t rmacoll__meta_agree(rmacoll__call_t *call);
 /** Fills the planner's peer inputs from the records (after the exchange). */
 void rmacoll__meta_inputs(rmacoll__call_t *call);
+/** The eager payload of this call's metadata record from network peer
+ * `sender` (the plan's RMACOLL__WIN_EAGER of tasks whose origin it is). */
+const void *rmacoll__meta_payload(rmacoll_comm_t *comm, int sender);
+/** Adds a successful call's eager bytes (sent in its records, copied by
+ * its plan) to comm's counters. */
+void rmacoll__meta_eager_count(rmacoll__call_t *call);
 
 /* ---- shared by the runners ---- */
 

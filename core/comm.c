@@ -1090,6 +1090,8 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
     s.device_calls_hmem = atomic_load(&comm->stats.device_calls_hmem);
     s.device_signals = comm->dsig;
     s.device_calls_device_signals = atomic_load(&comm->stats.device_calls_dsig);
+    s.eager_bytes_sent = atomic_load(&comm->stats.eager_bytes_sent);
+    s.eager_bytes_copied = atomic_load(&comm->stats.eager_bytes_copied);
     memcpy(stats, &s, want);
     return RMACOLL_SUCCESS;
 }

@@ -52,6 +52,8 @@ typedef struct rmacoll__stats {
     _Atomic uint64_t device_calls_staged;
     _Atomic uint64_t device_calls_hmem;
     _Atomic uint64_t device_calls_dsig;
+    _Atomic uint64_t eager_bytes_sent;
+    _Atomic uint64_t eager_bytes_copied;
 } rmacoll__stats_t;
 
 /* The transports a communicator may choose from: the built-ins and the

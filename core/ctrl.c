@@ -68,9 +68,11 @@ void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
     lay->nsig = rmacoll__ctrl_sig_stage(lay, RMACOLL__NSTAGE_WORDS);
     lay->max_ls = max_node_size(topo);
     lay->matrix = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo);
+    lay->eager_cap = lay->matrix && pcfg->relay_enabled ? pcfg->eager_max_bytes : 0;
     lay->local_rec_bytes = align64(sizeof(rmacoll__local_rec_t) +
                                    3 * (size_t)topo->nranks * sizeof(int64_t));
-    lay->net_rec_bytes = align64(rmacoll__ctrl_meta_bytes(lay, lay->max_ls, lay->max_ls));
+    lay->net_rec_bytes = align64(rmacoll__ctrl_meta_bytes(lay, lay->max_ls, lay->max_ls) +
+                                 lay->eager_cap);
     lay->status_rec_bytes = align64(sizeof(rmacoll__status_rec_t) + 8);
     lay->off_sig = RMACOLL__CTRL_HEADER_BYTES;
     off = align64(lay->off_sig + (size_t)lay->nsig * sizeof(uint64_t));
@@ -130,6 +132,12 @@ size_t rmacoll__ctrl_meta_bytes(const rmacoll__ctrl_layout_t *lay, int lsS, int 
 int64_t *rmacoll__ctrl_rec_matrix(rmacoll__net_rec_t *rec, const rmacoll__ctrl_layout_t *lay)
 {
     return (int64_t *)(rec + 1) + lay->max_ls;
+}
+
+void *rmacoll__ctrl_rec_payload(rmacoll__net_rec_t *rec, const rmacoll__ctrl_layout_t *lay,
+                                int lsS, int lsR)
+{
+    return (char *)rec + rmacoll__ctrl_meta_bytes(lay, lsS, lsR);
 }
 
 size_t rmacoll__ctrl_rec_bytes(const rmacoll__ctrl_layout_t *lay,

@@ -6,7 +6,9 @@
  * rank's layout alike. The exchange of the records is core/meta.c.
  *
  * Control window (host shared memory, mapped by node peers, registered
- * with the network transport):
+ * with the network transport; a metadata record slot of the inbox and the
+ * outbox has room for the eager payload, eager_cap bytes, on two nodes
+ * with the relay on):
  *   header (magic, a spare word, the progress count, the
  *   abort word, the rank waited for, the receive gate, the heartbeat;
  *   then the creator's pid, spare: 128 bytes in all)
@@ -136,6 +138,12 @@ typedef struct rmacoll__net_rec {
     rmacoll__status_rec_t node_chk; /* its datatype or count check inside the node */
     uint64_t node_esize;        /* element size of the node's lowest rank */
     uint64_t node_flags;        /* RMACOLL__REC_F_* of the node's ranks, OR-ed */
+    /* eager path: bytes of the sender's blocks for the receiver's node that
+     * follow the counts (rmacoll__ctrl_rec_payload; 0: none). Sent only
+     * to the sender's relay on that node, only by a host call of a node
+     * whose ranks are all on host memory, only when the plan's rule
+     * (rmacoll__plan_eager_bytes under eager_max_bytes) says so. */
+    uint64_t eager_bytes;
 } rmacoll__net_rec_t;
 
 /* The two kinds of network records. */
@@ -156,6 +164,8 @@ typedef struct rmacoll__ctrl_layout {
     int max_ls;           /* largest node */
     int matrix;           /* metadata records carry the count matrices (one-round
                            * verdict on two nodes) */
+    uint64_t eager_cap;   /* room for an eager payload in a metadata record slot:
+                           * eager_max_bytes when matrix and the relay is on, else 0 */
     size_t local_rec_bytes, net_rec_bytes, status_rec_bytes;
     size_t off_sig, off_local, off_inbox, off_inbox2, off_outbox, off_outbox2;
     size_t bytes;         /* whole window */
@@ -214,6 +224,10 @@ int64_t *rmacoll__ctrl_rec_matrix(rmacoll__net_rec_t *rec, const rmacoll__ctrl_l
 /** Bytes of a metadata record from a node of lsS ranks to a node of lsR
  * ranks in the window of layout lay (what a put sends). */
 size_t rmacoll__ctrl_meta_bytes(const rmacoll__ctrl_layout_t *lay, int lsS, int lsR);
+/** The eager payload after a metadata record from a node of lsS ranks to a
+ * node of lsR ranks (rec->eager_bytes of them, at most lay->eager_cap). */
+void *rmacoll__ctrl_rec_payload(rmacoll__net_rec_t *rec, const rmacoll__ctrl_layout_t *lay,
+                                int lsS, int lsR);
 /** Bytes of one record of `kind`. */
 size_t rmacoll__ctrl_rec_bytes(const rmacoll__ctrl_layout_t *lay,
                                rmacoll__rec_kind_t kind);

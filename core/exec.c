@@ -149,6 +149,7 @@ static void call_plan(rmacoll__call_t *c)
     in.chan_sendcount = comm->chan_sendcount;
     in.chan_rcount = comm->chan_rcount;
     in.chan_rdispl = comm->chan_rdispl;
+    in.eager_max_bytes = c->eager_max;
     st = rmacoll__plan_build(&in, comm->sig, comm->sig_next, &comm->plan);
     if (st == RMACOLL_ERR_NO_MEMORY) {
         snprintf(c->msg, sizeof(c->msg), "rank %d: out of memory building the plan (%zu "
@@ -224,6 +225,9 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
     }
     if (st == RMACOLL_SUCCESS) {
         log_profile(c);
+        if (c->eager_max != 0) {
+            rmacoll__meta_eager_count(c);
+        }
     }
     if (st != RMACOLL_SUCCESS && c->runner != &rmacoll__run_host) {
         /* the first failure propagates: peers still waiting stop at once */

@@ -351,7 +351,8 @@ static rmacoll_status_t send_records(rmacoll_comm_t *comm, int par,
                          ? rmacoll__ctrl_meta_bytes(pl, comm->topo->node_size[
                                                         comm->topo->node_of[comm->rank]],
                                                     comm->topo->node_size[
-                                                        comm->topo->node_of[p]])
+                                                        comm->topo->node_of[p]]) +
+                               ((const rmacoll__net_rec_t *)put->src)->eager_bytes
                          : rmacoll__ctrl_rec_bytes(&comm->lay, kind);
         put->dst_rkey = &comm->peer_ctrl_rkey[p];
         put->dst_addr = put->dst_rkey->addr + rmacoll__ctrl_rec_off(pl, kind, 0, slot, par);
@@ -685,6 +686,63 @@ static void one_round_verdict(rmacoll__call_t *c, const rmacoll__net_rec_t *own,
     c->one_round = !(flags & RMACOLL__REC_F_DEVICE);
 }
 
+/* The eager payload of a record from this node to node B (rec in the
+ * outbox, its relay on B the receiver): the call's blocks for B's ranks in
+ * local-rank order when the plan's rule says they travel here. The caller
+ * checked the call is a valid host call of an all-host node. */
+static void fill_eager(rmacoll__call_t *c, rmacoll__net_rec_t *rec, int B)
+{
+    rmacoll_comm_t *comm = c->comm;
+    const rmacoll_topo_t *topo = comm->topo;
+    int lsA = topo->node_size[topo->node_of[comm->rank]], lsB = topo->node_size[B];
+    const int *members = topo->node_members + topo->node_first[B];
+    char *dst;
+
+    rec->eager_bytes = rmacoll__plan_eager_bytes(c->sendcounts, members, lsB, c->esize,
+                                                 comm->pcfg.eager_max_bytes);
+    if (rec->eager_bytes == 0) {
+        return;
+    }
+    dst = rmacoll__ctrl_rec_payload(rec, &comm->lay, lsA, lsB);
+    for (int l = 0; l < lsB; l++) {
+        int j = members[l];
+        uint64_t n = (uint64_t)c->sendcounts[j] * c->esize;
+        if (n != 0) {
+            memcpy(dst, (const char *)c->sendbuf + (uint64_t)c->sdispls[j] * c->esize, n);
+            dst += n;
+        }
+    }
+}
+
+const void *rmacoll__meta_payload(rmacoll_comm_t *comm, int sender)
+{
+    const rmacoll_topo_t *topo = comm->topo;
+    rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 0, comm->net_index[sender],
+                                      (int)(comm->epoch & 1));
+
+    return rmacoll__ctrl_rec_payload(rec, &comm->lay, topo->node_size[topo->node_of[sender]],
+                                     topo->node_size[topo->node_of[comm->rank]]);
+}
+
+void rmacoll__meta_eager_count(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    uint64_t sent = 0, copied = 0;
+
+    for (int k = 0; k < comm->nnet; k++) {
+        sent += ((const rmacoll__net_rec_t *)own_rec(comm, RMACOLL__REC_META, 1, k, c->par))
+                    ->eager_bytes;
+    }
+    for (size_t k = 0; k < comm->plan.ntasks; k++) {
+        const rmacoll__task_t *t = &comm->plan.tasks[k];
+        if (t->op == RMACOLL__OP_PUT && (t->flags & RMACOLL__TASK_EAGER)) {
+            copied += t->bytes;
+        }
+    }
+    atomic_fetch_add(&comm->stats.eager_bytes_sent, sent);
+    atomic_fetch_add(&comm->stats.eager_bytes_copied, copied);
+}
+
 rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
@@ -740,6 +798,15 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
             rec->node_flags = sum.node_flags;
             fill_matrix(c, rec, B);
         }
+        /* eager path: a valid host call of an all-host node sends its blocks
+         * for B to its relay there inside the record; they are used (and
+         * copied on) only if the verdict is good and every rank is on host
+         * memory, which every rank learns from the same records */
+        rec->eager_bytes = 0;
+        if (one && ok && comm->lay.eager_cap != 0 && c->runner == &rmacoll__run_host &&
+            sum.node_flags == 0 && rmacoll__topo_relay(topo, comm->rank, B) == p) {
+            fill_eager(c, rec, B);
+        }
     }
     st = comm->nnet ? send_records(comm, c->par, RMACOLL__REC_META) : RMACOLL_SUCCESS;
     if (st == RMACOLL_SUCCESS && !one) {
@@ -755,6 +822,10 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
         one_round_verdict(c, &sum,
                           comm->nnet ? own_rec(comm, RMACOLL__REC_META, 0, 0, c->par)
                                      : NULL);
+        /* every record carried its payload exactly when the plan's rule
+         * says so: all ranks valid and on host memory (c->one_round) */
+        c->eager_max = c->one_round && c->acc.code == RMACOLL_SUCCESS
+                           ? comm->lay.eager_cap : 0;
         return RMACOLL_SUCCESS;
     }
     /* everyone's validation outcome */

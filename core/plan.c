@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config_internal.h"
 #include "core/topo.h"
 
 /* ---------------------------------------------------------------- layout */
@@ -22,6 +23,31 @@ void rmacoll__plan_cfg_from(const rmacoll_config_t *cfg, rmacoll__plan_cfg_t *ou
     out->relay_buffer_bytes = cfg->relay_buffer_bytes;
     out->relay_slots = cfg->relay_slots;
     out->max_task_bytes = cfg->max_task_bytes;
+    if (rmacoll__config_get_size(cfg, "eager_max_bytes", &out->eager_max_bytes) !=
+        RMACOLL_SUCCESS) {
+        out->eager_max_bytes = 0;
+    }
+}
+
+uint64_t rmacoll__plan_eager_bytes(const int64_t *counts, const int *members, int ls,
+                                   size_t esize, uint64_t eager_max)
+{
+    uint64_t sum = 0;
+
+    if (eager_max == 0 || esize == 0) {
+        return 0;
+    }
+    for (int l = 0; l < ls; l++) {
+        int64_t n = counts[members != NULL ? members[l] : l];
+        if (n < 0 || (uint64_t)n > eager_max / esize) {
+            return 0;
+        }
+        sum += (uint64_t)n * esize;
+        if (sum > eager_max) {
+            return 0;
+        }
+    }
+    return sum;
 }
 
 int rmacoll__plan_nin(const rmacoll_topo_t *topo,
@@ -481,6 +507,55 @@ static int sched_round(const rmacoll__plan_input_t *in, int rank, int peer)
     return in->sched->ops->round(in->sched->state, in->topo, rank, peer);
 }
 
+/* Eager payload bytes of this rank's stream to node B (0: no eager path). */
+static uint64_t eager_to(const rmacoll__plan_input_t *in, int B)
+{
+    const rmacoll_topo_t *topo = in->topo;
+
+    if (!in->cfg->relay_enabled || in->eager_max_bytes == 0 ||
+        B == topo->node_of[in->rank]) {
+        return 0;
+    }
+    return rmacoll__plan_eager_bytes(in->sendcounts, topo->node_members + topo->node_first[B],
+                                     topo->node_size[B], in->esize, in->eager_max_bytes);
+}
+
+/* Eager payload bytes of incoming channel c (0: no eager path). */
+static uint64_t eager_from(const rmacoll__plan_input_t *in, int c)
+{
+    int ls = in->topo->node_size[in->topo->node_of[in->rank]];
+
+    if (!in->cfg->relay_enabled || in->eager_max_bytes == 0 || c < 0) {
+        return 0;
+    }
+    return rmacoll__plan_eager_bytes(in->chan_sendcount + (size_t)c * ls, NULL, ls,
+                                     in->esize, in->eager_max_bytes);
+}
+
+/* j is this rank's relay on another node, and this rank's blocks for that
+ * node travel in its metadata record: no direct put to j. */
+static int eager_direct_out(const rmacoll__plan_input_t *in, int j)
+{
+    const rmacoll_topo_t *topo = in->topo;
+    int B = topo->node_of[j];
+
+    return B != topo->node_of[in->rank] && in->cfg->relay_enabled &&
+           rmacoll__topo_relay(topo, in->rank, B) == j && eager_to(in, B) != 0;
+}
+
+/* p's block for this rank arrives in p's metadata record (this rank is
+ * p's relay and copies it itself): no signal, no wait. */
+static int eager_direct_in(const rmacoll__plan_input_t *in, const rmacoll__plan_topo_t *pt,
+                           int p)
+{
+    const rmacoll_topo_t *topo = in->topo;
+    int A = topo->node_of[in->rank];
+
+    return topo->node_of[p] != A && in->cfg->relay_enabled &&
+           rmacoll__topo_relay(topo, p, A) == in->rank &&
+           eager_from(in, pt->chan_of_src[p]) != 0;
+}
+
 static rmacoll_status_t mismatch(rmacoll__plan_t *plan, int sender,
                                  int receiver, int64_t sent, int64_t expected,
                                  int other)
@@ -546,7 +621,7 @@ static void plan_direct(plan_ctx_t *ctx, const rmacoll__sigstate_t *st)
 
     for (int j = 0; j < topo->nranks; j++) {
         rmacoll__task_t t;
-        if (in->sendcounts[j] == 0 || !is_direct(in, j)) {
+        if (in->sendcounts[j] == 0 || !is_direct(in, j) || eager_direct_out(in, j)) {
             continue;
         }
         memset(&t, 0, sizeof(t));
@@ -670,8 +745,8 @@ static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
     int p, last;
 
     *nchunks = 0;
-    if (L == 0) {
-        return RMACOLL_SUCCESS;
+    if (L == 0 || eager_to(in, B) != 0) {
+        return RMACOLL_SUCCESS; /* nothing to send, or it travels in the record */
     }
     if (cb < in->esize) {
         return slot_too_small(ctx->plan, r, cb, in->esize);
@@ -725,6 +800,56 @@ static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
     return ctx->status;
 }
 
+/* Relay side of an eager channel c: sender i's blocks for this node are in
+ * its metadata record, block l after blocks 0..l-1. Each node peer's is
+ * copied into its receive buffer and signalled as a forward is; the own
+ * block goes into this rank's receive buffer without a signal. */
+static rmacoll_status_t plan_eager_in(plan_ctx_t *ctx, const rmacoll__sigstate_t *st,
+                                      int c)
+{
+    const rmacoll__plan_input_t *in = ctx->in;
+    const rmacoll_topo_t *topo = in->topo;
+    int me = in->rank;
+    int A = topo->node_of[me];
+    int ls = topo->node_size[A];
+    int i = ctx->pt->chan_src[c];
+    int t0 = sched_round(in, i, me);
+    uint64_t off = 0;
+
+    for (int l = 0; l < ls; l++) {
+        size_t k = (size_t)c * ls + l;
+        int j = rmacoll__topo_rank(topo, A, l);
+        uint64_t n = (uint64_t)in->chan_sendcount[k] * in->esize;
+        rmacoll__task_t t;
+        if (n == 0) {
+            continue;
+        }
+        memset(&t, 0, sizeof(t));
+        t.op = RMACOLL__OP_PUT;
+        t.path = RMACOLL__PATH_CE;
+        t.src_win = RMACOLL__WIN_EAGER;
+        t.dst_win = RMACOLL__WIN_RECV;
+        t.flags = RMACOLL__TASK_EAGER;
+        t.peer = j;
+        t.origin = i;
+        t.round = t0;
+        t.sig = RMACOLL__NO_SIG;
+        t.src_off = off;
+        t.bytes = n;
+        if (j == me) {
+            t.dst_off = (uint64_t)in->rdispls[i] * in->esize;
+        } else {
+            t.flags |= RMACOLL__TASK_FORWARD | RMACOLL__TASK_SIGNAL;
+            t.dst_off = (uint64_t)in->chan_rdispl[k] * in->esize;
+            t.sig = rmacoll__sig_data(i);
+            t.sig_value = st->fwd_out[k] + 1;
+        }
+        add_put(ctx, &t);
+        off += n;
+    }
+    return ctx->status;
+}
+
 /* Relay side of incoming channel c: arrival waits, forwards, credits. */
 static rmacoll_status_t plan_stream_in(plan_ctx_t *ctx,
                                        const rmacoll__sigstate_t *st, int c,
@@ -750,6 +875,9 @@ static rmacoll_status_t plan_stream_in(plan_ctx_t *ctx,
     int p, last;
 
     *nchunks = 0;
+    if (eager_from(in, c) != 0) {
+        return plan_eager_in(ctx, st, c);
+    }
     if (L == 0) {
         return RMACOLL_SUCCESS;
     }
@@ -829,7 +957,7 @@ static void plan_final_waits(plan_ctx_t *ctx, const rmacoll__sigstate_t *st)
 
     for (int p = 0; p < topo->nranks; p++) {
         rmacoll__task_t t;
-        if (p == me || in->recvcounts[p] == 0) {
+        if (p == me || in->recvcounts[p] == 0 || eager_direct_in(in, ctx->pt, p)) {
             continue;
         }
         memset(&t, 0, sizeof(t));
@@ -1005,10 +1133,11 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
     /* Success: advance the state (reads of st_in are over; st_out may alias). */
     rmacoll__sigstate_copy(st_out, st_in);
     for (int j = 0; j < topo->nranks; j++) {
-        if (j != me && in->sendcounts[j] != 0 && is_direct(in, j)) {
+        if (j != me && in->sendcounts[j] != 0 && is_direct(in, j) &&
+            !eager_direct_out(in, j)) {
             st_out->data_out[j]++;
         }
-        if (j != me && in->recvcounts[j] != 0) {
+        if (j != me && in->recvcounts[j] != 0 && !eager_direct_in(in, pt, j)) {
             st_out->data_in[j]++;
         }
     }

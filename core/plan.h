@@ -55,7 +55,9 @@ typedef enum rmacoll__win {
     RMACOLL__WIN_NONE = 0,
     RMACOLL__WIN_SEND = 1,  /* the owner's send buffer */
     RMACOLL__WIN_RECV = 2,  /* the owner's receive buffer */
-    RMACOLL__WIN_RELAY = 3  /* the owner's relay buffer */
+    RMACOLL__WIN_RELAY = 3, /* the owner's relay buffer */
+    RMACOLL__WIN_EAGER = 4  /* the eager payload of the metadata record from the
+                             * task's origin, in the owner's control window */
 } rmacoll__win_t;
 
 /* The four queues of a batch. */
@@ -75,6 +77,7 @@ typedef enum rmacoll__queue {
 #define RMACOLL__TASK_CREDIT (1u << 4)   /* signal-only PUT returning a slot */
 #define RMACOLL__TASK_ARRIVAL (1u << 5)  /* WAIT for a chunk in a relay slot */
 #define RMACOLL__TASK_DATA (1u << 6)     /* WAIT for a complete receive block */
+#define RMACOLL__TASK_EAGER (1u << 7)    /* relay copy from an eager payload (WIN_EAGER) */
 
 #define RMACOLL__NO_SIG UINT32_MAX
 
@@ -153,7 +156,13 @@ typedef struct rmacoll__plan_cfg {
     uint64_t relay_buffer_bytes;
     uint32_t relay_slots;      /* S >= 1 */
     uint64_t max_task_bytes;   /* >= 1 */
+    uint64_t eager_max_bytes;  /* eager_max_bytes: capacity of the eager payload of a
+                                * metadata record (0: no eager path) */
 } rmacoll__plan_cfg_t;
+
+/* The largest eager_max_bytes (config.c's range): it sizes every record
+ * slot of the control windows. */
+#define RMACOLL__EAGER_MAX_CAP (1ull << 20)
 
 /** The planner's settings of a configuration. */
 void rmacoll__plan_cfg_from(const rmacoll_config_t *cfg, rmacoll__plan_cfg_t *out);
@@ -190,7 +199,8 @@ typedef struct rmacoll__sigstate {
  *    each member l of this rank's node, at [c * size(my node) + l]:
  *    chan_sendcount = the sender's sendcounts for that member,
  *    chan_rcount / chan_rdispl = that member's recvcounts / rdispls for
- *    the sender. Entries for l == own local rank are ignored.
+ *    the sender. For l == own local rank only chan_sendcount is read (the
+ *    eager path sizes and places the sender's payload with it).
  */
 typedef struct rmacoll__plan_input {
     const rmacoll_topo_t *topo;
@@ -201,6 +211,15 @@ typedef struct rmacoll__plan_input {
     const int64_t *sendcounts, *sdispls, *recvcounts, *rdispls; /* [nranks] */
     const int64_t *peer_rcount, *peer_rdispl;                   /* [nranks] */
     const int64_t *chan_sendcount, *chan_rcount, *chan_rdispl;  /* [nin*ls] */
+    /* Eager path (relay on): a sender's stream to another node whose bytes,
+     * the relay's own block included, are in (0, eager_max_bytes] travel in
+     * its metadata record (rmacoll__plan_eager_bytes); the sender plans no
+     * put for that node, the relay copies the blocks from the record
+     * (WIN_EAGER) into its node peers' receive buffers and its own, and
+     * nothing waits or credits for them. 0: off. Equal on every rank of a
+     * call: the runtime sets it only when every rank's record carried the
+     * payload (host memory, one-round verdict on two nodes). */
+    uint64_t eager_max_bytes;
 } rmacoll__plan_input_t;
 
 /* ---- channel and layout helpers (pure; every rank computes the same) ---- */
@@ -250,6 +269,16 @@ uint64_t rmacoll__plan_slot_bytes(const rmacoll_topo_t *topo,
 uint64_t rmacoll__plan_slot_off(const rmacoll_topo_t *topo,
                                 const rmacoll__plan_cfg_t *cfg, int r, int c,
                                 uint32_t s);
+/**
+ * Bytes of the eager payload of a sender's stream to a node of ls ranks:
+ * counts[members[l]] (counts[l] when members is NULL) elements of esize
+ * bytes for the node's local rank l, in local-rank order, contiguous (block
+ * l starts after blocks 0..l-1). Returns their sum when it is in (0,
+ * eager_max], else 0 (no eager path: nothing to send, or too much). Counts
+ * must be >= 0. Pure; thread-safe.
+ */
+uint64_t rmacoll__plan_eager_bytes(const int64_t *counts, const int *members, int ls,
+                                   size_t esize, uint64_t eager_max);
 /** Signal word indices of rank r (see the file comment). */
 uint32_t rmacoll__sig_data(int p);
 uint32_t rmacoll__sig_credit(const rmacoll_topo_t *topo, int node);

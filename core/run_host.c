@@ -33,7 +33,9 @@ void rmacoll__translate(rmacoll_comm_t *comm, rmacoll_memtype_t mem, const rmaco
 {
     /* device buffers across nodes without staging relay through device memory */
     int dev = mem == RMACOLL_MEM_CUDA && comm->drelay_buf != NULL;
-    const char *src_base = t->src_win != RMACOLL__WIN_RELAY ? sendbuf
+    const char *src_base = t->src_win == RMACOLL__WIN_EAGER ? rmacoll__meta_payload(comm,
+                                                                                   t->origin)
+                           : t->src_win != RMACOLL__WIN_RELAY ? sendbuf
                            : dev ? comm->drelay_buf : comm->relay_buf;
 
     memset(put, 0, sizeof(*put));

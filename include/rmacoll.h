@@ -361,6 +361,12 @@ typedef struct rmacoll_comm_stats {
      * node could not map them: logged at INFO at create) */
     int32_t device_signals;
     uint64_t device_calls_device_signals; /* such calls enqueued with them */
+    /* eager path (eager_max_bytes; host calls on two nodes): bytes of send
+     * blocks this rank sent inside its metadata records, and bytes it (as
+     * a relay) copied out of such records into receive buffers, its own
+     * included; counted when a call succeeds */
+    uint64_t eager_bytes_sent;
+    uint64_t eager_bytes_copied;
 } rmacoll_comm_stats_t;
 
 /**

@@ -110,9 +110,7 @@ static refexec_t *prepare(const refexec_opts_t *o, rmacoll_case_t *c)
  *   rank 1's rdispls = 0 2 5 6 (so rank 2's forwarded element lands at 20).
  * Signal words: DATA(p) = p, CREDIT(B) = 4 + B, ARRIVE(c, s) = 6 + 4c + s.
  */
-static void test_exact_tasks_2x2(void **state)
-{
-    static const want_t w[] = {
+static const want_t w_2x2[] = {
         /* round 0: self copy */
         {0, RMACOLL__Q_CE_PUT, P, CE, 0, 0, RMACOLL__TASK_SELF,
          RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 0, 0, 4, NOSIG, 0},
@@ -143,7 +141,11 @@ static void test_exact_tasks_2x2(void **state)
          1, 1},
         {5, RMACOLL__Q_CE_WAIT, W, CE, 1, 3, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0,
          3, 1},
-    };
+};
+
+static void test_exact_tasks_2x2(void **state)
+{
+    const want_t *w = w_2x2;
     char err[256];
     rmacoll_case_t *c;
     refexec_opts_t o;
@@ -157,8 +159,117 @@ static void test_exact_tasks_2x2(void **state)
     o.relay_slots = 4;
     o.relay_buffer_bytes = 1u << 20;
     ex = prepare(&o, c);
-    check_plan(refexec_plan(ex, 0), w, sizeof(w) / sizeof(w[0]));
+    check_plan(refexec_plan(ex, 0), w, sizeof(w_2x2) / sizeof(w_2x2[0]));
     refexec_destroy(ex);
+    rmacoll_case_free(c);
+}
+
+/*
+ * The eager path on symmetric_small_2x2 (see above). Rank 0's blocks for
+ * node 1 are 3 + 1 elements (16 bytes), rank 2's for node 0 are 3 + 1 too.
+ * With eager_max_bytes = 16 both streams travel in the metadata records:
+ * rank 0 plans no network put; as rank 2's relay it copies rank 2's
+ * payload (its own block at payload offset 0, rank 1's at 12) into its
+ * receive buffer (rdispls_0[2] = 3 elements) and rank 1's (rdispls_1[2] =
+ * 5), signalling DATA(2) at rank 1 only, and waits for nothing from rank 2.
+ * Rank 2 likewise copies rank 0's payload (12 bytes for itself, 4 for
+ * rank 3 at rdispls_3[0] = 0). With 12 (one element less) the plan is the
+ * relay plan of test_exact_tasks_2x2. The signal state after the call
+ * counts no direct put or wait for the eager blocks, one forward.
+ */
+static void test_eager_2x2(void **state)
+{
+    static const want_t w0[] = {
+        {0, RMACOLL__Q_CE_PUT, P, CE, 0, 0, RMACOLL__TASK_SELF,
+         RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 0, 0, 4, NOSIG, 0},
+        {1, RMACOLL__Q_CE_PUT, P, CE, 1, 0, RMACOLL__TASK_SIGNAL,
+         RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 4, 0, 8, 0, 1},
+        /* round shift(2, 0) = 2: rank 2's payload */
+        {2, RMACOLL__Q_CE_PUT, P, CE, 0, 2, RMACOLL__TASK_EAGER,
+         RMACOLL__WIN_EAGER, RMACOLL__WIN_RECV, 0, 12, 12, NOSIG, 0},
+        {2, RMACOLL__Q_CE_PUT, P, CE, 1, 2,
+         RMACOLL__TASK_EAGER | RMACOLL__TASK_FORWARD | RMACOLL__TASK_SIGNAL,
+         RMACOLL__WIN_EAGER, RMACOLL__WIN_RECV, 12, 20, 4, 2, 1},
+        {3, RMACOLL__Q_CE_WAIT, W, CE, 1, 1, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 1, 1},
+        {3, RMACOLL__Q_CE_WAIT, W, CE, 1, 3, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 3, 1},
+    };
+    static const want_t w2[] = {
+        {0, RMACOLL__Q_CE_PUT, P, CE, 2, 2, RMACOLL__TASK_SELF,
+         RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 16, 16, 8, NOSIG, 0},
+        /* round shift(2, 3) = 1: node peer */
+        {1, RMACOLL__Q_CE_PUT, P, CE, 3, 2, RMACOLL__TASK_SIGNAL,
+         RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 24, 12, 12, 2, 1},
+        /* round shift(0, 2) = 2: rank 0's payload */
+        {2, RMACOLL__Q_CE_PUT, P, CE, 2, 0, RMACOLL__TASK_EAGER,
+         RMACOLL__WIN_EAGER, RMACOLL__WIN_RECV, 0, 0, 12, NOSIG, 0},
+        {2, RMACOLL__Q_CE_PUT, P, CE, 3, 0,
+         RMACOLL__TASK_EAGER | RMACOLL__TASK_FORWARD | RMACOLL__TASK_SIGNAL,
+         RMACOLL__WIN_EAGER, RMACOLL__WIN_RECV, 12, 0, 4, 0, 1},
+        {3, RMACOLL__Q_CE_WAIT, W, CE, 3, 1, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 1, 1},
+        {3, RMACOLL__Q_CE_WAIT, W, CE, 3, 3, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 3, 1},
+    };
+    rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 16};
+    char err[256];
+    rmacoll_case_t *c;
+    rmacoll__sched_t sched;
+    rmacoll_topo_t *topo;
+    planin_ctx_t ctx;
+    planin_t pi;
+    rmacoll__plan_t plan;
+    static const int sizes[2] = {2, 2};
+    int64_t pay[2] = {3, 1};
+
+    (void)state;
+    assert_int_equal(rmacoll_case_load(RMACOLL_CASES_DIR "/symmetric_small_2x2.txt", &c, err,
+                                       sizeof(err)), 0);
+    assert_int_equal(rmacoll__topo_create_sizes(2, sizes, &topo), 0);
+    assert_int_equal(rmacoll__sched_open("shift", NULL, topo, 0, &sched, err, sizeof(err)), 0);
+    assert_int_equal(planin_ctx_create(&ctx, c, topo, &cfg, &sched, 1), 0);
+    planin_init(&pi);
+    rmacoll__plan_init(&plan);
+    /* the rule: (0, 16] bytes in all, contiguous in local-rank order */
+    assert_int_equal(rmacoll__plan_eager_bytes(pay, NULL, 2, 4, 16), 16);
+    assert_int_equal(rmacoll__plan_eager_bytes(pay, NULL, 2, 4, 15), 0);
+    assert_int_equal(rmacoll__plan_eager_bytes(pay, NULL, 2, 4, 0), 0);
+    pay[0] = pay[1] = 0;
+    assert_int_equal(rmacoll__plan_eager_bytes(pay, NULL, 2, 4, 16), 0);
+    pay[0] = INT64_MAX / 2;
+    assert_int_equal(rmacoll__plan_eager_bytes(pay, NULL, 2, 4, 1u << 20), 0);
+    for (int r = 0; r <= 2; r += 2) {
+        for (uint64_t max = 16; max >= 12; max -= 4) {
+            rmacoll__sigstate_t *s0, *s1;
+            int me_node = r / 2, other = 2 - r; /* the other node's relay */
+            assert_int_equal(planin_fill(&pi, &ctx, r), 0);
+            pi.in.eager_max_bytes = max;
+            assert_int_equal(rmacoll__sigstate_create(topo, &cfg, r, &s0), 0);
+            assert_int_equal(rmacoll__sigstate_create(topo, &cfg, r, &s1), 0);
+            assert_int_equal(rmacoll__plan_build(&pi.in, s0, s1, &plan), 0);
+            if (max == 16) {
+                check_plan(&plan, r == 0 ? w0 : w2, 6);
+                /* no direct put to or wait from the other node's relay; one
+                 * forward to the node peer; no chunk, no credit */
+                assert_int_equal(s1->data_out[other], 0);
+                assert_int_equal(s1->data_in[other], 0);
+                assert_int_equal(s1->data_in[r + 1], 1); /* node peer */
+                assert_int_equal(s1->fwd_out[1], 1);
+                assert_int_equal(s1->chan_out[1 - me_node], 0);
+                assert_int_equal(s1->chan_in[0], 0);
+            } else if (r == 0) {
+                check_plan(&plan, w_2x2, sizeof(w_2x2) / sizeof(w_2x2[0]));
+                assert_int_equal(s1->data_out[other], 1);
+                assert_int_equal(s1->data_in[other], 1);
+                assert_int_equal(s1->chan_out[1], 1);
+                assert_int_equal(s1->chan_in[0], 1);
+            }
+            rmacoll__sigstate_destroy(s0);
+            rmacoll__sigstate_destroy(s1);
+        }
+    }
+    rmacoll__plan_fini(&plan);
+    planin_fini(&pi);
+    planin_ctx_destroy(&ctx);
+    rmacoll__sched_close(&sched);
+    rmacoll__topo_destroy(topo);
     rmacoll_case_free(c);
 }
 
@@ -167,8 +278,8 @@ static void test_layout_1_4(void **state)
 {
     static const int sizes[2] = {1, 4};
     rmacoll_topo_t *t;
-    rmacoll__plan_cfg_t on = {1, 1000, 2, 1u << 30};
-    rmacoll__plan_cfg_t off = {0, 1000, 2, 1u << 30};
+    rmacoll__plan_cfg_t on = {1, 1000, 2, 1u << 30, 0};
+    rmacoll__plan_cfg_t off = {0, 1000, 2, 1u << 30, 0};
 
     (void)state;
     assert_int_equal(rmacoll__topo_create_sizes(2, sizes, &t), 0);
@@ -533,7 +644,7 @@ static void test_plan_topo_tables(void **state)
         int keys[64];
         rmacoll_topo_t *topo;
         rmacoll__plan_cfg_t cfg = {trial % 5 != 0, 1u << 20,
-                                   1 + (uint32_t)(trial % 4), 1u << 30};
+                                   1 + (uint32_t)(trial % 4), 1u << 30, 0};
         rmacoll__plan_t plan;
 
         for (int r = 0; r < n; r++) {
@@ -578,6 +689,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_tasks_2x2),
+        cmocka_unit_test(test_eager_2x2),
         cmocka_unit_test(test_layout_1_4),
         cmocka_unit_test(test_chunking),
         cmocka_unit_test(test_pipelining_two_calls),

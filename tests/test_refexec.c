@@ -431,6 +431,71 @@ static void test_catches_corrupted_plans(void **state)
     rmacoll_case_free(c);
 }
 
+/*
+ * The eager path (eager_max_bytes = 256) on two nodes: calls whose streams
+ * to the other node are small (eager), large (relay) and mixed alternate on
+ * one executor, in data and provenance mode, so the signal state has to
+ * carry across both paths; the executor checks the data, single writers,
+ * signal steps and that an eager copy reads only its own block of a
+ * payload addressed to its rank and within the threshold.
+ */
+static void test_eager_alternating(void **state)
+{
+    static const int topos[][2] = {{2, 2}, {3, 2}, {1, 4}, {4, 3}};
+    rmacoll_case_dist_t dist;
+
+    (void)state;
+    assert_int_equal(rmacoll_case_dist_parse("random", &dist), 0);
+    for (size_t t = 0; t < sizeof(topos) / sizeof(topos[0]); t++) {
+        for (int virt = 0; virt <= 1; virt++) {
+            int node_of[8], n = 0;
+            uint64_t eager_tasks = 0, relay_chunks = 0;
+            refexec_opts_t o;
+            refexec_t *ex;
+            for (int b = 0; b < 2; b++) {
+                for (int l = 0; l < topos[t][b]; l++) {
+                    node_of[n++] = b;
+                }
+            }
+            refexec_opts_init(&o);
+            o.scheduler = scheds[t % NSCHED];
+            o.eager_max_bytes = 256;
+            o.relay_slots = 2;
+            o.relay_buffer_bytes = 8 * 2 * 64;
+            o.gapped = 1;
+            o.virtual_mode = virt;
+            o.seed = t + 1;
+            assert_int_equal(refexec_create(&o, n, node_of, &ex, NULL, 0), 0);
+            for (int k = 0; k < 8; k++) {
+                rmacoll_case_t *c;
+                refexec_result_t res;
+                char what[96];
+                /* int32, counts up to 2 * base: base 4 stays far below
+                 * 256 bytes per sender and node, base 40 mostly above */
+                assert_int_equal(rmacoll_case_random(2, topos[t], &dist, k % 3 == 1 ? 40 : 4,
+                                                     (uint64_t)(t * 100 + k), RMACOLL_INT32,
+                                                     &c), 0);
+                snprintf(what, sizeof(what), "topology %d+%d call %d%s", topos[t][0],
+                         topos[t][1], k, virt ? " (virtual)" : "");
+                expect_ok(refexec_prepare(ex, c, &res), &res, what);
+                for (int r = 0; r < n; r++) {
+                    const rmacoll__plan_t *p = refexec_plan(ex, r);
+                    for (size_t i = 0; i < p->ntasks; i++) {
+                        eager_tasks += (p->tasks[i].flags & RMACOLL__TASK_EAGER) != 0;
+                        relay_chunks += (p->tasks[i].flags & RMACOLL__TASK_TO_RELAY) != 0;
+                    }
+                }
+                expect_ok(refexec_execute(ex, &res), &res, what);
+                rmacoll_case_free(c);
+            }
+            /* both paths were taken */
+            assert_true(eager_tasks > 0);
+            assert_true(relay_chunks > 0);
+            refexec_destroy(ex);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -439,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_tiny_slots_and_tasks),
         cmocka_unit_test(test_slot_smaller_than_element),
         cmocka_unit_test(test_back_to_back),
+        cmocka_unit_test(test_eager_alternating),
         cmocka_unit_test(test_mismatch),
         cmocka_unit_test(test_virtual_past_4g),
         cmocka_unit_test(test_catches_corrupted_plans),

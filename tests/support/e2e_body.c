@@ -36,6 +36,10 @@ int e2e_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
         sbuf = malloc(sbytes + 1);
         rbuf = malloc(rbytes + 1);
         if (sbuf == NULL || rbuf == NULL) {
+            fprintf(stderr, "rank %d call %d (%s): out of memory for %zu + %zu bytes\n", rank,
+                    call, c->name, sbytes + 1, rbytes + 1);
+            free(sbuf);
+            free(rbuf);
             return 3;
         }
         rmacoll_fill_send(sbuf, sbytes, es, rank, nranks, sc, sd, (uint64_t)call);

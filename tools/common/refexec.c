@@ -429,6 +429,7 @@ rmacoll_status_t refexec_create(const refexec_opts_t *opts, int nranks,
     ex->cfg.relay_buffer_bytes = opts->relay_buffer_bytes;
     ex->cfg.relay_slots = opts->relay_slots;
     ex->cfg.max_task_bytes = opts->max_task_bytes;
+    ex->cfg.eager_max_bytes = opts->eager_max_bytes;
     ex->rng = opts->seed * 0x9e3779b97f4a7c15ull + 7;
     st = rmacoll__topo_create(nranks, node_of, &ex->topo);
     if (st != RMACOLL_SUCCESS) {
@@ -638,6 +639,7 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
         in.chan_sendcount = k->chan_sendcount;
         in.chan_rcount = k->chan_rcount;
         in.chan_rdispl = k->chan_rdispl;
+        in.eager_max_bytes = topo->nnodes == 2 ? ex->opts.eager_max_bytes : 0;
         rmacoll__sigstate_copy(k->stn, k->st);
         st = rmacoll__plan_build(&in, k->st, k->stn, &k->plan);
         k->plan_ok = st == RMACOLL_SUCCESS;
@@ -724,23 +726,74 @@ static void rx_describe(char *buf, size_t len, int me,
              t->seq);
 }
 
+/*
+ * Where the bytes of an eager copy come from: the origin's metadata record
+ * carries its blocks for this rank's node in local-rank order, contiguous,
+ * taken from its send buffer. Sets *off to the offset in the origin's send
+ * window; fails when this rank is not the origin's relay, the payload is
+ * over eager_max_bytes, or the range is not inside the target's block.
+ */
+static int rx_eager_src(refexec_t *ex, int me, const rmacoll__task_t *t, const char *desc,
+                        uint64_t *off)
+{
+    const rmacoll_topo_t *topo = ex->topo;
+    int A = topo->node_of[me], o = t->origin;
+    uint64_t pos = 0, total = 0;
+    int found = 0;
+
+    if (!(t->flags & RMACOLL__TASK_EAGER) || o < 0 || o >= ex->n ||
+        topo->node_of[o] == A || rmacoll__topo_relay(topo, o, A) != me) {
+        rx_fail(ex, "%s: reads an eager payload that is not addressed to this rank", desc);
+        return -1;
+    }
+    for (int l = 0; l < topo->node_size[A]; l++) {
+        int m = rmacoll__topo_rank(topo, A, l);
+        uint64_t b = (uint64_t)ex->rk[o].sendcounts[m] * ex->esize;
+        if (m == t->peer && t->src_off >= pos && t->src_off + t->bytes <= pos + b) {
+            *off = (uint64_t)ex->rk[o].sdispls[m] * ex->esize + (t->src_off - pos);
+            found = 1;
+        }
+        pos += b;
+        total += b;
+    }
+    if (total > ex->opts.eager_max_bytes) {
+        rx_fail(ex, "%s: eager payload of %" PRIu64 " bytes over eager_max_bytes", desc, total);
+        return -1;
+    }
+    if (!found) {
+        rx_fail(ex, "%s: not inside rank %d's block of rank %d's eager payload", desc, t->peer, o);
+        return -1;
+    }
+    return 0;
+}
+
 /* Copies the bytes of a put (data or provenance). */
 static void rx_copy(refexec_t *ex, int me, const rmacoll__task_t *t,
                     const char *desc)
 {
-    rx_win_t *src = &ex->rk[me].win[t->src_win];
+    rx_win_t *src = &ex->rk[me].win[t->src_win == RMACOLL__WIN_EAGER ? RMACOLL__WIN_SEND
+                                                                    : t->src_win];
     rx_win_t *dst = &ex->rk[t->peer].win[t->dst_win];
+    uint64_t src_off = t->src_off;
+    int src_rank = me;
 
     if (t->bytes == 0) {
         return;
     }
+    if (t->src_win == RMACOLL__WIN_EAGER) {
+        if (rx_eager_src(ex, me, t, desc, &src_off) != 0) {
+            return;
+        }
+        src_rank = t->origin;
+        src = &ex->rk[src_rank].win[RMACOLL__WIN_SEND];
+    }
     if (!ex->opts.virtual_mode) {
-        memmove(win_ptr(ex, dst, t->dst_off), win_ptr(ex, src, t->src_off),
+        memmove(win_ptr(ex, dst, t->dst_off), win_ptr(ex, src, src_off),
                 (size_t)t->bytes);
         return;
     }
-    if (t->src_win == RMACOLL__WIN_SEND) {
-        rx_iv_t p = {t->dst_off, t->bytes, me, t->src_off};
+    if (t->src_win == RMACOLL__WIN_SEND || t->src_win == RMACOLL__WIN_EAGER) {
+        rx_iv_t p = {t->dst_off, t->bytes, src_rank, src_off};
 
         if (iv_write(&dst->iv, t->dst_off, t->bytes, &p, 1) != 0) {
             rx_fail(ex, "out of memory for provenance");
@@ -814,7 +867,8 @@ static void rx_put(refexec_t *ex, int me, const rmacoll__task_t *t)
         return;
     }
     if (t->bytes > 0) {
-        if (t->src_win != RMACOLL__WIN_SEND && t->src_win != RMACOLL__WIN_RELAY) {
+        if (t->src_win != RMACOLL__WIN_SEND && t->src_win != RMACOLL__WIN_RELAY &&
+            t->src_win != RMACOLL__WIN_EAGER) {
             rx_fail(ex, "%s: bad source window", desc);
             return;
         }
@@ -822,8 +876,9 @@ static void rx_put(refexec_t *ex, int me, const rmacoll__task_t *t)
             rx_fail(ex, "%s: writes a %s window", desc, win_name(t->dst_win));
             return;
         }
-        if (t->src_off > k->win[t->src_win].size ||
-            t->bytes > k->win[t->src_win].size - t->src_off) {
+        if (t->src_win != RMACOLL__WIN_EAGER &&
+            (t->src_off > k->win[t->src_win].size ||
+             t->bytes > k->win[t->src_win].size - t->src_off)) {
             rx_fail(ex, "%s: reads outside its %s window (%" PRIu64 " bytes)",
                     desc, win_name(t->src_win), k->win[t->src_win].size);
             return;
@@ -857,7 +912,7 @@ static void rx_put(refexec_t *ex, int me, const rmacoll__task_t *t)
                     b0 + bl);
             return;
         }
-        if ((t->flags & RMACOLL__TASK_FORWARD) == 0 && o != me) {
+        if ((t->flags & (RMACOLL__TASK_FORWARD | RMACOLL__TASK_EAGER)) == 0 && o != me) {
             rx_fail(ex, "%s: a direct put carries another rank's data", desc);
             return;
         }

@@ -54,6 +54,11 @@ typedef struct refexec_opts {
     uint64_t relay_buffer_bytes;  /* default 1 MiB */
     uint32_t relay_slots;         /* default 4 */
     uint64_t max_task_bytes;      /* default 1 GiB */
+    uint64_t eager_max_bytes;     /* eager path of two-node cases (the plan input
+                                   * the runtime gives a host call there); the
+                                   * relay's copies read the sender's payload,
+                                   * its blocks for the node in local-rank
+                                   * order; default 0 (off) */
     uint64_t seed;                /* execution order; default 1 */
     int virtual_mode;             /* provenance intervals instead of data */
     int gapped;                   /* gapped, reverse-order displacements */

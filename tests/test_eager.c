@@ -1,0 +1,529 @@
+/*
+ * test_eager.c - the eager path (eager_max_bytes, docs/protocol.md): on two
+ * nodes a host call's blocks from a sender to the other node, when at most
+ * eager_max_bytes in all, travel inside its metadata record to its relay,
+ * which copies them into its node peers' receive buffers and its own.
+ *
+ * Ranks are processes on virtual nodes, ofi (tcp;ofi_rxm on loopback, shm)
+ * between nodes, receive buffers gapped and sentinel-filled (tests/support
+ * e2e_body checks every byte). The counters rmacoll_comm_get_stats keeps
+ * (eager_bytes_sent, eager_bytes_copied) prove which path each rank took:
+ * the expected values are computed here from the counts, the threshold and
+ * the relay rule (docs/protocol.md), independently of the library.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "e2e_body.h"
+#include "mprun.h"
+
+static const char *const case_files[] = {
+    "all_zero.txt",        "half_idle.txt",          "incast_16_to_0.txt",
+    "mismatch_2x2.txt",    "moe_zipf_2x4.txt",       "one_column_zero.txt",
+    "single_rank_node_1_4.txt", "sparse_two_cross.txt", "symmetric_small_2x2.txt",
+    "uneven_nodes_3_2.txt",
+};
+
+#define THRESHOLD 1024u /* eager_max_bytes of most tests here */
+
+static rmacoll_config_t config(const char *provider, const char *eager_max)
+{
+    rmacoll_config_t cfg;
+    char err[256];
+
+    assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_SUCCESS);
+    cfg.timeout_ms = 20000;
+    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "%s", provider);
+    assert_int_equal(rmacoll_config_set(&cfg, "eager_max_bytes", eager_max), RMACOLL_SUCCESS);
+    return cfg;
+}
+
+/* ---- what the eager path must do, computed from the counts ---- */
+
+static int local_of(const rmacoll_case_t *c, int r)
+{
+    int l = 0;
+
+    for (int k = 0; k < r; k++) {
+        l += c->node_of[k] == c->node_of[r];
+    }
+    return l;
+}
+
+/* relay(i, B) = the rank of node B whose local rank is local(i) mod size(B) */
+static int relay_of(const rmacoll_case_t *c, int i, int B)
+{
+    int want = local_of(c, i) % rmacoll_case_node_size(c, B);
+
+    for (int r = 0; r < c->nranks; r++) {
+        if (c->node_of[r] == B && local_of(c, r) == want) {
+            return r;
+        }
+    }
+    return -1;
+}
+
+/* Bytes of sender i's blocks for node B when they travel eagerly, else 0. */
+static uint64_t eager_stream(const rmacoll_case_t *c, int i, int B, uint64_t eager_max)
+{
+    uint64_t sum = 0;
+
+    for (int j = 0; j < c->nranks; j++) {
+        if (c->node_of[j] == B) {
+            sum += (uint64_t)c->send[(size_t)i * c->nranks + j] * rmacoll_datatype_size(c->dtype);
+        }
+    }
+    return sum > 0 && sum <= eager_max ? sum : 0;
+}
+
+/* Expected counters of rank r after one successful call of case c. */
+static void expect_counts(const rmacoll_case_t *c, int r, uint64_t eager_max, uint64_t *sent,
+                          uint64_t *copied)
+{
+    if (c->nnodes != 2 || eager_max == 0) {
+        return;
+    }
+    *sent += eager_stream(c, r, 1 - c->node_of[r], eager_max);
+    for (int i = 0; i < c->nranks; i++) {
+        if (c->node_of[i] != c->node_of[r] && relay_of(c, i, c->node_of[r]) == r) {
+            *copied += eager_stream(c, i, c->node_of[r], eager_max);
+        }
+    }
+}
+
+/* ---- the body: e2e_body's calls, then the counters ---- */
+
+typedef struct eager_arg {
+    e2e_arg_t e2e;          /* the calls (data checked by e2e_body) */
+    uint64_t eager_max;     /* the threshold they ran under */
+    int relay;              /* relay.enabled */
+} eager_arg_t;
+
+static int read_stats(rmacoll_comm_t *comm, rmacoll_comm_stats_t *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->struct_size = sizeof(*s);
+    return rmacoll_comm_get_stats(comm, s) == RMACOLL_SUCCESS ? 0 : -1;
+}
+
+static int eager_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
+{
+    const eager_arg_t *a = argp;
+    rmacoll_comm_stats_t s0, s1;
+    uint64_t sent = 0, copied = 0;
+    int rc;
+
+    if (read_stats(comm, &s0) != 0) {
+        return 4;
+    }
+    rc = e2e_body(comm, rank, nranks, (void *)&a->e2e);
+    if (rc != 0) {
+        return rc;
+    }
+    if (read_stats(comm, &s1) != 0) {
+        return 4;
+    }
+    if (a->e2e.expect == RMACOLL_SUCCESS && a->relay) {
+        for (int k = 0; k < a->e2e.ncalls; k++) {
+            expect_counts(&a->e2e.cases[k % a->e2e.ncases], rank, a->eager_max, &sent, &copied);
+        }
+    }
+    if (s1.eager_bytes_sent - s0.eager_bytes_sent != sent ||
+        s1.eager_bytes_copied - s0.eager_bytes_copied != copied) {
+        fprintf(stderr, "rank %d: eager bytes sent %llu, copied %llu; expected %llu, %llu\n",
+                rank, (unsigned long long)(s1.eager_bytes_sent - s0.eager_bytes_sent),
+                (unsigned long long)(s1.eager_bytes_copied - s0.eager_bytes_copied),
+                (unsigned long long)sent, (unsigned long long)copied);
+        return 5;
+    }
+    return 0;
+}
+
+static void run(const rmacoll_config_t *cfg, const rmacoll_case_t *cases, int ncases,
+                int ncalls, rmacoll_status_t expect, uint64_t eager_max)
+{
+    int codes[64] = {0};
+    eager_arg_t arg = {{cases, ncases, ncalls, expect, 1}, eager_max, cfg->relay_enabled};
+    mprun_opts_t o = {cases[0].nranks, cases[0].node_of, cfg, 240, -1};
+    int failed = mprun(&o, eager_body, &arg, codes);
+
+    if (failed) {
+        for (int r = 0; r < cases[0].nranks; r++) {
+            print_message("rank %d exit %d\n", r, codes[r]);
+        }
+    }
+    assert_int_equal(failed, 0);
+}
+
+/* ---- cases at and around the threshold ---- */
+
+/*
+ * Three calls on nodes {0, 1, 2} + {3, 4}, float32 (4-byte elements):
+ *  - AT: every sender's blocks for the other node sum to exactly THRESHOLD
+ *    bytes, some of them zero (rank 3 sends nothing to rank 0);
+ *  - ABOVE: the same plus one element for one receiver of the other node;
+ *  - MIXED: rank 0 at, rank 1 above, rank 2 nothing across, rank 3 one
+ *    element (to the relay's own block), rank 4 at.
+ * Blocks inside a node vary too (a zero among them).
+ */
+enum { K_AT = 0, K_ABOVE = 1, K_MIXED = 2, K_N = 3 };
+
+static void set_pair(rmacoll_case_t *c, int i, int j, int64_t n)
+{
+    c->send[(size_t)i * c->nranks + j] = n;
+    c->recv[(size_t)i * c->nranks + j] = n;
+}
+
+static void make_threshold_cases(const int *node_of, int n, rmacoll_datatype_t dt,
+                                 rmacoll_case_t *out[K_N])
+{
+    int64_t per = (int64_t)(THRESHOLD / rmacoll_datatype_size(dt)); /* elements */
+
+    for (int k = 0; k < K_N; k++) {
+        rmacoll_case_t *c;
+        assert_int_equal(rmacoll_case_create(n, node_of, dt, &c), RMACOLL_SUCCESS);
+        snprintf(c->name, sizeof(c->name), "%s", k == K_AT ? "at" : k == K_ABOVE ? "above"
+                                                                               : "mixed");
+        for (int i = 0; i < n; i++) {
+            static const int mixed[5] = {0, 1, 2, 3, 0}; /* modes of MIXED by rank */
+            int first = -1, last = -1, nb = 0;
+            int64_t left;
+            /* 0: at, 1: above, 2: nothing across, 3: one element to the relay */
+            int mode = k == K_AT ? 0 : k == K_ABOVE ? 1 : mixed[i % 5];
+            for (int j = 0; j < n; j++) {
+                if (node_of[j] == node_of[i]) {
+                    set_pair(c, i, j, (i + j + k) % 3 == 0 ? 0 : 3 + i + 2 * j);
+                } else {
+                    first = first < 0 ? j : first;
+                    last = j;
+                    nb++;
+                }
+            }
+            /* split `per` elements over the other node's ranks, the first
+             * one getting none when the node has more than one rank */
+            left = per;
+            for (int j = 0; j < n; j++) {
+                int64_t m;
+                if (node_of[j] == node_of[i]) {
+                    continue;
+                }
+                if (mode == 2) {
+                    m = 0;
+                } else if (mode == 3) {
+                    m = j == relay_of(c, i, node_of[j]) ? 1 : 0;
+                } else if (j == first && nb > 1) {
+                    m = 0;
+                } else if (j == last) {
+                    m = left;
+                } else {
+                    m = per / (nb + 1);
+                }
+                left -= m;
+                set_pair(c, i, j, m);
+            }
+            if (mode == 1) {
+                c->send[(size_t)i * n + last]++;
+                c->recv[(size_t)i * n + last]++;
+            }
+        }
+        rmacoll_case_update_mismatch(c);
+        assert_false(c->has_mismatch);
+        out[k] = c;
+    }
+    /* the cases are what their names say */
+    for (int i = 0; i < n; i++) {
+        uint64_t at = eager_stream(out[K_AT], i, 1 - node_of[i], THRESHOLD);
+        assert_int_equal(at, THRESHOLD);
+        assert_int_equal(eager_stream(out[K_ABOVE], i, 1 - node_of[i], THRESHOLD), 0);
+        assert_int_equal(eager_stream(out[K_ABOVE], i, 1 - node_of[i], THRESHOLD +
+                                      rmacoll_datatype_size(dt)),
+                         THRESHOLD + rmacoll_datatype_size(dt));
+    }
+}
+
+static void free_cases(rmacoll_case_t **cs, int n)
+{
+    for (int k = 0; k < n; k++) {
+        rmacoll_case_free(cs[k]);
+    }
+}
+
+/* AT, ABOVE, MIXED back to back, twice, on one communicator: the eager and
+ * the relay path alternate and every call's data is checked. */
+static void threshold_sequence(const char *provider, const int *node_of, int n,
+                               rmacoll_datatype_t dt)
+{
+    rmacoll_config_t cfg = config(provider, "1KiB");
+    rmacoll_case_t *cs[K_N], calls[K_N];
+
+    make_threshold_cases(node_of, n, dt, cs);
+    for (int k = 0; k < K_N; k++) {
+        calls[k] = *cs[k];
+    }
+    run(&cfg, calls, K_N, 2 * K_N, RMACOLL_SUCCESS, THRESHOLD);
+    free_cases(cs, K_N);
+}
+
+static void test_threshold_tcp_3_2(void **state)
+{
+    static const int node_of[] = {0, 0, 0, 1, 1};
+
+    threshold_sequence("tcp;ofi_rxm", node_of, 5, RMACOLL_FLOAT32);
+}
+
+static void test_threshold_shm_3_2(void **state)
+{
+    static const int node_of[] = {0, 0, 0, 1, 1};
+
+    threshold_sequence("shm", node_of, 5, RMACOLL_FLOAT32);
+}
+
+/* Non-contiguous nodes 1+4 (rank 2 alone), int8 and double elements. */
+static void test_threshold_shm_1_4(void **state)
+{
+    static const int node_of[] = {1, 1, 0, 1, 1};
+
+    threshold_sequence("shm", node_of, 5, RMACOLL_INT8);
+    threshold_sequence("shm", node_of, 5, RMACOLL_FLOAT64);
+}
+
+/* eager_max_bytes = 0: the same calls, no byte travels eagerly. */
+static void test_threshold_zero(void **state)
+{
+    static const int node_of[] = {0, 0, 0, 1, 1};
+    rmacoll_config_t cfg = config("tcp;ofi_rxm", "0");
+    rmacoll_case_t *cs[K_N], calls[K_N];
+
+    make_threshold_cases(node_of, 5, RMACOLL_FLOAT32, cs);
+    for (int k = 0; k < K_N; k++) {
+        calls[k] = *cs[k];
+    }
+    run(&cfg, calls, K_N, K_N, RMACOLL_SUCCESS, 0);
+    free_cases(cs, K_N);
+}
+
+/* The threshold covers 1 MiB (the key's maximum) and 2 x 2 ranks: 1 MiB
+ * per sender and node eagerly, then one element more through the relay. */
+static void test_threshold_max(void **state)
+{
+    static const int node_of[] = {0, 0, 1, 1};
+    rmacoll_config_t cfg = config("shm", "1MiB");
+    rmacoll_case_t *cs[2], calls[2];
+    char err[256];
+
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(rmacoll_case_create(4, node_of, RMACOLL_UINT8, &cs[k]),
+                         RMACOLL_SUCCESS);
+        for (int i = 0; i < 4; i++) {
+            for (int j = 0; j < 4; j++) {
+                set_pair(cs[k], i, j, node_of[i] == node_of[j] ? 100 + i + j
+                                      : (j % 2 == 0 ? 1000 : (1 << 20) - 1000 + k));
+            }
+        }
+        calls[k] = *cs[k];
+    }
+    run(&cfg, calls, 2, 4, RMACOLL_SUCCESS, 1u << 20);
+    /* one byte over the key's range is refused */
+    assert_int_equal(rmacoll_config_set(&cfg, "eager_max_bytes", "1048577"), RMACOLL_ERR_CONFIG);
+    setenv("RMACOLL_EAGER_MAX_BYTES", "4KiB", 1);
+    assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_SUCCESS);
+    unsetenv("RMACOLL_EAGER_MAX_BYTES");
+    assert_int_equal(rmacoll_config_get(&cfg, "eager_max_bytes", err, sizeof(err)),
+                     RMACOLL_SUCCESS);
+    assert_string_equal(err, "4KiB");
+    free_cases(cs, 2);
+}
+
+/* ---- errors during eager calls: every rank fails, nothing written ---- */
+
+/* A failing call, then good calls on the same communicator. */
+typedef struct fail_arg {
+    eager_arg_t bad, good;
+} fail_arg_t;
+
+static int fail_then_good_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
+{
+    fail_arg_t *a = argp;
+    int rc = eager_body(comm, rank, nranks, &a->bad);
+
+    return rc != 0 ? rc : eager_body(comm, rank, nranks, &a->good);
+}
+
+/* Count mismatches in an eager call, over each kind of pair: to a relay's
+ * node peer, to the relay itself, inside a node, and from the small node. */
+static void test_mismatch(void **state)
+{
+    static const int node_of[] = {0, 0, 0, 1, 1};
+    static const int pairs[][2] = {{0, 4}, {2, 3}, {1, 2}, {4, 1}};
+    rmacoll_config_t cfg = config("tcp;ofi_rxm", "1KiB");
+    rmacoll_case_t *cs[K_N];
+
+    make_threshold_cases(node_of, 5, RMACOLL_FLOAT32, cs);
+    for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); p++) {
+        rmacoll_case_t bad = *cs[K_AT];
+        int64_t *recv = malloc(25 * sizeof(int64_t));
+        int codes[8] = {0};
+        fail_arg_t a = {{{&bad, 1, 1, RMACOLL_ERR_MISMATCH, 1}, THRESHOLD, 1},
+                        {{cs[K_AT], 1, 2, RMACOLL_SUCCESS, 1}, THRESHOLD, 1}};
+        mprun_opts_t o = {5, node_of, &cfg, 240, -1};
+        assert_non_null(recv);
+        memcpy(recv, bad.recv, 25 * sizeof(int64_t));
+        recv[pairs[p][0] * 5 + pairs[p][1]] += 1;
+        bad.recv = recv;
+        print_message("rank %d sends %lld to rank %d, which expects one more\n", pairs[p][0],
+                      (long long)bad.send[pairs[p][0] * 5 + pairs[p][1]], pairs[p][1]);
+        assert_int_equal(mprun(&o, fail_then_good_body, &a, codes), 0);
+        free(recv);
+    }
+    free_cases(cs, K_N);
+}
+
+/*
+ * Bad arguments in an eager call: rank `bad` passes (kind 0) a NULL send
+ * buffer with non-zero counts, or (kind 1) receive blocks that overlap.
+ * Every rank must return that error naming the rank, every receive buffer
+ * keep its sentinel (the payloads that arrived are not copied), and the
+ * next eager call must work.
+ */
+typedef struct badarg {
+    int bad, kind;
+} badarg_t;
+
+static int bad_arg_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
+{
+    enum { BLK = 40, GUARD = 64 };
+    const badarg_t *a = argp;
+    int64_t sc[8], sd[8], rc[8], rd[8];
+    unsigned char sbuf[8 * BLK], rbuf[8 * BLK + GUARD], want[8 * BLK + GUARD];
+    rmacoll_status_t st, code = a->kind == 0 ? RMACOLL_ERR_NULL_BUFFER : RMACOLL_ERR_OVERLAP;
+    char name[16];
+
+    /* i sends 8 + i + j int8 elements to j; block j of rank i's send buffer
+     * at 40 j holds (40 j + e) * 7 + i; the block from p lands at 40 p + 8 */
+    for (int r = 0; r < nranks; r++) {
+        sc[r] = rc[r] = 8 + r + rank;
+        sd[r] = BLK * r;
+        rd[r] = BLK * r + 8;
+    }
+    for (size_t b = 0; b < sizeof(sbuf); b++) {
+        sbuf[b] = (unsigned char)(b * 7 + (size_t)rank);
+    }
+    memset(want, 0x5a, sizeof(want));
+    for (int p = 0; p < nranks; p++) {
+        for (int64_t e = 0; e < rc[p]; e++) {
+            want[rd[p] + e] = (unsigned char)((size_t)(BLK * rank + e) * 7 + (size_t)p);
+        }
+    }
+    if (rank == a->bad && a->kind == 1) {
+        rd[nranks - 1] = rd[0] + 2; /* overlaps block 0 */
+    }
+    memset(rbuf, 0x5a, sizeof(rbuf));
+    st = rmacoll_alltoallv(rank == a->bad && a->kind == 0 ? NULL : sbuf, sc, sd, rbuf, rc, rd,
+                           RMACOLL_INT8, comm, NULL);
+    snprintf(name, sizeof(name), "rank %d", a->bad);
+    if (st != code || strstr(rmacoll_comm_last_error(comm), name) == NULL) {
+        fprintf(stderr, "rank %d: got %s: %s\n", rank, rmacoll_status_name(st),
+                rmacoll_comm_last_error(comm));
+        return 2;
+    }
+    for (size_t b = 0; b < sizeof(rbuf); b++) {
+        if (rbuf[b] != 0x5a) {
+            fprintf(stderr, "rank %d: the failed call wrote byte %zu\n", rank, b);
+            return 1;
+        }
+    }
+    /* the next call, eager too, works and writes exactly the blocks */
+    rd[nranks - 1] = BLK * (nranks - 1) + 8;
+    st = rmacoll_alltoallv(sbuf, sc, sd, rbuf, rc, rd, RMACOLL_INT8, comm, NULL);
+    if (st != RMACOLL_SUCCESS) {
+        fprintf(stderr, "rank %d: next call: %s\n", rank, rmacoll_comm_last_error(comm));
+        return 3;
+    }
+    for (size_t b = 0; b < sizeof(rbuf); b++) {
+        if (rbuf[b] != want[b]) {
+            fprintf(stderr, "rank %d: byte %zu is %u, expected %u\n", rank, b, rbuf[b],
+                    want[b]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void test_bad_argument(void **state)
+{
+    static const int node_of[] = {0, 0, 0, 1, 1};
+    static const badarg_t cases[] = {{1, 0}, {4, 0}, {3, 1}, {0, 1}};
+    rmacoll_config_t cfg = config("tcp;ofi_rxm", "8KiB");
+
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        int codes[8] = {0};
+        mprun_opts_t o = {5, node_of, &cfg, 120, -1};
+        print_message("rank %d: %s\n", cases[k].bad,
+                      cases[k].kind == 0 ? "NULL send buffer" : "overlapping receive blocks");
+        assert_int_equal(mprun(&o, bad_arg_body, (void *)&cases[k], codes), 0);
+    }
+}
+
+/* ---- the shared cases with everything eager ---- */
+
+static rmacoll_case_t *load(const char *file)
+{
+    char path[512], err[256];
+    rmacoll_case_t *c = NULL;
+
+    snprintf(path, sizeof(path), "%s/%s", RMACOLL_CASES_DIR, file);
+    if (rmacoll_case_load(path, &c, err, sizeof(err)) != RMACOLL_SUCCESS) {
+        fail_msg("%s", err);
+    }
+    return c;
+}
+
+static void cases_eager(const char *provider)
+{
+    rmacoll_config_t cfg = config(provider, "1MiB");
+
+    for (size_t k = 0; k < sizeof(case_files) / sizeof(case_files[0]); k++) {
+        rmacoll_case_t *c = load(case_files[k]);
+        print_message("case %s over %s\n", case_files[k], provider);
+        run(&cfg, c, 1, 3, c->has_mismatch ? RMACOLL_ERR_MISMATCH : RMACOLL_SUCCESS,
+            1u << 20);
+        rmacoll_case_free(c);
+    }
+}
+
+static void test_cases_tcp(void **state)
+{
+    cases_eager("tcp;ofi_rxm");
+}
+
+static void test_cases_shm(void **state)
+{
+    cases_eager("shm");
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_threshold_tcp_3_2),
+        cmocka_unit_test(test_threshold_shm_3_2),
+        cmocka_unit_test(test_threshold_shm_1_4),
+        cmocka_unit_test(test_threshold_zero),
+        cmocka_unit_test(test_threshold_max),
+        cmocka_unit_test(test_mismatch),
+        cmocka_unit_test(test_bad_argument),
+        cmocka_unit_test(test_cases_tcp),
+        cmocka_unit_test(test_cases_shm),
+    };
+
+    if (argc > 1) {
+        cmocka_set_test_filter(argv[1]); /* e.g. test_eager 'test_threshold_*' */
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
