@@ -45,11 +45,11 @@ t() {
 
 if want 2; then
   step "2. one node: graph replay, ranks as threads, one-node device tests"
-  RMACOLL_TEST_REPLAYS=${RMACOLL_TEST_REPLAYS:-100} t gpu_graph 150 ./build/tests/test_gpu_graph
-  t gpu_threads 150 ./build/tests/test_gpu_threads
+  RMACOLL_TEST_REPLAYS=${RMACOLL_TEST_REPLAYS:-100} t gpu_graph 100 ./build/tests/test_gpu_graph
+  t gpu_threads 100 ./build/tests/test_gpu_threads
   for f in test_cases_one_node test_stream_order_nan test_back_to_back test_graph_capture \
            test_one_launch_processes; do
-    RMACOLL_TEST_FILTER=$f t "gpu_e2e_$f" 120 ./build/tests/test_gpu_e2e
+    RMACOLL_TEST_FILTER=$f t "gpu_e2e_$f" 90 ./build/tests/test_gpu_e2e
   done
 fi
 
@@ -57,14 +57,14 @@ if want 3; then
   step "3. per-call latency, 2 ranks as threads: device signal words, then host words"
   for words in device host; do
     if [ $words = host ]; then export RMACOLL_DEVICE_SIGNALS=0; else unset RMACOLL_DEVICE_SIGNALS; fi
-    CUDA_DEVICE_MAX_CONNECTIONS=32 timeout 120 ./build/tools/rmacoll-latency -np 2 -b 8K -e 512K \
+    CUDA_DEVICE_MAX_CONNECTIONS=32 timeout 60 ./build/tools/rmacoll-latency -np 2 -b 8K -e 512K \
         -f 8 -n 1000 -w 100 --graph-calls 100 \
         --path ce,nvlink_kernel,one_launch,graph_ce,graph_one_launch 2>&1 |
       grep -v "WARN config" | tee "$out/lat2-$words.log" || rc=1
   done
   unset RMACOLL_DEVICE_SIGNALS
   echo "---- rmacoll-perf -G 1 -m 100 (graph replay, 2 processes, time-sliced, uniform)"
-  timeout 90 ./build/tools/rmacoll-perf --buffers cuda -np 2 --dist uniform \
+  timeout 60 ./build/tools/rmacoll-perf --buffers cuda -np 2 --dist uniform \
       -b 8K -e 512K -f 8 -n 20 -w 5 -m 100 -G 1 2>&1 | grep -v "WARN config" |
     tee "$out/perf-graph.log" | grep -E "^ +[0-9]+ |failed|Out of bounds" || rc=1
 fi
