@@ -31,8 +31,13 @@ void rmacoll__translate(rmacoll_comm_t *comm, rmacoll_memtype_t mem, const rmaco
                         const void *sendbuf, void *recvbuf, rmacoll_mem_t *send_mem,
                         rmacoll_put_t *put)
 {
-    /* device buffers across nodes without staging relay through device memory */
-    int dev = mem == RMACOLL_MEM_CUDA && comm->drelay_buf != NULL;
+    /* device buffers across nodes without staging relay through device
+     * memory: the communicator's path (every rank alike), not whether this
+     * rank has a device relay buffer of its own (only ranks that relay
+     * for someone allocate one; a sender without one, e.g. local rank 2
+     * of a 3 + 2 topology, put its chunks into the relay's host buffer
+     * while the relay forwarded from its device buffer) */
+    int dev = mem == RMACOLL_MEM_CUDA && comm->hmem;
     const char *src_base = t->src_win == RMACOLL__WIN_EAGER ? rmacoll__meta_payload(comm,
                                                                                    t->origin)
                            : t->src_win != RMACOLL__WIN_RELAY ? sendbuf
