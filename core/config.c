@@ -135,7 +135,7 @@ static const char *const subsys_names[] = {"core",  "plan",      "sched",  "boot
     X(MAX_TASK_BYTES, "max_task_bytes", "size", "1GiB",                                      \
       "transfers above this are split in chunks; only the last chunk signals (>= 1)",        \
       .kind = CFG_KIND_SIZE, .offset = CFG_OFF(max_task_bytes), .min = 1, .max = UINT64_MAX) \
-    X(EAGER_MAX_BYTES, "eager_max_bytes", "size", "8KiB",                                   \
+    X(EAGER_MAX_BYTES, "eager_max_bytes", "size", "32KiB",                                   \
       "host calls on two nodes: a sender's blocks for the other node, if at most this many " \
       "bytes in all, travel inside its metadata record to the relay (no data round for " \
       "them; 0 = off; <= 1MiB; sizes each relay's control window)",                         \
