@@ -1079,6 +1079,25 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
         return RMACOLL_ERR_INVALID_ARG;
     }
     want = stats->struct_size < sizeof(s) ? stats->struct_size : sizeof(s);
+    {
+        /* whole fields only: down to the end of the last one that fits */
+        static const size_t ends[] = {
+#define STATS_END(f) offsetof(rmacoll_comm_stats_t, f) + sizeof(((rmacoll_comm_stats_t *)0)->f)
+            STATS_END(device_path), STATS_END(staged_bytes),
+            STATS_END(device_registered_bytes), STATS_END(device_calls_staged),
+            STATS_END(device_calls_hmem), STATS_END(device_signals),
+            STATS_END(device_calls_device_signals), STATS_END(eager_bytes_sent),
+            STATS_END(eager_bytes_copied)
+#undef STATS_END
+        };
+        size_t fit = ends[0];
+        for (size_t k = 0; k < sizeof(ends) / sizeof(ends[0]); k++) {
+            if (ends[k] <= want) {
+                fit = ends[k];
+            }
+        }
+        want = want == sizeof(s) ? want : fit;
+    }
     memset(&s, 0, sizeof(s));
     s.struct_size = want; /* what this library wrote: a newer caller sees how far */
     s.device_path = comm->topo->nnodes == 1 ? RMACOLL_DEVICE_PATH_NONE

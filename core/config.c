@@ -806,7 +806,10 @@ static rmacoll_status_t config_parse_into(const config_field_t *f, const char *t
     uint64_t u = 0;
     int64_t i = 0;
     rmacoll_status_t st;
+    /* a long value is quoted in part, so the reason fits the message */
+    char shown[64];
 
+    snprintf(shown, sizeof(shown), "%.48s%s", text, strlen(text) > 48 ? "..." : "");
     if (bad != NULL && badlen > 0) {
         bad[0] = '\0';
     }
@@ -822,7 +825,7 @@ static rmacoll_status_t config_parse_into(const config_field_t *f, const char *t
             !(f->plugin_ok && strncmp(text, CONFIG_PLUGIN_PREFIX, strlen(CONFIG_PLUGIN_PREFIX)) == 0 &&
               text[strlen(CONFIG_PLUGIN_PREFIX)] != '\0')) {
             config_join_names(f->names, names, sizeof(names));
-            config_msg(problem, plen, "'%s' is not one of %s", text, names);
+            config_msg(problem, plen, "'%s' is not one of %s", shown, names);
             return RMACOLL_ERR_CONFIG;
         }
         if (f->nonempty && text[0] == '\0') {
@@ -837,7 +840,7 @@ static rmacoll_status_t config_parse_into(const config_field_t *f, const char *t
         int b = config_parse_bool(text);
         if (b < 0) {
             config_msg(problem, plen, "'%s' is not a boolean (true|false|1|0|yes|no|on|off)",
-                       text);
+                       shown);
             return RMACOLL_ERR_CONFIG;
         }
         *(int *)p = b;
@@ -847,7 +850,7 @@ static rmacoll_status_t config_parse_into(const config_field_t *f, const char *t
         int l = config_name_index_ci(f->names, text);
         if (l < 0) {
             config_join_names(f->names, names, sizeof(names));
-            config_msg(problem, plen, "'%s' is not one of %s", text, names);
+            config_msg(problem, plen, "'%s' is not one of %s", shown, names);
             return RMACOLL_ERR_CONFIG;
         }
         *(int *)p = l;
@@ -870,13 +873,13 @@ static rmacoll_status_t config_parse_into(const config_field_t *f, const char *t
     case CFG_KIND_SIZE:
         st = rmacoll__config_parse_size(text, &u);
         if (st == RMACOLL_ERR_OVERFLOW) {
-            config_msg(problem, plen, "'%s' overflows 64 bits", text);
+            config_msg(problem, plen, "'%s' overflows 64 bits", shown);
             return RMACOLL_ERR_CONFIG;
         }
         if (st != RMACOLL_SUCCESS) {
             config_msg(problem, plen,
                        "'%s' is not a size (an integer with an optional suffix B, KiB, "
-                       "MiB, GiB, TiB, K, M, G)", text);
+                       "MiB, GiB, TiB, K, M, G)", shown);
             return RMACOLL_ERR_CONFIG;
         }
         break;
@@ -884,18 +887,18 @@ static rmacoll_status_t config_parse_into(const config_field_t *f, const char *t
     case CFG_KIND_U64:
         st = config_parse_u64(text, &u);
         if (st == RMACOLL_ERR_OVERFLOW) {
-            config_msg(problem, plen, "'%s' overflows 64 bits", text);
+            config_msg(problem, plen, "'%s' overflows 64 bits", shown);
             return RMACOLL_ERR_CONFIG;
         }
         if (st != RMACOLL_SUCCESS) {
-            config_msg(problem, plen, "'%s' is not an unsigned integer", text);
+            config_msg(problem, plen, "'%s' is not an unsigned integer", shown);
             return RMACOLL_ERR_CONFIG;
         }
         break;
     case CFG_KIND_I32:
         st = config_parse_i64(text, &i);
         if (st != RMACOLL_SUCCESS) {
-            config_msg(problem, plen, "'%s' is not an integer", text);
+            config_msg(problem, plen, "'%s' is not an integer", shown);
             return RMACOLL_ERR_CONFIG;
         }
         if (i < f->min || i > (int64_t)f->max) {
@@ -1824,7 +1827,7 @@ static int config_id_in(const rmacoll_config_t *cfg, const char *key)
 
 /* The message of the calling thread's last failed rmacoll_config_set or
  * rmacoll_config_get (rmacoll_config_last_error). */
-static __thread char config_err[RMACOLL_CONFIG_STR_MAX + 256];
+static __thread char config_err[1024];
 
 const char *rmacoll_config_last_error(void)
 {
@@ -1861,8 +1864,10 @@ rmacoll_status_t rmacoll_config_set(rmacoll_config_t *cfg, const char *key, cons
         }
     }
     if (st != RMACOLL_SUCCESS) {
-        config_msg(config_err, sizeof(config_err), "rmacoll_config_set: %s = '%s': %s", key,
-                   value, problem[0] ? problem : rmacoll_status_string(st));
+        /* a long value is quoted in part, so the reason always fits */
+        config_msg(config_err, sizeof(config_err), "rmacoll_config_set: %s = '%.48s%s': %s",
+                   key, value, strlen(value) > 48 ? "..." : "",
+                   problem[0] ? problem : rmacoll_status_string(st));
         return st;
     }
     *cfg = tmp;
@@ -1876,6 +1881,10 @@ rmacoll_status_t rmacoll_config_get(const rmacoll_config_t *cfg, const char *key
 
     if (cfg == NULL || key == NULL || buf == NULL || len == 0 ||
         cfg->struct_size < sizeof(*cfg)) {
+        config_msg(config_err, sizeof(config_err), "rmacoll_config_get: %s",
+                   cfg == NULL ? "cfg is NULL" : key == NULL ? "key is NULL"
+                   : buf == NULL ? "buf is NULL" : len == 0 ? "len is 0"
+                   : "cfg was not initialised by rmacoll_config_init or rmacoll_config_load");
         return RMACOLL_ERR_INVALID_ARG;
     }
     id = config_id_in(cfg, key);

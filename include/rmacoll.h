@@ -336,9 +336,10 @@ typedef enum rmacoll_device_path {
 /**
  * Counters of one communicator since its creation. Versioned by
  * struct_size: set it to sizeof(rmacoll_comm_stats_t) before the call;
- * fields beyond a smaller struct_size are not written; on return it holds
- * the bytes written (at most the library's own size: a caller built
- * against a newer header learns which fields this library filled).
+ * fields beyond a smaller struct_size, or cut by it, are not written; on
+ * return it holds the bytes written (whole fields; at most the library's
+ * own size: a caller built against a newer header learns which fields
+ * this library filled).
  */
 typedef struct rmacoll_comm_stats {
     size_t struct_size;

@@ -899,6 +899,22 @@ static void test_set_get(void **state)
     assert_string_equal(rmacoll_config_last_error(), "rmacoll_config_set: cfg is NULL");
     assert_int_equal(rmacoll_config_set(&cfg, NULL, "2"), RMACOLL_ERR_INVALID_ARG);
     assert_string_equal(rmacoll_config_last_error(), "rmacoll_config_set: key is NULL");
+    /* a get's own argument errors replace the message too */
+    assert_int_equal(rmacoll_config_get(&cfg, "relay.slots", buf, 0), RMACOLL_ERR_INVALID_ARG);
+    assert_string_equal(rmacoll_config_last_error(), "rmacoll_config_get: len is 0");
+    /* a long value is quoted in part: the reason still ends the message */
+    {
+        char longv[400];
+        const char *m;
+        memset(longv, '9', sizeof(longv) - 1);
+        longv[sizeof(longv) - 1] = '\0';
+        assert_int_equal(rmacoll_config_set(&cfg, "relay.slots", longv), RMACOLL_ERR_CONFIG);
+        m = rmacoll_config_last_error();
+        assert_non_null(strstr(m, "rmacoll_config_set: relay.slots = '999999999999999999999999"
+                                  "999999999999999999999999...': "));
+        assert_non_null(strstr(m, "...' is not an unsigned integer"));
+        assert_int_equal(m[strlen(m) - 1], 'r');
+    }
     assert_int_equal(rmacoll_config_get(&cfg, "relay.slots", buf, 0), RMACOLL_ERR_INVALID_ARG);
 }
 

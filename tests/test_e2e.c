@@ -408,6 +408,15 @@ static int devpath_body(rmacoll_comm_t *comm, int rank, int nranks, void *arg)
             return 24;
         }
     }
+    /* a size inside a field writes none of it */
+    memset(&t, 0x5a, sizeof(t));
+    t.struct_size = offsetof(rmacoll_comm_stats_t, staged_bytes) + 3;
+    if (rmacoll_comm_get_stats(comm, &t) != RMACOLL_SUCCESS ||
+        t.struct_size != offsetof(rmacoll_comm_stats_t, device_path) + sizeof(t.device_path) ||
+        t.staged_bytes != 0x5a5a5a5a5a5a5a5aull) {
+        fprintf(stderr, "rank %d: a struct_size inside a field wrote part of it\n", rank);
+        return 25;
+    }
     t.struct_size = 4;
     if (rmacoll_comm_get_stats(comm, &t) != RMACOLL_ERR_INVALID_ARG ||
         rmacoll_comm_get_stats(NULL, &s) != RMACOLL_ERR_INVALID_ARG ||

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "cases.h"
+#include "core/ctrl.h"
 #include "core/plan.h"
 #include "core/sched_registry.h"
 #include "core/topo.h"
@@ -228,6 +229,15 @@ static void plan_pcfg(const refexec_opts_t *op, rmacoll__plan_cfg_t *cfg)
     cfg->relay_buffer_bytes = op->relay_buffer_bytes;
     cfg->relay_slots = op->relay_slots;
     cfg->max_task_bytes = op->max_task_bytes;
+    cfg->eager_max_bytes = op->eager_max_bytes;
+}
+
+/* The eager payload limit the runtime gives a host call's planner on this
+ * topology (two nodes within the one-round limits, relay on), else 0. */
+static uint64_t plan_eager_eff(const rmacoll_topo_t *topo, const refexec_opts_t *op)
+{
+    return topo->nnodes == 2 && rmacoll__ctrl_one_round(topo) && op->relay_enabled
+               ? op->eager_max_bytes : 0;
 }
 
 /* The smallest relay.buffer_bytes of the case's topology under the options
@@ -293,10 +303,11 @@ static int print_plans(const rmacoll__plan_t *const *plans,
         json_str(op->scheduler_plugin ? op->scheduler_plugin : op->scheduler);
         printf(",\"relay\":%s,\"relay_buffer_bytes\":%" PRIu64
                ",\"relay_slots\":%u,\"max_task_bytes\":%" PRIu64
-               ",\"min_relay_buffer_bytes\":%" PRIu64
-               "},\"status\":\"%s\",\"plans\":[",
+               ",\"min_relay_buffer_bytes\":%" PRIu64 ",\"eager_max_bytes\":%" PRIu64
+               ",\"eager\":%s},\"status\":\"%s\",\"plans\":[",
                op->relay_enabled ? "true" : "false", op->relay_buffer_bytes,
                op->relay_slots, op->max_task_bytes, plan_min_relay(topo, op),
+               op->eager_max_bytes, plan_eager_eff(topo, op) ? "true" : "false",
                rmacoll_status_name(RMACOLL_SUCCESS));
         for (int r = 0, first = 1; r < c->nranks; r++) {
             if (only >= 0 && r != only) {
@@ -312,12 +323,16 @@ static int print_plans(const rmacoll__plan_t *const *plans,
     } else {
         printf("# %s: %d ranks on %d nodes, %s; scheduler %s, relay %s "
                "(%" PRIu64 " B, %u slots; minimum relay.buffer_bytes %" PRIu64
-               "), max_task_bytes %" PRIu64 "\n",
+               "), max_task_bytes %" PRIu64 ", eager_max_bytes %" PRIu64 " (%s)\n",
                c->name, c->nranks, topo->nnodes,
                rmacoll_datatype_name(c->dtype),
                op->scheduler_plugin ? op->scheduler_plugin : op->scheduler,
                op->relay_enabled ? "on" : "off", op->relay_buffer_bytes,
-               op->relay_slots, plan_min_relay(topo, op), op->max_task_bytes);
+               op->relay_slots, plan_min_relay(topo, op), op->max_task_bytes,
+               op->eager_max_bytes,
+               op->eager_max_bytes == 0  ? "eager path off"
+               : plan_eager_eff(topo, op) ? "eager path planned for host calls"
+                                          : "no eager path on this topology");
         for (int r = 0; r < c->nranks; r++) {
             if (only < 0 || r == only) {
                 rmacoll__plan_print_text(stdout, plans[r], topo);
@@ -386,6 +401,7 @@ static int plan_one_rank(const rmacoll_case_t *c, const refexec_opts_t *op,
         fprintf(stderr, PLAN_NAME ": out of memory\n");
         goto out;
     }
+    pi.in.eager_max_bytes = plan_eager_eff(topo, op);
     st = rmacoll__plan_build(&pi.in, st0, st1, &plan);
     if (st != RMACOLL_SUCCESS) {
         fprintf(stderr, PLAN_NAME ": %s: rank %d's plan fails with %s: %s\n",
@@ -693,7 +709,17 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        case OPT_RANK: only = atoi(optarg); break;
+        case OPT_RANK: {
+            char *end = NULL;
+            long rv = strtol(optarg, &end, 10);
+            if (end == optarg || *end != '\0' || rv < 0 || rv > INT32_MAX) {
+                fprintf(stderr, PLAN_NAME ": --rank: expected a rank (0 or more), got "
+                                "'%s'\n", optarg);
+                return 2;
+            }
+            only = (int)rv;
+            break;
+        }
         case OPT_JSON: json = 1; break;
         case OPT_CHECK: check = 1; break;
         case OPT_VIRTUAL: virt = 1; break;
@@ -786,6 +812,14 @@ int main(int argc, char **argv)
     o.relay_buffer_bytes = cfg.relay_buffer_bytes;
     o.relay_slots = cfg.relay_slots;
     o.max_task_bytes = cfg.max_task_bytes;
+    {
+        /* the eager path of two-node host calls, as the library plans it */
+        char ev[64];
+        if (rmacoll_config_get(&cfg, "eager_max_bytes", ev, sizeof(ev)) != RMACOLL_SUCCESS ||
+            rmacoll_parse_size(ev, &o.eager_max_bytes) != RMACOLL_SUCCESS) {
+            o.eager_max_bytes = 0;
+        }
+    }
     if (relay != NULL) {
         if (strcmp(relay, "on") != 0 && strcmp(relay, "off") != 0) {
             fprintf(stderr, PLAN_NAME ": --relay: expected on or off, got "

@@ -41,6 +41,28 @@ if(TARGET rmacoll-plan)
             --scheduler all --model ${PROJECT_SOURCE_DIR}/docs/sim/fabric-h200-cx7.yaml --json)
   set_tests_properties(plan_tool_sim_all PROPERTIES TIMEOUT 60
     PASS_REGULAR_EXPRESSION "\"model\":\\{\"name\":\"H200 \\+ ConnectX-7, rail-only\",\"nic_GBps\":48.5,.*\"scheduler\":\"largest_first\",\"status\":\"RMACOLL_SUCCESS\",\"makespan_us\":[0-9.]+,.*\"scheduler\":\"xor\"")
+  # --rank takes a rank number only
+  add_test(NAME plan_tool_rank_bad
+    COMMAND rmacoll-plan --topology 2x2 --rank abc)
+  set_tests_properties(plan_tool_rank_bad PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "rmacoll-plan: --rank: expected a rank \\(0 or more\\), got 'abc'")
+  add_test(NAME plan_tool_rank_negative
+    COMMAND rmacoll-plan --topology 2x2 --rank -1)
+  set_tests_properties(plan_tool_rank_negative PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "rmacoll-plan: --rank: expected a rank \\(0 or more\\), got '-1'")
+  # the eager path of two-node host calls is planned as the library plans
+  # it (eager_max_bytes from the configuration: env here), and said so
+  add_test(NAME plan_tool_eager_default
+    COMMAND rmacoll-plan --topology 2x2 --count 16 --rank 0)
+  set_tests_properties(plan_tool_eager_default PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "eager_max_bytes 32768 \\(eager path planned for host calls\\)\n.*cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+128 64 B origin 2"
+    FAIL_REGULAR_EXPRESSION "to_relay")
+  add_test(NAME plan_tool_eager_off
+    COMMAND ${CMAKE_COMMAND} -E env RMACOLL_EAGER_MAX_BYTES=0
+            $<TARGET_FILE:rmacoll-plan> --topology 2x2 --count 16 --rank 0 --json)
+  set_tests_properties(plan_tool_eager_off PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "\"eager_max_bytes\":0,\"eager\":false}.*\"kind\": ?\"to_relay\""
+    FAIL_REGULAR_EXPRESSION "\"kind\": ?\"eager\"")
   # the --sim header names the topology's relay minimum, as the plan
   # header does (8 slots here: 64 bytes)
   add_test(NAME plan_tool_sim_relay_minimum

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ctrl.h"
 #include "core/sched_registry.h"
 #include "core/topo.h"
 
@@ -639,7 +640,9 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
         in.chan_sendcount = k->chan_sendcount;
         in.chan_rcount = k->chan_rcount;
         in.chan_rdispl = k->chan_rdispl;
-        in.eager_max_bytes = topo->nnodes == 2 ? ex->opts.eager_max_bytes : 0;
+        /* as the runtime: two nodes within the one-round limits (ctrl.c) */
+        in.eager_max_bytes = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo)
+                                 ? ex->opts.eager_max_bytes : 0;
         rmacoll__sigstate_copy(k->stn, k->st);
         st = rmacoll__plan_build(&in, k->st, k->stn, &k->plan);
         k->plan_ok = st == RMACOLL_SUCCESS;
