@@ -263,6 +263,26 @@ static int gpu_status(rmacoll_status_t st, rmacoll_status_t expect, int rank,
     return GPU_WRONG_STATUS;
 }
 
+/* One device call of k: upload (blocking), call on the stream, sync,
+ * status (expect) and receive buffer checked. */
+static int gpu_device_call(gpu_call_t *k, rmacoll_comm_t *comm, cudaStream_t stream,
+                           rmacoll_status_t expect, int rank, int nranks, const char *what)
+{
+    rmacoll_status_t st;
+    int rcode;
+
+    if (cudaMemcpy(k->ds, k->hs, k->sbytes + 1, cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
+        return GPU_CUDA;
+    st = gpu_call_run(k, comm, stream);
+    rcode = gpu_status(st, expect, rank, comm, what);
+    if (cudaStreamSynchronize(stream) != cudaSuccess)
+        rcode = GPU_CUDA;
+    if (rcode == GPU_OK)
+        rcode = gpu_call_check(k, st, rank, nranks, what);
+    return rcode;
+}
+
 /* CASE: per call, upload (blocking), call on the stream, sync, check. */
 static int gpu_mode_case(rmacoll_comm_t *comm, int rank, int nranks,
                          const gpu_arg_t *arg, cudaStream_t stream)
@@ -272,22 +292,10 @@ static int gpu_mode_case(rmacoll_comm_t *comm, int rank, int nranks,
     for (int call = 0; call < arg->ncalls && rcode == GPU_OK; call++) {
         const rmacoll_case_t *c = arg->cases[call % arg->ncases];
         gpu_call_t k;
-        rmacoll_status_t st;
 
         rcode = gpu_call_init(&k, c, rank, nranks, (uint64_t)call + 1);
-        if (rcode == GPU_OK &&
-            (cudaMemcpy(k.ds, k.hs, k.sbytes + 1, cudaMemcpyHostToDevice) !=
-                 cudaSuccess ||
-             cudaDeviceSynchronize() != cudaSuccess))
-            rcode = GPU_CUDA;
-        if (rcode == GPU_OK) {
-            st = gpu_call_run(&k, comm, stream);
-            rcode = gpu_status(st, arg->expect, rank, comm, c->name);
-            if (cudaStreamSynchronize(stream) != cudaSuccess)
-                rcode = GPU_CUDA;
-            if (rcode == GPU_OK)
-                rcode = gpu_call_check(&k, st, rank, nranks, c->name);
-        }
+        if (rcode == GPU_OK)
+            rcode = gpu_device_call(&k, comm, stream, arg->expect, rank, nranks, c->name);
         gpu_call_free(&k);
     }
     return rcode;
@@ -324,17 +332,8 @@ static int gpu_mode_mixed(rmacoll_comm_t *comm, int rank, int nranks,
                 rcode = GPU_WRONG_DATA;
             }
         } else if (rcode == GPU_OK) {
-            if (cudaMemcpy(k.ds, k.hs, k.sbytes + 1, cudaMemcpyHostToDevice) != cudaSuccess ||
-                cudaDeviceSynchronize() != cudaSuccess)
-                rcode = GPU_CUDA;
-            if (rcode == GPU_OK) {
-                st = gpu_call_run(&k, comm, stream);
-                rcode = gpu_status(st, RMACOLL_SUCCESS, rank, comm, "mixed: device call");
-                if (cudaStreamSynchronize(stream) != cudaSuccess)
-                    rcode = GPU_CUDA;
-                if (rcode == GPU_OK)
-                    rcode = gpu_call_check(&k, st, rank, nranks, "mixed: device call");
-            }
+            rcode = gpu_device_call(&k, comm, stream, RMACOLL_SUCCESS, rank, nranks,
+                                    "mixed: device call");
         }
         gpu_call_free(&k);
     }
