@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "case_file.h"
+
 #include "e2e_body.h"
 #include "mprun.h"
 
@@ -50,18 +52,6 @@ static void run(const rmacoll_config_t *cfg, const rmacoll_case_t *cases, int nc
         }
     }
     assert_int_equal(failed, 0);
-}
-
-static rmacoll_case_t *load(const char *file)
-{
-    char path[512], err[256];
-    rmacoll_case_t *c = NULL;
-
-    snprintf(path, sizeof(path), "%s/%s", RMACOLL_CASES_DIR, file);
-    if (rmacoll_case_load(path, &c, err, sizeof(err)) != RMACOLL_SUCCESS) {
-        fail_msg("%s", err);
-    }
-    return c;
 }
 
 /* Every shared case, three calls back to back, over tcp;ofi_rxm. */

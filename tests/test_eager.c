@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "case_file.h"
+
 #include "e2e_body.h"
 #include "mprun.h"
 
@@ -472,18 +474,6 @@ static void test_bad_argument(void **state)
 }
 
 /* ---- the shared cases with everything eager ---- */
-
-static rmacoll_case_t *load(const char *file)
-{
-    char path[512], err[256];
-    rmacoll_case_t *c = NULL;
-
-    snprintf(path, sizeof(path), "%s/%s", RMACOLL_CASES_DIR, file);
-    if (rmacoll_case_load(path, &c, err, sizeof(err)) != RMACOLL_SUCCESS) {
-        fail_msg("%s", err);
-    }
-    return c;
-}
 
 static void cases_eager(const char *provider)
 {

@@ -221,14 +221,25 @@ static int gpu_check_path(rmacoll_comm_t *comm, int rank, const gpu_arg_t *arg)
 /* After the stream drained: the device receive buffer, copied back, must
  * hold exactly the expected blocks (st == SUCCESS) or be all sentinel (the
  * guard byte past the end included). */
+static int gpu_host_check(gpu_call_t *k, rmacoll_status_t st, int rank,
+                          int nranks, const char *what);
+
 static int gpu_call_check(gpu_call_t *k, rmacoll_status_t st, int rank,
+                          int nranks, const char *what)
+{
+    if (cudaMemcpy(k->hr, k->dr, k->rbytes + 1, cudaMemcpyDeviceToHost) !=
+        cudaSuccess)
+        return GPU_CUDA;
+    return gpu_host_check(k, st, rank, nranks, what);
+}
+
+/* The same check on the host receive buffer k->hr itself (a host call's,
+ * or the device buffer copied back). */
+static int gpu_host_check(gpu_call_t *k, rmacoll_status_t st, int rank,
                           int nranks, const char *what)
 {
     rmacoll_check_report_t rep;
 
-    if (cudaMemcpy(k->hr, k->dr, k->rbytes + 1, cudaMemcpyDeviceToHost) !=
-        cudaSuccess)
-        return GPU_CUDA;
     if (((unsigned char *)k->hr)[k->rbytes] != RMACOLL_FILL_SENTINEL) {
         fprintf(stderr, "rank %d (%s): byte past the receive buffer written\n",
                 rank, what);
@@ -314,23 +325,14 @@ static int gpu_mode_mixed(rmacoll_comm_t *comm, int rank, int nranks,
         const rmacoll_case_t *c = arg->cases[call % arg->ncases];
         gpu_call_t k;
         rmacoll_status_t st;
-        rmacoll_check_report_t rep;
 
         rcode = gpu_call_init(&k, c, rank, nranks, 200 + (uint64_t)call);
         if (rcode == GPU_OK && call % 2 == 0) {
             st = rmacoll_alltoallv(k.sbytes ? k.hs : NULL, k.sc, k.sd, k.rbytes ? k.hr : NULL,
                                    k.rc, k.rd, k.dtype, comm, NULL);
             rcode = gpu_status(st, RMACOLL_SUCCESS, rank, comm, "mixed: host call");
-            if (rcode == GPU_OK && ((unsigned char *)k.hr)[k.rbytes] != RMACOLL_FILL_SENTINEL) {
-                fprintf(stderr, "rank %d (mixed: host call %d): byte past the receive "
-                        "buffer written\n", rank, call);
-                rcode = GPU_WRONG_DATA;
-            }
-            if (rcode == GPU_OK && rmacoll_check_recv(k.hr, k.rbytes, k.es, rank, nranks,
-                                                      k.rc, k.rd, k.iter, &rep) != 0) {
-                fprintf(stderr, "rank %d (mixed: host call %d): %s\n", rank, call, rep.msg);
-                rcode = GPU_WRONG_DATA;
-            }
+            if (rcode == GPU_OK)
+                rcode = gpu_host_check(&k, st, rank, nranks, "mixed: host call");
         } else if (rcode == GPU_OK) {
             rcode = gpu_device_call(&k, comm, stream, RMACOLL_SUCCESS, rank, nranks,
                                     "mixed: device call");

@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "case_file.h"
+
 #include "cases.h"
 #include "mprun.h"
 
@@ -234,18 +236,6 @@ static pid_t id_server(rmacoll_unique_id_t *id)
     assert_int_equal(read(fds[0], id, sizeof(*id)), (ssize_t)sizeof(*id));
     close(fds[0]);
     return pid;
-}
-
-static rmacoll_case_t *load(const char *file)
-{
-    char path[512], err[256];
-    rmacoll_case_t *c = NULL;
-
-    snprintf(path, sizeof(path), "%s/%s", RMACOLL_CASES_DIR, file);
-    if (rmacoll_case_load(path, &c, err, sizeof(err)) != RMACOLL_SUCCESS) {
-        fail_msg("%s", err);
-    }
-    return c;
 }
 
 static void run_overlap(const char *file, int relay, int use_wait)

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "case_file.h"
+
 #include "core/config_internal.h"
 
 #include "core/transport.h"
@@ -40,18 +42,6 @@ static rmacoll_config_t plugin_config(const char *path)
     assert_int_equal(rmacoll_config_set(&cfg, "transports.inter_node", spec),
                      RMACOLL_SUCCESS);
     return cfg;
-}
-
-static rmacoll_case_t *load(const char *file)
-{
-    char path[512], err[256];
-    rmacoll_case_t *c = NULL;
-
-    snprintf(path, sizeof(path), "%s/%s", RMACOLL_CASES_DIR, file);
-    if (rmacoll_case_load(path, &c, err, sizeof(err)) != RMACOLL_SUCCESS) {
-        fail_msg("%s", err);
-    }
-    return c;
 }
 
 static void run_cases(const rmacoll_config_t *cfg, int ncalls)
