@@ -53,6 +53,8 @@ typedef struct rmacoll__call {
                                        * agreement round (meta.c) */
     uint64_t eager_max;               /* the plan's eager_max_bytes: non-zero when the
                                        * records carried eager payloads (meta.c) */
+    uint64_t node_eager_max;          /* the plan's node_eager_max_bytes: non-zero when
+                                       * the local records carried node payloads */
     int drives;                       /* this thread drives the network (host call) */
     int plan_failed;                  /* planning (or runner planned) failed here */
     char msg[512];                    /* a step's error message */
@@ -111,6 +113,9 @@ void rmacoll__meta_inputs(rmacoll__call_t *call);
 /** The eager payload of this call's metadata record from network peer
  * `sender` (the plan's RMACOLL__WIN_EAGER of tasks whose origin it is). */
 const void *rmacoll__meta_payload(rmacoll_comm_t *comm, int sender);
+/** The node payload of node peer `sender` for the current call (in its
+ * control window, mapped here): the source of RMACOLL__WIN_NODE_EAGER. */
+const void *rmacoll__meta_node_payload(rmacoll_comm_t *comm, int sender);
 /** Adds a successful call's eager bytes (sent in its records, copied by
  * its plan) to comm's counters. */
 void rmacoll__meta_eager_count(rmacoll__call_t *call);

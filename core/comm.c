@@ -718,6 +718,7 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->peer_rcount = calloc(n, sizeof(int64_t));
     comm->peer_rdispl = calloc(n, sizeof(int64_t));
     comm->peer_recv_addr = calloc(n, sizeof(uint64_t));
+    comm->node_eager_off = calloc(n, sizeof(uint64_t));
     comm->peer_recv_rkey = calloc(n, sizeof(rmacoll_rkey_t));
     comm->chan_sendcount = calloc(nc, sizeof(int64_t));
     comm->chan_rcount = calloc(nc, sizeof(int64_t));
@@ -732,7 +733,8 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
         !comm->path_peers[1] || !comm->peer_ctrl_rkey || !comm->peer_relay_rkey ||
         !comm->peer_drelay_rkey || !comm->stage.ready_puts ||
         !comm->scratch || !comm->uniform || !comm->peer_rcount || !comm->peer_rdispl ||
-        !comm->peer_recv_addr || !comm->peer_recv_rkey || !comm->chan_sendcount ||
+        !comm->peer_recv_addr || !comm->node_eager_off || !comm->peer_recv_rkey ||
+        !comm->chan_sendcount ||
         !comm->chan_rcount || !comm->chan_rdispl || !comm->meta_puts ||
         !comm->abort_puts) {
         return RMACOLL_ERR_NO_MEMORY;
@@ -816,6 +818,7 @@ static void comm_free(rmacoll_comm_t *comm)
     free(comm->peer_rcount);
     free(comm->peer_rdispl);
     free(comm->peer_recv_addr);
+    free(comm->node_eager_off);
     free(comm->peer_recv_rkey);
     free(comm->chan_sendcount);
     free(comm->chan_rcount);
@@ -1087,7 +1090,8 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
             STATS_END(device_registered_bytes), STATS_END(device_calls_staged),
             STATS_END(device_calls_hmem), STATS_END(device_signals),
             STATS_END(device_calls_device_signals), STATS_END(eager_bytes_sent),
-            STATS_END(eager_bytes_copied)
+            STATS_END(eager_bytes_copied), STATS_END(node_eager_bytes_sent),
+            STATS_END(node_eager_bytes_copied)
 #undef STATS_END
         };
         size_t fit = ends[0];
@@ -1111,6 +1115,8 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
     s.device_calls_device_signals = atomic_load(&comm->stats.device_calls_dsig);
     s.eager_bytes_sent = atomic_load(&comm->stats.eager_bytes_sent);
     s.eager_bytes_copied = atomic_load(&comm->stats.eager_bytes_copied);
+    s.node_eager_bytes_sent = atomic_load(&comm->stats.node_eager_bytes_sent);
+    s.node_eager_bytes_copied = atomic_load(&comm->stats.node_eager_bytes_copied);
     memcpy(stats, &s, want);
     return RMACOLL_SUCCESS;
 }

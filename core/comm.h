@@ -54,6 +54,8 @@ typedef struct rmacoll__stats {
     _Atomic uint64_t device_calls_dsig;
     _Atomic uint64_t eager_bytes_sent;
     _Atomic uint64_t eager_bytes_copied;
+    _Atomic uint64_t node_eager_bytes_sent;
+    _Atomic uint64_t node_eager_bytes_copied;
 } rmacoll__stats_t;
 
 /* The transports a communicator may choose from: the built-ins and the
@@ -156,6 +158,8 @@ struct rmacoll_comm {
     int64_t *uniform;                 /* 2 * nranks: rmacoll_alltoall's arrays */
     int64_t *peer_rcount, *peer_rdispl; /* [nranks] */
     uint64_t *peer_recv_addr;         /* [nranks] */
+    uint64_t *node_eager_off;         /* [own node size]: own block's offset in each
+                                       * node member's node payload (planner input) */
     rmacoll_rkey_t *peer_recv_rkey;   /* [nranks] */
     int64_t *chan_sendcount, *chan_rcount, *chan_rdispl; /* [nin * ls] */
     rmacoll__sigstate_t *sig;         /* state before the call */

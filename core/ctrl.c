@@ -56,6 +56,13 @@ int rmacoll__net_peers(const rmacoll_topo_t *topo,
     return n;
 }
 
+uint64_t rmacoll__ctrl_node_eager_cap(const rmacoll_topo_t *topo,
+                                      const rmacoll__plan_cfg_t *pcfg)
+{
+    return rmacoll__ctrl_one_round(topo) && max_node_size(topo) > 1 ? pcfg->eager_max_bytes
+                                                                     : 0;
+}
+
 void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
                           const rmacoll__plan_cfg_t *pcfg, int rank,
                           rmacoll__ctrl_layout_t *lay)
@@ -69,8 +76,13 @@ void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
     lay->max_ls = max_node_size(topo);
     lay->matrix = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo);
     lay->eager_cap = lay->matrix && pcfg->relay_enabled ? pcfg->eager_max_bytes : 0;
+    lay->node_eager_cap = rmacoll__ctrl_node_eager_cap(topo, pcfg);
     lay->local_rec_bytes = align64(sizeof(rmacoll__local_rec_t) +
-                                   3 * (size_t)topo->nranks * sizeof(int64_t));
+                                   3 * (size_t)topo->nranks * sizeof(int64_t) +
+                                   (lay->node_eager_cap != 0
+                                        ? (size_t)lay->max_ls * sizeof(uint64_t) +
+                                              lay->node_eager_cap
+                                        : 0));
     lay->net_rec_bytes = align64(rmacoll__ctrl_meta_bytes(lay, lay->max_ls, lay->max_ls) +
                                  lay->eager_cap);
     lay->status_rec_bytes = align64(sizeof(rmacoll__status_rec_t) + 8);
@@ -117,6 +129,23 @@ rmacoll__local_rec_t *rmacoll__ctrl_local(void *base,
 int64_t *rmacoll__ctrl_local_counts(rmacoll__local_rec_t *lr)
 {
     return (int64_t *)(lr + 1);
+}
+
+uint64_t *rmacoll__ctrl_local_eager_off(rmacoll__local_rec_t *lr,
+                                        const rmacoll__ctrl_layout_t *lay)
+{
+    if (lay->node_eager_cap == 0) {
+        return NULL;
+    }
+    return (uint64_t *)(rmacoll__ctrl_local_counts(lr) + 3 * (size_t)lay->nranks);
+}
+
+void *rmacoll__ctrl_local_payload(rmacoll__local_rec_t *lr,
+                                  const rmacoll__ctrl_layout_t *lay)
+{
+    uint64_t *off = rmacoll__ctrl_local_eager_off(lr, lay);
+
+    return off != NULL ? (void *)(off + lay->max_ls) : NULL;
 }
 
 size_t rmacoll__ctrl_meta_bytes(const rmacoll__ctrl_layout_t *lay, int lsS, int lsR)

@@ -109,12 +109,17 @@ typedef enum rmacoll__ctrl_stage {
 
 /* Per-call metadata a rank publishes to its node peers (one per parity),
  * followed by int64 recvcounts[nranks], rdispls[nranks] and
- * sendcounts[nranks]. */
+ * sendcounts[nranks]; then, when the layout has a node payload
+ * (node_eager_cap), uint64 offsets[max node size] (offset of each node
+ * member's block, by local rank, RMACOLL__NO_EAGER: none) and the payload,
+ * node_eager_cap bytes (node eager path, rmacoll__plan_node_eager_bytes). */
 typedef struct rmacoll__local_rec {
     _Atomic uint64_t epoch[3];  /* [stage]: e + 1 when that stage is valid */
     uint64_t recv_addr;         /* receive buffer in the owner's address space */
     uint64_t esize;             /* element size of the call, bytes (0: unknown) */
     uint64_t flags;             /* RMACOLL__REC_F_* */
+    uint64_t node_eager_bytes;  /* bytes of the node payload (0: none), see
+                                 * rmacoll__ctrl_local_payload */
     rmacoll__status_rec_t st[3];
     uint8_t recv_blob[RMACOLL_EXPORT_BYTES]; /* device receive buffer export */
 } rmacoll__local_rec_t;
@@ -166,6 +171,9 @@ typedef struct rmacoll__ctrl_layout {
                            * verdict on two nodes) */
     uint64_t eager_cap;   /* room for an eager payload in a metadata record slot:
                            * eager_max_bytes when matrix and the relay is on, else 0 */
+    uint64_t node_eager_cap; /* room for the node payload of a local record:
+                              * eager_max_bytes on one-round topologies whose
+                              * nodes have more than one rank, else 0 */
     size_t local_rec_bytes, net_rec_bytes, status_rec_bytes;
     size_t off_sig, off_local, off_inbox, off_inbox2, off_outbox, off_outbox2;
     size_t bytes;         /* whole window */
@@ -189,6 +197,13 @@ int rmacoll__ctrl_one_round(const rmacoll_topo_t *topo);
  */
 int rmacoll__net_peers(const rmacoll_topo_t *topo,
                        const rmacoll__plan_cfg_t *pcfg, int rank, int *list);
+
+/** The node payload's capacity on topo (node eager path): eager_max_bytes
+ * when calls on topo use the one-round verdict and a node has more than
+ * one rank, else 0. What a valid host call's planner gets as
+ * node_eager_max_bytes (plan.h). Pure. */
+uint64_t rmacoll__ctrl_node_eager_cap(const rmacoll_topo_t *topo,
+                                      const rmacoll__plan_cfg_t *pcfg);
 
 /** Layout of rank `rank`'s control window. */
 void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
@@ -214,6 +229,12 @@ rmacoll__local_rec_t *rmacoll__ctrl_local(void *base,
 /** recvcounts[nranks], rdispls[nranks] then sendcounts[nranks] after a
  * local record. */
 int64_t *rmacoll__ctrl_local_counts(rmacoll__local_rec_t *lr);
+/** The node payload's block offsets (uint64[max node size]) after a local
+ * record, then the payload (node_eager_cap bytes); NULL when lay has none. */
+uint64_t *rmacoll__ctrl_local_eager_off(rmacoll__local_rec_t *lr,
+                                        const rmacoll__ctrl_layout_t *lay);
+void *rmacoll__ctrl_local_payload(rmacoll__local_rec_t *lr,
+                                  const rmacoll__ctrl_layout_t *lay);
 /** Byte offset of network record k of `kind` and parity par: in the inbox
  * (received) or the outbox (to send). */
 size_t rmacoll__ctrl_rec_off(const rmacoll__ctrl_layout_t *lay,

@@ -714,6 +714,39 @@ static void fill_eager(rmacoll__call_t *c, rmacoll__net_rec_t *rec, int B)
     }
 }
 
+/* The node payload of this rank's local record (node eager path): its
+ * blocks for its node peers in local-rank order, its own skipped, when the
+ * plan's rule (rmacoll__plan_node_eager_bytes) says they travel here; the
+ * offsets tell each peer where its block is. The caller checked the call
+ * is a valid host call. */
+static void fill_node_eager(rmacoll__call_t *c, rmacoll__local_rec_t *lr)
+{
+    rmacoll_comm_t *comm = c->comm;
+    const rmacoll_topo_t *topo = comm->topo;
+    int A = topo->node_of[comm->rank];
+    int ls = topo->node_size[A];
+    const int *members = topo->node_members + topo->node_first[A];
+    uint64_t *off = rmacoll__ctrl_local_eager_off(lr, &comm->lay);
+    char *dst = rmacoll__ctrl_local_payload(lr, &comm->lay);
+
+    lr->node_eager_bytes = rmacoll__plan_node_eager_bytes(
+        c->sendcounts, members, ls, topo->local_rank[comm->rank], c->esize,
+        comm->lay.node_eager_cap, off);
+    for (int l = 0; l < ls && lr->node_eager_bytes != 0; l++) {
+        int j = members[l];
+        if (off[l] != RMACOLL__NO_EAGER) {
+            memcpy(dst + off[l], (const char *)c->sendbuf + (uint64_t)c->sdispls[j] * c->esize,
+                   (uint64_t)c->sendcounts[j] * c->esize);
+        }
+    }
+}
+
+const void *rmacoll__meta_node_payload(rmacoll_comm_t *comm, int sender)
+{
+    return rmacoll__ctrl_local_payload(local_rec(comm, sender, (int)(comm->epoch & 1)),
+                                       &comm->peer_lay[sender]);
+}
+
 const void *rmacoll__meta_payload(rmacoll_comm_t *comm, int sender)
 {
     const rmacoll_topo_t *topo = comm->topo;
@@ -727,20 +760,29 @@ const void *rmacoll__meta_payload(rmacoll_comm_t *comm, int sender)
 void rmacoll__meta_eager_count(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
-    uint64_t sent = 0, copied = 0;
+    uint64_t sent = 0, copied = 0, nsent = 0, ncopied = 0;
 
-    for (int k = 0; k < comm->nnet; k++) {
+    for (int k = 0; k < comm->nnet && c->eager_max != 0; k++) {
         sent += ((const rmacoll__net_rec_t *)own_rec(comm, RMACOLL__REC_META, 1, k, c->par))
                     ->eager_bytes;
+    }
+    if (c->node_eager_max != 0) {
+        nsent = local_rec(comm, comm->rank, c->par)->node_eager_bytes;
     }
     for (size_t k = 0; k < comm->plan.ntasks; k++) {
         const rmacoll__task_t *t = &comm->plan.tasks[k];
         if (t->op == RMACOLL__OP_PUT && (t->flags & RMACOLL__TASK_EAGER)) {
-            copied += t->bytes;
+            if (t->src_win == RMACOLL__WIN_NODE_EAGER) {
+                ncopied += t->bytes;
+            } else {
+                copied += t->bytes;
+            }
         }
     }
     atomic_fetch_add(&comm->stats.eager_bytes_sent, sent);
     atomic_fetch_add(&comm->stats.eager_bytes_copied, copied);
+    atomic_fetch_add(&comm->stats.node_eager_bytes_sent, nsent);
+    atomic_fetch_add(&comm->stats.node_eager_bytes_copied, ncopied);
 }
 
 rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
@@ -755,6 +797,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
     int64_t *cnt = rmacoll__ctrl_local_counts(lr);
     rmacoll__net_rec_t sum;
     int one = rmacoll__ctrl_one_round(topo);
+    char sec[160];
 
     memset(&sum, 0, sizeof(sum));
     /* node peers read it from the control window ... */
@@ -765,6 +808,13 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
         cnt[r] = ok ? c->recvcounts[r] : 0;
         cnt[n + r] = ok ? c->rdispls[r] : 0;
         cnt[2 * n + r] = ok ? c->sendcounts[r] : 0;
+    }
+    /* node eager path: a valid host call puts its small blocks for its node
+     * peers here; they copy them out only if the verdict is good and every
+     * rank is on host memory (the same condition as the eager path) */
+    lr->node_eager_bytes = 0;
+    if (ok && comm->lay.node_eager_cap != 0 && c->runner == &rmacoll__run_host) {
+        fill_node_eager(c, lr);
     }
     publish(comm, c->par, RMACOLL__CTRL_A, &c->local);
     if (one) {
@@ -826,6 +876,15 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
          * says so: all ranks valid and on host memory (c->one_round) */
         c->eager_max = c->one_round && c->acc.code == RMACOLL_SUCCESS
                            ? comm->lay.eager_cap : 0;
+        c->node_eager_max = c->one_round && c->acc.code == RMACOLL_SUCCESS
+                                ? comm->lay.node_eager_cap : 0;
+        if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
+            /* a peer gave up on this call (e.g. it timed out waiting for
+             * this rank): a call that needs nothing more from its peers
+             * (node payloads) must not succeed where they failed */
+            return rmacoll__comm_fail(comm, RMACOLL_ERR_PEER, "rank %d: %s; stopped after "
+                                      "the metadata round", comm->rank, sec);
+        }
         return RMACOLL_SUCCESS;
     }
     /* everyone's validation outcome */
@@ -853,6 +912,14 @@ void rmacoll__meta_inputs(rmacoll__call_t *c)
         comm->peer_rcount[j] = rmacoll__ctrl_local_counts(lr)[me];
         comm->peer_rdispl[j] = rmacoll__ctrl_local_counts(lr)[comm->nranks + me];
         comm->peer_recv_addr[j] = lr->recv_addr;
+        if (c->node_eager_max != 0) {
+            /* where this rank's block is in j's node payload (j's own rule) */
+            comm->node_eager_off[l] = j == me ? RMACOLL__NO_EAGER
+                                      : lr->node_eager_bytes == 0
+                                          ? RMACOLL__NO_EAGER
+                                          : rmacoll__ctrl_local_eager_off(
+                                                lr, &comm->peer_lay[j])[topo->local_rank[me]];
+        }
     }
     for (int k = 0; k < comm->nnet; k++) {
         int p = comm->net_list[k];

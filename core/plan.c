@@ -50,6 +50,37 @@ uint64_t rmacoll__plan_eager_bytes(const int64_t *counts, const int *members, in
     return sum;
 }
 
+uint64_t rmacoll__plan_node_eager_bytes(const int64_t *counts, const int *members, int ls,
+                                        int self_l, size_t esize, uint64_t eager_max,
+                                        uint64_t *off)
+{
+    uint64_t sum = 0;
+    int ok = eager_max != 0 && esize != 0;
+
+    for (int l = 0; l < ls && ok; l++) {
+        int64_t n = counts[members[l]];
+        if (off != NULL) {
+            off[l] = l == self_l || n == 0 ? RMACOLL__NO_EAGER : sum;
+        }
+        if (l == self_l) {
+            continue;
+        }
+        if (n < 0 || (uint64_t)n > eager_max / esize) {
+            ok = 0;
+            break;
+        }
+        sum += (uint64_t)n * esize;
+        ok = sum <= eager_max;
+    }
+    if (!ok || sum == 0) {
+        for (int l = 0; l < ls && off != NULL; l++) {
+            off[l] = RMACOLL__NO_EAGER;
+        }
+        return 0;
+    }
+    return sum;
+}
+
 int rmacoll__plan_nin(const rmacoll_topo_t *topo,
                       const rmacoll__plan_cfg_t *cfg, int r)
 {
@@ -435,6 +466,8 @@ typedef struct plan_ctx {
     const rmacoll__plan_topo_t *pt;
     int max_round;
     rmacoll_status_t status;
+    int node_eager_out;  /* this rank's blocks for its node peers travel in its
+                          * node payload */
 } plan_ctx_t;
 
 static void add_task(plan_ctx_t *ctx, const rmacoll__task_t *t)
@@ -556,6 +589,27 @@ static int eager_direct_in(const rmacoll__plan_input_t *in, const rmacoll__plan_
            eager_from(in, pt->chan_of_src[p]) != 0;
 }
 
+/* j is a node peer and this rank's block for it travels in its node
+ * payload: no put. */
+static int node_eager_out(const plan_ctx_t *ctx, int j)
+{
+    const rmacoll_topo_t *topo = ctx->in->topo;
+
+    return ctx->node_eager_out && j != ctx->in->rank &&
+           topo->node_of[j] == topo->node_of[ctx->in->rank];
+}
+
+/* p is a node peer whose block for this rank is in p's node payload: this
+ * rank copies it out itself; no signal, no wait. */
+static int node_eager_in(const rmacoll__plan_input_t *in, int p)
+{
+    const rmacoll_topo_t *topo = in->topo;
+
+    return in->node_eager_max_bytes != 0 && p != in->rank &&
+           topo->node_of[p] == topo->node_of[in->rank] &&
+           in->node_eager_off[topo->local_rank[p]] != RMACOLL__NO_EAGER;
+}
+
 static rmacoll_status_t mismatch(rmacoll__plan_t *plan, int sender,
                                  int receiver, int64_t sent, int64_t expected,
                                  int other)
@@ -621,7 +675,8 @@ static void plan_direct(plan_ctx_t *ctx, const rmacoll__sigstate_t *st)
 
     for (int j = 0; j < topo->nranks; j++) {
         rmacoll__task_t t;
-        if (in->sendcounts[j] == 0 || !is_direct(in, j) || eager_direct_out(in, j)) {
+        if (in->sendcounts[j] == 0 || !is_direct(in, j) || eager_direct_out(in, j) ||
+            node_eager_out(ctx, j)) {
             continue;
         }
         memset(&t, 0, sizeof(t));
@@ -946,6 +1001,39 @@ static rmacoll_status_t plan_stream_in(plan_ctx_t *ctx,
     return ctx->status;
 }
 
+/* Receiver side of the node eager path: each node peer's block that is in
+ * its node payload is copied out by this rank into its own receive buffer
+ * (round 0, like the self copy). */
+static void plan_node_eager_in(plan_ctx_t *ctx)
+{
+    const rmacoll__plan_input_t *in = ctx->in;
+    const rmacoll_topo_t *topo = in->topo;
+    int me = in->rank;
+    int A = topo->node_of[me];
+
+    for (int l = 0; l < topo->node_size[A]; l++) {
+        int p = rmacoll__topo_rank(topo, A, l);
+        rmacoll__task_t t;
+        if (in->recvcounts[p] == 0 || !node_eager_in(in, p)) {
+            continue;
+        }
+        memset(&t, 0, sizeof(t));
+        t.op = RMACOLL__OP_PUT;
+        t.path = RMACOLL__PATH_CE;
+        t.src_win = RMACOLL__WIN_NODE_EAGER;
+        t.dst_win = RMACOLL__WIN_RECV;
+        t.flags = RMACOLL__TASK_EAGER;
+        t.peer = me;
+        t.origin = p;
+        t.round = 0;
+        t.sig = RMACOLL__NO_SIG;
+        t.src_off = in->node_eager_off[l];
+        t.dst_off = (uint64_t)in->rdispls[p] * in->esize;
+        t.bytes = (uint64_t)in->recvcounts[p] * in->esize;
+        add_put(ctx, &t);
+    }
+}
+
 /* Final waits for every complete receive block. */
 static void plan_final_waits(plan_ctx_t *ctx, const rmacoll__sigstate_t *st)
 {
@@ -957,7 +1045,8 @@ static void plan_final_waits(plan_ctx_t *ctx, const rmacoll__sigstate_t *st)
 
     for (int p = 0; p < topo->nranks; p++) {
         rmacoll__task_t t;
-        if (p == me || in->recvcounts[p] == 0 || eager_direct_in(in, ctx->pt, p)) {
+        if (p == me || in->recvcounts[p] == 0 || eager_direct_in(in, ctx->pt, p) ||
+            node_eager_in(in, p)) {
             continue;
         }
         memset(&t, 0, sizeof(t));
@@ -1072,7 +1161,7 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
     int A = topo->node_of[me];
     int ls = topo->node_size[A];
     int nin;
-    plan_ctx_t ctx = {in, plan, NULL, 0, RMACOLL_SUCCESS};
+    plan_ctx_t ctx = {in, plan, NULL, 0, RMACOLL_SUCCESS, 0};
     const rmacoll__plan_topo_t *pt;
     rmacoll_status_t st;
 
@@ -1097,7 +1186,15 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
         return st;
     }
 
+    ctx.node_eager_out =
+        in->node_eager_max_bytes != 0 &&
+        rmacoll__plan_node_eager_bytes(in->sendcounts, topo->node_members + topo->node_first[A],
+                                       ls, topo->local_rank[me], in->esize,
+                                       in->node_eager_max_bytes, NULL) != 0;
     plan_direct(&ctx, st_in);
+    if (in->node_eager_max_bytes != 0) {
+        plan_node_eager_in(&ctx);
+    }
     if (in->cfg->relay_enabled) {
         for (int B = 0; B < topo->nnodes && ctx.status == RMACOLL_SUCCESS; B++) {
             uint64_t q;
@@ -1134,10 +1231,11 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
     rmacoll__sigstate_copy(st_out, st_in);
     for (int j = 0; j < topo->nranks; j++) {
         if (j != me && in->sendcounts[j] != 0 && is_direct(in, j) &&
-            !eager_direct_out(in, j)) {
+            !eager_direct_out(in, j) && !node_eager_out(&ctx, j)) {
             st_out->data_out[j]++;
         }
-        if (j != me && in->recvcounts[j] != 0 && !eager_direct_in(in, pt, j)) {
+        if (j != me && in->recvcounts[j] != 0 && !eager_direct_in(in, pt, j) &&
+            !node_eager_in(in, j)) {
             st_out->data_in[j]++;
         }
     }

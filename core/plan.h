@@ -56,8 +56,11 @@ typedef enum rmacoll__win {
     RMACOLL__WIN_SEND = 1,  /* the owner's send buffer */
     RMACOLL__WIN_RECV = 2,  /* the owner's receive buffer */
     RMACOLL__WIN_RELAY = 3, /* the owner's relay buffer */
-    RMACOLL__WIN_EAGER = 4  /* the eager payload of the metadata record from the
+    RMACOLL__WIN_EAGER = 4, /* the eager payload of the metadata record from the
                              * task's origin, in the owner's control window */
+    RMACOLL__WIN_NODE_EAGER = 5 /* the node payload of the task's origin (a node
+                                 * peer): its blocks for its node peers, in its
+                                 * control window (node eager path) */
 } rmacoll__win_t;
 
 /* The four queues of a batch. */
@@ -77,7 +80,9 @@ typedef enum rmacoll__queue {
 #define RMACOLL__TASK_CREDIT (1u << 4)   /* signal-only PUT returning a slot */
 #define RMACOLL__TASK_ARRIVAL (1u << 5)  /* WAIT for a chunk in a relay slot */
 #define RMACOLL__TASK_DATA (1u << 6)     /* WAIT for a complete receive block */
-#define RMACOLL__TASK_EAGER (1u << 7)    /* relay copy from an eager payload (WIN_EAGER) */
+#define RMACOLL__TASK_EAGER (1u << 7)    /* copy from an eager payload (WIN_EAGER: relay
+                                          * copy; WIN_NODE_EAGER: a receiver's own copy
+                                          * out of a node peer's payload) */
 
 #define RMACOLL__NO_SIG UINT32_MAX
 
@@ -220,7 +225,24 @@ typedef struct rmacoll__plan_input {
      * call: the runtime sets it only when every rank's record carried the
      * payload (host memory, one-round verdict on two nodes). */
     uint64_t eager_max_bytes;
+    /* Node eager path (one-round verdict, host memory): a sender whose
+     * blocks for its node peers (its own block excluded) come to (0,
+     * node_eager_max_bytes] bytes copies them into its control window
+     * before the metadata round (rmacoll__plan_node_eager_bytes); it plans
+     * no put to its node peers, and each of them copies its block out of
+     * that payload itself after the verdict: no signal and no wait on
+     * either side. node_eager_off[l] is the offset of this rank's block in
+     * the payload of its node's local rank l, or RMACOLL__NO_EAGER (no
+     * payload, or no block for this rank); read only when
+     * node_eager_max_bytes != 0. Equal on every rank of a call, like
+     * eager_max_bytes. */
+    uint64_t node_eager_max_bytes;
+    const uint64_t *node_eager_off; /* [size of this rank's node] */
 } rmacoll__plan_input_t;
+
+/* node_eager_off of a member that sends this rank nothing through a node
+ * payload. */
+#define RMACOLL__NO_EAGER UINT64_MAX
 
 /* ---- channel and layout helpers (pure; every rank computes the same) ---- */
 
@@ -279,6 +301,18 @@ uint64_t rmacoll__plan_slot_off(const rmacoll_topo_t *topo,
  */
 uint64_t rmacoll__plan_eager_bytes(const int64_t *counts, const int *members, int ls,
                                    size_t esize, uint64_t eager_max);
+/**
+ * The node eager payload of a node's local rank self_l: its blocks
+ * counts[members[l]] (esize-byte elements) for the node's other ranks, in
+ * local-rank order, contiguous, its own block skipped. Returns their sum
+ * when it is in (0, eager_max], else 0 (no node payload). off (may be
+ * NULL; ls entries) receives each member's block offset in the payload,
+ * RMACOLL__NO_EAGER for self_l, for an empty block and when the result is
+ * 0. Counts must be >= 0. Pure; thread-safe; O(ls).
+ */
+uint64_t rmacoll__plan_node_eager_bytes(const int64_t *counts, const int *members, int ls,
+                                        int self_l, size_t esize, uint64_t eager_max,
+                                        uint64_t *off);
 /** Signal word indices of rank r (see the file comment). */
 uint32_t rmacoll__sig_data(int p);
 uint32_t rmacoll__sig_credit(const rmacoll_topo_t *topo, int node);

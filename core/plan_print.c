@@ -7,7 +7,7 @@
 
 static const char *const queue_names[RMACOLL__NQUEUES] = {"proxyPut", "cePut",
                                                           "proxyWait", "ceWait"};
-static const char *const win_names[] = {"-", "SEND", "RECV", "RELAY", "EAGER"};
+static const char *const win_names[] = {"-", "SEND", "RECV", "RELAY", "EAGER", "NODE_EAGER"};
 
 const char *rmacoll__queue_name(int q)
 {
@@ -16,7 +16,7 @@ const char *rmacoll__queue_name(int q)
 
 const char *rmacoll__win_name(int w)
 {
-    return (w >= 0 && w <= RMACOLL__WIN_EAGER) ? win_names[w] : "?";
+    return (w >= 0 && w <= RMACOLL__WIN_NODE_EAGER) ? win_names[w] : "?";
 }
 
 static const char *task_kind(const rmacoll__task_t *t)

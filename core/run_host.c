@@ -40,6 +40,8 @@ void rmacoll__translate(rmacoll_comm_t *comm, rmacoll_memtype_t mem, const rmaco
     int dev = mem == RMACOLL_MEM_CUDA && comm->hmem;
     const char *src_base = t->src_win == RMACOLL__WIN_EAGER ? rmacoll__meta_payload(comm,
                                                                                    t->origin)
+                           : t->src_win == RMACOLL__WIN_NODE_EAGER
+                               ? rmacoll__meta_node_payload(comm, t->origin)
                            : t->src_win != RMACOLL__WIN_RELAY ? sendbuf
                            : dev ? comm->drelay_buf : comm->relay_buf;
 

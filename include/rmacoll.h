@@ -368,6 +368,13 @@ typedef struct rmacoll_comm_stats {
      * included; counted when a call succeeds */
     uint64_t eager_bytes_sent;
     uint64_t eager_bytes_copied;
+    /* node eager path (eager_max_bytes; host calls on one node, or on two
+     * within the one-round limits): bytes of send blocks this rank put into
+     * its node payload for its node peers, and bytes it copied out of its
+     * node peers' payloads into its own receive buffer; counted when a
+     * call succeeds */
+    uint64_t node_eager_bytes_sent;
+    uint64_t node_eager_bytes_copied;
 } rmacoll_comm_stats_t;
 
 /**

@@ -10,6 +10,10 @@
  * (eager_bytes_sent, eager_bytes_copied) prove which path each rank took:
  * the expected values are computed here from the counts, the threshold and
  * the relay rule (docs/protocol.md), independently of the library.
+ *
+ * The node eager path too (one node, or two): a rank's blocks for its node
+ * peers, at most eager_max_bytes in all, go into its node payload, and each
+ * peer copies its block out (node_eager_bytes_sent / _copied).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -100,6 +104,37 @@ static void expect_counts(const rmacoll_case_t *c, int r, uint64_t eager_max, ui
     }
 }
 
+/* Bytes of rank i's node payload (its blocks for its node peers, its own
+ * excluded) when they travel in it, else 0. */
+static uint64_t node_payload(const rmacoll_case_t *c, int i, uint64_t eager_max)
+{
+    uint64_t sum = 0;
+
+    for (int j = 0; j < c->nranks; j++) {
+        if (j != i && c->node_of[j] == c->node_of[i]) {
+            sum += (uint64_t)c->send[(size_t)i * c->nranks + j] * rmacoll_datatype_size(c->dtype);
+        }
+    }
+    return sum > 0 && sum <= eager_max ? sum : 0;
+}
+
+/* Expected node eager counters of rank r after one successful call of case
+ * c (one or two nodes: both within the one-round limits here). */
+static void expect_node_counts(const rmacoll_case_t *c, int r, uint64_t eager_max,
+                               uint64_t *sent, uint64_t *copied)
+{
+    if (c->nnodes > 2 || eager_max == 0) {
+        return;
+    }
+    *sent += node_payload(c, r, eager_max);
+    for (int i = 0; i < c->nranks; i++) {
+        if (i != r && c->node_of[i] == c->node_of[r] && node_payload(c, i, eager_max) != 0) {
+            *copied += (uint64_t)c->send[(size_t)i * c->nranks + r] *
+                       rmacoll_datatype_size(c->dtype);
+        }
+    }
+}
+
 /* ---- the body: e2e_body's calls, then the counters ---- */
 
 typedef struct eager_arg {
@@ -119,7 +154,7 @@ static int eager_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
 {
     const eager_arg_t *a = argp;
     rmacoll_comm_stats_t s0, s1;
-    uint64_t sent = 0, copied = 0;
+    uint64_t sent = 0, copied = 0, nsent = 0, ncopied = 0;
     int rc;
 
     if (read_stats(comm, &s0) != 0) {
@@ -136,6 +171,21 @@ static int eager_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
         for (int k = 0; k < a->e2e.ncalls; k++) {
             expect_counts(&a->e2e.cases[k % a->e2e.ncases], rank, a->eager_max, &sent, &copied);
         }
+    }
+    if (a->e2e.expect == RMACOLL_SUCCESS) {
+        for (int k = 0; k < a->e2e.ncalls; k++) {
+            expect_node_counts(&a->e2e.cases[k % a->e2e.ncases], rank, a->eager_max, &nsent,
+                               &ncopied);
+        }
+    }
+    if (s1.node_eager_bytes_sent - s0.node_eager_bytes_sent != nsent ||
+        s1.node_eager_bytes_copied - s0.node_eager_bytes_copied != ncopied) {
+        fprintf(stderr, "rank %d: node eager bytes sent %llu, copied %llu; expected %llu, "
+                "%llu\n", rank,
+                (unsigned long long)(s1.node_eager_bytes_sent - s0.node_eager_bytes_sent),
+                (unsigned long long)(s1.node_eager_bytes_copied - s0.node_eager_bytes_copied),
+                (unsigned long long)nsent, (unsigned long long)ncopied);
+        return 6;
     }
     if (s1.eager_bytes_sent - s0.eager_bytes_sent != sent ||
         s1.eager_bytes_copied - s0.eager_bytes_copied != copied) {
@@ -358,6 +408,124 @@ static int fail_then_good_body(rmacoll_comm_t *comm, int rank, int nranks, void 
     return rc != 0 ? rc : eager_body(comm, rank, nranks, &a->good);
 }
 
+/* ---- the node eager path: cases at and around the threshold ---- */
+
+/*
+ * Three calls on node_of, dt elements, like make_threshold_cases but for
+ * the node payload: AT: every rank's blocks for its node peers sum to
+ * exactly THRESHOLD bytes, one of them zero when it has two peers or more;
+ * ABOVE: one element more for one node peer; MIXED: ranks alternate at,
+ * above, nothing for node peers, one element. Self blocks and blocks to
+ * another node (few elements) vary too.
+ */
+static void make_node_threshold_cases(const int *node_of, int n, rmacoll_datatype_t dt,
+                                      rmacoll_case_t *out[K_N])
+{
+    int64_t per = (int64_t)(THRESHOLD / rmacoll_datatype_size(dt));
+
+    for (int k = 0; k < K_N; k++) {
+        rmacoll_case_t *c;
+        assert_int_equal(rmacoll_case_create(n, node_of, dt, &c), RMACOLL_SUCCESS);
+        snprintf(c->name, sizeof(c->name), "node_%s", k == K_AT ? "at"
+                                                      : k == K_ABOVE ? "above" : "mixed");
+        for (int i = 0; i < n; i++) {
+            int first = -1, last = -1, nb = 0;
+            int64_t left = per;
+            int mode = k == K_AT ? 0 : k == K_ABOVE ? 1 : i % 4;
+            for (int j = 0; j < n; j++) {
+                if (j == i) {
+                    set_pair(c, i, j, 5 + i + k);
+                } else if (node_of[j] != node_of[i]) {
+                    set_pair(c, i, j, (i + j + k) % 3 == 0 ? 0 : 1 + i + j);
+                } else {
+                    first = first < 0 ? j : first;
+                    last = j;
+                    nb++;
+                }
+            }
+            for (int j = 0; j < n; j++) {
+                int64_t m;
+                if (j == i || node_of[j] != node_of[i]) {
+                    continue;
+                }
+                m = mode == 2                 ? 0
+                    : mode == 3               ? (j == first ? 1 : 0)
+                    : j == first && nb > 1    ? 0
+                    : j == last               ? left
+                                              : per / (nb + 1);
+                left -= m;
+                set_pair(c, i, j, m);
+            }
+            if (mode == 1 && last >= 0) {
+                c->send[(size_t)i * n + last]++;
+                c->recv[(size_t)i * n + last]++;
+            }
+        }
+        rmacoll_case_update_mismatch(c);
+        assert_false(c->has_mismatch);
+        out[k] = c;
+    }
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(node_payload(out[K_AT], i, THRESHOLD), THRESHOLD);
+        assert_int_equal(node_payload(out[K_ABOVE], i, THRESHOLD), 0);
+        assert_int_equal(node_payload(out[K_ABOVE], i, THRESHOLD + rmacoll_datatype_size(dt)),
+                         THRESHOLD + rmacoll_datatype_size(dt));
+    }
+}
+
+/* AT, ABOVE, MIXED back to back, twice: the node payload and the direct
+ * copies alternate; every byte and the node eager counters checked. */
+static void node_threshold_sequence(const char *provider, const int *node_of, int n,
+                                    rmacoll_datatype_t dt)
+{
+    rmacoll_config_t cfg = config(provider, "1KiB");
+    rmacoll_case_t *cs[K_N], calls[K_N];
+
+    make_node_threshold_cases(node_of, n, dt, cs);
+    for (int k = 0; k < K_N; k++) {
+        calls[k] = *cs[k];
+    }
+    run(&cfg, calls, K_N, 2 * K_N, RMACOLL_SUCCESS, THRESHOLD);
+    free_cases(cs, K_N);
+}
+
+/* One node of 4 (float32) and of 3 (int8); 3 + 2 nodes over tcp. */
+static void test_node_threshold(void **state)
+{
+    static const int one4[] = {0, 0, 0, 0}, one3[] = {0, 0, 0}, two[] = {0, 1, 0, 1, 0};
+
+    node_threshold_sequence("tcp;ofi_rxm", one4, 4, RMACOLL_FLOAT32);
+    node_threshold_sequence("tcp;ofi_rxm", one3, 3, RMACOLL_INT8);
+    node_threshold_sequence("tcp;ofi_rxm", two, 5, RMACOLL_FLOAT64);
+}
+
+/* A count mismatch inside one node in a call whose blocks are all in node
+ * payloads: every rank fails naming it, nothing written, the next call works. */
+static void test_node_mismatch(void **state)
+{
+    static const int node_of[] = {0, 0, 0, 0};
+    static const int pairs[][2] = {{0, 3}, {2, 1}};
+    rmacoll_config_t cfg = config("tcp;ofi_rxm", "1KiB");
+    rmacoll_case_t *cs[K_N];
+
+    make_node_threshold_cases(node_of, 4, RMACOLL_FLOAT32, cs);
+    for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); p++) {
+        rmacoll_case_t bad = *cs[K_AT];
+        int64_t *recv = malloc(16 * sizeof(int64_t));
+        int codes[8] = {0};
+        fail_arg_t a = {{{&bad, 1, 1, RMACOLL_ERR_MISMATCH, 1}, THRESHOLD, 1},
+                        {{cs[K_AT], 1, 2, RMACOLL_SUCCESS, 1}, THRESHOLD, 1}};
+        mprun_opts_t o = {4, node_of, &cfg, 240, -1};
+        assert_non_null(recv);
+        memcpy(recv, bad.recv, 16 * sizeof(int64_t));
+        recv[pairs[p][0] * 4 + pairs[p][1]] += 1;
+        bad.recv = recv;
+        assert_int_equal(mprun(&o, fail_then_good_body, &a, codes), 0);
+        free(recv);
+    }
+    free_cases(cs, K_N);
+}
+
 /* Count mismatches in an eager call, over each kind of pair: to a relay's
  * node peer, to the relay itself, inside a node, and from the small node. */
 static void test_mismatch(void **state)
@@ -458,19 +626,27 @@ static int bad_arg_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
     return 0;
 }
 
-static void test_bad_argument(void **state)
+static void bad_arguments(const int *node_of, int n)
 {
-    static const int node_of[] = {0, 0, 0, 1, 1};
     static const badarg_t cases[] = {{1, 0}, {4, 0}, {3, 1}, {0, 1}};
     rmacoll_config_t cfg = config("tcp;ofi_rxm", "8KiB");
 
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         int codes[8] = {0};
-        mprun_opts_t o = {5, node_of, &cfg, 120, -1};
+        mprun_opts_t o = {n, node_of, &cfg, 120, -1};
         print_message("rank %d: %s\n", cases[k].bad,
                       cases[k].kind == 0 ? "NULL send buffer" : "overlapping receive blocks");
         assert_int_equal(mprun(&o, bad_arg_body, (void *)&cases[k], codes), 0);
     }
+}
+
+/* 3 + 2 nodes (eager and node payloads), one node of 5 (node payloads). */
+static void test_bad_argument(void **state)
+{
+    static const int two[] = {0, 0, 0, 1, 1}, one[] = {0, 0, 0, 0, 0};
+
+    bad_arguments(two, 5);
+    bad_arguments(one, 5);
 }
 
 /* ---- the shared cases with everything eager ---- */
@@ -507,6 +683,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_threshold_zero),
         cmocka_unit_test(test_threshold_max),
         cmocka_unit_test(test_mismatch),
+        cmocka_unit_test(test_node_threshold),
+        cmocka_unit_test(test_node_mismatch),
         cmocka_unit_test(test_bad_argument),
         cmocka_unit_test(test_cases_tcp),
         cmocka_unit_test(test_cases_shm),

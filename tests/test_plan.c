@@ -273,6 +273,101 @@ static void test_eager_2x2(void **state)
     rmacoll_case_free(c);
 }
 
+/*
+ * The node eager path on one node of 3 ranks, float32. Send counts (row =
+ * sender): 0: {1, 4, 0}, 1: {2, 1, 3}, 2: {5, 1, 2}. Node payloads: rank 0
+ * 16 bytes (its block for rank 1 at 0), rank 1 20 bytes (rank 0's at 0,
+ * rank 2's at 8), rank 2 24 bytes (rank 0's at 0, rank 1's at 20). With
+ * node_eager_max_bytes = 24 rank 1 copies its self block and pulls its
+ * blocks out of ranks 0 and 2's payloads (receive displacements 0, 4, 5
+ * elements): no put to a peer, no wait, no signal state advanced. With 19
+ * only rank 0's payload is eager: rank 1 puts to both peers (signalled),
+ * pulls rank 0's block and waits for rank 2's.
+ */
+static void test_node_eager_plan(void **state)
+{
+    static const want_t w24[] = {
+        {0, RMACOLL__Q_CE_PUT, P, CE, 1, 1, RMACOLL__TASK_SELF,
+         RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 8, 16, 4, NOSIG, 0},
+        {0, RMACOLL__Q_CE_PUT, P, CE, 1, 0, RMACOLL__TASK_EAGER,
+         RMACOLL__WIN_NODE_EAGER, RMACOLL__WIN_RECV, 0, 0, 16, NOSIG, 0},
+        {0, RMACOLL__Q_CE_PUT, P, CE, 1, 2, RMACOLL__TASK_EAGER,
+         RMACOLL__WIN_NODE_EAGER, RMACOLL__WIN_RECV, 20, 20, 4, NOSIG, 0},
+    };
+    static const int64_t send[9] = {1, 4, 0, 2, 1, 3, 5, 1, 2};
+    static const int node_of[3] = {0, 0, 0};
+    rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 24};
+    char err[256];
+    rmacoll_case_t *c;
+    rmacoll__sched_t sched;
+    rmacoll_topo_t *topo;
+    planin_ctx_t ctx;
+    planin_t pi;
+    rmacoll__plan_t plan;
+    static const int sizes[1] = {3};
+    uint64_t off[3];
+
+    (void)state;
+    assert_int_equal(rmacoll_case_create(3, node_of, RMACOLL_FLOAT32, &c), 0);
+    memcpy(c->send, send, sizeof(send));
+    memcpy(c->recv, send, sizeof(send));
+    /* the rule: blocks for the node peers in local-rank order, own skipped */
+    assert_int_equal(rmacoll__plan_node_eager_bytes(send + 3, (const int[]){0, 1, 2}, 3, 1, 4,
+                                                    20, off), 20);
+    assert_true(off[0] == 0 && off[1] == RMACOLL__NO_EAGER && off[2] == 8);
+    assert_int_equal(rmacoll__plan_node_eager_bytes(send + 3, (const int[]){0, 1, 2}, 3, 1, 4,
+                                                    19, off), 0);
+    assert_true(off[0] == RMACOLL__NO_EAGER && off[2] == RMACOLL__NO_EAGER);
+    assert_int_equal(rmacoll__plan_node_eager_bytes(send, (const int[]){0, 1, 2}, 3, 0, 4,
+                                                    16, off), 16);
+    assert_true(off[1] == 0 && off[2] == RMACOLL__NO_EAGER); /* empty block */
+    assert_int_equal(rmacoll__topo_create_sizes(1, sizes, &topo), 0);
+    assert_int_equal(rmacoll__sched_open("shift", NULL, topo, 0, &sched, err, sizeof(err)), 0);
+    assert_int_equal(planin_ctx_create(&ctx, c, topo, &cfg, &sched, 1), 0);
+    planin_init(&pi);
+    rmacoll__plan_init(&plan);
+    for (uint64_t max = 24; max >= 19; max -= 5) {
+        rmacoll__sigstate_t *s0, *s1;
+        assert_int_equal(planin_fill(&pi, &ctx, 1), 0);
+        assert_int_equal(planin_node_eager(&pi, &ctx, 1, max), 0);
+        assert_int_equal(rmacoll__sigstate_create(topo, &cfg, 1, &s0), 0);
+        assert_int_equal(rmacoll__sigstate_create(topo, &cfg, 1, &s1), 0);
+        assert_int_equal(rmacoll__plan_build(&pi.in, s0, s1, &plan), 0);
+        if (max == 24) {
+            check_plan(&plan, w24, 3);
+            for (int j = 0; j < 3; j++) {
+                assert_int_equal(s1->data_out[j], 0);
+                assert_int_equal(s1->data_in[j], 0);
+            }
+        } else {
+            int pulls = 0, puts = 0, waits = 0;
+            for (size_t k = 0; k < plan.ntasks; k++) {
+                const rmacoll__task_t *t = &plan.tasks[k];
+                pulls += t->src_win == RMACOLL__WIN_NODE_EAGER && t->origin == 0 &&
+                         t->bytes == 16 && t->dst_off == 0;
+                puts += t->op == P && (t->flags & RMACOLL__TASK_SIGNAL) && t->peer != 1;
+                waits += t->op == W && t->origin == 2;
+            }
+            assert_int_equal(plan.ntasks, 5);
+            assert_int_equal(pulls, 1);
+            assert_int_equal(puts, 2);
+            assert_int_equal(waits, 1);
+            assert_int_equal(s1->data_out[0], 1);
+            assert_int_equal(s1->data_out[2], 1);
+            assert_int_equal(s1->data_in[0], 0);
+            assert_int_equal(s1->data_in[2], 1);
+        }
+        rmacoll__sigstate_destroy(s0);
+        rmacoll__sigstate_destroy(s1);
+    }
+    rmacoll__plan_fini(&plan);
+    planin_fini(&pi);
+    planin_ctx_destroy(&ctx);
+    rmacoll__sched_close(&sched);
+    rmacoll__topo_destroy(topo);
+    rmacoll_case_free(c);
+}
+
 /* Layout helpers on nodes {0}, {1,2,3,4}. */
 static void test_layout_1_4(void **state)
 {
@@ -690,6 +785,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_tasks_2x2),
         cmocka_unit_test(test_eager_2x2),
+        cmocka_unit_test(test_node_eager_plan),
         cmocka_unit_test(test_layout_1_4),
         cmocka_unit_test(test_chunking),
         cmocka_unit_test(test_pipelining_two_calls),

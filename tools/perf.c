@@ -1086,9 +1086,12 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
                    (unsigned long long)cs.device_calls_hmem);
         if (rmacoll_comm_get_stats(comm, &cs) == RMACOLL_SUCCESS)
             printf("# rank %d stats: eager path: %llu bytes sent in metadata records, "
-                   "%llu bytes copied out of them\n", p.rank,
+                   "%llu bytes copied out of them; node eager path: %llu bytes sent in "
+                   "the node payload, %llu bytes copied out of node peers'\n", p.rank,
                    (unsigned long long)cs.eager_bytes_sent,
-                   (unsigned long long)cs.eager_bytes_copied);
+                   (unsigned long long)cs.eager_bytes_copied,
+                   (unsigned long long)cs.node_eager_bytes_sent,
+                   (unsigned long long)cs.node_eager_bytes_copied);
     }
 out:
 #ifdef RMACOLL_PERF_HAVE_NCCL

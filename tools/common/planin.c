@@ -65,7 +65,38 @@ void planin_fini(planin_t *pi)
     free(pi->chan_sendcount);
     free(pi->chan_rcount);
     free(pi->chan_rdispl);
+    free(pi->node_eager_off);
+    free(pi->eager_scratch);
     planin_init(pi);
+}
+
+rmacoll_status_t planin_node_eager(planin_t *pi, const planin_ctx_t *ctx, int r,
+                                   uint64_t cap)
+{
+    const rmacoll_topo_t *topo = ctx->topo;
+    int A = topo->node_of[r];
+    int ls = topo->node_size[A];
+    const int *members = topo->node_members + topo->node_first[A];
+    size_t n = (size_t)ctx->c->nranks;
+    uint64_t *off = realloc(pi->node_eager_off, (size_t)ls * sizeof(uint64_t));
+
+    if (off == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    pi->node_eager_off = off;
+    off = realloc(pi->eager_scratch, (size_t)ls * sizeof(uint64_t));
+    if (off == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    pi->eager_scratch = off;
+    for (int l = 0; l < ls && cap != 0; l++) {
+        (void)rmacoll__plan_node_eager_bytes(ctx->c->send + (size_t)members[l] * n, members,
+                                             ls, l, ctx->esize, cap, pi->eager_scratch);
+        pi->node_eager_off[l] = pi->eager_scratch[topo->local_rank[r]];
+    }
+    pi->in.node_eager_max_bytes = cap;
+    pi->in.node_eager_off = cap != 0 ? pi->node_eager_off : NULL;
+    return RMACOLL_SUCCESS;
 }
 
 static int grow(int64_t **a, size_t n)

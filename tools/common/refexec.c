@@ -58,6 +58,7 @@ typedef struct rx_rank {
     int64_t *sendcounts, *sdispls, *recvcounts, *rdispls;
     int64_t *peer_rcount, *peer_rdispl;
     int64_t *chan_sendcount, *chan_rcount, *chan_rdispl;
+    uint64_t *node_eager_off;         /* [own node size] planner input */
     uint64_t recv_written;            /* bytes put into RECV this call */
     /* execution */
     size_t bi;
@@ -388,6 +389,7 @@ void refexec_destroy(refexec_t *ex)
         free(k->recvcounts);
         free(k->rdispls);
         free(k->peer_rcount);
+        free(k->node_eager_off);
         free(k->peer_rdispl);
         free(k->chan_sendcount);
         free(k->chan_rcount);
@@ -477,13 +479,15 @@ rmacoll_status_t refexec_create(const refexec_opts_t *opts, int nranks,
         k->recvcounts = rx_ialloc((size_t)nranks);
         k->rdispls = rx_ialloc((size_t)nranks);
         k->peer_rcount = rx_ialloc((size_t)nranks);
+        k->node_eager_off = calloc((size_t)ls + 1,
+                                   sizeof(uint64_t));
         k->peer_rdispl = rx_ialloc((size_t)nranks);
         k->chan_sendcount = rx_ialloc(nc);
         k->chan_rcount = rx_ialloc(nc);
         k->chan_rdispl = rx_ialloc(nc);
         if (!k->sig || !k->writer || !k->slots || !k->arrived ||
             !k->credited || !k->sendcounts || !k->sdispls ||
-            !k->recvcounts || !k->rdispls || !k->peer_rcount ||
+            !k->recvcounts || !k->rdispls || !k->peer_rcount || !k->node_eager_off ||
             !k->peer_rdispl || !k->chan_sendcount || !k->chan_rcount ||
             !k->chan_rdispl) {
             refexec_destroy(ex);
@@ -643,6 +647,24 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
         /* as the runtime: two nodes within the one-round limits (ctrl.c) */
         in.eager_max_bytes = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo)
                                  ? ex->opts.eager_max_bytes : 0;
+        in.node_eager_max_bytes = rmacoll__ctrl_node_eager_cap(topo, &ex->cfg);
+        in.node_eager_off = k->node_eager_off;
+        if (in.node_eager_max_bytes != 0) {
+            /* what the local records tell: each member's own rule */
+            int A = topo->node_of[r], ls = topo->node_size[A];
+            const int *members = topo->node_members + topo->node_first[A];
+            uint64_t *offs = calloc((size_t)ls, sizeof(uint64_t));
+            if (offs == NULL) {
+                return RMACOLL_ERR_NO_MEMORY;
+            }
+            for (int l = 0; l < ls; l++) {
+                (void)rmacoll__plan_node_eager_bytes(ex->rk[members[l]].sendcounts, members,
+                                                     ls, l, ex->esize,
+                                                     in.node_eager_max_bytes, offs);
+                k->node_eager_off[l] = offs[topo->local_rank[r]];
+            }
+            free(offs);
+        }
         rmacoll__sigstate_copy(k->stn, k->st);
         st = rmacoll__plan_build(&in, k->st, k->stn, &k->plan);
         k->plan_ok = st == RMACOLL_SUCCESS;
@@ -770,12 +792,57 @@ static int rx_eager_src(refexec_t *ex, int me, const rmacoll__task_t *t, const c
     return 0;
 }
 
+/*
+ * Where the bytes of a node eager copy come from: the origin (a node peer
+ * of this rank) put its blocks for its node peers into its node payload
+ * (rmacoll__plan_node_eager_bytes); this rank copies its own block out.
+ * Sets *off to the offset in the origin's send window; fails when the
+ * origin sends no node payload, the copy is not this rank's own or the
+ * range is not inside this rank's block.
+ */
+static int rx_node_eager_src(refexec_t *ex, int me, const rmacoll__task_t *t,
+                             const char *desc, uint64_t *off)
+{
+    const rmacoll_topo_t *topo = ex->topo;
+    int A = topo->node_of[me], o = t->origin;
+    int ls = topo->node_size[A];
+    const int *members = topo->node_members + topo->node_first[A];
+    uint64_t *offs, b, total;
+
+    if (!(t->flags & RMACOLL__TASK_EAGER) || o < 0 || o >= ex->n || o == me ||
+        topo->node_of[o] != A || t->peer != me) {
+        rx_fail(ex, "%s: node eager copy that is not from a node peer into this rank", desc);
+        return -1;
+    }
+    offs = calloc((size_t)ls, sizeof(uint64_t));
+    if (offs == NULL) {
+        rx_fail(ex, "out of memory");
+        return -1;
+    }
+    total = rmacoll__plan_node_eager_bytes(ex->rk[o].sendcounts, members, ls,
+                                           topo->local_rank[o], ex->esize,
+                                           rmacoll__ctrl_node_eager_cap(topo, &ex->cfg), offs);
+    b = offs[topo->local_rank[me]];
+    free(offs);
+    if (total == 0 || b == RMACOLL__NO_EAGER) {
+        rx_fail(ex, "%s: rank %d sends no node payload with a block for this rank", desc, o);
+        return -1;
+    }
+    if (t->src_off < b || t->src_off + t->bytes > b + (uint64_t)ex->rk[o].sendcounts[me] *
+                                                          ex->esize) {
+        rx_fail(ex, "%s: not inside this rank's block of rank %d's node payload", desc, o);
+        return -1;
+    }
+    *off = (uint64_t)ex->rk[o].sdispls[me] * ex->esize + (t->src_off - b);
+    return 0;
+}
+
 /* Copies the bytes of a put (data or provenance). */
 static void rx_copy(refexec_t *ex, int me, const rmacoll__task_t *t,
                     const char *desc)
 {
-    rx_win_t *src = &ex->rk[me].win[t->src_win == RMACOLL__WIN_EAGER ? RMACOLL__WIN_SEND
-                                                                    : t->src_win];
+    int eager = t->src_win == RMACOLL__WIN_EAGER || t->src_win == RMACOLL__WIN_NODE_EAGER;
+    rx_win_t *src = &ex->rk[me].win[eager ? RMACOLL__WIN_SEND : t->src_win];
     rx_win_t *dst = &ex->rk[t->peer].win[t->dst_win];
     uint64_t src_off = t->src_off;
     int src_rank = me;
@@ -783,8 +850,10 @@ static void rx_copy(refexec_t *ex, int me, const rmacoll__task_t *t,
     if (t->bytes == 0) {
         return;
     }
-    if (t->src_win == RMACOLL__WIN_EAGER) {
-        if (rx_eager_src(ex, me, t, desc, &src_off) != 0) {
+    if (eager) {
+        if ((t->src_win == RMACOLL__WIN_EAGER ? rx_eager_src(ex, me, t, desc, &src_off)
+                                              : rx_node_eager_src(ex, me, t, desc,
+                                                                  &src_off)) != 0) {
             return;
         }
         src_rank = t->origin;
@@ -795,7 +864,7 @@ static void rx_copy(refexec_t *ex, int me, const rmacoll__task_t *t,
                 (size_t)t->bytes);
         return;
     }
-    if (t->src_win == RMACOLL__WIN_SEND || t->src_win == RMACOLL__WIN_EAGER) {
+    if (t->src_win == RMACOLL__WIN_SEND || eager) {
         rx_iv_t p = {t->dst_off, t->bytes, src_rank, src_off};
 
         if (iv_write(&dst->iv, t->dst_off, t->bytes, &p, 1) != 0) {
@@ -871,7 +940,7 @@ static void rx_put(refexec_t *ex, int me, const rmacoll__task_t *t)
     }
     if (t->bytes > 0) {
         if (t->src_win != RMACOLL__WIN_SEND && t->src_win != RMACOLL__WIN_RELAY &&
-            t->src_win != RMACOLL__WIN_EAGER) {
+            t->src_win != RMACOLL__WIN_EAGER && t->src_win != RMACOLL__WIN_NODE_EAGER) {
             rx_fail(ex, "%s: bad source window", desc);
             return;
         }
@@ -879,7 +948,7 @@ static void rx_put(refexec_t *ex, int me, const rmacoll__task_t *t)
             rx_fail(ex, "%s: writes a %s window", desc, win_name(t->dst_win));
             return;
         }
-        if (t->src_win != RMACOLL__WIN_EAGER &&
+        if (t->src_win != RMACOLL__WIN_EAGER && t->src_win != RMACOLL__WIN_NODE_EAGER &&
             (t->src_off > k->win[t->src_win].size ||
              t->bytes > k->win[t->src_win].size - t->src_off)) {
             rx_fail(ex, "%s: reads outside its %s window (%" PRIu64 " bytes)",
