@@ -277,6 +277,22 @@ static rmacoll_status_t setup_net_peers(rmacoll_comm_t *comm)
             }
         }
     }
+    /* where each rank of the other node's record lands on this node */
+    for (int a = 0; a < comm->nranks; a++) {
+        int A = topo->node_of[comm->rank];
+        int b = -1, m;
+        comm->rec_slot[a] = -1;
+        if (comm->lay.matrix && topo->node_of[a] != A) {
+            b = comm->pcfg.relay_enabled ? rmacoll__topo_relay(topo, a, A) : comm->rank;
+            m = rmacoll__net_peers(topo, &comm->pcfg, b, other);
+            for (int i = 0; i < m; i++) {
+                if (other[i] == a) {
+                    comm->rec_slot[a] = i;
+                }
+            }
+        }
+        comm->rec_holder[a] = b;
+    }
     free(other);
     return RMACOLL_SUCCESS;
 }
@@ -707,6 +723,9 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->net_list = calloc(n, sizeof(int));
     comm->net_slot_at = calloc(n, sizeof(int));
     comm->net_index = calloc(n, sizeof(int));
+    comm->rec_holder = calloc(n, sizeof(int));
+    comm->rec_slot = calloc(n, sizeof(int));
+    comm->views = calloc(n, sizeof(*comm->views));
     comm->path_peers[RMACOLL__PATH_CE] = calloc(n, 1);
     comm->path_peers[RMACOLL__PATH_PROXY] = calloc(n, 1);
     comm->peer_ctrl_rkey = calloc(n, sizeof(rmacoll_rkey_t));
@@ -719,6 +738,7 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->peer_rdispl = calloc(n, sizeof(int64_t));
     comm->peer_recv_addr = calloc(n, sizeof(uint64_t));
     comm->node_eager_off = calloc(n, sizeof(uint64_t));
+    comm->eager_in_off = calloc(n, sizeof(uint64_t));
     comm->peer_recv_rkey = calloc(n, sizeof(rmacoll_rkey_t));
     comm->chan_sendcount = calloc(nc, sizeof(int64_t));
     comm->chan_rcount = calloc(nc, sizeof(int64_t));
@@ -729,11 +749,12 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->dsig_n = calloc(n, sizeof(uint32_t));
     if (!comm->dsig_addr || !comm->dsig_n ||
         !comm->peer_ctrl || !comm->peer_lay || !comm->peer_nsig || !comm->peer_signals || !comm->net_list ||
-        !comm->net_slot_at || !comm->net_index || !comm->path_peers[0] ||
+        !comm->net_slot_at || !comm->net_index || !comm->rec_holder || !comm->rec_slot ||
+        !comm->views || !comm->path_peers[0] ||
         !comm->path_peers[1] || !comm->peer_ctrl_rkey || !comm->peer_relay_rkey ||
         !comm->peer_drelay_rkey || !comm->stage.ready_puts ||
         !comm->scratch || !comm->uniform || !comm->peer_rcount || !comm->peer_rdispl ||
-        !comm->peer_recv_addr || !comm->node_eager_off || !comm->peer_recv_rkey ||
+        !comm->peer_recv_addr || !comm->node_eager_off || !comm->eager_in_off || !comm->peer_recv_rkey ||
         !comm->chan_sendcount ||
         !comm->chan_rcount || !comm->chan_rdispl || !comm->meta_puts ||
         !comm->abort_puts) {
@@ -803,6 +824,9 @@ static void comm_free(rmacoll_comm_t *comm)
     free(comm->peer_ctrl);
     free(comm->peer_lay);
     free(comm->peer_nsig);
+    free(comm->rec_holder);
+    free(comm->rec_slot);
+    free(comm->views);
     free(comm->peer_signals);
     free(comm->net_list);
     free(comm->net_slot_at);
@@ -819,6 +843,7 @@ static void comm_free(rmacoll_comm_t *comm)
     free(comm->peer_rdispl);
     free(comm->peer_recv_addr);
     free(comm->node_eager_off);
+    free(comm->eager_in_off);
     free(comm->peer_recv_rkey);
     free(comm->chan_sendcount);
     free(comm->chan_rcount);

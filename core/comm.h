@@ -121,6 +121,12 @@ struct rmacoll_comm {
     int *net_list;
     int *net_slot_at;               /* [nnet]: my index in that peer's list */
     int *net_index;                 /* [nranks]: index in net_list or -1 */
+    /* two nodes (one-round verdict): for a rank of the other node, the rank
+     * of this node whose inbox receives its metadata record (its relay
+     * here, or this rank with the relay off) and the record's slot there;
+     * -1 for ranks of this node */
+    int *rec_holder, *rec_slot;     /* [nranks] */
+    struct rmacoll__rank_view *views; /* [nranks]: the verdict's inputs (meta.c) */
 
     /* transports: what could serve (built-ins, plugins the config names),
      * the instances made, and the bindings over them (bind.h) */
@@ -158,6 +164,8 @@ struct rmacoll_comm {
     int64_t *uniform;                 /* 2 * nranks: rmacoll_alltoall's arrays */
     int64_t *peer_rcount, *peer_rdispl; /* [nranks] */
     uint64_t *peer_recv_addr;         /* [nranks] */
+    uint64_t *eager_in_off;           /* [nranks]: own block's offset in the eager
+                                       * payload of each rank of the other node */
     uint64_t *node_eager_off;         /* [own node size]: own block's offset in each
                                        * node member's node payload (planner input) */
     rmacoll_rkey_t *peer_recv_rkey;   /* [nranks] */

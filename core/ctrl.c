@@ -83,7 +83,7 @@ void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
                                         ? (size_t)lay->max_ls * sizeof(uint64_t) +
                                               lay->node_eager_cap
                                         : 0));
-    lay->net_rec_bytes = align64(rmacoll__ctrl_meta_bytes(lay, lay->max_ls, lay->max_ls) +
+    lay->net_rec_bytes = align64(rmacoll__ctrl_meta_bytes(lay) +
                                  lay->eager_cap);
     lay->status_rec_bytes = align64(sizeof(rmacoll__status_rec_t) + 8);
     lay->off_sig = RMACOLL__CTRL_HEADER_BYTES;
@@ -148,25 +148,24 @@ void *rmacoll__ctrl_local_payload(rmacoll__local_rec_t *lr,
     return off != NULL ? (void *)(off + lay->max_ls) : NULL;
 }
 
-size_t rmacoll__ctrl_meta_bytes(const rmacoll__ctrl_layout_t *lay, int lsS, int lsR)
+size_t rmacoll__ctrl_meta_bytes(const rmacoll__ctrl_layout_t *lay)
 {
     size_t n = (size_t)lay->max_ls;
 
     if (lay->matrix) {
-        n += 2 * (size_t)lsS * (size_t)lsR;
+        n += 2 * (size_t)lay->nranks;
     }
     return sizeof(rmacoll__net_rec_t) + n * sizeof(int64_t);
 }
 
-int64_t *rmacoll__ctrl_rec_matrix(rmacoll__net_rec_t *rec, const rmacoll__ctrl_layout_t *lay)
+int64_t *rmacoll__ctrl_rec_rows(rmacoll__net_rec_t *rec, const rmacoll__ctrl_layout_t *lay)
 {
     return (int64_t *)(rec + 1) + lay->max_ls;
 }
 
-void *rmacoll__ctrl_rec_payload(rmacoll__net_rec_t *rec, const rmacoll__ctrl_layout_t *lay,
-                                int lsS, int lsR)
+void *rmacoll__ctrl_rec_payload(rmacoll__net_rec_t *rec, const rmacoll__ctrl_layout_t *lay)
 {
-    return (char *)rec + rmacoll__ctrl_meta_bytes(lay, lsS, lsR);
+    return (char *)rec + rmacoll__ctrl_meta_bytes(lay);
 }
 
 size_t rmacoll__ctrl_rec_bytes(const rmacoll__ctrl_layout_t *lay,

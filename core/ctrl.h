@@ -126,30 +126,35 @@ typedef struct rmacoll__local_rec {
 
 /* Per-call record a rank sends to each network peer, followed by int64
  * sendcounts[max node size]: the sender's counts for the receiver's node
- * members by local rank; on a communicator of two nodes then by the
- * sender node's count matrices towards the receiver's node (one-round
- * verdict, docs/protocol.md): send[a * lsR + b] = sendcounts of the
- * sender node's local rank a for the receiver node's local rank b, and
- * recv[a * lsR + b] its recvcounts from b (lsR = receiver node's size). */
+ * members by local rank; on a communicator of two nodes (one-round
+ * verdict, docs/protocol.md) then by the sender's own rows, sendcounts
+ * [nranks] and recvcounts[nranks] (rmacoll__ctrl_rec_rows), so that the
+ * records a node receives tell every rank of it everything about the
+ * other node's ranks; then the eager payload. */
 typedef struct rmacoll__net_rec {
     uint64_t epoch;
-    rmacoll__status_rec_t st;
+    rmacoll__status_rec_t st;   /* the sender's validation outcome */
     int64_t rcount;             /* sender's recvcounts[receiver] */
     int64_t rdispl;             /* sender's rdispls[receiver] */
     uint64_t esize;             /* sender's element size, bytes (0: unknown) */
     rmacoll_rkey_t recv_rkey;   /* sender's receive buffer */
-    /* two nodes: the sender node's summary after its node stage A */
-    rmacoll__status_rec_t node_val; /* lowest-ranked validation error of the node */
-    rmacoll__status_rec_t node_chk; /* its datatype or count check inside the node */
-    uint64_t node_esize;        /* element size of the node's lowest rank */
-    uint64_t node_flags;        /* RMACOLL__REC_F_* of the node's ranks, OR-ed */
+    uint64_t flags;             /* the sender's RMACOLL__REC_F_* */
     /* eager path: bytes of the sender's blocks for the receiver's node that
-     * follow the counts (rmacoll__ctrl_rec_payload; 0: none). Sent only
-     * to the sender's relay on that node, only by a host call of a node
-     * whose ranks are all on host memory, only when the plan's rule
-     * (rmacoll__plan_eager_bytes under eager_max_bytes) says so. */
+     * follow the rows (rmacoll__ctrl_rec_payload; 0: none). Sent only
+     * to the sender's relay on that node, only by a valid host call, only
+     * when the plan's rule (rmacoll__plan_eager_bytes under
+     * eager_max_bytes) says so. */
     uint64_t eager_bytes;
 } rmacoll__net_rec_t;
+
+/* What the one-round verdict reads of one rank (meta.c): its local record
+ * (a rank of this node) or its metadata record (a rank of the other node,
+ * in the inbox of its relay here). */
+typedef struct rmacoll__rank_view {
+    const rmacoll__status_rec_t *st;  /* validation outcome */
+    uint64_t esize, flags;            /* element size (0: unknown), RMACOLL__REC_F_* */
+    const int64_t *send, *recv;       /* its sendcounts and recvcounts [nranks] */
+} rmacoll__rank_view_t;
 
 /* The two kinds of network records. */
 typedef enum rmacoll__rec_kind {
@@ -167,8 +172,8 @@ typedef struct rmacoll__ctrl_layout {
     uint32_t nsig_plan;   /* planner's words */
     uint32_t nsig;        /* all words */
     int max_ls;           /* largest node */
-    int matrix;           /* metadata records carry the count matrices (one-round
-                           * verdict on two nodes) */
+    int matrix;           /* metadata records carry the sender's count rows
+                           * (one-round verdict on two nodes) */
     uint64_t eager_cap;   /* room for an eager payload in a metadata record slot:
                            * eager_max_bytes when matrix and the relay is on, else 0 */
     uint64_t node_eager_cap; /* room for the node payload of a local record:
@@ -181,8 +186,8 @@ typedef struct rmacoll__ctrl_layout {
 
 /* The one-round verdict (meta.c) is used on one node of at most
  * RMACOLL__ONE_ROUND_NODE_MAX ranks and on two nodes of at most
- * RMACOLL__ONE_ROUND_PAIR_MAX ranks each (records carry 2 * size(A) *
- * size(B) counts, every rank checks every pair); otherwise the agreement. */
+ * RMACOLL__ONE_ROUND_PAIR_MAX ranks each (records carry 2 * nranks counts,
+ * every rank checks every pair); otherwise the agreement. */
 #define RMACOLL__ONE_ROUND_NODE_MAX 256
 #define RMACOLL__ONE_ROUND_PAIR_MAX 64
 
@@ -239,16 +244,15 @@ void *rmacoll__ctrl_local_payload(rmacoll__local_rec_t *lr,
  * (received) or the outbox (to send). */
 size_t rmacoll__ctrl_rec_off(const rmacoll__ctrl_layout_t *lay,
                              rmacoll__rec_kind_t kind, int outbox, int k, int par);
-/** The count matrices after a network record (two nodes; see
- * rmacoll__net_rec_t): send, then recv at send + lsS * lsR. */
-int64_t *rmacoll__ctrl_rec_matrix(rmacoll__net_rec_t *rec, const rmacoll__ctrl_layout_t *lay);
-/** Bytes of a metadata record from a node of lsS ranks to a node of lsR
- * ranks in the window of layout lay (what a put sends). */
-size_t rmacoll__ctrl_meta_bytes(const rmacoll__ctrl_layout_t *lay, int lsS, int lsR);
-/** The eager payload after a metadata record from a node of lsS ranks to a
- * node of lsR ranks (rec->eager_bytes of them, at most lay->eager_cap). */
-void *rmacoll__ctrl_rec_payload(rmacoll__net_rec_t *rec, const rmacoll__ctrl_layout_t *lay,
-                                int lsS, int lsR);
+/** The sender's rows after a network record (two nodes; see
+ * rmacoll__net_rec_t): sendcounts[nranks], then recvcounts[nranks]. */
+int64_t *rmacoll__ctrl_rec_rows(rmacoll__net_rec_t *rec, const rmacoll__ctrl_layout_t *lay);
+/** Bytes of a metadata record without its payload in the window of
+ * layout lay (what a put sends, plus rec->eager_bytes). */
+size_t rmacoll__ctrl_meta_bytes(const rmacoll__ctrl_layout_t *lay);
+/** The eager payload after a metadata record (rec->eager_bytes of them, at
+ * most lay->eager_cap). */
+void *rmacoll__ctrl_rec_payload(rmacoll__net_rec_t *rec, const rmacoll__ctrl_layout_t *lay);
 /** Bytes of one record of `kind`. */
 size_t rmacoll__ctrl_rec_bytes(const rmacoll__ctrl_layout_t *lay,
                                rmacoll__rec_kind_t kind);

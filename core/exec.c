@@ -150,6 +150,7 @@ static void call_plan(rmacoll__call_t *c)
     in.chan_rcount = comm->chan_rcount;
     in.chan_rdispl = comm->chan_rdispl;
     in.eager_max_bytes = c->eager_max;
+    in.eager_in_off = comm->eager_in_off;
     in.node_eager_max_bytes = c->node_eager_max;
     in.node_eager_off = comm->node_eager_off;
     st = rmacoll__plan_build(&in, comm->sig, comm->sig_next, &comm->plan);

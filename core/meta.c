@@ -348,10 +348,7 @@ static rmacoll_status_t send_records(rmacoll_comm_t *comm, int par,
         put->src_mem = comm->ctrl_mem;
         put->src = own_rec(comm, kind, 1, k, par);
         put->bytes = kind == RMACOLL__REC_META
-                         ? rmacoll__ctrl_meta_bytes(pl, comm->topo->node_size[
-                                                        comm->topo->node_of[comm->rank]],
-                                                    comm->topo->node_size[
-                                                        comm->topo->node_of[p]]) +
+                         ? rmacoll__ctrl_meta_bytes(pl) +
                                ((const rmacoll__net_rec_t *)put->src)->eager_bytes
                          : rmacoll__ctrl_rec_bytes(&comm->lay, kind);
         put->dst_rkey = &comm->peer_ctrl_rkey[p];
@@ -487,20 +484,35 @@ static void check_esize(rmacoll__call_t *c)
 
 /* ---- the one-round verdict (one or two nodes, rmacoll__ctrl_one_round) ----
  *
- * On a communicator of one or two (small) nodes the metadata exchange alone gives
- * every rank everything the agreement would: after its node stage A a rank
- * holds every node peer's validation status, element size and counts; it
- * sends each network peer its node's summary (validation, the datatype and
- * count checks inside the node) and its node's count matrices towards the
- * peer's node; with the peer node's record it checks every pair between
- * the two nodes. Every rank computes the same checks over the same data in
- * the same order, so every rank reaches the same verdict and no status
- * round is needed. Priority: validation, then datatype, then counts.
+ * On a communicator of one or two (small) nodes the metadata exchange alone
+ * gives every rank everything the agreement would: the local records of
+ * its node (after node stage A) hold every node peer's validation status,
+ * element size and count rows; on two nodes every rank also sends each
+ * network peer its own status and rows in its record, at once (not after
+ * stage A), and every rank of the other node has sent one to its relay on
+ * this node, whose inbox node peers read. So every rank sees every rank's
+ * status and rows, computes the same checks over the same data in the same
+ * order and reaches the same verdict: no status round is needed. Priority:
+ * validation, then datatype, then counts (lowest rank first).
  */
 
-static int64_t *lr_counts(rmacoll_comm_t *comm, int j, int par)
+/* The metadata record of rank a of the other node in the inbox of its
+ * holder on this node (comm->rec_holder), and the word its arrival raises. */
+static rmacoll__net_rec_t *held_rec(rmacoll_comm_t *comm, int a, int par)
 {
-    return rmacoll__ctrl_local_counts(local_rec(comm, j, par));
+    int b = comm->rec_holder[a];
+
+    return (rmacoll__net_rec_t *)((char *)comm->peer_ctrl[b].addr +
+                                  rmacoll__ctrl_rec_off(&comm->peer_lay[b], RMACOLL__REC_META,
+                                                        0, comm->rec_slot[a], par));
+}
+
+static const volatile uint64_t *held_word(rmacoll_comm_t *comm, int a)
+{
+    int b = comm->rec_holder[a];
+
+    return &comm->peer_signals[b][rmacoll__ctrl_sig_rec(&comm->peer_lay[b], RMACOLL__REC_META,
+                                                        comm->rec_slot[a])];
 }
 
 static void set_datatype_error(rmacoll__status_rec_t *out, int a, uint64_t ea, int b,
@@ -533,154 +545,123 @@ static void set_count_error(rmacoll__status_rec_t *out, int s, int r, int64_t se
     rmacoll__status_set(out, RMACOLL_ERR_MISMATCH, s, msg);
 }
 
-/* This node's summary from the local records of stage A. */
-static void node_summary(rmacoll__call_t *c, rmacoll__net_rec_t *sum)
+/* The views of every rank for this call (the records it needs are in). */
+static void build_views(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
     const rmacoll_topo_t *topo = comm->topo;
-    int A = topo->node_of[comm->rank];
-    int ls = topo->node_size[A];
-    int n = comm->nranks;
-    int j0 = rmacoll__topo_rank(topo, A, 0);
+    int n = comm->nranks, X = topo->node_of[comm->rank];
 
-    memset(&sum->node_val, 0, sizeof(sum->node_val));
-    memset(&sum->node_chk, 0, sizeof(sum->node_chk));
-    sum->node_flags = 0;
-    for (int l = 0; l < ls; l++) {
-        rmacoll__local_rec_t *lr = local_rec(comm, rmacoll__topo_rank(topo, A, l), c->par);
-        rmacoll__status_merge(&sum->node_val, &lr->st[RMACOLL__CTRL_A]);
-        sum->node_flags |= lr->flags;
+    for (int j = 0; j < n; j++) {
+        rmacoll__rank_view_t *v = &comm->views[j];
+        if (topo->node_of[j] == X) {
+            rmacoll__local_rec_t *lr = local_rec(comm, j, c->par);
+            const int64_t *cnt = rmacoll__ctrl_local_counts(lr);
+            v->st = &lr->st[RMACOLL__CTRL_A];
+            v->esize = lr->esize;
+            v->flags = lr->flags;
+            v->recv = cnt;
+            v->send = cnt + 2 * (size_t)n;
+        } else {
+            rmacoll__net_rec_t *rec = held_rec(comm, j, c->par);
+            const int64_t *rows =
+                rmacoll__ctrl_rec_rows(rec, &comm->peer_lay[comm->rec_holder[j]]);
+            v->st = &rec->st;
+            v->esize = rec->esize;
+            v->flags = rec->flags;
+            v->send = rows;
+            v->recv = rows + n;
+        }
     }
-    sum->node_esize = local_rec(comm, j0, c->par)->esize;
-    if (sum->node_val.code != RMACOLL_SUCCESS) {
-        return;
-    }
+}
+
+/* The first datatype or count error inside node N: element sizes against
+ * its lowest rank's, then every pair, senders then receivers in local-rank
+ * order. */
+static void node_check(const rmacoll_topo_t *topo, const rmacoll__rank_view_t *v, int N,
+                       rmacoll__status_rec_t *out)
+{
+    int ls = topo->node_size[N];
+    int j0 = rmacoll__topo_rank(topo, N, 0);
+
     for (int l = 1; l < ls; l++) {
-        int j = rmacoll__topo_rank(topo, A, l);
-        uint64_t e = local_rec(comm, j, c->par)->esize;
-        if (e != sum->node_esize) {
-            set_datatype_error(&sum->node_chk, j0, sum->node_esize, j, e);
+        int j = rmacoll__topo_rank(topo, N, l);
+        if (v[j].esize != v[j0].esize) {
+            set_datatype_error(out, j0, v[j0].esize, j, v[j].esize);
             return;
         }
     }
-    /* every pair inside the node, senders then receivers in rank order */
     for (int a = 0; a < ls; a++) {
-        int s = rmacoll__topo_rank(topo, A, a);
-        const int64_t *sc = lr_counts(comm, s, c->par) + 2 * (size_t)n;
+        int s = rmacoll__topo_rank(topo, N, a);
         for (int b = 0; b < ls; b++) {
-            int r = rmacoll__topo_rank(topo, A, b);
-            int64_t expected = lr_counts(comm, r, c->par)[s];
-            if (sc[r] != expected) {
-                set_count_error(&sum->node_chk, s, r, sc[r], expected);
+            int r = rmacoll__topo_rank(topo, N, b);
+            if (v[s].send[r] != v[r].recv[s]) {
+                set_count_error(out, s, r, v[s].send[r], v[r].recv[s]);
                 return;
             }
         }
     }
 }
 
-/* Fills the count matrices of a record from this node to node B. */
-static void fill_matrix(rmacoll__call_t *c, rmacoll__net_rec_t *rec, int B)
-{
-    rmacoll_comm_t *comm = c->comm;
-    const rmacoll_topo_t *topo = comm->topo;
-    int A = topo->node_of[comm->rank];
-    int lsA = topo->node_size[A], lsB = topo->node_size[B];
-    int64_t *ms = rmacoll__ctrl_rec_matrix(rec, &comm->lay);
-    int64_t *mr = ms + (size_t)lsA * lsB;
-
-    for (int a = 0; a < lsA; a++) {
-        const int64_t *cnt = lr_counts(comm, rmacoll__topo_rank(topo, A, a), c->par);
-        for (int b = 0; b < lsB; b++) {
-            int j = rmacoll__topo_rank(topo, B, b);
-            ms[(size_t)a * lsB + b] = cnt[2 * (size_t)comm->nranks + j];
-            mr[(size_t)a * lsB + b] = cnt[j];
-        }
-    }
-}
-
-/* The first count mismatch between this node X and the other node Y (rec:
- * a record from Y), senders then receivers in rank order. */
-static void cross_check(rmacoll__call_t *c, rmacoll__net_rec_t *rec,
+/* The first count mismatch between the two nodes: senders in rank order,
+ * each against the other node's ranks in local-rank order. */
+static void cross_check(const rmacoll_topo_t *topo, const rmacoll__rank_view_t *v,
                         rmacoll__status_rec_t *out)
 {
-    rmacoll_comm_t *comm = c->comm;
-    const rmacoll_topo_t *topo = comm->topo;
-    int n = comm->nranks;
-    int X = topo->node_of[comm->rank];
-    int Y = 1 - X;
-    int lsX = topo->node_size[X], lsY = topo->node_size[Y];
-    const int64_t *ms = rmacoll__ctrl_rec_matrix(rec, &comm->lay);
-    const int64_t *mr = ms + (size_t)lsY * lsX;
-
-    for (int s = 0; s < n; s++) {
-        int ss = topo->local_rank[s];
-        if (topo->node_of[s] == X) {
-            const int64_t *sc = lr_counts(comm, s, c->par) + 2 * (size_t)n;
-            for (int b = 0; b < lsY; b++) {
-                int r = rmacoll__topo_rank(topo, Y, b);
-                int64_t expected = mr[(size_t)b * lsX + ss];
-                if (sc[r] != expected) {
-                    set_count_error(out, s, r, sc[r], expected);
-                    return;
-                }
-            }
-        } else {
-            for (int a = 0; a < lsX; a++) {
-                int r = rmacoll__topo_rank(topo, X, a);
-                int64_t sent = ms[(size_t)ss * lsX + a];
-                int64_t expected = lr_counts(comm, r, c->par)[s];
-                if (sent != expected) {
-                    set_count_error(out, s, r, sent, expected);
-                    return;
-                }
+    for (int s = 0; s < topo->nranks; s++) {
+        int M = 1 - topo->node_of[s];
+        for (int b = 0; b < topo->node_size[M]; b++) {
+            int r = rmacoll__topo_rank(topo, M, b);
+            if (v[s].send[r] != v[r].recv[s]) {
+                set_count_error(out, s, r, v[s].send[r], v[r].recv[s]);
+                return;
             }
         }
     }
 }
 
-/* The verdict from this node's summary and (two nodes) the other's. */
-static void one_round_verdict(rmacoll__call_t *c, const rmacoll__net_rec_t *own,
-                              rmacoll__net_rec_t *other)
+/* The verdict from every rank's view (build_views). */
+static void one_round_verdict(rmacoll__call_t *c)
 {
-    rmacoll__status_rec_t v;
-    uint64_t flags = own->node_flags;
+    rmacoll_comm_t *comm = c->comm;
+    const rmacoll_topo_t *topo = comm->topo;
+    const rmacoll__rank_view_t *v = comm->views;
+    rmacoll__status_rec_t res = {0};
+    uint64_t flags = 0;
 
-    v = own->node_val;
-    if (other != NULL) {
-        rmacoll__status_merge(&v, &other->node_val);
-        flags |= other->node_flags;
+    for (int j = 0; j < comm->nranks; j++) {
+        rmacoll__status_merge(&res, v[j].st);
+        flags |= v[j].flags;
     }
-    if (v.code == RMACOLL_SUCCESS) {
+    if (res.code == RMACOLL_SUCCESS) {
         rmacoll__status_rec_t dt = {0}, cnt = {0};
-        const rmacoll__status_rec_t *chk[2] = {&own->node_chk,
-                                               other ? &other->node_chk : NULL};
-        for (int k = 0; k < 2; k++) {
-            if (chk[k] == NULL || chk[k]->code == RMACOLL_SUCCESS) {
-                continue;
+        for (int N = 0; N < topo->nnodes; N++) {
+            rmacoll__status_rec_t chk = {0};
+            node_check(topo, v, N, &chk);
+            if (chk.code != RMACOLL_SUCCESS) {
+                rmacoll__status_merge(chk.code == RMACOLL_ERR_DATATYPE ? &dt : &cnt, &chk);
             }
-            rmacoll__status_merge(chk[k]->code == RMACOLL_ERR_DATATYPE ? &dt : &cnt, chk[k]);
         }
-        if (other != NULL && own->node_esize != other->node_esize) {
-            rmacoll__status_rec_t x;
-            int a = rmacoll__topo_rank(c->comm->topo, c->comm->topo->node_of[c->comm->rank],
-                                       0);
-            int b = rmacoll__topo_rank(c->comm->topo,
-                                       1 - c->comm->topo->node_of[c->comm->rank], 0);
-            set_datatype_error(&x, a, own->node_esize, b, other->node_esize);
-            rmacoll__status_merge(&dt, &x);
+        if (topo->nnodes == 2) {
+            int a = rmacoll__topo_rank(topo, 0, 0), b = rmacoll__topo_rank(topo, 1, 0);
+            if (v[a].esize != v[b].esize) {
+                rmacoll__status_rec_t x;
+                set_datatype_error(&x, a, v[a].esize, b, v[b].esize);
+                rmacoll__status_merge(&dt, &x);
+            }
         }
         if (dt.code != RMACOLL_SUCCESS) {
-            v = dt;
+            res = dt;
         } else {
-            if (other != NULL) {
+            if (topo->nnodes == 2) {
                 rmacoll__status_rec_t x = {0};
-                cross_check(c, other, &x);
+                cross_check(topo, v, &x);
                 rmacoll__status_merge(&cnt, &x);
             }
-            v = cnt;
+            res = cnt;
         }
     }
-    c->acc = v;
+    c->acc = res;
     /* device runners may still fail after planning (mapping peers' buffers):
      * those calls keep the agreement */
     c->one_round = !(flags & RMACOLL__REC_F_DEVICE);
@@ -689,12 +670,12 @@ static void one_round_verdict(rmacoll__call_t *c, const rmacoll__net_rec_t *own,
 /* The eager payload of a record from this node to node B (rec in the
  * outbox, its relay on B the receiver): the call's blocks for B's ranks in
  * local-rank order when the plan's rule says they travel here. The caller
- * checked the call is a valid host call of an all-host node. */
+ * checked the call is a valid host call. */
 static void fill_eager(rmacoll__call_t *c, rmacoll__net_rec_t *rec, int B)
 {
     rmacoll_comm_t *comm = c->comm;
     const rmacoll_topo_t *topo = comm->topo;
-    int lsA = topo->node_size[topo->node_of[comm->rank]], lsB = topo->node_size[B];
+    int lsB = topo->node_size[B];
     const int *members = topo->node_members + topo->node_first[B];
     char *dst;
 
@@ -703,7 +684,7 @@ static void fill_eager(rmacoll__call_t *c, rmacoll__net_rec_t *rec, int B)
     if (rec->eager_bytes == 0) {
         return;
     }
-    dst = rmacoll__ctrl_rec_payload(rec, &comm->lay, lsA, lsB);
+    dst = rmacoll__ctrl_rec_payload(rec, &comm->lay);
     for (int l = 0; l < lsB; l++) {
         int j = members[l];
         uint64_t n = (uint64_t)c->sendcounts[j] * c->esize;
@@ -749,12 +730,8 @@ const void *rmacoll__meta_node_payload(rmacoll_comm_t *comm, int sender)
 
 const void *rmacoll__meta_payload(rmacoll_comm_t *comm, int sender)
 {
-    const rmacoll_topo_t *topo = comm->topo;
-    rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 0, comm->net_index[sender],
-                                      (int)(comm->epoch & 1));
-
-    return rmacoll__ctrl_rec_payload(rec, &comm->lay, topo->node_size[topo->node_of[sender]],
-                                     topo->node_size[topo->node_of[comm->rank]]);
+    return rmacoll__ctrl_rec_payload(held_rec(comm, sender, (int)(comm->epoch & 1)),
+                                     &comm->peer_lay[comm->rec_holder[sender]]);
 }
 
 void rmacoll__meta_eager_count(rmacoll__call_t *c)
@@ -785,6 +762,30 @@ void rmacoll__meta_eager_count(rmacoll__call_t *c)
     atomic_fetch_add(&comm->stats.node_eager_bytes_copied, ncopied);
 }
 
+/* Waits for the record of every rank of the other node that lands in a
+ * node peer's inbox (its relay here): the one-round verdict reads them all. */
+static rmacoll_status_t wait_held_records(rmacoll_comm_t *comm)
+{
+    const rmacoll_topo_t *topo = comm->topo;
+    int X = topo->node_of[comm->rank];
+
+    for (int a = 0; a < comm->nranks; a++) {
+        char what[64];
+        rmacoll_status_t st;
+        if (topo->node_of[a] == X || comm->rec_holder[a] == comm->rank ||
+            __atomic_load_n(held_word(comm, a), __ATOMIC_ACQUIRE) >= comm->epoch) {
+            continue;
+        }
+        snprintf(what, sizeof(what), "its metadata record at rank %d", comm->rec_holder[a]);
+        st = wait_word_for(comm, held_word(comm, a), comm->epoch, a, what,
+                           2 * comm->cfg.timeout_ms);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
+    }
+    return RMACOLL_SUCCESS;
+}
+
 rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
@@ -795,15 +796,14 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
 
     int n = comm->nranks;
     int64_t *cnt = rmacoll__ctrl_local_counts(lr);
-    rmacoll__net_rec_t sum;
     int one = rmacoll__ctrl_one_round(topo);
+    int host = c->runner == &rmacoll__run_host;
     char sec[160];
 
-    memset(&sum, 0, sizeof(sum));
     /* node peers read it from the control window ... */
     lr->recv_addr = (uint64_t)(uintptr_t)c->hrecv;
     lr->esize = ok ? c->esize : 0;
-    lr->flags = c->runner != &rmacoll__run_host ? RMACOLL__REC_F_DEVICE : 0;
+    lr->flags = host ? 0 : RMACOLL__REC_F_DEVICE;
     for (int r = 0; r < n; r++) {
         cnt[r] = ok ? c->recvcounts[r] : 0;
         cnt[n + r] = ok ? c->rdispls[r] : 0;
@@ -813,20 +813,13 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
      * peers here; they copy them out only if the verdict is good and every
      * rank is on host memory (the same condition as the eager path) */
     lr->node_eager_bytes = 0;
-    if (ok && comm->lay.node_eager_cap != 0 && c->runner == &rmacoll__run_host) {
+    if (ok && comm->lay.node_eager_cap != 0 && host) {
         fill_node_eager(c, lr);
     }
     publish(comm, c->par, RMACOLL__CTRL_A, &c->local);
-    if (one) {
-        /* one round: the records carry the node's summary, so they leave
-         * after node stage A */
-        st = wait_node(comm, c->par, RMACOLL__CTRL_A);
-        if (st != RMACOLL_SUCCESS) {
-            return st;
-        }
-        node_summary(c, &sum);
-    }
-    /* ... network peers get a record */
+    /* ... network peers get a record, at once: on two nodes it carries this
+     * rank's own status and rows (the one-round verdict needs no node
+     * stage A before it) */
     for (int k = 0; k < comm->nnet; k++) {
         int p = comm->net_list[k];
         int B = topo->node_of[p];
@@ -838,40 +831,43 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
         rec->rdispl = ok ? c->rdispls[p] : 0;
         rec->esize = ok ? c->esize : 0;
         rec->recv_rkey = c->recv_rkey;
+        rec->flags = lr->flags;
         for (int l = 0; l < topo->node_size[B]; l++) {
             sc[l] = ok ? c->sendcounts[rmacoll__topo_rank(topo, B, l)] : 0;
         }
-        if (one) {
-            rec->node_val = sum.node_val;
-            rec->node_chk = sum.node_chk;
-            rec->node_esize = sum.node_esize;
-            rec->node_flags = sum.node_flags;
-            fill_matrix(c, rec, B);
+        if (comm->lay.matrix) {
+            int64_t *rows = rmacoll__ctrl_rec_rows(rec, &comm->lay);
+            for (int r = 0; r < n; r++) {
+                rows[r] = cnt[2 * n + r];
+                rows[n + r] = cnt[r];
+            }
         }
-        /* eager path: a valid host call of an all-host node sends its blocks
-         * for B to its relay there inside the record; they are used (and
-         * copied on) only if the verdict is good and every rank is on host
+        /* eager path: a valid host call sends its blocks for B to its relay
+         * there inside the record; they are used (and copied out by their
+         * receivers) only if the verdict is good and every rank is on host
          * memory, which every rank learns from the same records */
         rec->eager_bytes = 0;
-        if (one && ok && comm->lay.eager_cap != 0 && c->runner == &rmacoll__run_host &&
-            sum.node_flags == 0 && rmacoll__topo_relay(topo, comm->rank, B) == p) {
+        if (ok && comm->lay.eager_cap != 0 && host &&
+            rmacoll__topo_relay(topo, comm->rank, B) == p) {
             fill_eager(c, rec, B);
         }
     }
     st = comm->nnet ? send_records(comm, c->par, RMACOLL__REC_META) : RMACOLL_SUCCESS;
-    if (st == RMACOLL_SUCCESS && !one) {
+    if (st == RMACOLL_SUCCESS) {
         st = wait_node(comm, c->par, RMACOLL__CTRL_A);
     }
     if (st == RMACOLL_SUCCESS) {
         st = wait_records(comm, RMACOLL__REC_META);
     }
+    if (st == RMACOLL_SUCCESS && one && comm->lay.matrix) {
+        st = wait_held_records(comm);
+    }
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
     if (one) {
-        one_round_verdict(c, &sum,
-                          comm->nnet ? own_rec(comm, RMACOLL__REC_META, 0, 0, c->par)
-                                     : NULL);
+        build_views(c);
+        one_round_verdict(c);
         /* every record carried its payload exactly when the plan's rule
          * says so: all ranks valid and on host memory (c->one_round) */
         c->eager_max = c->one_round && c->acc.code == RMACOLL_SUCCESS
@@ -881,7 +877,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
         if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
             /* a peer gave up on this call (e.g. it timed out waiting for
              * this rank): a call that needs nothing more from its peers
-             * (node payloads) must not succeed where they failed */
+             * (payloads) must not succeed where they failed */
             return rmacoll__comm_fail(comm, RMACOLL_ERR_PEER, "rank %d: %s; stopped after "
                                       "the metadata round", comm->rank, sec);
         }
@@ -919,6 +915,18 @@ void rmacoll__meta_inputs(rmacoll__call_t *c)
                                           ? RMACOLL__NO_EAGER
                                           : rmacoll__ctrl_local_eager_off(
                                                 lr, &comm->peer_lay[j])[topo->local_rank[me]];
+        }
+    }
+    if (c->eager_max != 0) {
+        /* where this rank's block is in the eager payload of each rank of
+         * the other node (its own rule, from its row in its record) */
+        const int *members = topo->node_members + topo->node_first[A];
+        for (int a = 0; a < comm->nranks; a++) {
+            comm->eager_in_off[a] =
+                topo->node_of[a] == A
+                    ? RMACOLL__NO_EAGER
+                    : rmacoll__plan_eager_off(comm->views[a].send, members, ls,
+                                              topo->local_rank[me], c->esize, c->eager_max);
         }
     }
     for (int k = 0; k < comm->nnet; k++) {

@@ -50,6 +50,21 @@ uint64_t rmacoll__plan_eager_bytes(const int64_t *counts, const int *members, in
     return sum;
 }
 
+uint64_t rmacoll__plan_eager_off(const int64_t *counts, const int *members, int ls, int l,
+                                 size_t esize, uint64_t eager_max)
+{
+    uint64_t off = 0;
+
+    if (counts[members[l]] == 0 ||
+        rmacoll__plan_eager_bytes(counts, members, ls, esize, eager_max) == 0) {
+        return RMACOLL__NO_EAGER;
+    }
+    for (int k = 0; k < l; k++) {
+        off += (uint64_t)counts[members[k]] * esize;
+    }
+    return off;
+}
+
 uint64_t rmacoll__plan_node_eager_bytes(const int64_t *counts, const int *members, int ls,
                                         int self_l, size_t esize, uint64_t eager_max,
                                         uint64_t *off)
@@ -576,17 +591,15 @@ static int eager_direct_out(const rmacoll__plan_input_t *in, int j)
            rmacoll__topo_relay(topo, in->rank, B) == j && eager_to(in, B) != 0;
 }
 
-/* p's block for this rank arrives in p's metadata record (this rank is
- * p's relay and copies it itself): no signal, no wait. */
-static int eager_direct_in(const rmacoll__plan_input_t *in, const rmacoll__plan_topo_t *pt,
-                           int p)
+/* p is a rank of another node whose stream to this node travels in its
+ * metadata record and holds a block for this rank: this rank copies it out
+ * of the record (in its relay's inbox here) itself; no signal, no wait. */
+static int eager_in(const rmacoll__plan_input_t *in, int p)
 {
     const rmacoll_topo_t *topo = in->topo;
-    int A = topo->node_of[in->rank];
 
-    return topo->node_of[p] != A && in->cfg->relay_enabled &&
-           rmacoll__topo_relay(topo, p, A) == in->rank &&
-           eager_from(in, pt->chan_of_src[p]) != 0;
+    return in->eager_max_bytes != 0 && topo->node_of[p] != topo->node_of[in->rank] &&
+           in->eager_in_off[p] != RMACOLL__NO_EAGER;
 }
 
 /* j is a node peer and this rank's block for it travels in its node
@@ -855,28 +868,20 @@ static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
     return ctx->status;
 }
 
-/* Relay side of an eager channel c: sender i's blocks for this node are in
- * its metadata record, block l after blocks 0..l-1. Each node peer's is
- * copied into its receive buffer and signalled as a forward is; the own
- * block goes into this rank's receive buffer without a signal. */
-static rmacoll_status_t plan_eager_in(plan_ctx_t *ctx, const rmacoll__sigstate_t *st,
-                                      int c)
+/* Receiver side of the eager path: each block of a sender on another node
+ * whose stream travels in its metadata record is copied out of that record
+ * (WIN_EAGER: in the inbox of the sender's relay on this node, which may be
+ * this rank) into this rank's receive buffer, round 0. The relay forwards
+ * nothing of such a stream. */
+static void plan_eager_pulls(plan_ctx_t *ctx)
 {
     const rmacoll__plan_input_t *in = ctx->in;
     const rmacoll_topo_t *topo = in->topo;
     int me = in->rank;
-    int A = topo->node_of[me];
-    int ls = topo->node_size[A];
-    int i = ctx->pt->chan_src[c];
-    int t0 = sched_round(in, i, me);
-    uint64_t off = 0;
 
-    for (int l = 0; l < ls; l++) {
-        size_t k = (size_t)c * ls + l;
-        int j = rmacoll__topo_rank(topo, A, l);
-        uint64_t n = (uint64_t)in->chan_sendcount[k] * in->esize;
+    for (int p = 0; p < topo->nranks; p++) {
         rmacoll__task_t t;
-        if (n == 0) {
+        if (in->recvcounts[p] == 0 || !eager_in(in, p)) {
             continue;
         }
         memset(&t, 0, sizeof(t));
@@ -885,24 +890,15 @@ static rmacoll_status_t plan_eager_in(plan_ctx_t *ctx, const rmacoll__sigstate_t
         t.src_win = RMACOLL__WIN_EAGER;
         t.dst_win = RMACOLL__WIN_RECV;
         t.flags = RMACOLL__TASK_EAGER;
-        t.peer = j;
-        t.origin = i;
-        t.round = t0;
+        t.peer = me;
+        t.origin = p;
+        t.round = 0;
         t.sig = RMACOLL__NO_SIG;
-        t.src_off = off;
-        t.bytes = n;
-        if (j == me) {
-            t.dst_off = (uint64_t)in->rdispls[i] * in->esize;
-        } else {
-            t.flags |= RMACOLL__TASK_FORWARD | RMACOLL__TASK_SIGNAL;
-            t.dst_off = (uint64_t)in->chan_rdispl[k] * in->esize;
-            t.sig = rmacoll__sig_data(i);
-            t.sig_value = st->fwd_out[k] + 1;
-        }
+        t.src_off = in->eager_in_off[p];
+        t.dst_off = (uint64_t)in->rdispls[p] * in->esize;
+        t.bytes = (uint64_t)in->recvcounts[p] * in->esize;
         add_put(ctx, &t);
-        off += n;
     }
-    return ctx->status;
 }
 
 /* Relay side of incoming channel c: arrival waits, forwards, credits. */
@@ -931,7 +927,7 @@ static rmacoll_status_t plan_stream_in(plan_ctx_t *ctx,
 
     *nchunks = 0;
     if (eager_from(in, c) != 0) {
-        return plan_eager_in(ctx, st, c);
+        return RMACOLL_SUCCESS; /* its receivers copy it out of the record */
     }
     if (L == 0) {
         return RMACOLL_SUCCESS;
@@ -1045,7 +1041,7 @@ static void plan_final_waits(plan_ctx_t *ctx, const rmacoll__sigstate_t *st)
 
     for (int p = 0; p < topo->nranks; p++) {
         rmacoll__task_t t;
-        if (p == me || in->recvcounts[p] == 0 || eager_direct_in(in, ctx->pt, p) ||
+        if (p == me || in->recvcounts[p] == 0 || eager_in(in, p) ||
             node_eager_in(in, p)) {
             continue;
         }
@@ -1195,6 +1191,9 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
     if (in->node_eager_max_bytes != 0) {
         plan_node_eager_in(&ctx);
     }
+    if (in->eager_max_bytes != 0) {
+        plan_eager_pulls(&ctx);
+    }
     if (in->cfg->relay_enabled) {
         for (int B = 0; B < topo->nnodes && ctx.status == RMACOLL_SUCCESS; B++) {
             uint64_t q;
@@ -1234,7 +1233,7 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
             !eager_direct_out(in, j) && !node_eager_out(&ctx, j)) {
             st_out->data_out[j]++;
         }
-        if (j != me && in->recvcounts[j] != 0 && !eager_direct_in(in, pt, j) &&
+        if (j != me && in->recvcounts[j] != 0 && !eager_in(in, j) &&
             !node_eager_in(in, j)) {
             st_out->data_in[j]++;
         }

@@ -218,13 +218,17 @@ typedef struct rmacoll__plan_input {
     const int64_t *chan_sendcount, *chan_rcount, *chan_rdispl;  /* [nin*ls] */
     /* Eager path (relay on): a sender's stream to another node whose bytes,
      * the relay's own block included, are in (0, eager_max_bytes] travel in
-     * its metadata record (rmacoll__plan_eager_bytes); the sender plans no
-     * put for that node, the relay copies the blocks from the record
-     * (WIN_EAGER) into its node peers' receive buffers and its own, and
-     * nothing waits or credits for them. 0: off. Equal on every rank of a
-     * call: the runtime sets it only when every rank's record carried the
-     * payload (host memory, one-round verdict on two nodes). */
+     * its metadata record to its relay there (rmacoll__plan_eager_bytes);
+     * the sender plans no put for that node, the relay nothing for that
+     * channel, and each receiver copies its own block out of the record in
+     * the relay's inbox (WIN_EAGER; node peers map it): nothing waits or
+     * credits for them. eager_in_off[p] (p of another node) is the offset
+     * of this rank's block in p's payload (rmacoll__plan_eager_off), or
+     * RMACOLL__NO_EAGER. 0: off. Equal on every rank of a call: the
+     * runtime sets it only when every rank's record carried the payload
+     * (host memory, one-round verdict on two nodes). */
     uint64_t eager_max_bytes;
+    const uint64_t *eager_in_off; /* [nranks] */
     /* Node eager path (one-round verdict, host memory): a sender whose
      * blocks for its node peers (its own block excluded) come to (0,
      * node_eager_max_bytes] bytes copies them into its control window
@@ -301,6 +305,14 @@ uint64_t rmacoll__plan_slot_off(const rmacoll_topo_t *topo,
  */
 uint64_t rmacoll__plan_eager_bytes(const int64_t *counts, const int *members, int ls,
                                    size_t esize, uint64_t eager_max);
+/**
+ * Offset of the block for a node's local rank l in a sender's eager payload
+ * to that node (rmacoll__plan_eager_bytes of the same arguments), or
+ * RMACOLL__NO_EAGER when the stream is not eager or the block is empty.
+ * Pure; thread-safe; O(ls).
+ */
+uint64_t rmacoll__plan_eager_off(const int64_t *counts, const int *members, int ls, int l,
+                                 size_t esize, uint64_t eager_max);
 /**
  * The node eager payload of a node's local rank self_l: its blocks
  * counts[members[l]] (esize-byte elements) for the node's other ranks, in

@@ -2,7 +2,7 @@
  * test_eager.c - the eager path (eager_max_bytes, docs/protocol.md): on two
  * nodes a host call's blocks from a sender to the other node, when at most
  * eager_max_bytes in all, travel inside its metadata record to its relay,
- * which copies them into its node peers' receive buffers and its own.
+ * and each receiver on that node copies its own block out of the record.
  *
  * Ranks are processes on virtual nodes, ofi (tcp;ofi_rxm on loopback, shm)
  * between nodes, receive buffers gapped and sentinel-filled (tests/support
@@ -97,9 +97,12 @@ static void expect_counts(const rmacoll_case_t *c, int r, uint64_t eager_max, ui
         return;
     }
     *sent += eager_stream(c, r, 1 - c->node_of[r], eager_max);
+    /* every receiver copies its own blocks out of the records (in its
+     * senders' relays' inboxes on its node) */
     for (int i = 0; i < c->nranks; i++) {
-        if (c->node_of[i] != c->node_of[r] && relay_of(c, i, c->node_of[r]) == r) {
-            *copied += eager_stream(c, i, c->node_of[r], eager_max);
+        if (c->node_of[i] != c->node_of[r] && eager_stream(c, i, c->node_of[r], eager_max)) {
+            *copied += (uint64_t)c->send[(size_t)i * c->nranks + r] *
+                       rmacoll_datatype_size(c->dtype);
         }
     }
 }

@@ -166,47 +166,42 @@ static void test_exact_tasks_2x2(void **state)
 
 /*
  * The eager path on symmetric_small_2x2 (see above). Rank 0's blocks for
- * node 1 are 3 + 1 elements (16 bytes), rank 2's for node 0 are 3 + 1 too.
- * With eager_max_bytes = 16 both streams travel in the metadata records:
- * rank 0 plans no network put; as rank 2's relay it copies rank 2's
- * payload (its own block at payload offset 0, rank 1's at 12) into its
- * receive buffer (rdispls_0[2] = 3 elements) and rank 1's (rdispls_1[2] =
- * 5), signalling DATA(2) at rank 1 only, and waits for nothing from rank 2.
- * Rank 2 likewise copies rank 0's payload (12 bytes for itself, 4 for
- * rank 3 at rdispls_3[0] = 0). With 12 (one element less) the plan is the
- * relay plan of test_exact_tasks_2x2. The signal state after the call
- * counts no direct put or wait for the eager blocks, one forward.
+ * node 1 are 3 + 1 elements (16 bytes), rank 2's for node 0 are 3 + 1 too,
+ * ranks 1's and 3's 1 + 2 (12 bytes). With eager_max_bytes = 16 every
+ * stream travels in the metadata records: rank 0 plans no network put and
+ * copies its own blocks out of the payloads of rank 2 (offset 0, 3
+ * elements, into rdispls_0[2] = 3 elements) and rank 3 (offset 0, 1
+ * element, rdispls_0[3] = 6), which sit in its own inbox and in rank 1's
+ * (rank 3's relay); it forwards nothing and waits only for its node peer.
+ * Rank 2 likewise copies from ranks 0 and 1's payloads. With 8 no stream is
+ * eager and the plan is the relay plan of test_exact_tasks_2x2. The signal
+ * state after the call counts no direct put, wait or forward for the eager
+ * blocks.
  */
 static void test_eager_2x2(void **state)
 {
     static const want_t w0[] = {
         {0, RMACOLL__Q_CE_PUT, P, CE, 0, 0, RMACOLL__TASK_SELF,
          RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 0, 0, 4, NOSIG, 0},
+        {0, RMACOLL__Q_CE_PUT, P, CE, 0, 2, RMACOLL__TASK_EAGER,
+         RMACOLL__WIN_EAGER, RMACOLL__WIN_RECV, 0, 12, 12, NOSIG, 0},
+        {0, RMACOLL__Q_CE_PUT, P, CE, 0, 3, RMACOLL__TASK_EAGER,
+         RMACOLL__WIN_EAGER, RMACOLL__WIN_RECV, 0, 24, 4, NOSIG, 0},
         {1, RMACOLL__Q_CE_PUT, P, CE, 1, 0, RMACOLL__TASK_SIGNAL,
          RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 4, 0, 8, 0, 1},
-        /* round shift(2, 0) = 2: rank 2's payload */
-        {2, RMACOLL__Q_CE_PUT, P, CE, 0, 2, RMACOLL__TASK_EAGER,
-         RMACOLL__WIN_EAGER, RMACOLL__WIN_RECV, 0, 12, 12, NOSIG, 0},
-        {2, RMACOLL__Q_CE_PUT, P, CE, 1, 2,
-         RMACOLL__TASK_EAGER | RMACOLL__TASK_FORWARD | RMACOLL__TASK_SIGNAL,
-         RMACOLL__WIN_EAGER, RMACOLL__WIN_RECV, 12, 20, 4, 2, 1},
-        {3, RMACOLL__Q_CE_WAIT, W, CE, 1, 1, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 1, 1},
-        {3, RMACOLL__Q_CE_WAIT, W, CE, 1, 3, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 3, 1},
+        {2, RMACOLL__Q_CE_WAIT, W, CE, 1, 1, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 1, 1},
     };
     static const want_t w2[] = {
         {0, RMACOLL__Q_CE_PUT, P, CE, 2, 2, RMACOLL__TASK_SELF,
          RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 16, 16, 8, NOSIG, 0},
+        {0, RMACOLL__Q_CE_PUT, P, CE, 2, 0, RMACOLL__TASK_EAGER,
+         RMACOLL__WIN_EAGER, RMACOLL__WIN_RECV, 0, 0, 12, NOSIG, 0},
+        {0, RMACOLL__Q_CE_PUT, P, CE, 2, 1, RMACOLL__TASK_EAGER,
+         RMACOLL__WIN_EAGER, RMACOLL__WIN_RECV, 0, 12, 4, NOSIG, 0},
         /* round shift(2, 3) = 1: node peer */
         {1, RMACOLL__Q_CE_PUT, P, CE, 3, 2, RMACOLL__TASK_SIGNAL,
          RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 24, 12, 12, 2, 1},
-        /* round shift(0, 2) = 2: rank 0's payload */
-        {2, RMACOLL__Q_CE_PUT, P, CE, 2, 0, RMACOLL__TASK_EAGER,
-         RMACOLL__WIN_EAGER, RMACOLL__WIN_RECV, 0, 0, 12, NOSIG, 0},
-        {2, RMACOLL__Q_CE_PUT, P, CE, 3, 0,
-         RMACOLL__TASK_EAGER | RMACOLL__TASK_FORWARD | RMACOLL__TASK_SIGNAL,
-         RMACOLL__WIN_EAGER, RMACOLL__WIN_RECV, 12, 0, 4, 0, 1},
-        {3, RMACOLL__Q_CE_WAIT, W, CE, 3, 1, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 1, 1},
-        {3, RMACOLL__Q_CE_WAIT, W, CE, 3, 3, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 3, 1},
+        {2, RMACOLL__Q_CE_WAIT, W, CE, 3, 3, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 3, 1},
     };
     rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 16};
     char err[256];
@@ -236,22 +231,23 @@ static void test_eager_2x2(void **state)
     pay[0] = INT64_MAX / 2;
     assert_int_equal(rmacoll__plan_eager_bytes(pay, NULL, 2, 4, 1u << 20), 0);
     for (int r = 0; r <= 2; r += 2) {
-        for (uint64_t max = 16; max >= 12; max -= 4) {
+        for (uint64_t max = 16; max >= 8; max -= 8) {
             rmacoll__sigstate_t *s0, *s1;
             int me_node = r / 2, other = 2 - r; /* the other node's relay */
             assert_int_equal(planin_fill(&pi, &ctx, r), 0);
-            pi.in.eager_max_bytes = max;
+            assert_int_equal(planin_eager(&pi, &ctx, r, max, 0), 0);
             assert_int_equal(rmacoll__sigstate_create(topo, &cfg, r, &s0), 0);
             assert_int_equal(rmacoll__sigstate_create(topo, &cfg, r, &s1), 0);
             assert_int_equal(rmacoll__plan_build(&pi.in, s0, s1, &plan), 0);
             if (max == 16) {
-                check_plan(&plan, r == 0 ? w0 : w2, 6);
-                /* no direct put to or wait from the other node's relay; one
-                 * forward to the node peer; no chunk, no credit */
+                check_plan(&plan, r == 0 ? w0 : w2, 5);
+                /* no direct put to or wait from the other node's ranks, no
+                 * forward, no chunk, no credit */
                 assert_int_equal(s1->data_out[other], 0);
                 assert_int_equal(s1->data_in[other], 0);
+                assert_int_equal(s1->data_in[other + 1], 0);
                 assert_int_equal(s1->data_in[r + 1], 1); /* node peer */
-                assert_int_equal(s1->fwd_out[1], 1);
+                assert_int_equal(s1->fwd_out[1], 0);
                 assert_int_equal(s1->chan_out[1 - me_node], 0);
                 assert_int_equal(s1->chan_in[0], 0);
             } else if (r == 0) {
@@ -329,7 +325,7 @@ static void test_node_eager_plan(void **state)
     for (uint64_t max = 24; max >= 19; max -= 5) {
         rmacoll__sigstate_t *s0, *s1;
         assert_int_equal(planin_fill(&pi, &ctx, 1), 0);
-        assert_int_equal(planin_node_eager(&pi, &ctx, 1, max), 0);
+        assert_int_equal(planin_eager(&pi, &ctx, 1, 0, max), 0);
         assert_int_equal(rmacoll__sigstate_create(topo, &cfg, 1, &s0), 0);
         assert_int_equal(rmacoll__sigstate_create(topo, &cfg, 1, &s1), 0);
         assert_int_equal(rmacoll__plan_build(&pi.in, s0, s1, &plan), 0);

@@ -401,12 +401,11 @@ static int plan_one_rank(const rmacoll_case_t *c, const refexec_opts_t *op,
         fprintf(stderr, PLAN_NAME ": out of memory\n");
         goto out;
     }
-    if (planin_node_eager(&pi, &ctx, r, rmacoll__ctrl_node_eager_cap(topo, &cfg)) !=
-        RMACOLL_SUCCESS) {
+    if (planin_eager(&pi, &ctx, r, plan_eager_eff(topo, op),
+                     rmacoll__ctrl_node_eager_cap(topo, &cfg)) != RMACOLL_SUCCESS) {
         fprintf(stderr, PLAN_NAME ": out of memory\n");
         goto out;
     }
-    pi.in.eager_max_bytes = plan_eager_eff(topo, op);
     st = rmacoll__plan_build(&pi.in, st0, st1, &plan);
     if (st != RMACOLL_SUCCESS) {
         fprintf(stderr, PLAN_NAME ": %s: rank %d's plan fails with %s: %s\n",

@@ -67,11 +67,12 @@ void planin_fini(planin_t *pi)
     free(pi->chan_rdispl);
     free(pi->node_eager_off);
     free(pi->eager_scratch);
+    free(pi->eager_in_off);
     planin_init(pi);
 }
 
-rmacoll_status_t planin_node_eager(planin_t *pi, const planin_ctx_t *ctx, int r,
-                                   uint64_t cap)
+rmacoll_status_t planin_eager(planin_t *pi, const planin_ctx_t *ctx, int r,
+                              uint64_t eager_max, uint64_t cap)
 {
     const rmacoll_topo_t *topo = ctx->topo;
     int A = topo->node_of[r];
@@ -96,6 +97,19 @@ rmacoll_status_t planin_node_eager(planin_t *pi, const planin_ctx_t *ctx, int r,
     }
     pi->in.node_eager_max_bytes = cap;
     pi->in.node_eager_off = cap != 0 ? pi->node_eager_off : NULL;
+    off = realloc(pi->eager_in_off, (n ? n : 1) * sizeof(uint64_t));
+    if (off == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    pi->eager_in_off = off;
+    for (size_t a = 0; a < n && eager_max != 0; a++) {
+        off[a] = topo->node_of[a] == A
+                     ? RMACOLL__NO_EAGER
+                     : rmacoll__plan_eager_off(ctx->c->send + a * n, members, ls,
+                                               topo->local_rank[r], ctx->esize, eager_max);
+    }
+    pi->in.eager_max_bytes = eager_max;
+    pi->in.eager_in_off = eager_max != 0 ? pi->eager_in_off : NULL;
     return RMACOLL_SUCCESS;
 }
 

@@ -43,6 +43,7 @@ typedef struct planin {
     int64_t *chan_sendcount, *chan_rcount, *chan_rdispl;    /* [nin*ls] */
     size_t chan_cap;
     uint64_t *node_eager_off, *eager_scratch;               /* [ls] */
+    uint64_t *eager_in_off;                                 /* [n] */
 } planin_t;
 
 /** Errors: RMACOLL_ERR_NO_MEMORY (ctx is then empty). The topology must
@@ -58,11 +59,12 @@ void planin_init(planin_t *pi);
 /** Fills pi for rank r (arrays grown as needed). O(nranks + nin * ls). */
 rmacoll_status_t planin_fill(planin_t *pi, const planin_ctx_t *ctx, int r);
 void planin_fini(planin_t *pi);
-/** Sets the node eager path of pi's input (rank r, filled): cap (0: off)
- * as node_eager_max_bytes, and node_eager_off from every node member's
- * row of the case, as the runtime learns them from the local records.
- * O(ls^2). Errors: RMACOLL_ERR_NO_MEMORY. */
-rmacoll_status_t planin_node_eager(planin_t *pi, const planin_ctx_t *ctx, int r,
-                                   uint64_t cap);
+/** Sets the eager paths of pi's input (rank r, filled): eager_max (0: off)
+ * as eager_max_bytes with eager_in_off, and node_cap (0: off) as
+ * node_eager_max_bytes with node_eager_off, from the case's rows as the
+ * runtime learns them from the records. O(ls^2 + nranks * ls). Errors:
+ * RMACOLL_ERR_NO_MEMORY. */
+rmacoll_status_t planin_eager(planin_t *pi, const planin_ctx_t *ctx, int r,
+                              uint64_t eager_max, uint64_t node_cap);
 
 #endif /* RMACOLL_TOOLS_PLANIN_H */

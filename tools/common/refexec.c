@@ -59,6 +59,7 @@ typedef struct rx_rank {
     int64_t *peer_rcount, *peer_rdispl;
     int64_t *chan_sendcount, *chan_rcount, *chan_rdispl;
     uint64_t *node_eager_off;         /* [own node size] planner input */
+    uint64_t *eager_in_off;           /* [nranks] planner input */
     uint64_t recv_written;            /* bytes put into RECV this call */
     /* execution */
     size_t bi;
@@ -390,6 +391,7 @@ void refexec_destroy(refexec_t *ex)
         free(k->rdispls);
         free(k->peer_rcount);
         free(k->node_eager_off);
+        free(k->eager_in_off);
         free(k->peer_rdispl);
         free(k->chan_sendcount);
         free(k->chan_rcount);
@@ -481,13 +483,14 @@ rmacoll_status_t refexec_create(const refexec_opts_t *opts, int nranks,
         k->peer_rcount = rx_ialloc((size_t)nranks);
         k->node_eager_off = calloc((size_t)ls + 1,
                                    sizeof(uint64_t));
+        k->eager_in_off = calloc((size_t)nranks + 1, sizeof(uint64_t));
         k->peer_rdispl = rx_ialloc((size_t)nranks);
         k->chan_sendcount = rx_ialloc(nc);
         k->chan_rcount = rx_ialloc(nc);
         k->chan_rdispl = rx_ialloc(nc);
         if (!k->sig || !k->writer || !k->slots || !k->arrived ||
             !k->credited || !k->sendcounts || !k->sdispls ||
-            !k->recvcounts || !k->rdispls || !k->peer_rcount || !k->node_eager_off ||
+            !k->recvcounts || !k->rdispls || !k->peer_rcount || !k->node_eager_off || !k->eager_in_off ||
             !k->peer_rdispl || !k->chan_sendcount || !k->chan_rcount ||
             !k->chan_rdispl) {
             refexec_destroy(ex);
@@ -647,6 +650,17 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
         /* as the runtime: two nodes within the one-round limits (ctrl.c) */
         in.eager_max_bytes = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo)
                                  ? ex->opts.eager_max_bytes : 0;
+        in.eager_in_off = k->eager_in_off;
+        for (int a = 0; a < n && in.eager_max_bytes != 0; a++) {
+            int A = topo->node_of[r];
+            k->eager_in_off[a] =
+                topo->node_of[a] == A
+                    ? RMACOLL__NO_EAGER
+                    : rmacoll__plan_eager_off(ex->rk[a].sendcounts,
+                                              topo->node_members + topo->node_first[A],
+                                              topo->node_size[A], topo->local_rank[r],
+                                              ex->esize, in.eager_max_bytes);
+        }
         in.node_eager_max_bytes = rmacoll__ctrl_node_eager_cap(topo, &ex->cfg);
         in.node_eager_off = k->node_eager_off;
         if (in.node_eager_max_bytes != 0) {
@@ -754,9 +768,11 @@ static void rx_describe(char *buf, size_t len, int me,
 /*
  * Where the bytes of an eager copy come from: the origin's metadata record
  * carries its blocks for this rank's node in local-rank order, contiguous,
- * taken from its send buffer. Sets *off to the offset in the origin's send
- * window; fails when this rank is not the origin's relay, the payload is
- * over eager_max_bytes, or the range is not inside the target's block.
+ * taken from its send buffer; each receiver copies its own block out.
+ * Sets *off to the offset in the origin's send window; fails when the copy
+ * is not into this rank, the origin is on this node, its stream is not
+ * eager (over eager_max_bytes, or empty) or the range is not inside this
+ * rank's block.
  */
 static int rx_eager_src(refexec_t *ex, int me, const rmacoll__task_t *t, const char *desc,
                         uint64_t *off)
@@ -767,14 +783,14 @@ static int rx_eager_src(refexec_t *ex, int me, const rmacoll__task_t *t, const c
     int found = 0;
 
     if (!(t->flags & RMACOLL__TASK_EAGER) || o < 0 || o >= ex->n ||
-        topo->node_of[o] == A || rmacoll__topo_relay(topo, o, A) != me) {
+        topo->node_of[o] == A || t->peer != me) {
         rx_fail(ex, "%s: reads an eager payload that is not addressed to this rank", desc);
         return -1;
     }
     for (int l = 0; l < topo->node_size[A]; l++) {
         int m = rmacoll__topo_rank(topo, A, l);
         uint64_t b = (uint64_t)ex->rk[o].sendcounts[m] * ex->esize;
-        if (m == t->peer && t->src_off >= pos && t->src_off + t->bytes <= pos + b) {
+        if (m == me && t->src_off >= pos && t->src_off + t->bytes <= pos + b) {
             *off = (uint64_t)ex->rk[o].sdispls[m] * ex->esize + (t->src_off - pos);
             found = 1;
         }
@@ -786,7 +802,7 @@ static int rx_eager_src(refexec_t *ex, int me, const rmacoll__task_t *t, const c
         return -1;
     }
     if (!found) {
-        rx_fail(ex, "%s: not inside rank %d's block of rank %d's eager payload", desc, t->peer, o);
+        rx_fail(ex, "%s: not inside rank %d's block of rank %d's eager payload", desc, me, o);
         return -1;
     }
     return 0;
