@@ -59,8 +59,8 @@ int rmacoll__net_peers(const rmacoll_topo_t *topo,
 uint64_t rmacoll__ctrl_node_eager_cap(const rmacoll_topo_t *topo,
                                       const rmacoll__plan_cfg_t *pcfg)
 {
-    return rmacoll__ctrl_one_round(topo) && max_node_size(topo) > 1 ? pcfg->eager_max_bytes
-                                                                     : 0;
+    return rmacoll__ctrl_one_round(topo) && max_node_size(topo) > 1
+               ? pcfg->node_eager_max_bytes : 0;
 }
 
 void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,

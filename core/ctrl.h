@@ -177,7 +177,7 @@ typedef struct rmacoll__ctrl_layout {
     uint64_t eager_cap;   /* room for an eager payload in a metadata record slot:
                            * eager_max_bytes when matrix and the relay is on, else 0 */
     uint64_t node_eager_cap; /* room for the node payload of a local record:
-                              * eager_max_bytes on one-round topologies whose
+                              * node_eager_max_bytes on one-round topologies whose
                               * nodes have more than one rank, else 0 */
     size_t local_rec_bytes, net_rec_bytes, status_rec_bytes;
     size_t off_sig, off_local, off_inbox, off_inbox2, off_outbox, off_outbox2;
@@ -203,8 +203,8 @@ int rmacoll__ctrl_one_round(const rmacoll_topo_t *topo);
 int rmacoll__net_peers(const rmacoll_topo_t *topo,
                        const rmacoll__plan_cfg_t *pcfg, int rank, int *list);
 
-/** The node payload's capacity on topo (node eager path): eager_max_bytes
- * when calls on topo use the one-round verdict and a node has more than
+/** The node payload's capacity on topo (node eager path):
+ * node_eager_max_bytes when calls on topo use the one-round verdict and a node has more than
  * one rank, else 0. What a valid host call's planner gets as
  * node_eager_max_bytes (plan.h). Pure. */
 uint64_t rmacoll__ctrl_node_eager_cap(const rmacoll_topo_t *topo,

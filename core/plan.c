@@ -27,6 +27,10 @@ void rmacoll__plan_cfg_from(const rmacoll_config_t *cfg, rmacoll__plan_cfg_t *ou
         RMACOLL_SUCCESS) {
         out->eager_max_bytes = 0;
     }
+    if (rmacoll__config_get_size(cfg, "node_eager_max_bytes", &out->node_eager_max_bytes) !=
+        RMACOLL_SUCCESS) {
+        out->node_eager_max_bytes = 0;
+    }
 }
 
 uint64_t rmacoll__plan_eager_bytes(const int64_t *counts, const int *members, int ls,

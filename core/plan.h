@@ -163,6 +163,8 @@ typedef struct rmacoll__plan_cfg {
     uint64_t max_task_bytes;   /* >= 1 */
     uint64_t eager_max_bytes;  /* eager_max_bytes: capacity of the eager payload of a
                                 * metadata record (0: no eager path) */
+    uint64_t node_eager_max_bytes; /* node_eager_max_bytes: capacity of the node
+                                    * payload of a local record (0: none) */
 } rmacoll__plan_cfg_t;
 
 /* The largest eager_max_bytes (config.c's range): it sizes every record

@@ -24,7 +24,7 @@ static const char *const env_names[] = {
     "RMACOLL_TRANSPORTS_DEVICE_INTER_NODE", "RMACOLL_SCHEDULER",
     "RMACOLL_SCHEDULER_PLUGIN",      "RMACOLL_SCHEDULER_SEED",        "RMACOLL_RELAY_ENABLED",
     "RMACOLL_RELAY_BUFFER_BYTES",    "RMACOLL_RELAY_SLOTS",           "RMACOLL_MAX_TASK_BYTES",
-    "RMACOLL_EAGER_MAX_BYTES",       "RMACOLL_TIMEOUT_MS",            "RMACOLL_NVLINK_KERNEL_THRESHOLD", "RMACOLL_OFI_PROVIDER",
+    "RMACOLL_EAGER_MAX_BYTES",       "RMACOLL_NODE_EAGER_MAX_BYTES",  "RMACOLL_TIMEOUT_MS",            "RMACOLL_NVLINK_KERNEL_THRESHOLD", "RMACOLL_OFI_PROVIDER",
     "RMACOLL_OFI_IFACE",             "RMACOLL_OFI_HMEM_DEVICE_ONLY",  "RMACOLL_VERBS_DEVICE",          "RMACOLL_VERBS_PORT",
     "RMACOLL_VERBS_GID_INDEX",       "RMACOLL_VERBS_MTU",             "RMACOLL_VERBS_TRAFFIC_CLASS",
     "RMACOLL_VERBS_SERVICE_LEVEL",   "RMACOLL_VERBS_MAX_INFLIGHT",    "RMACOLL_LOG_LEVEL",
@@ -109,6 +109,9 @@ static void test_defaults(void **state)
     {
         uint64_t eager = 0;
         assert_int_equal(rmacoll__config_get_size(&cfg, "eager_max_bytes", &eager),
+                         RMACOLL_SUCCESS);
+        assert_int_equal(eager, 131072);
+        assert_int_equal(rmacoll__config_get_size(&cfg, "node_eager_max_bytes", &eager),
                          RMACOLL_SUCCESS);
         assert_int_equal(eager, 32768);
     }
@@ -301,6 +304,7 @@ static void test_env_every_key(void **state)
     setenv("RMACOLL_RELAY_SLOTS", "8", 1);
     setenv("RMACOLL_MAX_TASK_BYTES", "4KiB", 1);
     setenv("RMACOLL_EAGER_MAX_BYTES", "0", 1);
+    setenv("RMACOLL_NODE_EAGER_MAX_BYTES", "1KiB", 1);
     setenv("RMACOLL_TIMEOUT_MS", "250", 1);
     setenv("RMACOLL_NVLINK_KERNEL_THRESHOLD", "512B", 1);
     setenv("RMACOLL_OFI_PROVIDER", "sockets", 1);
@@ -336,6 +340,9 @@ static void test_env_every_key(void **state)
         assert_int_equal(rmacoll__config_get_size(&cfg, "eager_max_bytes", &eager),
                          RMACOLL_SUCCESS);
         assert_int_equal(eager, 0); /* 0 (off) is a value */
+        assert_int_equal(rmacoll__config_get_size(&cfg, "node_eager_max_bytes", &eager),
+                         RMACOLL_SUCCESS);
+        assert_int_equal(eager, 1024);
     }
     assert_int_equal(cfg.timeout_ms, 250);
     assert_int_equal(cfg.nvlink_kernel_threshold, 512);
@@ -402,6 +409,7 @@ static void test_env_bad_values(void **state)
         {"RMACOLL_MAX_TASK_BYTES", "0", "max_task_bytes"},
         {"RMACOLL_EAGER_MAX_BYTES", "1048577", "eager_max_bytes"},
         {"RMACOLL_EAGER_MAX_BYTES", "8XB", "eager_max_bytes"},
+        {"RMACOLL_NODE_EAGER_MAX_BYTES", "2MiB", "node_eager_max_bytes"},
         {"RMACOLL_VERBS_MTU", "1500", "verbs.mtu"},
         {"RMACOLL_VERBS_GID_INDEX", "-2", "verbs.gid_index"},
         {"RMACOLL_VERBS_PORT", "0", "verbs.port"},

@@ -48,6 +48,9 @@ static rmacoll_config_t config(const char *provider, const char *eager_max)
     cfg.timeout_ms = 20000;
     snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "%s", provider);
     assert_int_equal(rmacoll_config_set(&cfg, "eager_max_bytes", eager_max), RMACOLL_SUCCESS);
+    /* the node eager path under the same limit here */
+    assert_int_equal(rmacoll_config_set(&cfg, "node_eager_max_bytes", eager_max),
+                     RMACOLL_SUCCESS);
     return cfg;
 }
 

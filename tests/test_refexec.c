@@ -460,6 +460,7 @@ static void test_eager_alternating(void **state)
             refexec_opts_init(&o);
             o.scheduler = scheds[t % NSCHED];
             o.eager_max_bytes = 256;
+            o.node_eager_max_bytes = 256;
             o.relay_slots = 2;
             o.relay_buffer_bytes = 8 * 2 * 64;
             o.gapped = 1;

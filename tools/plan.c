@@ -230,6 +230,7 @@ static void plan_pcfg(const refexec_opts_t *op, rmacoll__plan_cfg_t *cfg)
     cfg->relay_slots = op->relay_slots;
     cfg->max_task_bytes = op->max_task_bytes;
     cfg->eager_max_bytes = op->eager_max_bytes;
+    cfg->node_eager_max_bytes = op->node_eager_max_bytes;
 }
 
 /* The eager payload limit the runtime gives a host call's planner on this
@@ -238,6 +239,16 @@ static uint64_t plan_eager_eff(const rmacoll_topo_t *topo, const refexec_opts_t 
 {
     return topo->nnodes == 2 && rmacoll__ctrl_one_round(topo) && op->relay_enabled
                ? op->eager_max_bytes : 0;
+}
+
+/* The node payload limit the runtime gives a host call's planner on this
+ * topology (one or two nodes within the one-round limits), else 0. */
+static uint64_t plan_node_eager_eff(const rmacoll_topo_t *topo, const refexec_opts_t *op)
+{
+    rmacoll__plan_cfg_t cfg;
+
+    plan_pcfg(op, &cfg);
+    return rmacoll__ctrl_node_eager_cap(topo, &cfg);
 }
 
 /* The smallest relay.buffer_bytes of the case's topology under the options
@@ -304,10 +315,12 @@ static int print_plans(const rmacoll__plan_t *const *plans,
         printf(",\"relay\":%s,\"relay_buffer_bytes\":%" PRIu64
                ",\"relay_slots\":%u,\"max_task_bytes\":%" PRIu64
                ",\"min_relay_buffer_bytes\":%" PRIu64 ",\"eager_max_bytes\":%" PRIu64
-               ",\"eager\":%s},\"status\":\"%s\",\"plans\":[",
+               ",\"eager\":%s,\"node_eager_max_bytes\":%" PRIu64 ",\"node_eager\":%s},"
+               "\"status\":\"%s\",\"plans\":[",
                op->relay_enabled ? "true" : "false", op->relay_buffer_bytes,
                op->relay_slots, op->max_task_bytes, plan_min_relay(topo, op),
                op->eager_max_bytes, plan_eager_eff(topo, op) ? "true" : "false",
+               op->node_eager_max_bytes, plan_node_eager_eff(topo, op) ? "true" : "false",
                rmacoll_status_name(RMACOLL_SUCCESS));
         for (int r = 0, first = 1; r < c->nranks; r++) {
             if (only >= 0 && r != only) {
@@ -323,7 +336,8 @@ static int print_plans(const rmacoll__plan_t *const *plans,
     } else {
         printf("# %s: %d ranks on %d nodes, %s; scheduler %s, relay %s "
                "(%" PRIu64 " B, %u slots; minimum relay.buffer_bytes %" PRIu64
-               "), max_task_bytes %" PRIu64 ", eager_max_bytes %" PRIu64 " (%s)\n",
+               "), max_task_bytes %" PRIu64 ", eager_max_bytes %" PRIu64 " (%s), "
+               "node_eager_max_bytes %" PRIu64 " (%s)\n",
                c->name, c->nranks, topo->nnodes,
                rmacoll_datatype_name(c->dtype),
                op->scheduler_plugin ? op->scheduler_plugin : op->scheduler,
@@ -332,7 +346,11 @@ static int print_plans(const rmacoll__plan_t *const *plans,
                op->eager_max_bytes,
                op->eager_max_bytes == 0  ? "eager path off"
                : plan_eager_eff(topo, op) ? "eager path planned for host calls"
-                                          : "no eager path on this topology");
+                                          : "no eager path on this topology",
+               op->node_eager_max_bytes,
+               op->node_eager_max_bytes == 0  ? "node eager path off"
+               : plan_node_eager_eff(topo, op) ? "node eager path planned for host calls"
+                                               : "no node eager path on this topology");
         for (int r = 0; r < c->nranks; r++) {
             if (only < 0 || r == only) {
                 rmacoll__plan_print_text(stdout, plans[r], topo);
@@ -822,6 +840,11 @@ int main(int argc, char **argv)
         if (rmacoll_config_get(&cfg, "eager_max_bytes", ev, sizeof(ev)) != RMACOLL_SUCCESS ||
             rmacoll_parse_size(ev, &o.eager_max_bytes) != RMACOLL_SUCCESS) {
             o.eager_max_bytes = 0;
+        }
+        if (rmacoll_config_get(&cfg, "node_eager_max_bytes", ev, sizeof(ev)) !=
+                RMACOLL_SUCCESS ||
+            rmacoll_parse_size(ev, &o.node_eager_max_bytes) != RMACOLL_SUCCESS) {
+            o.node_eager_max_bytes = 0;
         }
     }
     if (relay != NULL) {

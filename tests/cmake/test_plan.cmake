@@ -55,13 +55,13 @@ if(TARGET rmacoll-plan)
   add_test(NAME plan_tool_eager_default
     COMMAND rmacoll-plan --topology 2x2 --count 16 --rank 0)
   set_tests_properties(plan_tool_eager_default PROPERTIES TIMEOUT 60
-    PASS_REGULAR_EXPRESSION "eager_max_bytes 32768 \\(eager path planned for host calls\\)\n.*cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+128 64 B origin 2"
+    PASS_REGULAR_EXPRESSION "eager_max_bytes 131072 \\(eager path planned for host calls\\), node_eager_max_bytes 32768 \\(node eager path planned for host calls\\)\n.*cePut +eager +-> 0 +NODE_EAGER\\+0 -> RECV\\+64 64 B origin 1\n +cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+128 64 B origin 2"
     FAIL_REGULAR_EXPRESSION "to_relay")
   add_test(NAME plan_tool_eager_off
-    COMMAND ${CMAKE_COMMAND} -E env RMACOLL_EAGER_MAX_BYTES=0
+    COMMAND ${CMAKE_COMMAND} -E env RMACOLL_EAGER_MAX_BYTES=0 RMACOLL_NODE_EAGER_MAX_BYTES=0
             $<TARGET_FILE:rmacoll-plan> --topology 2x2 --count 16 --rank 0 --json)
   set_tests_properties(plan_tool_eager_off PROPERTIES TIMEOUT 60
-    PASS_REGULAR_EXPRESSION "\"eager_max_bytes\":0,\"eager\":false}.*\"kind\": ?\"to_relay\""
+    PASS_REGULAR_EXPRESSION "\"eager_max_bytes\":0,\"eager\":false,\"node_eager_max_bytes\":0,\"node_eager\":false}.*\"kind\": ?\"to_relay\""
     FAIL_REGULAR_EXPRESSION "\"kind\": ?\"eager\"")
   # the --sim header names the topology's relay minimum, as the plan
   # header does (8 slots here: 64 bytes)

@@ -435,6 +435,7 @@ rmacoll_status_t refexec_create(const refexec_opts_t *opts, int nranks,
     ex->cfg.relay_slots = opts->relay_slots;
     ex->cfg.max_task_bytes = opts->max_task_bytes;
     ex->cfg.eager_max_bytes = opts->eager_max_bytes;
+    ex->cfg.node_eager_max_bytes = opts->node_eager_max_bytes;
     ex->rng = opts->seed * 0x9e3779b97f4a7c15ull + 7;
     st = rmacoll__topo_create(nranks, node_of, &ex->topo);
     if (st != RMACOLL_SUCCESS) {

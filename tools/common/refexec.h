@@ -59,6 +59,8 @@ typedef struct refexec_opts {
                                    * relay's copies read the sender's payload,
                                    * its blocks for the node in local-rank
                                    * order; default 0 (off) */
+    uint64_t node_eager_max_bytes; /* node eager path of one- and two-node cases
+                                    * (node_eager_max_bytes; 0: off, the default) */
     uint64_t seed;                /* execution order; default 1 */
     int virtual_mode;             /* provenance intervals instead of data */
     int gapped;                   /* gapped, reverse-order displacements */
