@@ -872,6 +872,30 @@ static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
     return ctx->status;
 }
 
+/* A receiver's own copy of origin p's block out of p's payload (win:
+ * WIN_EAGER or WIN_NODE_EAGER, at src_off) into its receive buffer, round
+ * 0, no signal. */
+static void add_pull(plan_ctx_t *ctx, int win, int p, uint64_t src_off)
+{
+    const rmacoll__plan_input_t *in = ctx->in;
+    rmacoll__task_t t;
+
+    memset(&t, 0, sizeof(t));
+    t.op = RMACOLL__OP_PUT;
+    t.path = RMACOLL__PATH_CE;
+    t.src_win = (uint8_t)win;
+    t.dst_win = RMACOLL__WIN_RECV;
+    t.flags = RMACOLL__TASK_EAGER;
+    t.peer = in->rank;
+    t.origin = p;
+    t.round = 0;
+    t.sig = RMACOLL__NO_SIG;
+    t.src_off = src_off;
+    t.dst_off = (uint64_t)in->rdispls[p] * in->esize;
+    t.bytes = (uint64_t)in->recvcounts[p] * in->esize;
+    add_put(ctx, &t);
+}
+
 /* Receiver side of the eager path: each block of a sender on another node
  * whose stream travels in its metadata record is copied out of that record
  * (WIN_EAGER: in the inbox of the sender's relay on this node, which may be
@@ -881,27 +905,11 @@ static void plan_eager_pulls(plan_ctx_t *ctx)
 {
     const rmacoll__plan_input_t *in = ctx->in;
     const rmacoll_topo_t *topo = in->topo;
-    int me = in->rank;
 
     for (int p = 0; p < topo->nranks; p++) {
-        rmacoll__task_t t;
-        if (in->recvcounts[p] == 0 || !eager_in(in, p)) {
-            continue;
+        if (in->recvcounts[p] != 0 && eager_in(in, p)) {
+            add_pull(ctx, RMACOLL__WIN_EAGER, p, in->eager_in_off[p]);
         }
-        memset(&t, 0, sizeof(t));
-        t.op = RMACOLL__OP_PUT;
-        t.path = RMACOLL__PATH_CE;
-        t.src_win = RMACOLL__WIN_EAGER;
-        t.dst_win = RMACOLL__WIN_RECV;
-        t.flags = RMACOLL__TASK_EAGER;
-        t.peer = me;
-        t.origin = p;
-        t.round = 0;
-        t.sig = RMACOLL__NO_SIG;
-        t.src_off = in->eager_in_off[p];
-        t.dst_off = (uint64_t)in->rdispls[p] * in->esize;
-        t.bytes = (uint64_t)in->recvcounts[p] * in->esize;
-        add_put(ctx, &t);
     }
 }
 
@@ -1008,29 +1016,13 @@ static void plan_node_eager_in(plan_ctx_t *ctx)
 {
     const rmacoll__plan_input_t *in = ctx->in;
     const rmacoll_topo_t *topo = in->topo;
-    int me = in->rank;
-    int A = topo->node_of[me];
+    int A = topo->node_of[in->rank];
 
     for (int l = 0; l < topo->node_size[A]; l++) {
         int p = rmacoll__topo_rank(topo, A, l);
-        rmacoll__task_t t;
-        if (in->recvcounts[p] == 0 || !node_eager_in(in, p)) {
-            continue;
+        if (in->recvcounts[p] != 0 && node_eager_in(in, p)) {
+            add_pull(ctx, RMACOLL__WIN_NODE_EAGER, p, in->node_eager_off[l]);
         }
-        memset(&t, 0, sizeof(t));
-        t.op = RMACOLL__OP_PUT;
-        t.path = RMACOLL__PATH_CE;
-        t.src_win = RMACOLL__WIN_NODE_EAGER;
-        t.dst_win = RMACOLL__WIN_RECV;
-        t.flags = RMACOLL__TASK_EAGER;
-        t.peer = me;
-        t.origin = p;
-        t.round = 0;
-        t.sig = RMACOLL__NO_SIG;
-        t.src_off = in->node_eager_off[l];
-        t.dst_off = (uint64_t)in->rdispls[p] * in->esize;
-        t.bytes = (uint64_t)in->recvcounts[p] * in->esize;
-        add_put(ctx, &t);
     }
 }
 

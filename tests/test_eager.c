@@ -313,20 +313,30 @@ static void free_cases(rmacoll_case_t **cs, int n)
     }
 }
 
-/* AT, ABOVE, MIXED back to back, twice, on one communicator: the eager and
- * the relay path alternate and every call's data is checked. */
-static void threshold_sequence(const char *provider, const int *node_of, int n,
-                               rmacoll_datatype_t dt)
+typedef void (*make_cases_fn)(const int *node_of, int n, rmacoll_datatype_t dt,
+                              rmacoll_case_t *out[K_N]);
+
+/* AT, ABOVE, MIXED of `make` back to back, twice, on one communicator: the
+ * eager (or node eager) path and the other paths alternate; every call's
+ * data and the counters are checked. */
+static void sequence_of(const char *provider, const int *node_of, int n, rmacoll_datatype_t dt,
+                        make_cases_fn make)
 {
     rmacoll_config_t cfg = config(provider, "1KiB");
     rmacoll_case_t *cs[K_N], calls[K_N];
 
-    make_threshold_cases(node_of, n, dt, cs);
+    make(node_of, n, dt, cs);
     for (int k = 0; k < K_N; k++) {
         calls[k] = *cs[k];
     }
     run(&cfg, calls, K_N, 2 * K_N, RMACOLL_SUCCESS, THRESHOLD);
     free_cases(cs, K_N);
+}
+
+static void threshold_sequence(const char *provider, const int *node_of, int n,
+                               rmacoll_datatype_t dt)
+{
+    sequence_of(provider, node_of, n, dt, make_threshold_cases);
 }
 
 static void test_threshold_tcp_3_2(void **state)
@@ -479,30 +489,14 @@ static void make_node_threshold_cases(const int *node_of, int n, rmacoll_datatyp
     }
 }
 
-/* AT, ABOVE, MIXED back to back, twice: the node payload and the direct
- * copies alternate; every byte and the node eager counters checked. */
-static void node_threshold_sequence(const char *provider, const int *node_of, int n,
-                                    rmacoll_datatype_t dt)
-{
-    rmacoll_config_t cfg = config(provider, "1KiB");
-    rmacoll_case_t *cs[K_N], calls[K_N];
-
-    make_node_threshold_cases(node_of, n, dt, cs);
-    for (int k = 0; k < K_N; k++) {
-        calls[k] = *cs[k];
-    }
-    run(&cfg, calls, K_N, 2 * K_N, RMACOLL_SUCCESS, THRESHOLD);
-    free_cases(cs, K_N);
-}
-
 /* One node of 4 (float32) and of 3 (int8); 3 + 2 nodes over tcp. */
 static void test_node_threshold(void **state)
 {
     static const int one4[] = {0, 0, 0, 0}, one3[] = {0, 0, 0}, two[] = {0, 1, 0, 1, 0};
 
-    node_threshold_sequence("tcp;ofi_rxm", one4, 4, RMACOLL_FLOAT32);
-    node_threshold_sequence("tcp;ofi_rxm", one3, 3, RMACOLL_INT8);
-    node_threshold_sequence("tcp;ofi_rxm", two, 5, RMACOLL_FLOAT64);
+    sequence_of("tcp;ofi_rxm", one4, 4, RMACOLL_FLOAT32, make_node_threshold_cases);
+    sequence_of("tcp;ofi_rxm", one3, 3, RMACOLL_INT8, make_node_threshold_cases);
+    sequence_of("tcp;ofi_rxm", two, 5, RMACOLL_FLOAT64, make_node_threshold_cases);
 }
 
 /* A count mismatch inside one node in a call whose blocks are all in node
