@@ -499,31 +499,43 @@ static void test_node_threshold(void **state)
     sequence_of("tcp;ofi_rxm", two, 5, RMACOLL_FLOAT64, make_node_threshold_cases);
 }
 
-/* A count mismatch inside one node in a call whose blocks are all in node
- * payloads: every rank fails naming it, nothing written, the next call works. */
-static void test_node_mismatch(void **state)
+/* For each pair (sender, receiver): the AT case of `make` on node_of with
+ * the receiver expecting one element more: every rank fails with the
+ * mismatch naming it, nothing written, and the next two calls work. */
+static void mismatches(const int *node_of, int n, const int (*pairs)[2], size_t npairs,
+                       make_cases_fn make)
 {
-    static const int node_of[] = {0, 0, 0, 0};
-    static const int pairs[][2] = {{0, 3}, {2, 1}};
     rmacoll_config_t cfg = config("tcp;ofi_rxm", "1KiB");
     rmacoll_case_t *cs[K_N];
 
-    make_node_threshold_cases(node_of, 4, RMACOLL_FLOAT32, cs);
-    for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); p++) {
+    make(node_of, n, RMACOLL_FLOAT32, cs);
+    for (size_t p = 0; p < npairs; p++) {
         rmacoll_case_t bad = *cs[K_AT];
-        int64_t *recv = malloc(16 * sizeof(int64_t));
+        int64_t *recv = malloc((size_t)n * n * sizeof(int64_t));
         int codes[8] = {0};
         fail_arg_t a = {{{&bad, 1, 1, RMACOLL_ERR_MISMATCH, 1}, THRESHOLD, 1},
                         {{cs[K_AT], 1, 2, RMACOLL_SUCCESS, 1}, THRESHOLD, 1}};
-        mprun_opts_t o = {4, node_of, &cfg, 240, -1};
+        mprun_opts_t o = {n, node_of, &cfg, 240, -1};
         assert_non_null(recv);
-        memcpy(recv, bad.recv, 16 * sizeof(int64_t));
-        recv[pairs[p][0] * 4 + pairs[p][1]] += 1;
+        memcpy(recv, bad.recv, (size_t)n * n * sizeof(int64_t));
+        recv[pairs[p][0] * n + pairs[p][1]] += 1;
         bad.recv = recv;
+        print_message("rank %d sends %lld to rank %d, which expects one more\n", pairs[p][0],
+                      (long long)bad.send[pairs[p][0] * n + pairs[p][1]], pairs[p][1]);
         assert_int_equal(mprun(&o, fail_then_good_body, &a, codes), 0);
         free(recv);
     }
     free_cases(cs, K_N);
+}
+
+/* A count mismatch inside one node in a call whose blocks are all in node
+ * payloads. */
+static void test_node_mismatch(void **state)
+{
+    static const int node_of[] = {0, 0, 0, 0};
+    static const int pairs[][2] = {{0, 3}, {2, 1}};
+
+    mismatches(node_of, 4, pairs, 2, make_node_threshold_cases);
 }
 
 /* Count mismatches in an eager call, over each kind of pair: to a relay's
@@ -532,27 +544,8 @@ static void test_mismatch(void **state)
 {
     static const int node_of[] = {0, 0, 0, 1, 1};
     static const int pairs[][2] = {{0, 4}, {2, 3}, {1, 2}, {4, 1}};
-    rmacoll_config_t cfg = config("tcp;ofi_rxm", "1KiB");
-    rmacoll_case_t *cs[K_N];
 
-    make_threshold_cases(node_of, 5, RMACOLL_FLOAT32, cs);
-    for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); p++) {
-        rmacoll_case_t bad = *cs[K_AT];
-        int64_t *recv = malloc(25 * sizeof(int64_t));
-        int codes[8] = {0};
-        fail_arg_t a = {{{&bad, 1, 1, RMACOLL_ERR_MISMATCH, 1}, THRESHOLD, 1},
-                        {{cs[K_AT], 1, 2, RMACOLL_SUCCESS, 1}, THRESHOLD, 1}};
-        mprun_opts_t o = {5, node_of, &cfg, 240, -1};
-        assert_non_null(recv);
-        memcpy(recv, bad.recv, 25 * sizeof(int64_t));
-        recv[pairs[p][0] * 5 + pairs[p][1]] += 1;
-        bad.recv = recv;
-        print_message("rank %d sends %lld to rank %d, which expects one more\n", pairs[p][0],
-                      (long long)bad.send[pairs[p][0] * 5 + pairs[p][1]], pairs[p][1]);
-        assert_int_equal(mprun(&o, fail_then_good_body, &a, codes), 0);
-        free(recv);
-    }
-    free_cases(cs, K_N);
+    mismatches(node_of, 5, pairs, 4, make_threshold_cases);
 }
 
 /*
