@@ -121,6 +121,11 @@ static rmacoll_status_t make_topology(rmacoll_comm_t *comm,
     return st;
 }
 
+/* Keys whose values travel one by one in the configuration agreement (the
+ * first ones of rmacoll__config_keys; any later difference is still
+ * caught by the whole hash, without a name). */
+#define CFG_VOTE_KEYS 64
+
 /* What every rank contributes to the configuration agreement. */
 typedef struct cfg_vote {
     uint64_t hash;      /* rmacoll__config_hash */
@@ -128,7 +133,44 @@ typedef struct cfg_vote {
     int32_t code;       /* the rank's config validation (0 = valid) */
     int32_t pad;
     char msg[240];      /* its message, naming the key */
+    uint64_t key_hash[CFG_VOTE_KEYS]; /* FNV-1a of each key's value as written */
 } cfg_vote_t;
+
+/* Hashes of the values of the first CFG_VOTE_KEYS keys (log keys, which may
+ * differ between ranks, as 0). */
+static void cfg_key_hashes(const rmacoll_config_t *cfg, uint64_t *out)
+{
+    size_t n = 0;
+    const rmacoll__config_key_t *keys = rmacoll__config_keys(&n);
+
+    for (size_t i = 0; i < CFG_VOTE_KEYS; i++) {
+        char v[RMACOLL_CONFIG_STR_MAX + 64];
+        uint64_t h = UINT64_C(0xcbf29ce484222325);
+        out[i] = 0;
+        if (i >= n || strncmp(keys[i].key, "log.", 4) == 0 ||
+            rmacoll__config_value_string(cfg, i, v, sizeof(v)) < 0) {
+            continue;
+        }
+        for (const char *c = v; *c != '\0'; c++) {
+            h = (h ^ (unsigned char)*c) * UINT64_C(0x100000001b3);
+        }
+        out[i] = h;
+    }
+}
+
+/* The first key whose value differs between two votes, or NULL. */
+static const char *cfg_key_differs(const cfg_vote_t *a, const cfg_vote_t *b)
+{
+    size_t n = 0;
+    const rmacoll__config_key_t *keys = rmacoll__config_keys(&n);
+
+    for (size_t i = 0; i < CFG_VOTE_KEYS && i < n; i++) {
+        if (a->key_hash[i] != b->key_hash[i]) {
+            return keys[i].key;
+        }
+    }
+    return NULL;
+}
 
 /* Every rank must run with the same, valid configuration: each rank's
  * validation outcome (rmacoll__config_check, the same checks as the YAML
@@ -143,6 +185,7 @@ static rmacoll_status_t check_config(rmacoll_comm_t *comm, rmacoll_status_t cfg_
 
     memset(&mine, 0, sizeof(mine));
     mine.hash = rmacoll__config_hash(&comm->cfg);
+    cfg_key_hashes(&comm->cfg, mine.key_hash);
     mine.code = (int32_t)cfg_st;
     snprintf(mine.msg, sizeof(mine.msg), "%s", cfg_err);
     if (comm->rank == 0) {
@@ -170,10 +213,25 @@ static rmacoll_status_t check_config(rmacoll_comm_t *comm, rmacoll_status_t cfg_
         }
         for (int r = 0; r < comm->nranks && st == RMACOLL_SUCCESS; r++) {
             if (all[r].hash != all[0].hash) {
-                st = rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
-                                        "rank %d: configuration differs from rank 0's "
-                                        "(every rank must load the same config)",
-                                        r);
+                const char *key = cfg_key_differs(&all[r], &all[0]);
+                char v[RMACOLL_CONFIG_STR_MAX + 64] = "";
+                size_t n = 0;
+                const rmacoll__config_key_t *keys = rmacoll__config_keys(&n);
+                for (size_t i = 0; key != NULL && i < n; i++) {
+                    if (keys[i].key == key) {
+                        (void)rmacoll__config_value_string(&comm->cfg, i, v, sizeof(v));
+                    }
+                }
+                st = key != NULL
+                         ? rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
+                                              "rank %d: the configuration differs between "
+                                              "ranks: key %s is %s here and differs on rank "
+                                              "%d (every rank must load the same config)",
+                                              comm->rank, key, v, comm->rank == r ? 0 : r)
+                         : rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
+                                              "rank %d: configuration differs from rank 0's "
+                                              "(every rank must load the same config)",
+                                              r);
             }
         }
     }

@@ -349,6 +349,29 @@ static void test_verbs_without_device(void **state)
     }
 }
 
+/* One rank with another eager_max_bytes (the message names the key: the
+ * library logs "the configuration differs between ranks: key
+ * eager_max_bytes ..."): every rank's create fails, none hangs. */
+static void test_config_differs(void **state)
+{
+    static const int node_of[] = {0, 0, 1};
+    rmacoll_config_t cfg = base_config(), other;
+    const rmacoll_config_t *per_rank[3] = {&cfg, &other, &cfg};
+    int codes[3] = {0};
+    mprun_opts_t o = {3, node_of, &cfg, 60, -1};
+
+    (void)state;
+    other = cfg;
+    assert_int_equal(rmacoll_config_set(&other, "eager_max_bytes", "64KiB"), RMACOLL_SUCCESS);
+    mprun_rank_config = per_rank;
+    assert_int_equal(mprun(&o, never_body, NULL, codes), 3);
+    mprun_rank_config = NULL;
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(codes[r], MPRUN_CREATE_FAILED);
+    }
+}
+
+
 /* Host calls, then the device path the communicator chose and its
  * counters: staged (no libfabric provider here registers CUDA memory),
  * nothing staged or registered, as no device call was made; a smaller
@@ -495,9 +518,13 @@ int main(void)
         cmocka_unit_test(test_bad_argument_everywhere),
         cmocka_unit_test(test_killed_rank),
         cmocka_unit_test(test_verbs_without_device),
+        cmocka_unit_test(test_config_differs),
     };
 
     setenv("FI_TCP_IFACE", "lo", 0);
     setenv("FI_SOCKETS_IFACE", "lo", 0);
+    if (getenv("RMACOLL_TEST_FILTER") != NULL) {
+        cmocka_set_test_filter(getenv("RMACOLL_TEST_FILTER")); /* one test, by name */
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -50,6 +50,8 @@ pid_t mprun_root(rmacoll_unique_id_t *id, unsigned timeout_s)
     return root;
 }
 
+const rmacoll_config_t *const *mprun_rank_config;
+
 int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
 {
     rmacoll_unique_id_t id;
@@ -79,7 +81,7 @@ int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
             p.rank = r;
             p.nranks = opts->nranks;
             p.unique_id = &id;
-            p.config = opts->config;
+            p.config = mprun_rank_config != NULL ? mprun_rank_config[r] : opts->config;
             snprintf(key, sizeof(key), "vnode-%d", opts->node_of ? opts->node_of[r] : 0);
             p.node_key = key;
             if (rmacoll_comm_create(&p, &comm) != RMACOLL_SUCCESS) {

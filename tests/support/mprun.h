@@ -31,6 +31,11 @@ typedef struct mprun_opts {
  */
 pid_t mprun_root(rmacoll_unique_id_t *id, unsigned timeout_s);
 
+/* When set (by a test, before mprun), rank r creates its communicator
+ * with mprun_rank_config[r] instead of opts->config: a configuration that
+ * differs between ranks. */
+extern const rmacoll_config_t *const *mprun_rank_config;
+
 /* Exit code of a child that could not create its communicator. */
 #define MPRUN_CREATE_FAILED 200
 
