@@ -238,10 +238,14 @@ static rmacoll_status_t wait_word_for(rmacoll_comm_t *comm, const volatile uint6
                                         "(peer %d) while waiting for rank %d (%s)",
                                         comm->rank, sec, ep, peer, what);
             } else {
+                char silent[32] = "";
+                if (pst == RMACOLL_ERR_TIMEOUT && ep >= 0) {
+                    snprintf(silent, sizeof(silent), ", silent rank %d", ep);
+                }
                 st = rmacoll__comm_fail(comm, pst,
-                                        "rank %d: network transport failed (peer %d) "
+                                        "rank %d: network transport failed (peer %d%s) "
                                         "while waiting for rank %d (%s): %s",
-                                        comm->rank, ep, peer, what,
+                                        comm->rank, ep, silent, peer, what,
                                         rmacoll_status_string(pst));
             }
             break;
@@ -776,8 +780,12 @@ static rmacoll_status_t wait_held_records(rmacoll_comm_t *comm)
             __atomic_load_n(held_word(comm, a), __ATOMIC_ACQUIRE) >= comm->epoch) {
             continue;
         }
-        snprintf(what, sizeof(what), "its metadata record at rank %d", comm->rec_holder[a]);
-        st = wait_word_for(comm, held_word(comm, a), comm->epoch, a, what,
+        /* the holder (a node peer) is the one waited for: when it has
+         * stopped, its stale heartbeat names it; when it waits itself (for
+         * rank a's record), the chain of waits leads to rank a */
+        snprintf(what, sizeof(what), "metadata record of rank %d at rank %d", a,
+                 comm->rec_holder[a]);
+        st = wait_word_for(comm, held_word(comm, a), comm->epoch, comm->rec_holder[a], what,
                            2 * comm->cfg.timeout_ms);
         if (st != RMACOLL_SUCCESS) {
             return st;

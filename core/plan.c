@@ -602,7 +602,8 @@ static int eager_in(const rmacoll__plan_input_t *in, int p)
 {
     const rmacoll_topo_t *topo = in->topo;
 
-    return in->eager_max_bytes != 0 && topo->node_of[p] != topo->node_of[in->rank] &&
+    return in->eager_max_bytes != 0 && in->cfg->relay_enabled &&
+           topo->node_of[p] != topo->node_of[in->rank] &&
            in->eager_in_off[p] != RMACOLL__NO_EAGER;
 }
 
@@ -1187,7 +1188,7 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
     if (in->node_eager_max_bytes != 0) {
         plan_node_eager_in(&ctx);
     }
-    if (in->eager_max_bytes != 0) {
+    if (in->eager_max_bytes != 0 && in->cfg->relay_enabled) {
         plan_eager_pulls(&ctx);
     }
     if (in->cfg->relay_enabled) {

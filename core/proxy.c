@@ -237,6 +237,12 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
         if (st != RMACOLL_SUCCESS) {
             int peer = atomic_load(&px->err_peer);
             rmacoll__proxy_drive(px, 0);
+            if (peer >= 0 && st == RMACOLL_ERR_TIMEOUT) {
+                return proxy_fail(px, (rmacoll_status_t)st,
+                                  "rank %d: network transport failed towards rank %d "
+                                  "(silent rank %d): %s", px->rank, peer, peer,
+                                  rmacoll_status_string(st));
+            }
             return proxy_fail(px, (rmacoll_status_t)st,
                               "rank %d: network transport failed%s%d: %s", px->rank,
                               peer >= 0 ? " towards rank " : " ", peer,
@@ -256,12 +262,14 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
             last_pending = pending; /* progress: the timeout counts silence */
             start = now_ms();
         }
-        if (now_ms() - start > px->timeout_ms) {
+        /* a quarter more than a transport's own limit on incomplete puts
+         * (timeout_ms), whose error names the silent peer */
+        if (now_ms() - start > px->timeout_ms + px->timeout_ms / 4) {
             rmacoll__proxy_drive(px, 0);
             return proxy_fail(px, RMACOLL_ERR_TIMEOUT,
                               "rank %d: %zu network puts still incomplete after "
                               "%llu ms", px->rank, pending,
-                              (unsigned long long)px->timeout_ms);
+                              (unsigned long long)(now_ms() - start));
         }
         if (++spins >= RMACOLL__POLLS_BEFORE_YIELD) {
             sched_yield();

@@ -226,6 +226,13 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t 
     }
     if (st == RMACOLL_SUCCESS) {
         st = rmacoll__proxy_flush(&comm->proxy);
+        if (st != RMACOLL_SUCCESS) {
+            /* the peer the transport named (-1: none) goes into the abort
+             * word, so that every rank's secondary error names it */
+            int ep = -1;
+            (void)rmacoll__proxy_error(&comm->proxy, &ep);
+            comm->fail_culprit = ep;
+        }
     }
     return st;
 }

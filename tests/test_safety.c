@@ -913,11 +913,15 @@ static void run_stop(const int *node_of, int nranks, int stop_rank)
 static void test_stopped_rank_named(void **state)
 {
     static const int one_node[4] = {0, 0, 0, 0}, two_nodes[4] = {0, 0, 1, 1};
+    static const int three_two[5] = {0, 0, 0, 1, 1};
 
     (void)state;
     run_stop(one_node, 4, 2);
     run_stop(two_nodes, 4, 1);
     run_stop(two_nodes, 4, 3);
+    /* a relay holding the other node's records stops: its node peers wait
+     * for records in its inbox, the other node for its acks */
+    run_stop(three_two, 5, 0);
 }
 
 /* ---- item 1: no write into this rank's memory after its call failed ---- */

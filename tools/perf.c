@@ -856,6 +856,7 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
     perf_rmacoll_t p;
     rmacoll_perf_backend_t be;
     char err[512] = "", header[4096], json[2048], gpu[256] = "", eager_max[64];
+    char node_eager_max[64];
     char auto_thr[96] = "";
     const char *devpath = "none (one node)";
     int rc, dsig = 0;
@@ -1012,13 +1013,18 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
         RMACOLL_SUCCESS) {
         snprintf(eager_max, sizeof(eager_max), "?");
     }
+    if (rmacoll_config_get(&cfg, "node_eager_max_bytes", node_eager_max,
+                           sizeof(node_eager_max)) != RMACOLL_SUCCESS) {
+        snprintf(node_eager_max, sizeof(node_eager_max), "?");
+    }
     snprintf(header, sizeof(header),
              "%s# transports: intra_node %s%s, inter_node %s (built: %s)\n"
              "# device buffers across nodes: %s\n"
              "# signal words of device calls on one node: %s\n"
              "# relay: %s (buffer %llu B, %u slots)\n"
              "# scheduler: %s%s%s (seed %llu)\n"
-             "# max_task_bytes %llu, eager_max_bytes %s, timeout_ms %llu, config %s\n",
+             "# max_task_bytes %llu, eager_max_bytes %s, node_eager_max_bytes %s, "
+             "timeout_ms %llu, config %s\n",
              gpu, cfg.intra_node, auto_thr, cfg.inter_node,
              rmacoll_build_transports(), devpath,
              dsig ? "device memory" : "host control window",
@@ -1026,7 +1032,7 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
              (unsigned long long)cfg.relay_buffer_bytes, cfg.relay_slots,
              cfg.scheduler, cfg.scheduler_plugin[0] ? ", plugin " : "",
              cfg.scheduler_plugin, (unsigned long long)cfg.scheduler_seed,
-             (unsigned long long)cfg.max_task_bytes, eager_max,
+             (unsigned long long)cfg.max_task_bytes, eager_max, node_eager_max,
              (unsigned long long)cfg.timeout_ms,
              o->config_path[0] ? o->config_path
              : getenv("RMACOLL_CONFIG") ? getenv("RMACOLL_CONFIG")

@@ -63,6 +63,14 @@ if(TARGET rmacoll-plan)
   set_tests_properties(plan_tool_eager_off PROPERTIES TIMEOUT 60
     PASS_REGULAR_EXPRESSION "\"eager_max_bytes\":0,\"eager\":false,\"node_eager_max_bytes\":0,\"node_eager\":false}.*\"kind\": ?\"to_relay\""
     FAIL_REGULAR_EXPRESSION "\"kind\": ?\"eager\"")
+  # with the relay off nothing travels in the records: the reference
+  # executor checks every byte of the direct plan
+  add_test(NAME plan_tool_eager_relay_off
+    COMMAND rmacoll-plan --case ${PROJECT_SOURCE_DIR}/tests/cases/symmetric_small_2x2.txt
+            --check --relay off)
+  set_tests_properties(plan_tool_eager_relay_off PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "check: ok"
+    FAIL_REGULAR_EXPRESSION "FAILED| EAGER\\+")
   # the --sim header names the topology's relay minimum, as the plan
   # header does (8 slots here: 64 bytes)
   add_test(NAME plan_tool_sim_relay_minimum

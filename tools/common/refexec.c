@@ -649,7 +649,8 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
         in.chan_rcount = k->chan_rcount;
         in.chan_rdispl = k->chan_rdispl;
         /* as the runtime: two nodes within the one-round limits (ctrl.c) */
-        in.eager_max_bytes = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo)
+        in.eager_max_bytes = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo) &&
+                                     ex->cfg.relay_enabled
                                  ? ex->opts.eager_max_bytes : 0;
         in.eager_in_off = k->eager_in_off;
         for (int a = 0; a < n && in.eager_max_bytes != 0; a++) {

@@ -116,6 +116,7 @@ typedef struct ofi_peer {
     ofi_qput_t *head, *tail;    /* FIFO of queued puts */
     int active;                 /* on tp->active */
     uint64_t stall_since_ns;    /* head blocked since, 0 = not blocked */
+    uint64_t inflight_since_ns; /* last issue into an empty pipe or completion */
 } ofi_peer_t;
 
 /* A registration; the rmacoll_mem_t handed to the core. */
@@ -149,6 +150,7 @@ struct rmacoll_transport {
     uint64_t next_key;          /* requested keys when no FI_MR_PROV_KEY */
     uint64_t use_clock;
     uint64_t timeout_ns;
+    uint64_t scan_at_ns;        /* next check of issued puts for silent peers */
     ofi_peer_t *peers;          /* [nranks] */
     int *active;                /* [nranks] peers with queued puts */
     int nactive;
@@ -1102,7 +1104,9 @@ static rmacoll_status_t ofi_drain_peer(rmacoll_transport_t *tp, int p)
         op->peer = p;
         op->bytes = len;
         tp->ops_busy++;
-        peer->inflight++;
+        if (peer->inflight++ == 0) {
+            peer->inflight_since_ns = ofi_now_ns();
+        }
         issued = 1;
         q->done += len;
         if (last) {
@@ -1227,6 +1231,7 @@ static rmacoll_status_t ofi_progress(rmacoll_transport_t *tp)
                 ofi_op_t *op = ent[i].op_context;
                 tp->peers[op->peer].stall_since_ns = 0;   /* it moves */
                 tp->peers[op->peer].inflight--;
+                tp->peers[op->peer].inflight_since_ns = ofi_now_ns();
                 tp->ops_busy--;
                 op->next = tp->free_ops;
                 tp->free_ops = op;
@@ -1238,6 +1243,25 @@ static rmacoll_status_t ofi_progress(rmacoll_transport_t *tp)
     }
     if (tp->failed != RMACOLL_SUCCESS) {
         return tp->failed;
+    }
+    if (tp->ops_busy > 0) {
+        /* issued puts whose completion (the target's delivery ack) does not
+         * come: the target has stopped progressing. Named here, so that a
+         * caller's flush fails naming it (checked every timeout / 16). */
+        uint64_t now = ofi_now_ns();
+        if (now >= tp->scan_at_ns) {
+            tp->scan_at_ns = now + tp->timeout_ns / 16;
+            for (int p = 0; p < tp->env.nranks; p++) {
+                ofi_peer_t *pe = &tp->peers[p];
+                if (pe->inflight > 0 && now - pe->inflight_since_ns > tp->timeout_ns) {
+                    OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                            "ofi: %u puts to peer %d not completed for %" PRIu64 " ms "
+                            "(the peer does not progress)", pe->inflight, p,
+                            (now - pe->inflight_since_ns) / 1000000);
+                    return ofi_fail(tp, RMACOLL_ERR_TIMEOUT, p);
+                }
+            }
+        }
     }
     for (int i = 0; i < tp->nactive;) {
         int p = tp->active[i];
