@@ -239,6 +239,14 @@ static void set_pair(rmacoll_case_t *c, int i, int j, int64_t n)
     c->recv[(size_t)i * c->nranks + j] = n;
 }
 
+/* c, whose sends and receives agree everywhere (asserted). */
+static rmacoll_case_t *consistent(rmacoll_case_t *c)
+{
+    rmacoll_case_update_mismatch(c);
+    assert_false(c->has_mismatch);
+    return c;
+}
+
 static void make_threshold_cases(const int *node_of, int n, rmacoll_datatype_t dt,
                                  rmacoll_case_t *out[K_N])
 {
@@ -287,13 +295,10 @@ static void make_threshold_cases(const int *node_of, int n, rmacoll_datatype_t d
                 set_pair(c, i, j, m);
             }
             if (mode == 1) {
-                c->send[(size_t)i * n + last]++;
-                c->recv[(size_t)i * n + last]++;
+                set_pair(c, i, last, c->send[(size_t)i * n + last] + 1);
             }
         }
-        rmacoll_case_update_mismatch(c);
-        assert_false(c->has_mismatch);
-        out[k] = c;
+        out[k] = consistent(c);
     }
     /* the cases are what their names say */
     for (int i = 0; i < n; i++) {
@@ -473,13 +478,10 @@ static void make_node_threshold_cases(const int *node_of, int n, rmacoll_datatyp
                 set_pair(c, i, j, m);
             }
             if (mode == 1 && last >= 0) {
-                c->send[(size_t)i * n + last]++;
-                c->recv[(size_t)i * n + last]++;
+                set_pair(c, i, last, c->send[(size_t)i * n + last] + 1);
             }
         }
-        rmacoll_case_update_mismatch(c);
-        assert_false(c->has_mismatch);
-        out[k] = c;
+        out[k] = consistent(c);
     }
     for (int i = 0; i < n; i++) {
         assert_int_equal(node_payload(out[K_AT], i, THRESHOLD), THRESHOLD);

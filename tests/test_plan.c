@@ -164,6 +164,59 @@ static void test_exact_tasks_2x2(void **state)
     rmacoll_case_free(c);
 }
 
+/* One rank's planner over a case: topology (node sizes), the shift
+ * scheduler, the case's inputs and a plan; the signal states of one build. */
+typedef struct plan_fix {
+    const rmacoll__plan_cfg_t *cfg;
+    rmacoll_topo_t *topo;
+    rmacoll__sched_t sched;
+    planin_ctx_t ctx;
+    planin_t pi;
+    rmacoll__plan_t plan;
+    rmacoll__sigstate_t *s0, *s1;
+} plan_fix_t;
+
+static void fix_open(plan_fix_t *f, const rmacoll_case_t *c, int nnodes, const int *sizes,
+                     const rmacoll__plan_cfg_t *cfg)
+{
+    char err[256];
+
+    memset(f, 0, sizeof(*f));
+    f->cfg = cfg;
+    assert_int_equal(rmacoll__topo_create_sizes(nnodes, sizes, &f->topo), 0);
+    assert_int_equal(rmacoll__sched_open("shift", NULL, f->topo, 0, &f->sched, err,
+                                         sizeof(err)), 0);
+    assert_int_equal(planin_ctx_create(&f->ctx, c, f->topo, cfg, &f->sched, 1), 0);
+    planin_init(&f->pi);
+    rmacoll__plan_init(&f->plan);
+}
+
+/* Builds rank r's plan with the eager limits given (planin_eager). */
+static void fix_build(plan_fix_t *f, int r, uint64_t eager_max, uint64_t node_eager_max)
+{
+    assert_int_equal(planin_fill(&f->pi, &f->ctx, r), 0);
+    assert_int_equal(planin_eager(&f->pi, &f->ctx, r, eager_max, node_eager_max), 0);
+    assert_int_equal(rmacoll__sigstate_create(f->topo, f->cfg, r, &f->s0), 0);
+    assert_int_equal(rmacoll__sigstate_create(f->topo, f->cfg, r, &f->s1), 0);
+    assert_int_equal(rmacoll__plan_build(&f->pi.in, f->s0, f->s1, &f->plan), 0);
+}
+
+static void fix_unbuild(plan_fix_t *f)
+{
+    rmacoll__sigstate_destroy(f->s0);
+    rmacoll__sigstate_destroy(f->s1);
+    f->s0 = f->s1 = NULL;
+}
+
+static void fix_close(plan_fix_t *f)
+{
+    rmacoll__plan_fini(&f->plan);
+    planin_fini(&f->pi);
+    planin_ctx_destroy(&f->ctx);
+    rmacoll__sched_close(&f->sched);
+    rmacoll__topo_destroy(f->topo);
+}
+
 /*
  * The eager path on symmetric_small_2x2 (see above). Rank 0's blocks for
  * node 1 are 3 + 1 elements (16 bytes), rank 2's for node 0 are 3 + 1 too,
@@ -206,22 +259,14 @@ static void test_eager_2x2(void **state)
     rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 16, 0};
     char err[256];
     rmacoll_case_t *c;
-    rmacoll__sched_t sched;
-    rmacoll_topo_t *topo;
-    planin_ctx_t ctx;
-    planin_t pi;
-    rmacoll__plan_t plan;
+    plan_fix_t f;
     static const int sizes[2] = {2, 2};
     int64_t pay[2] = {3, 1};
 
     (void)state;
     assert_int_equal(rmacoll_case_load(RMACOLL_CASES_DIR "/symmetric_small_2x2.txt", &c, err,
                                        sizeof(err)), 0);
-    assert_int_equal(rmacoll__topo_create_sizes(2, sizes, &topo), 0);
-    assert_int_equal(rmacoll__sched_open("shift", NULL, topo, 0, &sched, err, sizeof(err)), 0);
-    assert_int_equal(planin_ctx_create(&ctx, c, topo, &cfg, &sched, 1), 0);
-    planin_init(&pi);
-    rmacoll__plan_init(&plan);
+    fix_open(&f, c, 2, sizes, &cfg);
     /* the rule: (0, 16] bytes in all, contiguous in local-rank order */
     assert_int_equal(rmacoll__plan_eager_bytes(pay, NULL, 2, 4, 16), 16);
     assert_int_equal(rmacoll__plan_eager_bytes(pay, NULL, 2, 4, 15), 0);
@@ -232,15 +277,12 @@ static void test_eager_2x2(void **state)
     assert_int_equal(rmacoll__plan_eager_bytes(pay, NULL, 2, 4, 1u << 20), 0);
     for (int r = 0; r <= 2; r += 2) {
         for (uint64_t max = 16; max >= 8; max -= 8) {
-            rmacoll__sigstate_t *s0, *s1;
             int me_node = r / 2, other = 2 - r; /* the other node's relay */
-            assert_int_equal(planin_fill(&pi, &ctx, r), 0);
-            assert_int_equal(planin_eager(&pi, &ctx, r, max, 0), 0);
-            assert_int_equal(rmacoll__sigstate_create(topo, &cfg, r, &s0), 0);
-            assert_int_equal(rmacoll__sigstate_create(topo, &cfg, r, &s1), 0);
-            assert_int_equal(rmacoll__plan_build(&pi.in, s0, s1, &plan), 0);
+            const rmacoll__sigstate_t *s1;
+            fix_build(&f, r, max, 0);
+            s1 = f.s1;
             if (max == 16) {
-                check_plan(&plan, r == 0 ? w0 : w2, 5);
+                check_plan(&f.plan, r == 0 ? w0 : w2, 5);
                 /* no direct put to or wait from the other node's ranks, no
                  * forward, no chunk, no credit */
                 assert_int_equal(s1->data_out[other], 0);
@@ -251,21 +293,16 @@ static void test_eager_2x2(void **state)
                 assert_int_equal(s1->chan_out[1 - me_node], 0);
                 assert_int_equal(s1->chan_in[0], 0);
             } else if (r == 0) {
-                check_plan(&plan, w_2x2, sizeof(w_2x2) / sizeof(w_2x2[0]));
+                check_plan(&f.plan, w_2x2, sizeof(w_2x2) / sizeof(w_2x2[0]));
                 assert_int_equal(s1->data_out[other], 1);
                 assert_int_equal(s1->data_in[other], 1);
                 assert_int_equal(s1->chan_out[1], 1);
                 assert_int_equal(s1->chan_in[0], 1);
             }
-            rmacoll__sigstate_destroy(s0);
-            rmacoll__sigstate_destroy(s1);
+            fix_unbuild(&f);
         }
     }
-    rmacoll__plan_fini(&plan);
-    planin_fini(&pi);
-    planin_ctx_destroy(&ctx);
-    rmacoll__sched_close(&sched);
-    rmacoll__topo_destroy(topo);
+    fix_close(&f);
     rmacoll_case_free(c);
 }
 
@@ -293,13 +330,8 @@ static void test_node_eager_plan(void **state)
     static const int64_t send[9] = {1, 4, 0, 2, 1, 3, 5, 1, 2};
     static const int node_of[3] = {0, 0, 0};
     rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 0, 24};
-    char err[256];
     rmacoll_case_t *c;
-    rmacoll__sched_t sched;
-    rmacoll_topo_t *topo;
-    planin_ctx_t ctx;
-    planin_t pi;
-    rmacoll__plan_t plan;
+    plan_fix_t f;
     static const int sizes[1] = {3};
     uint64_t off[3];
 
@@ -317,34 +349,27 @@ static void test_node_eager_plan(void **state)
     assert_int_equal(rmacoll__plan_node_eager_bytes(send, (const int[]){0, 1, 2}, 3, 0, 4,
                                                     16, off), 16);
     assert_true(off[1] == 0 && off[2] == RMACOLL__NO_EAGER); /* empty block */
-    assert_int_equal(rmacoll__topo_create_sizes(1, sizes, &topo), 0);
-    assert_int_equal(rmacoll__sched_open("shift", NULL, topo, 0, &sched, err, sizeof(err)), 0);
-    assert_int_equal(planin_ctx_create(&ctx, c, topo, &cfg, &sched, 1), 0);
-    planin_init(&pi);
-    rmacoll__plan_init(&plan);
+    fix_open(&f, c, 1, sizes, &cfg);
     for (uint64_t max = 24; max >= 19; max -= 5) {
-        rmacoll__sigstate_t *s0, *s1;
-        assert_int_equal(planin_fill(&pi, &ctx, 1), 0);
-        assert_int_equal(planin_eager(&pi, &ctx, 1, 0, max), 0);
-        assert_int_equal(rmacoll__sigstate_create(topo, &cfg, 1, &s0), 0);
-        assert_int_equal(rmacoll__sigstate_create(topo, &cfg, 1, &s1), 0);
-        assert_int_equal(rmacoll__plan_build(&pi.in, s0, s1, &plan), 0);
+        const rmacoll__sigstate_t *s1;
+        fix_build(&f, 1, 0, max);
+        s1 = f.s1;
         if (max == 24) {
-            check_plan(&plan, w24, 3);
+            check_plan(&f.plan, w24, 3);
             for (int j = 0; j < 3; j++) {
                 assert_int_equal(s1->data_out[j], 0);
                 assert_int_equal(s1->data_in[j], 0);
             }
         } else {
             int pulls = 0, puts = 0, waits = 0;
-            for (size_t k = 0; k < plan.ntasks; k++) {
-                const rmacoll__task_t *t = &plan.tasks[k];
+            for (size_t k = 0; k < f.plan.ntasks; k++) {
+                const rmacoll__task_t *t = &f.plan.tasks[k];
                 pulls += t->src_win == RMACOLL__WIN_NODE_EAGER && t->origin == 0 &&
                          t->bytes == 16 && t->dst_off == 0;
                 puts += t->op == P && (t->flags & RMACOLL__TASK_SIGNAL) && t->peer != 1;
                 waits += t->op == W && t->origin == 2;
             }
-            assert_int_equal(plan.ntasks, 5);
+            assert_int_equal(f.plan.ntasks, 5);
             assert_int_equal(pulls, 1);
             assert_int_equal(puts, 2);
             assert_int_equal(waits, 1);
@@ -353,14 +378,9 @@ static void test_node_eager_plan(void **state)
             assert_int_equal(s1->data_in[0], 0);
             assert_int_equal(s1->data_in[2], 1);
         }
-        rmacoll__sigstate_destroy(s0);
-        rmacoll__sigstate_destroy(s1);
+        fix_unbuild(&f);
     }
-    rmacoll__plan_fini(&plan);
-    planin_fini(&pi);
-    planin_ctx_destroy(&ctx);
-    rmacoll__sched_close(&sched);
-    rmacoll__topo_destroy(topo);
+    fix_close(&f);
     rmacoll_case_free(c);
 }
 
