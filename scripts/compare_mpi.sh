@@ -8,6 +8,12 @@
 # Environment (defaults in brackets):
 #   NP [4]  MIN [1K]  MAX [64M]  STEP [4]  DIST [zipf:1.2]  DTYPE [float32]
 #   ITERS [20]  WARMUP [5]  REPS [3]  SEED [1]  CHECK [1]
+#   ITERS_BYTES [256M]  ITERS_MAX [5000]  iterations per size: each size
+#     runs on its own with max(ITERS, min(ITERS_MAX, ITERS_BYTES / size))
+#     timed iterations and a tenth of that (at least WARMUP) untimed, as
+#     OSU's benchmarks run more iterations of small messages: 20 calls of
+#     1 KiB take 0.2 ms, inside this host's scheduling noise.
+#     ITERS_BYTES=0: one run over all sizes with ITERS and WARMUP
 #   TOPOLOGIES ["1x4 2x2"]  nodes x ranks-per-node, NODES*PPN must be NP
 #   MPI_BTL [""]  e.g. "tcp,self" to push every MPI pair through TCP
 #   OUT [a temporary directory]  where the JSON files are kept
@@ -31,6 +37,8 @@ ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
 REPS=${REPS:-3}
 SEED=${SEED:-1}
+ITERS_BYTES=${ITERS_BYTES:-256M}
+ITERS_MAX=${ITERS_MAX:-5000}
 CHECK=${CHECK:-1}
 TOPOLOGIES=${TOPOLOGIES:-"1x4 2x2"}
 MPI_BTL=${MPI_BTL:-}
@@ -60,9 +68,41 @@ if [ -n "$MPI_BTL" ]; then
     MPIRUN+=(--mca btl "$MPI_BTL")
 fi
 
-COMMON=(-b "$MIN" -e "$MAX" -f "$STEP" --dist "$DIST" -d "$DTYPE"
-        -n "$ITERS" -w "$WARMUP" --seed "$SEED" -c "$CHECK" -q
-        ${EXTRA[@]+"${EXTRA[@]}"})
+# SIZE with an optional K/M/G suffix (powers of 1024) in bytes.
+bytes() {
+    local v=$1 m=1
+    case $v in
+        *[kK]) m=1024; v=${v%?} ;;
+        *[mM]) m=$((1024 * 1024)); v=${v%?} ;;
+        *[gG]) m=$((1024 * 1024 * 1024)); v=${v%?} ;;
+    esac
+    case $v in
+        ''|*[!0-9]*) echo "compare_mpi: '$1' is not a size" >&2; exit 2 ;;
+    esac
+    echo $((v * m))
+}
+
+OPTS=(--dist "$DIST" -d "$DTYPE" --seed "$SEED" -c "$CHECK" -q
+      ${EXTRA[@]+"${EXTRA[@]}"})
+# One run per entry: "minbytes maxbytes iters warmup".
+RUNS=()
+target=$(bytes "$ITERS_BYTES") || exit 2
+if [ "$target" -eq 0 ]; then
+    RUNS=("$MIN $MAX $ITERS $WARMUP")
+else
+    size=$(bytes "$MIN") || exit 2
+    max=$(bytes "$MAX") || exit 2
+    while [ "$size" -le "$max" ]; do
+        n=$((target / size))
+        [ "$n" -gt "$ITERS_MAX" ] && n=$ITERS_MAX
+        [ "$n" -lt "$ITERS" ] && n=$ITERS
+        w=$((n / 10))
+        [ "$w" -lt "$WARMUP" ] && w=$WARMUP
+        RUNS+=("$size $size $n $w")
+        [ "$STEP" -le 1 ] && break
+        size=$((size * STEP))
+    done
+fi
 
 # busbw per size from a JSON file (one row per line, as perfrun writes).
 rows() {
@@ -100,31 +140,53 @@ for topo in $TOPOLOGIES; do
     rfiles=()
     mfiles=()
     for rep in $(seq 1 "$REPS"); do
-        r=$OUT/rmacoll_${topo}_$rep.json
-        m=$OUT/mpi_${topo}_$rep.json
-        if ! "$PERF" -np "$NP" --ppn "$ppn" "${COMMON[@]}" --json "$r" >"$r.log" 2>&1; then
-            echo "compare_mpi: rmacoll-perf failed ($topo, rep $rep); see $r.log" >&2
-            tail -5 "$r.log" >&2
-            status=1
-        fi
-        if ! "${MPIRUN[@]}" "$MPIPERF" "${COMMON[@]}" --json "$m" >"$m.log" 2>&1; then
-            echo "compare_mpi: MPI baseline failed ($topo, rep $rep); see $m.log" >&2
-            tail -5 "$m.log" >&2
-            status=1
-        fi
-        [ -s "$r" ] && rfiles+=("$r")
-        [ -s "$m" ] && mfiles+=("$m")
+        for run in "${RUNS[@]}"; do
+            read -r lo hi n w <<<"$run"
+            r=$OUT/rmacoll_${topo}_${lo}_$rep.json
+            m=$OUT/mpi_${topo}_${lo}_$rep.json
+            args=(-b "$lo" -e "$hi" -f "$STEP" -n "$n" -w "$w" "${OPTS[@]}")
+            if ! "$PERF" -np "$NP" --ppn "$ppn" "${args[@]}" --json "$r" >"$r.log" 2>&1; then
+                echo "compare_mpi: rmacoll-perf failed ($topo, -b $lo, rep $rep); see $r.log" >&2
+                tail -5 "$r.log" >&2
+                status=1
+            fi
+            if ! "${MPIRUN[@]}" "$MPIPERF" "${args[@]}" --json "$m" >"$m.log" 2>&1; then
+                echo "compare_mpi: MPI baseline failed ($topo, -b $lo, rep $rep); see $m.log" >&2
+                tail -5 "$m.log" >&2
+                status=1
+            fi
+            [ -s "$r" ] && rfiles+=("$r")
+            [ -s "$m" ] && mfiles+=("$m")
+            # Paired ratio of this repetition (rmacoll and MPI ran back to back).
+            if [ -s "$r" ] && [ -s "$m" ]; then
+                join <(rows "$r" | sort -k1,1) <(rows "$m" | sort -k1,1) |
+                    awk '$4 + 0 > 0 { printf "%s %.4f\n", $1, $2 / $4 }' >>"$OUT/pairs_${topo}"
+            fi
+        done
     done
+    if [ "$target" -eq 0 ]; then
+        iters="iters $ITERS"
+    else
+        iters="iters per size max($ITERS, min($ITERS_MAX, $ITERS_BYTES / size))"
+    fi
     echo "# topology ${nodes} node(s) x ${ppn} rank(s), dist $DIST, dtype $DTYPE," \
-         "iters $ITERS, reps $REPS (medians), check $CHECK"
-    printf "# %12s %16s %16s %8s %8s\n" "size(B)" "rmacoll(GB/s)" "mpi(GB/s)" "ratio" "#wrong"
+         "$iters, reps $REPS (medians), check $CHECK"
+    echo "# ratio: of the medians; range: lowest and highest ratio of one repetition's back-to-back pair"
+    printf "# %12s %16s %16s %8s %13s %8s\n" "size(B)" "rmacoll(GB/s)" "mpi(GB/s)" "ratio" "range" "#wrong"
+    touch "$OUT/pairs_${topo}"
     join -a1 -a2 -e NA -o 0,1.2,2.2,1.3,2.3 \
         <(median ${rfiles[@]+"${rfiles[@]}"} | sort -k1,1) \
-        <(median ${mfiles[@]+"${mfiles[@]}"} | sort -k1,1) | sort -k1,1n |
+        <(median ${mfiles[@]+"${mfiles[@]}"} | sort -k1,1) | sort -k1,1 |
+    join -a1 -e NA -o 0,1.2,1.3,1.4,1.5,2.2,2.3 - \
+        <(sort -k1,1 -k2,2g "$OUT/pairs_${topo}" |
+          awk '{ if (!($1 in lo)) lo[$1] = $2; hi[$1] = $2 }
+               END { for (k in lo) print k, lo[k], hi[k] }' | sort -k1,1) |
+    sort -k1,1n |
     awk '{
         ratio = ($2 != "NA" && $3 != "NA" && $3 + 0 > 0) ? sprintf("%.2f", $2 / $3) : "NA";
         wrong = ($4 == "NA" ? 0 : $4) + ($5 == "NA" ? 0 : $5);
-        printf "  %12s %16s %16s %8s %8d\n", $1, $2, $3, ratio, wrong }'
+        range = ($6 != "NA") ? sprintf("%.2f-%.2f", $6, $7) : "NA";
+        printf "  %12s %16s %16s %8s %13s %8d\n", $1, $2, $3, ratio, range, wrong }'
     echo
 done
 echo "# JSON and logs in $OUT"
