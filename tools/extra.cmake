@@ -94,6 +94,24 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
     COMMAND rmacoll-perf --json ${CMAKE_CURRENT_BINARY_DIR}/no-such-dir/x.json -b 1K -e 1K -n 1 -w 0)
   set_tests_properties(perf_json_bad_path_status PROPERTIES TIMEOUT 30 WILL_FAIL TRUE)
 
+  # The check can fail: RMACOLL_PERF_TEST_CORRUPT=1 flips the first byte
+  # rank 1 receives before each check. Default (-c 1): the one checked
+  # iteration after the timed ones fails in each of 2 rows (#wrong 1 each);
+  # --check-every: each of the 3 timed iterations of both rows fails. The
+  # exit status is 2 in both.
+  add_test(NAME perf_check_fails COMMAND sh -c
+    "RMACOLL_PERF_TEST_CORRUPT=1 \"$1\" -np 4 --ppn 2 -b 1K -e 8K -f 8 -n 3 -w 1 2>&1; echo \"exit $?\""
+    sh $<TARGET_FILE:rmacoll-perf>)
+  set_tests_properties(perf_check_fails PROPERTIES TIMEOUT 120
+    ENVIRONMENT "FI_TCP_IFACE=lo;FI_SOCKETS_IFACE=lo" LABELS "multiprocess"
+    PASS_REGULAR_EXPRESSION "rank 1: rmacoll: 1 wrong in checked iteration 0: rank 1: element 0 from rank [0-9]+ is .*1024 +256 +float +none +-1 +[0-9.]+ +[0-9.]+ +[0-9.]+ +1 .*8192 +2048 +float +none +-1 +[0-9.]+ +[0-9.]+ +[0-9.]+ +1 .*Out of bounds values : 2 FAILED.*exit 2")
+  add_test(NAME perf_check_every_fails COMMAND sh -c
+    "RMACOLL_PERF_TEST_CORRUPT=1 \"$1\" -np 4 --ppn 2 -b 1K -e 8K -f 8 -n 3 -w 1 --check-every 2>&1; echo \"exit $?\""
+    sh $<TARGET_FILE:rmacoll-perf>)
+  set_tests_properties(perf_check_every_fails PROPERTIES TIMEOUT 120
+    ENVIRONMENT "FI_TCP_IFACE=lo;FI_SOCKETS_IFACE=lo" LABELS "multiprocess"
+    PASS_REGULAR_EXPRESSION "check every timed iteration.*rank 1: rmacoll: 1 wrong in timed iteration 0: .*Out of bounds values : 6 FAILED.*exit 2")
+
   # nccl-tests command lines: a pasted alltoall_perf line runs unchanged
   # and its output parses with the rules of parsers written for
   # nccl-tests (tests/tools/parse_nccl_tests.py: SuperBench's, FlagPerf's,

@@ -85,8 +85,11 @@ void rmacoll_perf_usage(const char *prog, FILE *out)
 "  -w, --warmup_iters N   warm-up iterations per row (default 5)\n"
 "  -m, --agg_iters N      calls per timed iteration (default 1)\n"
 "  -N, --run_cycles N     sweeps over the sizes, 0 = until killed (default 1)\n"
-"  -c, --check 0|1        fill and check every iteration (default 1)\n"
+"  -c, --check N          after the timed iterations, N checked ones (fresh\n"
+"                         data, not timed; nccl-tests' meaning; default 1)\n"
 "  --no-check             same as -c 0\n"
+"  --check-every          fill and check every timed iteration instead, each\n"
+"                         call timed alone after a barrier\n"
 "  -a, --average 0|1|2|3  time over ranks: rank 0, mean, min, max (default 3,\n"
 "                         max; nccl-tests defaults to 1)\n"
 "  -z, --blocking 0|1     wait for each call (device memory; host calls\n"
@@ -215,7 +218,7 @@ enum {
     PO_NP = 256, PO_PPN, PO_TOPOLOGY, PO_NODES, PO_TIMEOUT, PO_SPAWN,
     PO_DRY_RUN, PO_CONFIG, PO_RELAY, PO_SCHEDULER, PO_INTRA, PO_INTER,
     PO_BUFFERS, PO_MEMORY, PO_BASELINE, PO_GEMM, PO_GEMM_ITERS, PO_DIST,
-    PO_SEED, PO_JSON, PO_NO_CHECK, PO_CHECK_ON
+    PO_SEED, PO_JSON, PO_NO_CHECK, PO_CHECK_ON, PO_CHECK_EVERY
 };
 
 static const struct option perf_longopts[] = {
@@ -243,6 +246,7 @@ static const struct option perf_longopts[] = {
     {"json", required_argument, NULL, PO_JSON},
     {"output_file", required_argument, NULL, 'J'},
     {"no-check", no_argument, NULL, PO_NO_CHECK},
+    {"check-every", no_argument, NULL, PO_CHECK_EVERY},
     {"quiet", no_argument, NULL, 'q'},
     /* nccl-tests */
     {"nthreads", required_argument, NULL, 't'},
@@ -458,7 +462,12 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
             bad = v[0] == '\0' || perf_copy(o->json_path, sizeof(o->json_path), v);
             o->json_stdout = !strcmp(v, "-");
             break;
-        case PO_NO_CHECK: o->check = 0; break;
+        case PO_NO_CHECK: o->check = 0; o->check_every = 0; break;
+        case PO_CHECK_EVERY:
+            o->check_every = 1;
+            if (o->check == 0)
+                o->check = 1;
+            break;
         case 'q': o->quiet = 1; break;
         case 't':
         case 'g':
@@ -489,13 +498,11 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
                 argv[optind][0] <= '9')
                 v = argv[optind++]; /* nccl-tests' "--check 0" */
             /* fall through */
-        case 'c':           /* -c N (nccl-tests: N > 0 checks) */
+        case 'c':           /* -c N: N checked iterations (nccl-tests) */
             if (v == NULL)
                 o->check = 1;
-            else if (perf_onoff(v, &o->check) != 0) {
-                bad = perf_int(v, 0, 1000000000, &iv);
-                o->check = iv > 0;
-            }
+            else if (perf_onoff(v, &o->check) != 0)
+                bad = perf_int(v, 0, 1000000, &o->check);
             break;
         case 'd':
             if (!strcmp(v, "all")) {
@@ -548,8 +555,10 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
         snprintf(err, errlen, "--gemm needs --buffers cuda");
         return -1;
     }
-    if (o->gemm_n > 0)
+    if (o->gemm_n > 0) {
         o->check = 0;   /* calls are queued back to back: nothing to check */
+        o->check_every = 0;
+    }
     if (o->graph_launches > 0 &&
         (o->memory != RMACOLL_PERF_MEM_CUDA || o->blocking || o->gemm_n > 0)) {
         snprintf(err, errlen, "-G %d: CUDA graphs need --buffers cuda, and neither -z 1 "
@@ -744,6 +753,69 @@ static rmacoll_status_t perf_iteration(perf_state_t *s, perf_bufs_t *b,
     return st;
 }
 
+/* Byte offset of the first received element (the first receiver slot
+ * with a nonzero count), 0 when nothing is received. */
+static size_t perf_first_recv(const perf_state_t *s, const perf_bufs_t *b)
+{
+    for (int p = 0; p < s->n; p++)
+        if (s->recvcounts[p] > 0)
+            return (size_t)s->rdispls[p] * b->esize;
+    return 0;
+}
+
+/* One checked iteration: a fresh stamp (row_id, it + 1) in the send
+ * buffer, the receive buffer reset to the sentinel (both copied to the
+ * device when there is one), a barrier, the call (timed into *us when
+ * timed), the receive buffer downloaded and checked; the wrong elements
+ * are added to *wrong and the first bad iteration reported once. */
+static rmacoll_status_t perf_checked(perf_state_t *s, perf_bufs_t *b,
+                                     rmacoll_perf_a2av_fn_t fn,
+                                     rmacoll_datatype_t dtype, const char *label,
+                                     uint64_t row_id, int it, int timed,
+                                     double *us, uint64_t *wrong, int *reported)
+{
+    const rmacoll_perf_backend_t *be = s->be;
+    uint64_t iter = (row_id << 32) | (uint64_t)(it + 1);
+    rmacoll_check_report_t rep;
+    rmacoll_status_t st;
+    double t0 = 0;
+    uint64_t bad;
+
+    st = perf_put_send(s, b, iter);
+    if (st == RMACOLL_SUCCESS)
+        st = perf_reset_recv(s, b);
+    if (st == RMACOLL_SUCCESS)
+        st = be->barrier(be->ctx, s->err, sizeof(s->err));
+    if (st == RMACOLL_SUCCESS && timed)
+        st = perf_timer_start(s, &t0);
+    if (st == RMACOLL_SUCCESS)
+        st = perf_iteration(s, b, fn, dtype, 1);
+    if (st == RMACOLL_SUCCESS && timed)
+        st = perf_timer_stop(s, t0, us);
+    if (st == RMACOLL_SUCCESS && !timed && s->dev != NULL)
+        st = s->dev->sync(be->ctx, s->err, sizeof(s->err));
+    if (st == RMACOLL_SUCCESS && s->dev != NULL && b->rbytes > 0)
+        st = s->dev->download(be->ctx, b->hr, b->dr, b->rbytes,
+                              s->err, sizeof(s->err));
+    if (st != RMACOLL_SUCCESS)
+        return st;
+    /* Test hook: RMACOLL_PERF_TEST_CORRUPT=R flips the first received byte
+     * on rank R, so a test can see the check fail. */
+    if (b->rbytes > 0 && getenv("RMACOLL_PERF_TEST_CORRUPT") != NULL &&
+        atoi(getenv("RMACOLL_PERF_TEST_CORRUPT")) == s->rank)
+        ((unsigned char *)b->hr)[perf_first_recv(s, b)] ^= 0x5a;
+    bad = rmacoll_check_recv(b->hr, b->rbytes, b->esize, s->rank, s->n,
+                             s->recvcounts, s->rdispls, iter, &rep);
+    if (bad != 0 && !*reported) {
+        fprintf(stderr, "%s: rank %d: %s: %llu wrong in %s iteration %d: %s\n",
+                be->name, s->rank, label, (unsigned long long)bad,
+                timed ? "timed" : "checked", it, rep.msg);
+        *reported = 1;
+    }
+    *wrong += bad;
+    return RMACOLL_SUCCESS;
+}
+
 /* Runs one collective on the row's buffers: warm-ups, then the timed
  * iterations, checked or not; fills g[PERF_G_N]. With -G the agg_iters
  * calls of an iteration are captured into one CUDA graph after the
@@ -791,46 +863,24 @@ static rmacoll_status_t perf_measure(perf_state_t *s, perf_bufs_t *b,
     if (st != RMACOLL_SUCCESS)
         return st;
 
-    if (o->check) {
-        /* Every iteration: a fresh stamp, the receive buffer reset to the
-         * sentinel (both copied to the device when there is one), a
-         * barrier (so fill/check skew is not timed), the call alone timed
-         * (device: events around it on the stream; -m: agg_iters calls on
-         * the same buffers, which give the same bytes), then the check. */
+    if (o->check_every) {
+        /* --check-every: every iteration a fresh stamp, the receive buffer
+         * reset to the sentinel (both copied to the device when there is
+         * one), a barrier (so fill/check skew is not timed), the call
+         * alone timed (device: events around it on the stream; -m:
+         * agg_iters calls on the same buffers, which give the same bytes),
+         * then the check. */
         for (int it = 0; it < o->iters; it++) {
-            uint64_t iter = (row_id << 32) | (uint64_t)(it + 1);
-            rmacoll_check_report_t rep;
-            uint64_t bad;
-
-            st = perf_put_send(s, b, iter);
-            if (st == RMACOLL_SUCCESS)
-                st = perf_reset_recv(s, b);
-            if (st == RMACOLL_SUCCESS)
-                st = be->barrier(be->ctx, s->err, sizeof(s->err));
-            if (st == RMACOLL_SUCCESS)
-                st = perf_timer_start(s, &t0);
-            if (st == RMACOLL_SUCCESS)
-                st = perf_iteration(s, b, fn, dtype, 1);
-            if (st == RMACOLL_SUCCESS)
-                st = perf_timer_stop(s, t0, &us);
-            if (st == RMACOLL_SUCCESS && s->dev != NULL && b->rbytes > 0)
-                st = s->dev->download(be->ctx, b->hr, b->dr, b->rbytes,
-                                      s->err, sizeof(s->err));
+            st = perf_checked(s, b, fn, dtype, label, row_id, it, 1, &us,
+                              &wrong, &reported);
             if (st != RMACOLL_SUCCESS)
                 return st;
             total_us += us;
-            bad = rmacoll_check_recv(b->hr, b->rbytes, b->esize, s->rank,
-                                     s->n, s->recvcounts, s->rdispls, iter,
-                                     &rep);
-            if (bad != 0 && !reported) {
-                fprintf(stderr, "%s: rank %d: %s: %llu wrong in iteration "
-                        "%d: %s\n", be->name, s->rank, label,
-                        (unsigned long long)bad, it, rep.msg);
-                reported = 1;
-            }
-            wrong += bad;
         }
     } else {
+        /* As nccl-tests: the timed iterations back to back on the warm-up's
+         * data, then o->check checked iterations, each with a fresh stamp
+         * (so bytes left by a timed call fail it), not timed. */
         st = be->barrier(be->ctx, s->err, sizeof(s->err));
         if (st == RMACOLL_SUCCESS)
             st = perf_timer_start(s, &t0);
@@ -838,6 +888,9 @@ static rmacoll_status_t perf_measure(perf_state_t *s, perf_bufs_t *b,
             st = perf_iteration(s, b, fn, dtype, o->iters);
         if (st == RMACOLL_SUCCESS)
             st = perf_timer_stop(s, t0, &total_us);
+        for (int c = 0; c < o->check && st == RMACOLL_SUCCESS; c++)
+            st = perf_checked(s, b, fn, dtype, label, row_id, c, 0, &us,
+                              &wrong, &reported);
         if (st != RMACOLL_SUCCESS)
             return st;
     }
@@ -1538,12 +1591,20 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
             fprintf(f, "%s%d", k ? "," : "", node_sizes[k]);
         fprintf(f, ")%s, launch %s\n", contig ? "" : " non-contiguous",
                 be->launch ? be->launch : "?");
+        char chk[48];
+
+        if (o->check_every)
+            snprintf(chk, sizeof(chk), "every timed iteration");
+        else if (o->check)
+            snprintf(chk, sizeof(chk), "%d untimed iteration%s after", o->check,
+                     o->check > 1 ? "s" : "");
+        else
+            snprintf(chk, sizeof(chk), "off");
         fprintf(f, "# dist %s, seed %llu, dtype %s, iters %d, warmup %d, "
                 "check %s, time %s over ranks\n",
                 o->dist, (unsigned long long)o->seed,
                 o->dtype_all ? "all" : perf_dtype_name(dtype), o->iters,
-                o->warmup, o->check ? "on" : "off",
-                perf_average_name(o->average));
+                o->warmup, chk, perf_average_name(o->average));
         if (be->header != NULL)
             fputs(be->header, f);
         fprintf(f, "# memory %s, timing %s%s%s\n",

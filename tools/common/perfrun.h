@@ -81,7 +81,10 @@ typedef struct rmacoll_perf_opts {
     int dtype_given;
     int iters;                   /* -n */
     int warmup;                  /* -w */
-    int check;                   /* -c 1|0, --check, --no-check */
+    int check;                   /* -c N, --check, --no-check: checked iterations after
+                                  * the timed ones (nccl-tests; 0 = none) */
+    int check_every;             /* --check-every: every timed iteration filled, timed
+                                  * alone after a barrier and checked instead */
     uint64_t seed;               /* --seed */
     char json_path[RMACOLL_PERF_STR]; /* --json FILE ("" = none) */
     int quiet;                   /* -q: rows only */
@@ -104,7 +107,8 @@ typedef struct rmacoll_perf_opts {
 } rmacoll_perf_opts_t;
 
 /** The no-argument defaults: 2 virtual nodes x 2 ranks, zipf:1.2, relay
- *  on, 1K..16M x4, float32, 20 iterations after 5 warm-ups, checked. */
+ *  on, 1K..16M x4, float32, 20 timed iterations after 5 warm-ups, then
+ *  one checked iteration. */
 void rmacoll_perf_opts_init(rmacoll_perf_opts_t *o);
 
 /**
