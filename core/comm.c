@@ -844,6 +844,7 @@ static void comm_free(rmacoll_comm_t *comm)
         rmacoll__tinst_t *ce = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
         ce->ops->mem.mem_free(ce->tp, comm->drelay_buf, RMACOLL_MEM_CUDA);
     }
+    rmacoll__mem_fini(comm);
     if (comm->dsig_buf != NULL) { /* node peers passed the destroy barrier */
         rmacoll__tinst_t *ce = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
         ce->ops->mem.mem_free(ce->tp, comm->dsig_buf, RMACOLL_MEM_CUDA);
@@ -878,6 +879,7 @@ static void comm_free(rmacoll_comm_t *comm)
     pthread_mutex_destroy(&comm->stage.lock);
     pthread_cond_destroy(&comm->stage.cond);
     pthread_mutex_destroy(&comm->async.lock);
+    pthread_mutex_destroy(&comm->mem_lock);
     pthread_cond_destroy(&comm->async.cond);
     free(comm->peer_ctrl);
     free(comm->peer_lay);
@@ -948,6 +950,7 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
     pthread_cond_init(&comm->stage.cond, NULL);
     pthread_mutex_init(&comm->async.lock, NULL);
     pthread_cond_init(&comm->async.cond, NULL);
+    pthread_mutex_init(&comm->mem_lock, NULL);
     rmacoll__plan_init(&comm->plan);
     comm->rank = params->rank;
     comm->nranks = params->nranks;

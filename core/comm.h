@@ -128,6 +128,10 @@ struct rmacoll_comm {
     int *rec_holder, *rec_slot;     /* [nranks] */
     struct rmacoll__rank_view *views; /* [nranks]: the verdict's inputs (meta.c) */
 
+    /* rmacoll_mem_alloc's allocations (mem.c), under mem_lock */
+    pthread_mutex_t mem_lock;
+    struct rmacoll__alloc *allocs;
+
     /* transports: what could serve (built-ins, plugins the config names),
      * the instances made, and the bindings over them (bind.h) */
     rmacoll__tops_t avail[RMACOLL__MAX_AVAIL];
@@ -203,6 +207,10 @@ rmacoll__tinst_t *rmacoll__comm_bound(rmacoll_comm_t *comm, int path,
 /* comm.c: the control instance of (path, mem): mappings, stream waits and
  * signals, staging pins; NULL if none. */
 rmacoll__tinst_t *rmacoll__comm_ctl(rmacoll_comm_t *comm, int path, rmacoll_memtype_t mem);
+
+/* rmacoll_mem_alloc's allocations still live at destroy: logged and left
+ * mapped (mem.c); called before the transports finalize. */
+void rmacoll__mem_fini(rmacoll_comm_t *comm);
 
 /* exec.c: marks comm as entered by the calling thread; a second thread
  * entering before rmacoll__leave gets RMACOLL_ERR_INVALID_ARG (logged,

@@ -388,6 +388,37 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
                                         rmacoll_comm_stats_t *stats);
 
 /**
+ * Allocates bytes (> 0) of host memory for buffers of comm's calls,
+ * page-aligned, into *ptr (the analogue of ncclMemAlloc and
+ * MPI_Alloc_mem). When the intra-node transport can share it (the ce
+ * transport: a memfd that node peers map on first use through
+ * pidfd_getfd(2), Linux >= 5.6, under the same ptrace permission as
+ * cross-memory attach), node peers write the receive blocks that land in
+ * it with a plain copy into their mapping instead of process_vm_writev(2):
+ * one copy still, without the system call's page pinning (on 4 ranks over
+ * 2 cores that pinning costs 2.7x at 256 KiB per copy; docs/transport-ce.md).
+ * Otherwise (no such transport, an older kernel, all of its 256 slots
+ * taken: logged at INFO) it is an ordinary page-aligned allocation and
+ * calls treat it as any other buffer. Either way it is this process's
+ * memory, zero-filled, to read and write as any, send or receive buffer
+ * of any call; the bytes a peer writes follow the call's rules (nothing
+ * outside the receive blocks, nothing after a failed call returned).
+ * Free it with rmacoll_mem_free before rmacoll_comm_destroy (one left at
+ * destroy is logged and stays mapped).
+ * Errors: RMACOLL_ERR_INVALID_ARG (NULL comm or ptr, bytes 0),
+ * RMACOLL_ERR_NO_MEMORY. Thread-safe, also while calls run on comm.
+ */
+rmacoll_status_t rmacoll_mem_alloc(rmacoll_comm_t *comm, size_t bytes, void **ptr);
+
+/**
+ * Frees ptr from rmacoll_mem_alloc on comm; NULL is a no-op. No call
+ * whose buffers lie in it may be in flight. Errors:
+ * RMACOLL_ERR_INVALID_ARG (NULL comm, or ptr not the start of a live
+ * allocation of comm). Thread-safe.
+ */
+rmacoll_status_t rmacoll_mem_free(rmacoll_comm_t *comm, void *ptr);
+
+/**
  * AlltoAllV. Collective over all ranks of comm.
  *
  * Shapes: sendcounts, sdispls, recvcounts, rdispls each hold nranks int64
