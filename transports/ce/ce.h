@@ -10,12 +10,15 @@
  * rmacoll__ce_cuda_* functions declared below. Without the CUDA backend,
  * CUDA memory is refused with RMACOLL_ERR_UNSUPPORTED.
  *
- * Nothing here is thread-safe: one instance belongs to one communicator,
- * which one thread uses at a time.
+ * Nothing here is thread-safe but mem_alloc / mem_free of host memory
+ * (rmacoll_mem_alloc's, under dir_lock): one instance belongs to one
+ * communicator, which one thread uses at a time.
  */
 #ifndef RMACOLL_TRANSPORT_CE_H
 #define RMACOLL_TRANSPORT_CE_H
 
+#include <pthread.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "rmacoll_transport.h"
@@ -27,6 +30,19 @@
 /* CUDA backend state (ce_cuda.c); declared in every build so that the
  * instance has one layout whatever includes this header. */
 typedef struct rmacoll__ce_cuda rmacoll__ce_cuda_t;
+
+/* Shared host allocations (ce_shared.c): slots of a rank's directory, and
+ * peers' allocations a rank keeps mapped. */
+#define CE_DIR_SLOTS 256
+#define CE_MAP_MAX 64
+struct rmacoll__ce_dir;
+typedef struct rmacoll__ce_map {
+    int peer;
+    uint64_t serial;   /* the owner's allocation serial */
+    uint64_t raddr;    /* its address in the owner */
+    uint64_t bytes;
+    void *local;       /* its mapping here */
+} rmacoll__ce_map_t;
 
 /* One ce instance (what init returns as rmacoll_transport_t). */
 struct rmacoll_transport {
@@ -45,6 +61,17 @@ struct rmacoll_transport {
      * RMACOLL_ERR_CUDA, and a message naming the cause. */
     rmacoll_status_t cuda_status;
     char cuda_why[256];
+    /* shared host allocations (ce_shared.c) */
+    struct rmacoll__ce_dir *dir;     /* own directory, NULL: none */
+    int dir_fd;
+    uint64_t dir_serial;
+    pthread_mutex_t dir_lock;        /* alloc and free (user threads) */
+    const struct rmacoll__ce_dir **peer_dir; /* [nranks]: mapped on first use */
+    uint8_t *peer_dir_state;         /* [nranks] */
+    int64_t *peer_dir_fd;            /* [nranks]: fd of its directory there */
+    int *pidfd;                      /* [nranks]: -1 until opened */
+    rmacoll__ce_map_t maps[CE_MAP_MAX];
+    int nmaps;
 };
 
 /**
@@ -55,6 +82,26 @@ struct rmacoll_transport {
  */
 rmacoll_status_t rmacoll__ce_set_iov_max(rmacoll_transport_t *tp,
                                          uint64_t bytes);
+
+/*
+ * Shared host allocations (ce_shared.c; see its file comment).
+ * _init makes this rank's directory (none, and success, when memfd is
+ * unavailable: allocations then fall back in the core); tp->dir_fd is what
+ * init's allgather carries. _peer records a node peer's directory fd (-1:
+ * none). _lookup returns where [dst, dst + bytes) of peer's address space
+ * is mapped here when one of peer's shared allocations holds it, else NULL
+ * (then cross-memory attach). _alloc / _free serve mem_alloc / mem_free of
+ * RMACOLL_MEM_HOST (_free returns 0 when addr is not a live allocation);
+ * _finalize unmaps everything of peers and the directory (own allocations
+ * still live stay mapped).
+ */
+rmacoll_status_t rmacoll__ce_shared_init(rmacoll_transport_t *tp);
+void rmacoll__ce_shared_peer(rmacoll_transport_t *tp, int peer, int64_t dir_fd);
+void *rmacoll__ce_shared_lookup(rmacoll_transport_t *tp, int peer, uint64_t dst,
+                                uint64_t bytes);
+rmacoll_status_t rmacoll__ce_shared_alloc(rmacoll_transport_t *tp, size_t bytes, void **addr);
+int rmacoll__ce_shared_free(rmacoll_transport_t *tp, void *addr);
+void rmacoll__ce_shared_finalize(rmacoll_transport_t *tp);
 
 #ifdef RMACOLL_HAVE_CE_CUDA
 /*

@@ -42,7 +42,7 @@
 #include "transports/ce/ce.h"
 #include "transports/common/tops.h"
 
-#define CE_BLOB_VERSION 1u
+#define CE_BLOB_VERSION 2u
 #define CE_MAX_STALLS 16 /* retries of a call that moved no byte */
 
 #define CE_LOG(tp_env, lvl, ...)                                           \
@@ -59,6 +59,7 @@ typedef struct ce_blob {
     uint64_t pid;
     uint64_t probe_addr;  /* &tp->probe_word in that process */
     uint64_t nonce;       /* value of that word */
+    int64_t dir_fd;       /* its shared-allocation directory's fd, or -1 */
 } ce_blob_t;
 
 /* What every rank contributes to init's second allgather. */
@@ -190,6 +191,9 @@ static rmacoll_status_t ce_probe_peer(rmacoll_transport_t *tp, int peer,
 static void ce_free(rmacoll_transport_t *tp)
 {
     if (tp != NULL) {
+        if (tp->pidfd != NULL) {
+            rmacoll__ce_shared_finalize(tp);
+        }
         free(tp->pids);
         free(tp);
     }
@@ -220,7 +224,8 @@ static rmacoll_status_t ce_init(const rmacoll_transport_env_t *env,
     tp->pids = calloc((size_t)env->nranks, sizeof(*tp->pids));
     all = calloc((size_t)env->nranks, sizeof(*all));
     verdicts = calloc((size_t)env->nranks, sizeof(*verdicts));
-    if (tp->pids == NULL || all == NULL || verdicts == NULL) {
+    if (tp->pids == NULL || all == NULL || verdicts == NULL ||
+        rmacoll__ce_shared_init(tp) != RMACOLL_SUCCESS) {
         /* Every rank allocates the same sizes; failing here is collective
          * only by luck, which the core's own timeouts must cover. */
         CE_LOG(env, RMACOLL_LOG_ERROR,
@@ -235,6 +240,7 @@ static rmacoll_status_t ce_init(const rmacoll_transport_env_t *env,
     mine.pid = (uint64_t)getpid();
     mine.probe_addr = (uint64_t)(uintptr_t)&tp->probe_word;
     mine.nonce = tp->probe_nonce;
+    mine.dir_fd = tp->dir_fd;
     st = env->allgather(env->oob_ctx, &mine, all, sizeof(mine));
     if (st != RMACOLL_SUCCESS) {
         CE_LOG(env, RMACOLL_LOG_ERROR,
@@ -262,6 +268,7 @@ static rmacoll_status_t ce_init(const rmacoll_transport_env_t *env,
             verdict.ok = 0;
             verdict.bad_peer = p;
         }
+        rmacoll__ce_shared_peer(tp, p, all[p].dir_fd);
     }
 
     /* 3. Agree (collective): all ranks fail if one cannot reach a peer.
@@ -381,6 +388,39 @@ static rmacoll_status_t ce_mem_deregister(rmacoll_transport_t *tp,
     return rmacoll__ce_cuda_mem_deregister(tp, mem);
 #else
     return RMACOLL_ERR_INVALID_ARG;
+#endif
+}
+
+/* mem_alloc / mem_free: host memory shared with node peers (ce_shared.c),
+ * CUDA memory from the CUDA backend. */
+static rmacoll_status_t ce_mem_alloc(rmacoll_transport_t *tp, size_t bytes,
+                                     rmacoll_memtype_t type, void **addr)
+{
+    if (tp == NULL || addr == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    *addr = NULL;
+    if (type == RMACOLL_MEM_HOST) {
+        return bytes == 0 ? RMACOLL_ERR_UNSUPPORTED : rmacoll__ce_shared_alloc(tp, bytes, addr);
+    }
+#ifdef RMACOLL_HAVE_CE_CUDA
+    return rmacoll__ce_cuda_mem_alloc(tp, bytes, type, addr);
+#else
+    return RMACOLL_ERR_UNSUPPORTED;
+#endif
+}
+
+static void ce_mem_free(rmacoll_transport_t *tp, void *addr, rmacoll_memtype_t type)
+{
+    if (tp == NULL || addr == NULL) {
+        return;
+    }
+    if (type == RMACOLL_MEM_HOST) {
+        (void)rmacoll__ce_shared_free(tp, addr);
+        return;
+    }
+#ifdef RMACOLL_HAVE_CE_CUDA
+    rmacoll__ce_cuda_mem_free(tp, addr, type);
 #endif
 }
 
@@ -548,9 +588,15 @@ static rmacoll_status_t ce_host_post_puts(rmacoll_transport_t *tp,
             return st;
         }
         if (p->bytes > 0) {
+            void *direct;
+
             if (p->peer == tp->rank) {
                 memcpy((void *)(uintptr_t)p->dst_addr, p->src,
                        (size_t)p->bytes);
+            } else if ((direct = rmacoll__ce_shared_lookup(tp, p->peer, p->dst_addr,
+                                                           p->bytes)) != NULL) {
+                /* into the peer's shared allocation (ce_shared.c) */
+                memcpy(direct, p->src, (size_t)p->bytes);
             } else {
                 st = ce_cma_write(tp, p->peer, p->src, p->dst_addr,
                                   p->bytes);
@@ -641,8 +687,8 @@ const rmacoll_transport_ops_t rmacoll_transport_ce_ops = {
                              .mem_deregister = ce_mem_deregister,
                              .mem_export = rmacoll__ce_cuda_mem_export,
                              .mem_import = rmacoll__ce_cuda_mem_import,
-                             .mem_alloc = rmacoll__ce_cuda_mem_alloc,
-                             .mem_free = rmacoll__ce_cuda_mem_free),
+                             .mem_alloc = ce_mem_alloc,
+                             .mem_free = ce_mem_free),
     /* CUDA memory on the user's stream */
     .stream = RMACOLL__TOPS_STREAM(.post_puts_stream = rmacoll__ce_cuda_post_puts_stream,
                                    .wait_stream = rmacoll__ce_cuda_wait_stream,
@@ -651,7 +697,9 @@ const rmacoll_transport_ops_t rmacoll_transport_ce_ops = {
                                        rmacoll__ce_cuda_set_device_signals),
 #else
     .mem = RMACOLL__TOPS_MEM(.mem_register = ce_mem_register,
-                             .mem_deregister = ce_mem_deregister),
+                             .mem_deregister = ce_mem_deregister,
+                             .mem_alloc = ce_mem_alloc,
+                             .mem_free = ce_mem_free),
 #endif
     .host = RMACOLL__TOPS_HOST(.post_puts = ce_post_puts),
 };

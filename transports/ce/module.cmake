@@ -8,7 +8,8 @@
 # time (cudaGetDriverEntryPointByVersion), never by linking libcuda.
 # Included from transports/CMakeLists.txt in the same scope.
 if(RMACOLL_ENABLE_CE)
-  list(APPEND RMACOLL_SOURCES ${CMAKE_CURRENT_LIST_DIR}/ce_host.c)
+  list(APPEND RMACOLL_SOURCES ${CMAKE_CURRENT_LIST_DIR}/ce_host.c
+                              ${CMAKE_CURRENT_LIST_DIR}/ce_shared.c)
   list(APPEND RMACOLL_DEFINES RMACOLL_HAVE_CE=1)
   list(APPEND RMACOLL_TRANSPORT_SYMBOLS rmacoll_transport_ce_ops)
   list(APPEND RMACOLL_TRANSPORT_NAMES "ce")
