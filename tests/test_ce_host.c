@@ -68,6 +68,7 @@ typedef struct child {
     volatile uint64_t *peer_sig[MAXR];
     rmacoll_transport_env_t env;
     char lastlog[1024];  /* the last message the transport logged */
+    int direct_maps;     /* messages "... for direct copies" (shared allocations) */
 } child_t;
 
 typedef void (*child_fn_t)(child_t *c, void *arg);
@@ -153,6 +154,9 @@ static void child_log(void *ctx, rmacoll_log_level_t level, uint32_t subsys,
     va_start(ap, fmt);
     vsnprintf(c->lastlog, sizeof(c->lastlog), fmt, ap);
     va_end(ap);
+    if (strstr(c->lastlog, "for direct copies") != NULL) {
+        c->direct_maps++;
+    }
     fprintf(stderr, "[rank %d] %s\n", c->rank, c->lastlog);
 }
 
@@ -252,6 +256,7 @@ typedef struct exchange {
     int nsizes;
     int reps;               /* iterations per size */
     uint64_t iov_max;       /* 0: transport default */
+    int shared;             /* receive buffers from mem_alloc(RMACOLL_MEM_HOST) */
 } exchange_t;
 
 static void child_exchange(child_t *c, void *arg)
@@ -275,7 +280,17 @@ static void child_exchange(child_t *c, void *arg)
     }
     stride = maxsz + GUARD;
     total = GUARD + (uint64_t)n * stride;
-    buf = malloc(total);
+    if (x->shared) {
+        void *m = NULL;
+
+        CHECK(c, OPS->mem->mem_alloc(tp, total, RMACOLL_MEM_HOST, &m) == RMACOLL_SUCCESS);
+        buf = m;
+        for (uint64_t i = 0; i < total; i++) {
+            CHECK(c, buf[i] == 0); /* zero-filled */
+        }
+    } else {
+        buf = malloc(total);
+    }
     src = malloc(maxsz > 0 ? maxsz : 1);
     CHECK(c, buf != NULL && src != NULL);
     memset(buf, FILL, total);
@@ -333,9 +348,25 @@ static void child_exchange(child_t *c, void *arg)
     CHECK(c, find_not_fill(buf, total) == total);
     CHECK(c, OPS->base->progress(tp) == RMACOLL_SUCCESS);
     CHECK(c, OPS->base->error_peer(tp) == -1);
+    /* puts of more than 0 bytes to the n - 1 peers each mapped that
+     * peer's allocation once, and only then */
+    if (x->shared) {
+        int any = 0;
+
+        for (int k = 0; k < x->nsizes; k++) {
+            any |= x->sizes[k] > 0;
+        }
+        CHECK(c, c->direct_maps == (any ? n - 1 : 0));
+    } else {
+        CHECK(c, c->direct_maps == 0);
+    }
     barrier(c); /* no peer writes into buf after this */
+    if (x->shared) {
+        OPS->mem->mem_free(tp, buf, RMACOLL_MEM_HOST);
+    } else {
+        free(buf);
+    }
     OPS->base->finalize(tp);
-    free(buf);
     free(src);
 }
 
@@ -425,21 +456,21 @@ static const uint64_t small_sizes[] = {0, 1, 4095, 1u << 20};
 
 static void test_sizes_2(void **state)
 {
-    exchange_t x = {small_sizes, 4, 3, 0};
+    exchange_t x = {small_sizes, 4, 3, 0, 0};
 
     run_ranks(2, child_exchange, &x);
 }
 
 static void test_sizes_3(void **state)
 {
-    exchange_t x = {small_sizes, 4, 3, 0};
+    exchange_t x = {small_sizes, 4, 3, 0, 0};
 
     run_ranks(3, child_exchange, &x);
 }
 
 static void test_sizes_4(void **state)
 {
-    exchange_t x = {small_sizes, 4, 3, 0};
+    exchange_t x = {small_sizes, 4, 3, 0, 0};
 
     run_ranks(4, child_exchange, &x);
 }
@@ -449,8 +480,8 @@ static void test_sizes_4(void **state)
 static void test_100mib(void **state)
 {
     static const uint64_t big[] = {100ull << 20};
-    exchange_t split = {big, 1, 1, (1u << 20) + 4097};
-    exchange_t whole = {big, 1, 1, 0};
+    exchange_t split = {big, 1, 1, (1u << 20) + 4097, 0};
+    exchange_t whole = {big, 1, 1, 0, 0};
 
     run_ranks(2, child_exchange, &split);
     run_ranks(2, child_exchange, &whole);
@@ -461,9 +492,83 @@ static void test_100mib(void **state)
 static void test_signal_after_data(void **state)
 {
     static const uint64_t sz[] = {(64u << 10) + 3};
-    exchange_t x = {sz, 1, 400, 0};
+    exchange_t x = {sz, 1, 400, 0, 0};
 
     run_ranks(4, child_exchange, &x);
+}
+
+/* Receive buffers in shared allocations: the same exchange, every byte
+ * and guard checked, the signal after the data, each peer's allocation
+ * mapped once (the puts are memcpy into the mapping). */
+static void test_shared_exchange(void **state)
+{
+    static const uint64_t sz[] = {1, 4095, (64u << 10) + 3, 1u << 20};
+    exchange_t x = {sz, 4, 20, 0, 1};
+
+    run_ranks(4, child_exchange, &x);
+}
+
+/* Rank 1 frees its shared receive buffer and allocates another of the
+ * same size (usually at the same address) after rank 0 has put into the
+ * first: rank 0 must put into the new one, not through its mapping of the
+ * freed one; 3 rounds, every byte and the guards checked. */
+static void child_shared_realloc(child_t *c, void *arg)
+{
+    rmacoll_transport_t *tp = child_init(c);
+    const uint64_t sz = (32u << 10) + 5, total = GUARD + sz + GUARD;
+    uint8_t *src = malloc(sz), *buf = NULL;
+    uint64_t first = 0;
+    int same = 0;
+
+    CHECK(c, src != NULL);
+    for (uint64_t it = 0; it < 3; it++) {
+        if (c->rank == 1) {
+            void *m = NULL;
+
+            if (buf != NULL) {
+                OPS->mem->mem_free(tp, buf, RMACOLL_MEM_HOST);
+            }
+            CHECK(c, OPS->mem->mem_alloc(tp, total, RMACOLL_MEM_HOST, &m) == RMACOLL_SUCCESS);
+            buf = m;
+            if (it == 0) {
+                first = (uint64_t)(uintptr_t)buf;
+            } else {
+                same += (uint64_t)(uintptr_t)buf == first;
+            }
+            memset(buf, FILL, total);
+            c->sh->buf_addr[1] = (uint64_t)(uintptr_t)buf;
+        }
+        barrier(c);
+        if (c->rank == 0) {
+            rmacoll_put_t put = {.peer = 1, .src = src,
+                                 .dst_addr = c->sh->buf_addr[1] + GUARD, .bytes = sz,
+                                 .sig_index = SIG_SPARE, .sig_value = it + 1};
+
+            fill_pat(src, 0, 1, it, sz);
+            CHECK(c, OPS->host->post_puts(tp, &put, 1) == RMACOLL_SUCCESS);
+            CHECK(c, c->direct_maps == (int)it + 1); /* a new mapping each round */
+        }
+        barrier(c);
+        if (c->rank == 1) {
+            CHECK(c, c->sh->signals[1][SIG_SPARE] == it + 1);
+            CHECK(c, find_not_fill(buf, GUARD) == GUARD);
+            CHECK(c, find_bad_pat(buf + GUARD, 0, 1, it, sz) == sz);
+            CHECK(c, find_not_fill(buf + GUARD + sz, GUARD) == GUARD);
+        }
+        barrier(c);
+    }
+    if (c->rank == 1) {
+        fprintf(stderr, "[rank 1] reallocated at the same address in %d of 2 rounds\n", same);
+        OPS->mem->mem_free(tp, buf, RMACOLL_MEM_HOST);
+    }
+    barrier(c);
+    OPS->base->finalize(tp);
+    free(src);
+}
+
+static void test_shared_realloc(void **state)
+{
+    run_ranks(2, child_shared_realloc, NULL);
 }
 
 /* Rank 1 exits after one good put; rank 0's later put fails naming it. */
@@ -763,6 +868,8 @@ int main(void)
         cmocka_unit_test(test_sizes_4),
         cmocka_unit_test(test_100mib),
         cmocka_unit_test(test_signal_after_data),
+        cmocka_unit_test(test_shared_exchange),
+        cmocka_unit_test(test_shared_realloc),
         cmocka_unit_test(test_dead_peer),
         cmocka_unit_test(test_bad_dst),
         cmocka_unit_test(test_init_eperm),
