@@ -284,7 +284,7 @@ static void info_json(const rmacoll_config_t *cfg, const char *file, const char 
  * relay.buffer_bytes (the planner's rule, rmacoll__plan_relay_rule).
  * Returns 0, 1 when the loaded relay.buffer_bytes is below the minimum, 2
  * on a bad spec. */
-static int info_topology(const rmacoll_config_t *cfg, const char *spec)
+static int info_topology(const rmacoll_config_t *cfg, const char *spec, int json)
 {
     static int node_of[4096];
     rmacoll__plan_cfg_t pcfg;
@@ -299,6 +299,32 @@ static int info_topology(const rmacoll_config_t *cfg, const char *spec)
         return 2;
     }
     rmacoll__plan_cfg_from(cfg, &pcfg);
+    rc = rmacoll__plan_relay_rule(topo, &pcfg, &rule, NULL, 0) ? 0 : 1;
+    if (json) {
+        int first = 1;
+
+        printf("{\"topology\": ");
+        json_str(spec);
+        printf(", \"nranks\": %d, \"nnodes\": %d, \"relay\": %s, \"relay_slots\": %u, "
+               "\"relay_buffer_bytes\": %llu, \"relays\": [", n, topo->nnodes,
+               cfg->relay_enabled ? "true" : "false", cfg->relay_slots,
+               (unsigned long long)cfg->relay_buffer_bytes);
+        for (int r = 0; r < n; r++) {
+            int nin = rmacoll__plan_nin(topo, &pcfg, r);
+
+            if (nin > 0) {
+                printf("%s{\"rank\": %d, \"node\": %d, \"channels\": %d, "
+                       "\"slot_bytes\": %llu}", first ? "" : ", ", r, topo->node_of[r], nin,
+                       (unsigned long long)rmacoll__plan_slot_bytes(topo, &pcfg, r));
+                first = 0;
+            }
+        }
+        printf("], \"min_relay_buffer_bytes\": %llu, \"min_at_rank\": %d, "
+               "\"buffer_too_small\": %s}\n", (unsigned long long)rule.min_buffer_bytes,
+               rule.relay, rc ? "true" : "false");
+        rmacoll__topo_destroy(topo);
+        return rc;
+    }
     printf("topology %s: %d ranks on %d nodes, relay %s, relay.slots = %u, "
            "relay.buffer_bytes = %llu\n", spec, n, topo->nnodes,
            cfg->relay_enabled ? "on" : "off", cfg->relay_slots,
@@ -311,7 +337,6 @@ static int info_topology(const rmacoll_config_t *cfg, const char *spec)
                    (unsigned long long)rmacoll__plan_slot_bytes(topo, &pcfg, r));
         }
     }
-    rc = rmacoll__plan_relay_rule(topo, &pcfg, &rule, NULL, 0) ? 0 : 1;
     printf("minimum relay.buffer_bytes: %llu bytes (%u-byte slots x relay.slots %u x %d "
            "channels at rank %d)%s\n", (unsigned long long)rule.min_buffer_bytes,
            RMACOLL__MIN_SLOT_BYTES, cfg->relay_slots, rule.nin, rule.relay,
@@ -376,7 +401,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "rmacoll-info: %s: %s\n", rmacoll_status_name(st), err);
     }
     if (topology != NULL) {
-        return st == RMACOLL_SUCCESS ? info_topology(&cfg, topology) : 1;
+        return st == RMACOLL_SUCCESS ? info_topology(&cfg, topology, json) : 1;
     }
     if (runtime) {
         info_runtime(json);

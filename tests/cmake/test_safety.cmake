@@ -25,6 +25,17 @@ if(TARGET rmacoll-info)
   set_tests_properties(rmacoll_info_relay_min_nxg PROPERTIES TIMEOUT 60
     ENVIRONMENT "RMACOLL_CONFIG=;RMACOLL_RELAY_SLOTS=2"
     PASS_REGULAR_EXPRESSION "topology 2x2: 4 ranks on 2 nodes")
+  # --json with --topology: the same figures as one JSON object (it printed
+  # the text before), parsed and checked field by field
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  if(Python3_Interpreter_FOUND)
+    add_test(NAME rmacoll_info_relay_json COMMAND sh -c
+      "\"$1\" --json --topology 1,4 | \"$2\" -c 'import json,sys; d=json.load(sys.stdin); r=d[\"relays\"]; assert (d[\"nranks\"], d[\"nnodes\"], d[\"relay\"], d[\"relay_slots\"], d[\"relay_buffer_bytes\"], d[\"min_relay_buffer_bytes\"], d[\"min_at_rank\"], d[\"buffer_too_small\"]) == (5, 2, True, 4, 128, 128, 0, False), d; assert r[0] == {\"rank\": 0, \"node\": 0, \"channels\": 4, \"slot_bytes\": 8}, r; print(\"info json ok\", len(r))'"
+      sh $<TARGET_FILE:rmacoll-info> ${Python3_EXECUTABLE})
+    set_tests_properties(rmacoll_info_relay_json PROPERTIES TIMEOUT 60
+      ENVIRONMENT "RMACOLL_CONFIG=;RMACOLL_RELAY_SLOTS=4;RMACOLL_RELAY_BUFFER_BYTES=128"
+      PASS_REGULAR_EXPRESSION "info json ok 2")
+  endif()
   add_test(NAME rmacoll_info_relay_too_small COMMAND rmacoll-info --topology 1,4)
   set_tests_properties(rmacoll_info_relay_too_small PROPERTIES TIMEOUT 60
     ENVIRONMENT "RMACOLL_CONFIG=;RMACOLL_RELAY_SLOTS=4;RMACOLL_RELAY_BUFFER_BYTES=120"
