@@ -970,12 +970,15 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
             rmacoll_config_init(&comm->cfg);
         }
     } else {
-        st = rmacoll_config_load(NULL, &comm->cfg, err, sizeof(err));
-        if (st != RMACOLL_SUCCESS) {
+        /* a bad YAML file or environment value on some ranks: those ranks
+         * still join the bootstrap (with the defaults), so that every rank
+         * fails at once with the message naming the rank and the key
+         * (check_config), not after the others' bootstrap timeout */
+        cfg_st = rmacoll_config_load(NULL, &comm->cfg, cfg_err, sizeof(cfg_err));
+        if (cfg_st != RMACOLL_SUCCESS) {
             rmacoll__log(&comm->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CONFIG,
-                         "%s", err);
-            comm_free(comm);
-            return st;
+                         "%s", cfg_err);
+            rmacoll_config_init(&comm->cfg);
         }
     }
     comm->proxy.timeout_ms = comm->cfg.timeout_ms;

@@ -372,6 +372,33 @@ static void test_config_differs(void **state)
 }
 
 
+/* A bad environment value on one rank only (every rank loads its
+ * configuration from the environment): that rank still joins the
+ * bootstrap, so every rank's create fails at once, none waits for its
+ * bootstrap timeout (20 s here; the ranks' alarm is 15 s, so a rank that
+ * waited would die of SIGALRM, 128 + 14, not fail with
+ * MPRUN_CREATE_FAILED). */
+static void test_config_bad_env_one_rank(void **state)
+{
+    static const int node_of[] = {0, 0, 1};
+    static const rmacoll_config_t *const per_rank[3] = {NULL, NULL, NULL};
+    static const char *const env[3] = {NULL, "RMACOLL_EAGER_MAX_BYTES=lots", NULL};
+    int codes[3] = {0};
+    mprun_opts_t o = {3, node_of, NULL, 15, -1};
+
+    (void)state;
+    assert_int_equal(setenv("RMACOLL_TIMEOUT_MS", "20000", 1), 0);
+    mprun_rank_config = per_rank;
+    mprun_rank_env = env;
+    assert_int_equal(mprun(&o, never_body, NULL, codes), 3);
+    mprun_rank_config = NULL;
+    mprun_rank_env = NULL;
+    unsetenv("RMACOLL_TIMEOUT_MS");
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(codes[r], MPRUN_CREATE_FAILED);
+    }
+}
+
 /* Host calls, then the device path the communicator chose and its
  * counters: staged (no libfabric provider here registers CUDA memory),
  * nothing staged or registered, as no device call was made; a smaller
@@ -519,6 +546,7 @@ int main(void)
         cmocka_unit_test(test_killed_rank),
         cmocka_unit_test(test_verbs_without_device),
         cmocka_unit_test(test_config_differs),
+        cmocka_unit_test(test_config_bad_env_one_rank),
     };
 
     setenv("FI_TCP_IFACE", "lo", 0);

@@ -51,6 +51,7 @@ pid_t mprun_root(rmacoll_unique_id_t *id, unsigned timeout_s)
 }
 
 const rmacoll_config_t *const *mprun_rank_config;
+const char *const *mprun_rank_env;
 
 int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
 {
@@ -82,6 +83,9 @@ int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
             p.nranks = opts->nranks;
             p.unique_id = &id;
             p.config = mprun_rank_config != NULL ? mprun_rank_config[r] : opts->config;
+            if (mprun_rank_env != NULL && mprun_rank_env[r] != NULL) {
+                putenv((char *)mprun_rank_env[r]);
+            }
             snprintf(key, sizeof(key), "vnode-%d", opts->node_of ? opts->node_of[r] : 0);
             p.node_key = key;
             if (rmacoll_comm_create(&p, &comm) != RMACOLL_SUCCESS) {

@@ -36,6 +36,12 @@ pid_t mprun_root(rmacoll_unique_id_t *id, unsigned timeout_s);
  * differs between ranks. */
 extern const rmacoll_config_t *const *mprun_rank_config;
 
+/* When set, rank r puts mprun_rank_env[r] ("KEY=VALUE", or NULL for
+ * nothing) into its environment before creating its communicator; with a
+ * NULL mprun_rank_config[r] the library then loads that environment
+ * (rmacoll_comm_params_t.config = NULL). */
+extern const char *const *mprun_rank_env;
+
 /* Exit code of a child that could not create its communicator. */
 #define MPRUN_CREATE_FAILED 200
 
