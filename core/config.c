@@ -1151,6 +1151,45 @@ static int config_find_line(const char *t, size_t len, const char *path, const c
     return scan_line_of(t, (size_t)pos);
 }
 
+/*
+ * Line of the second `key:` of dotted path ("timeout_ms", "relay.slots")
+ * in its mapping (libcyaml's "mapping field already seen"), 0 if there is
+ * none.
+ */
+static int config_find_dup_line(const char *t, size_t len, const char *path)
+{
+    const char *dot = strchr(path, '.');
+    const char *key = dot != NULL ? dot + 1 : path;
+    size_t from = 0, end = len, after = 0;
+    long pos;
+
+    if (t == NULL) {
+        return 0;
+    }
+    if (dot != NULL) {
+        char parent[64];
+        size_t plen = (size_t)(dot - path);
+
+        if (plen >= sizeof(parent)) {
+            return 0;
+        }
+        memcpy(parent, path, plen);
+        parent[plen] = '\0';
+        pos = scan_find(t, 0, len, parent, 1, 0, &after);
+        if (pos < 0) {
+            return 0;
+        }
+        from = after;
+        end = scan_block_end(t, len, after);
+    }
+    pos = scan_find(t, from, end, key, dot == NULL, 0, &after);
+    if (pos < 0) {
+        return 0;
+    }
+    pos = scan_find(t, after, end, key, dot == NULL, 0, &after);
+    return pos < 0 ? 0 : scan_line_of(t, (size_t)pos);
+}
+
 /* ---- libcyaml schema: every leaf a string, all in one flat struct ----
  * Built from the registry at each load (the keys are the core's and the
  * transports'): a top-level key without a dot is a leaf, "a.b" a leaf b in
@@ -1369,7 +1408,13 @@ static void config_cyaml_error(const config_cyaml_log_t *lg, cyaml_err_t err, co
                    file, line, full, known);
         return;
     }
-    line = path[0] ? config_find_line(text, len, path, NULL) : 0;
+    line = 0;
+    if (path[0] && strncmp(lg->msg, "mapping field already seen", 26) == 0) {
+        line = config_find_dup_line(text, len, path); /* the duplicate, not the first */
+    }
+    if (line == 0) {
+        line = path[0] ? config_find_line(text, len, path, NULL) : 0;
+    }
     if (line == 0) {
         line = lg->line > 0 ? lg->line : 1;
     }

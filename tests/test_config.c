@@ -519,6 +519,26 @@ static void test_unknown_key(void **state)
     assert_has(err, "line 3");
 }
 
+/* A key given twice is reported at the second one (libcyaml names the
+ * mapping's first line). */
+static void test_duplicate_key(void **state)
+{
+    char err[512];
+
+    (void)state;
+    load_fails("timeout_ms: 1000\neager_max_bytes: 64KiB\ntimeout_ms: 2000\n", err,
+               sizeof(err));
+    assert_has(err, "line 3: timeout_ms: mapping field already seen");
+
+    load_fails("relay:\n  slots: 4\n  enabled: true\n  # slots again\n  slots: 8\n", err,
+               sizeof(err));
+    assert_has(err, "line 5: relay.slots: mapping field already seen");
+
+    load_fails("relay:\n  slots: 4\neager_max_bytes: 64KiB\nrelay:\n  slots: 8\n", err,
+               sizeof(err));
+    assert_has(err, "line 4: relay: mapping field already seen");
+}
+
 static void test_bad_enum(void **state)
 {
     char err[512];
@@ -681,9 +701,10 @@ static void test_syntax_error(void **state)
     load_fails("scheduler: shift\nrelay:\n  slots: 4\n  enabled: [true\n", err, sizeof(err));
     assert_has(err, "line ");
 
+    /* the duplicate's line (it was the first one's, line 1) */
     load_fails("scheduler: a\nscheduler: b\n", err, sizeof(err));
     assert_has(err, "scheduler");
-    assert_has(err, "line 1");
+    assert_has(err, "line 2");
 }
 
 static void test_missing_file(void **state)
@@ -939,6 +960,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_subsys_exclude, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_unknown_key, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_bad_enum, clean_env, cleanup),
+        cmocka_unit_test_setup_teardown(test_duplicate_key, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_impossible_sizes, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_sizes, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_syntax_error, clean_env, cleanup),
