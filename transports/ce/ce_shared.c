@@ -114,6 +114,7 @@ rmacoll_status_t rmacoll__ce_shared_init(rmacoll_transport_t *tp)
     for (int p = 0; p < tp->nranks; p++) {
         tp->pidfd[p] = -1;
         tp->peer_dir_fd[p] = -1;
+        tp->peer_dir_state[p] = CE_PEER_OFF; /* until _peer gives its directory */
     }
     fd = (int)memfd_create("rmacoll-ce-dir", MFD_CLOEXEC);
     if (fd < 0 || ftruncate(fd, (off_t)sizeof(struct rmacoll__ce_dir)) != 0) {
