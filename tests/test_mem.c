@@ -47,6 +47,7 @@
 #define GUARD_LO 40 /* sentinel bytes before a region (keeps 8-byte alignment) */
 #define GUARD_HI 64 /* and after it */
 #define NALLOCS 300 /* more than the ce transport's 256 shared slots */
+#define NFILL 300   /* allocations V_REALLOC_KINDS holds during its calls */
 #define RANK_TIMEOUT_S 90
 
 /* ---- what every rank's log function records ---- */
@@ -639,15 +640,20 @@ typedef enum variant {
     V_RECV_AT_START, /* receive region at the allocation's first byte */
     V_MIXED,         /* even ranks allocate both, odd ranks malloc both */
     V_REALLOC,       /* receive buffer freed and allocated again before every call */
+    V_REALLOC_KINDS, /* the same with NFILL allocations held: it alternates
+                      * between a freed slot's shared memory (direct path) and
+                      * an ordinary allocation, perhaps at the same address */
     V_NVARIANTS
 } variant_t;
 
 static const char *const variant_names[] = {"malloc", "recv", "send", "both",
-                                            "recv-at-start", "mixed", "realloc"};
+                                            "recv-at-start", "mixed", "realloc",
+                                            "realloc-kinds"};
 
 static int recv_allocated(variant_t v, int rank)
 {
     return v == V_RECV || v == V_BOTH || v == V_RECV_AT_START || v == V_REALLOC ||
+           v == V_REALLOC_KINDS ||
            (v == V_MIXED && rank % 2 == 0);
 }
 
@@ -741,8 +747,9 @@ static int calls_body(rmacoll_comm_t *comm, int rank, int nranks, const void *ar
     const scen_t *a = argp;
     uint64_t iter = 0;
     int need_direct = 0, any_recv_allocated = 0, nrealloc = 0, nsame = 0;
-    unsigned char *want = NULL;
+    unsigned char *want = NULL, *fill[NFILL + 16];
     size_t want_cap = 0;
+    int fhead = 0, ftail = 0; /* fill[fhead, ftail) are live, oldest first */
 
     for (int g = 0; g < a->ngroups; g++) {
         const group_t *grp = &a->groups[g];
@@ -761,6 +768,20 @@ static int calls_body(rmacoll_comm_t *comm, int rank, int nranks, const void *ar
                 want_cap = smax + GUARD_LO + GUARD_HI;
                 if ((want = malloc(want_cap)) == NULL) {
                     return 3;
+                }
+            }
+            if (v == V_REALLOC_KINDS) {
+                /* every slot taken (the oldest allocations hold them); the
+                 * oldest freed: the receive buffer may take its slot */
+                for (fhead = ftail = 0; ftail < NFILL; ftail++) {
+                    if (rmacoll_mem_alloc(comm, page_size(), (void **)&fill[ftail]) !=
+                        RMACOLL_SUCCESS) {
+                        FAIL(3, "filler allocation %d failed", ftail);
+                    }
+                    memset(fill[ftail], 0x3c, page_size());
+                }
+                if (rmacoll_mem_free(comm, fill[fhead++]) != RMACOLL_SUCCESS) {
+                    return 8;
                 }
             }
             if (buf_get(comm, &sb, GUARD_LO, smax, send_allocated(v, rank)) != 0 ||
@@ -786,6 +807,24 @@ static int calls_body(rmacoll_comm_t *comm, int rank, int nranks, const void *ar
                     size_t grow = call % 2 == 0 ? 3 * page_size() : 0;
                     if (buf_put(comm, &rb) != 0 ||
                         buf_get(comm, &rb, GUARD_LO, rmax + grow, 1) != 0) {
+                        FAIL(4, "re-allocation before call %d failed (or not zeroed)", call);
+                    }
+                    nrealloc++;
+                    nsame += rb.base == old;
+                }
+                if (v == V_REALLOC_KINDS && call > 0) {
+                    /* odd calls: a new filler takes the freed receive
+                     * buffer's slot first, the new receive buffer has none;
+                     * even calls: the oldest filler gives its slot back */
+                    unsigned char *old = rb.base;
+                    int rc = buf_put(comm, &rb);
+                    if (call % 2 == 1 && ftail < NFILL + 16) {
+                        rc |= rmacoll_mem_alloc(comm, page_size(), (void **)&fill[ftail]);
+                        memset(fill[ftail++], 0x3c, page_size());
+                    } else if (call % 2 == 0 && fhead < ftail) {
+                        rc |= rmacoll_mem_free(comm, fill[fhead++]);
+                    }
+                    if (rc != 0 || buf_get(comm, &rb, GUARD_LO, rmax, 1) != 0) {
                         FAIL(4, "re-allocation before call %d failed (or not zeroed)", call);
                     }
                     nrealloc++;
@@ -835,6 +874,13 @@ static int calls_body(rmacoll_comm_t *comm, int rank, int nranks, const void *ar
             if (buf_put(comm, &sb) != 0 || buf_put(comm, &rb) != 0) {
                 FAIL(8, "mem_free of the call's buffers failed (%s)", variant_names[v]);
             }
+            for (; fhead < ftail; fhead++) { /* the fillers kept their bytes */
+                if (first_not(fill[fhead], page_size(), 0x3c) >= 0 ||
+                    rmacoll_mem_free(comm, fill[fhead]) != RMACOLL_SUCCESS) {
+                    FAIL(9, "filler %d changed during the calls, or its free failed", fhead);
+                }
+            }
+            fhead = ftail = 0;
         }
     }
     free(want);
@@ -859,8 +905,8 @@ static int calls_body(rmacoll_comm_t *comm, int rank, int nranks, const void *ar
     return 0;
 }
 
-static const variant_t all_variants[] = {V_NONE, V_RECV, V_SEND, V_BOTH,
-                                         V_RECV_AT_START, V_MIXED, V_REALLOC};
+static const variant_t all_variants[] = {V_NONE,          V_RECV,  V_SEND,    V_BOTH,
+                                         V_RECV_AT_START, V_MIXED, V_REALLOC, V_REALLOC_KINDS};
 #define NALL ((int)(sizeof(all_variants) / sizeof(all_variants[0])))
 
 static rmacoll_case_t *random_case(int nnodes, const int *sizes, const char *dist, int64_t base,
@@ -953,7 +999,7 @@ static void test_two_nodes_3_2(void **state)
  * node 1's buffers) and a receiver of nothing (3 + 3, one column zero). */
 static void test_more_cases(void **state)
 {
-    static const variant_t vs[] = {V_RECV, V_BOTH, V_MIXED, V_REALLOC};
+    static const variant_t vs[] = {V_RECV, V_BOTH, V_MIXED, V_REALLOC_KINDS};
     rmacoll_case_t *lone = load("single_rank_node_1_4.txt");
     rmacoll_case_t *col = load("one_column_zero.txt");
     group_t g1[] = {{{lone}, 1}}, g2[] = {{{col}, 1}};
