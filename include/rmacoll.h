@@ -406,7 +406,9 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
  * Free it with rmacoll_mem_free before rmacoll_comm_destroy (one left at
  * destroy is logged and stays mapped).
  * Errors: RMACOLL_ERR_INVALID_ARG (NULL comm or ptr, bytes 0),
- * RMACOLL_ERR_NO_MEMORY. Thread-safe, also while calls run on comm.
+ * RMACOLL_ERR_NO_MEMORY; logged (naming the rank), not kept in
+ * rmacoll_comm_last_error, which belongs to the calls. Thread-safe, also
+ * while calls run on comm.
  */
 rmacoll_status_t rmacoll_mem_alloc(rmacoll_comm_t *comm, size_t bytes, void **ptr);
 

@@ -261,13 +261,16 @@ typedef struct rmacoll_transport_mem_ops {
      * fail, and pending() must report 0 once nothing can complete. */
     rmacoll_status_t (*mem_revoke)(rmacoll_transport_t *tp, rmacoll_mem_t *mem);
     /* Optional (appended; NULL: RMACOLL_ERR_UNSUPPORTED): allocates `bytes`
-     * of memory of `type`, zero-filled, freed by mem_free before finalize.
+     * of memory of `type`, zero-filled.
      * RMACOLL_MEM_CUDA: for the core's own use (the relay buffer in device
-     * memory: cudaMalloc on the instance's device). RMACOLL_MEM_HOST: for
-     * rmacoll_mem_alloc, host memory this transport's node peers may
-     * write without a system call (ce: a shared memfd); RMACOLL_ERR_UNSUPPORTED
-     * makes the core fall back to an ordinary allocation. Thread-safe for
-     * RMACOLL_MEM_HOST (the user's threads call it, also during puts). */
+     * memory: cudaMalloc on the instance's device), freed by mem_free before
+     * finalize. RMACOLL_MEM_HOST: for rmacoll_mem_alloc, host memory this
+     * transport's node peers may write without a system call (ce: a shared
+     * memfd); RMACOLL_ERR_UNSUPPORTED makes the core fall back to an
+     * ordinary allocation. The user frees it (mem_free) or not: one still
+     * live at finalize must stay mapped and usable, leaving nothing behind
+     * in the file system. Thread-safe for RMACOLL_MEM_HOST (the user's
+     * threads call it, also during puts). */
     rmacoll_status_t (*mem_alloc)(rmacoll_transport_t *tp, size_t bytes,
                                   rmacoll_memtype_t type, void **addr);
     void (*mem_free)(rmacoll_transport_t *tp, void *addr, rmacoll_memtype_t type);
