@@ -132,7 +132,7 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
   add_test(NAME perf_local_register_needs_host COMMAND sh -c
     "\"$1\" -R 1 --buffers cuda 2>&1; echo \"exit $?\"" sh $<TARGET_FILE:rmacoll-perf>)
   set_tests_properties(perf_local_register_needs_host PROPERTIES TIMEOUT 30
-    PASS_REGULAR_EXPRESSION "^rmacoll-perf: -R 1: registered buffers are host memory \\(rmacoll_mem_alloc\\); --buffers cuda allocates its own device buffers: use -R 0 with it\nexit 64\n$")
+    PASS_REGULAR_EXPRESSION "^rmacoll-perf: -R 1: registered buffers are host memory; --buffers cuda allocates its own device buffers: use -R 0 with it\nexit 64\n$")
 
   # nccl-tests command lines: a pasted alltoall_perf line runs unchanged
   # and its output parses with the rules of parsers written for
@@ -212,6 +212,13 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
   endif()
   # The MPI baseline with -R 1: buffers from MPI_Alloc_mem, checked clean;
   # with a flipped byte the check fails in both rows (mpirun exits 2).
+  if(TARGET rmacoll-mpi-perf)
+    # A usage error exits 64 (before MPI_Init), as --help says.
+    add_test(NAME perf_mpi_usage_exit64 COMMAND sh -c
+      "\"$1\" -R 1 --buffers cuda 2>&1; echo \"exit $?\"" sh $<TARGET_FILE:rmacoll-mpi-perf>)
+    set_tests_properties(perf_mpi_usage_exit64 PROPERTIES TIMEOUT 30
+      PASS_REGULAR_EXPRESSION "^mpi_alltoallv_perf: -R 1: registered buffers are host memory; --buffers cuda allocates its own device buffers: use -R 0 with it\nexit 64\n$")
+  endif()
   if(RMACOLL_MPIEXEC AND TARGET rmacoll-mpi-perf)
     add_test(NAME perf_mpi_local_register COMMAND ${RMACOLL_MPIEXEC} -np 4
       $<TARGET_FILE:rmacoll-mpi-perf> -b 1K -e 64K -f 8 -n 5 -w 1 -R 1)

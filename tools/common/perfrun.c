@@ -561,9 +561,9 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
         return -1;
     }
     if (o->local_register && o->memory == RMACOLL_PERF_MEM_CUDA) {
-        snprintf(err, errlen, "-R %d: registered buffers are host memory "
-                 "(rmacoll_mem_alloc); --buffers cuda allocates its own device "
-                 "buffers: use -R 0 with it", o->local_register);
+        snprintf(err, errlen, "-R %d: registered buffers are host memory; "
+                 "--buffers cuda allocates its own device buffers: use -R 0 "
+                 "with it", o->local_register);
         return -1;
     }
     if (o->gemm_n > 0) {
@@ -1552,7 +1552,8 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
         if (s.rank == 0)
             fprintf(stderr, "%s: -R %d: %s\n", be->name, o->local_register,
                     s.dev != NULL ? "registered buffers are host memory; "
-                                    "--buffers cuda allocates its own"
+                                    "--buffers cuda allocates its own device "
+                                    "buffers: use -R 0 with it"
                                   : "this tool has no allocator of "
                                     "registered host memory");
         return RMACOLL_PERF_EXIT_USAGE;

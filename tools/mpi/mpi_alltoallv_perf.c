@@ -176,8 +176,10 @@ int main(int argc, char **argv)
     if (pr == 1)
         return 0;
     if (pr < 0) {
+        /* before MPI_Init: every rank prints it; 64 as --help says (2 is
+         * wrong data) */
         fprintf(stderr, MPI_PERF_NAME ": %s\n", err);
-        return 2;
+        return RMACOLL_PERF_EXIT_USAGE;
     }
 
     MPI_Init(&argc, &argv);
