@@ -111,6 +111,28 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
   set_tests_properties(perf_check_every_fails PROPERTIES TIMEOUT 120
     ENVIRONMENT "FI_TCP_IFACE=lo;FI_SOCKETS_IFACE=lo" LABELS "multiprocess"
     PASS_REGULAR_EXPRESSION "check every timed iteration.*rank 1: rmacoll: 1 wrong in timed iteration 0: .*Out of bounds values : 6 FAILED.*exit 2")
+  # -R 1 (nccl-tests' --local_register): the host send and receive buffers
+  # come from rmacoll_mem_alloc (and go back through rmacoll_mem_free: a
+  # buffer left at destroy is logged as not freed, a foreign pointer is an
+  # error of rmacoll_mem_free); all 3 rows check clean, and with the byte
+  # flipped (in such a buffer) the check fails in both rows (exit 2).
+  # -R 1 with --buffers cuda is refused before any rank starts (exit 64).
+  add_test(NAME perf_local_register
+    COMMAND rmacoll-perf -np 4 --ppn 2 -b 1K -e 64K -f 8 -n 5 -w 1 -R 1)
+  set_tests_properties(perf_local_register PROPERTIES TIMEOUT 120
+    ENVIRONMENT "FI_TCP_IFACE=lo;FI_SOCKETS_IFACE=lo" LABELS "multiprocess"
+    FAIL_REGULAR_EXPRESSION "not freed|rmacoll_mem_free|rmacoll_mem_alloc:"
+    PASS_REGULAR_EXPRESSION "# memory host, local_register 1 \\(rmacoll_mem_alloc\\), timing host clock.*\n +1024 +256 +float +none +-1 +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 .*\n +8192 +2048 +float +none +-1 +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 .*\n +65536 +16384 +float +none +-1 +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 .*Out of bounds values : 0 OK")
+  add_test(NAME perf_local_register_check_fails COMMAND sh -c
+    "RMACOLL_PERF_TEST_CORRUPT=1 \"$1\" -np 4 --ppn 2 -b 1K -e 8K -f 8 -n 3 -w 1 -R 1 2>&1; echo \"exit $?\""
+    sh $<TARGET_FILE:rmacoll-perf>)
+  set_tests_properties(perf_local_register_check_fails PROPERTIES TIMEOUT 120
+    ENVIRONMENT "FI_TCP_IFACE=lo;FI_SOCKETS_IFACE=lo" LABELS "multiprocess"
+    PASS_REGULAR_EXPRESSION "local_register 1 \\(rmacoll_mem_alloc\\).*\n +1024 +256 +float +none +-1 +[0-9.]+ +[0-9.]+ +[0-9.]+ +1 .*\n +8192 +2048 +float +none +-1 +[0-9.]+ +[0-9.]+ +[0-9.]+ +1 .*Out of bounds values : 2 FAILED.*exit 2")
+  add_test(NAME perf_local_register_needs_host COMMAND sh -c
+    "\"$1\" -R 1 --buffers cuda 2>&1; echo \"exit $?\"" sh $<TARGET_FILE:rmacoll-perf>)
+  set_tests_properties(perf_local_register_needs_host PROPERTIES TIMEOUT 30
+    PASS_REGULAR_EXPRESSION "^rmacoll-perf: -R 1: registered buffers are host memory; --buffers cuda allocates its own device buffers: use -R 0 with it\nexit 64\n$")
 
   # nccl-tests command lines: a pasted alltoall_perf line runs unchanged
   # and its output parses with the rules of parsers written for
@@ -132,6 +154,12 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
       sh $<TARGET_FILE:rmacoll-perf> ${Python3_EXECUTABLE})
     set_tests_properties(perf_json_stdout PROPERTIES TIMEOUT 300
       ENVIRONMENT "${_perf_env}" LABELS "multiprocess" PASS_REGULAR_EXPRESSION "json ok 20")
+    # -R 1 in the JSON: "local_register": 1, "host_alloc": "rmacoll_mem_alloc"
+    add_test(NAME perf_json_local_register COMMAND sh -c
+      "\"$1\" -b 1K -e 2K -f 2 -n 2 -w 1 -R 1 --json - 2>/dev/null | \"$2\" -c 'import json,sys; d=json.load(sys.stdin); assert d[\"status\"]==\"ok\" and d[\"memory\"]==\"host\" and d[\"local_register\"]==1 and d[\"host_alloc\"]==\"rmacoll_mem_alloc\" and len(d[\"rows\"])==2 and all(r[\"wrong\"]==0 for r in d[\"rows\"]), d; print(\"json local_register ok\")'"
+      sh $<TARGET_FILE:rmacoll-perf> ${Python3_EXECUTABLE})
+    set_tests_properties(perf_json_local_register PROPERTIES TIMEOUT 120
+      ENVIRONMENT "${_perf_env}" LABELS "multiprocess" PASS_REGULAR_EXPRESSION "json local_register ok")
   endif()
   # rmacoll-info --runtime --json: one JSON object with every section and
   # every variable rmacoll reads, with its value here.
@@ -151,7 +179,8 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
   endif()
   # Usage errors exit 64 before any rank starts (no "rank(s) failed").
   foreach(_bad "inter;--inter;bogus" "scheduler;--scheduler;nope"
-                "np;-np;4" "nodes;--nodes;0,1,x" "graph;-G;1" "threads;-t;2")
+                "np;-np;4" "nodes;--nodes;0,1,x" "graph;-G;1" "threads;-t;2"
+                "register;-R;3")
     list(GET _bad 0 _n)
     list(GET _bad 1 _o)
     list(GET _bad 2 _v)
@@ -170,8 +199,8 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
   # with two virtual nodes (--ppn 2 under the launcher). Skipped without
   # mpiexec; Open MPI as root needs the OMPI_* variables.
   find_program(RMACOLL_MPIEXEC NAMES mpiexec mpirun)
+  set(_mpi_env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;${_perf_env}")
   if(RMACOLL_MPIEXEC AND RMACOLL_HAVE_PMIX)
-    set(_mpi_env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;${_perf_env}")
     add_test(NAME perf_mpirun_np4 COMMAND ${RMACOLL_MPIEXEC} -np 4 $<TARGET_FILE:rmacoll-perf> -b 1K -e 64K -n 5 -w 1)
     set_tests_properties(perf_mpirun_np4 PROPERTIES TIMEOUT 300 ENVIRONMENT "${_mpi_env}"
       LABELS "mpi;multiprocess"
@@ -180,5 +209,34 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
     set_tests_properties(perf_mpirun_two_nodes PROPERTIES TIMEOUT 300 ENVIRONMENT "${_mpi_env}"
       LABELS "mpi;multiprocess"
       PASS_REGULAR_EXPRESSION "nranks 4, nodes 2 \\(2,2\\), launch mpirun.*Out of bounds values : 0 OK")
+  endif()
+  # The MPI baseline with -R 1: buffers from MPI_Alloc_mem, checked clean;
+  # with a flipped byte the check fails in both rows (mpirun exits 2).
+  if(TARGET rmacoll-mpi-perf)
+    # A usage error exits 64 (before MPI_Init), as --help says.
+    add_test(NAME perf_mpi_usage_exit64 COMMAND sh -c
+      "\"$1\" -R 1 --buffers cuda 2>&1; echo \"exit $?\"" sh $<TARGET_FILE:rmacoll-mpi-perf>)
+    set_tests_properties(perf_mpi_usage_exit64 PROPERTIES TIMEOUT 30
+      PASS_REGULAR_EXPRESSION "^mpi_alltoallv_perf: -R 1: registered buffers are host memory; --buffers cuda allocates its own device buffers: use -R 0 with it\nexit 64\n$")
+  endif()
+  if(RMACOLL_MPIEXEC AND TARGET rmacoll-mpi-perf)
+    # Sanitizer builds: LeakSanitizer reports what Open MPI keeps at exit
+    # (ompi_op_base_op_select, hwloc, opal_argv, unloaded MCA components),
+    # which changes the exit status; leaks are not checked in these two.
+    set(_mpi_tool_env "${_mpi_env}")
+    if(RMACOLL_SANITIZE)
+      list(APPEND _mpi_tool_env "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+    endif()
+    add_test(NAME perf_mpi_local_register COMMAND ${RMACOLL_MPIEXEC} -np 4
+      $<TARGET_FILE:rmacoll-mpi-perf> -b 1K -e 64K -f 8 -n 5 -w 1 -R 1)
+    set_tests_properties(perf_mpi_local_register PROPERTIES TIMEOUT 120
+      ENVIRONMENT "${_mpi_tool_env}" LABELS "mpi;multiprocess"
+      PASS_REGULAR_EXPRESSION "nranks 4, nodes 1 \\(4\\), launch mpirun.*# memory host, local_register 1 \\(MPI_Alloc_mem\\), timing host clock.*\n +65536 +16384 +float .*Out of bounds values : 0 OK")
+    add_test(NAME perf_mpi_local_register_check_fails COMMAND sh -c
+      "RMACOLL_PERF_TEST_CORRUPT=1 \"$1\" -np 4 \"$2\" -b 1K -e 8K -f 8 -n 3 -w 1 -R 1 2>&1; echo \"exit $?\""
+      sh ${RMACOLL_MPIEXEC} $<TARGET_FILE:rmacoll-mpi-perf>)
+    set_tests_properties(perf_mpi_local_register_check_fails PROPERTIES TIMEOUT 120
+      ENVIRONMENT "${_mpi_tool_env}" LABELS "mpi;multiprocess"
+      PASS_REGULAR_EXPRESSION "local_register 1 \\(MPI_Alloc_mem\\).*Out of bounds values : 2 FAILED.*exit 2")
   endif()
 endif()

@@ -110,6 +110,30 @@ static rmacoll_status_t perf_a2av(void *ctx, const void *sendbuf,
     return RMACOLL_SUCCESS;
 }
 
+/* -R 1|2: the host send and receive buffers from rmacoll_mem_alloc on the
+ * rank's communicator (nccl-tests' -R takes them from ncclMemAlloc). */
+static rmacoll_status_t perf_host_alloc(void *ctx, size_t bytes, void **ptr,
+                                        char *err, size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+    rmacoll_status_t st = rmacoll_mem_alloc(p->comm, bytes, ptr);
+
+    if (st != RMACOLL_SUCCESS)
+        return perf_fail(p, st, "rmacoll_mem_alloc", err, errlen);
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t perf_host_free(void *ctx, void *ptr, char *err,
+                                       size_t errlen)
+{
+    perf_rmacoll_t *p = ctx;
+    rmacoll_status_t st = rmacoll_mem_free(p->comm, ptr);
+
+    if (st != RMACOLL_SUCCESS)
+        return perf_fail(p, st, "rmacoll_mem_free", err, errlen);
+    return RMACOLL_SUCCESS;
+}
+
 /* Barrier: an AlltoAll of one byte per pair (no rank leaves before every
  * rank has entered). */
 static rmacoll_status_t perf_barrier(void *ctx, char *err, size_t errlen)
@@ -1061,6 +1085,9 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
     be.launch = rmacoll_launch_kind_name(env->kind);
     be.coll_name = "rmacoll";
     be.allgather_f64 = perf_allgather;
+    be.host_alloc = perf_host_alloc;
+    be.host_free = perf_host_free;
+    be.host_alloc_name = "rmacoll_mem_alloc";
 #ifdef RMACOLL_PERF_HAVE_CUBLAS
     if (p.blas != NULL)
         be.load = &perf_gemm_loadops;

@@ -103,9 +103,14 @@ void rmacoll_perf_usage(const char *prog, FILE *out)
 "                         -m calls of an iteration captured into one graph\n"
 "                         per row, each timed iteration N launches of it;\n"
 "                         time per call (default 0: no graph)\n"
-"  -o, --op, -r, --root, -p, --parallel_init, -R, --local_register:\n"
-"                         accepted and ignored (no reduction, no root, no\n"
-"                         threads, registration is the library's)\n"
+"  -R, --local_register 0|1|2   1 or 2: host send and receive buffers from\n"
+"                         the tool's allocator of registered memory\n"
+"                         (rmacoll_mem_alloc; MPI_Alloc_mem in the MPI\n"
+"                         baseline), as nccl-tests takes them from\n"
+"                         ncclMemAlloc; --buffers host only (default 0:\n"
+"                         posix_memalign)\n"
+"  -o, --op, -r, --root, -p, --parallel_init: accepted and ignored (no\n"
+"                         reduction, no root, no threads)\n"
 "  --dist SPEC            uniform | random | zipf:ALPHA | sparse:P |\n"
 "                         matrix:FILE (default zipf:1.2); see docs/perf.md\n"
 "  --seed N               seed of the count generator (default 1)\n"
@@ -520,8 +525,8 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
         case 'o':   /* reduction: none in an AlltoAllV */
         case 'r':   /* root: none */
         case 'p':   /* parallel init of threads: one thread per process */
-        case 'R':   /* local buffer registration: the library's own */
             break;
+        case 'R': bad = perf_int(v, 0, 2, &o->local_register); break;
         default:
             snprintf(err, errlen, "unknown option %s (see --help)",
                      perf_optname(argv, v, name, sizeof(name)));
@@ -553,6 +558,12 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
     }
     if (o->gemm_n > 0 && o->memory != RMACOLL_PERF_MEM_CUDA) {
         snprintf(err, errlen, "--gemm needs --buffers cuda");
+        return -1;
+    }
+    if (o->local_register && o->memory == RMACOLL_PERF_MEM_CUDA) {
+        snprintf(err, errlen, "-R %d: registered buffers are host memory; "
+                 "--buffers cuda allocates its own device buffers: use -R 0 "
+                 "with it", o->local_register);
         return -1;
     }
     if (o->gemm_n > 0) {
@@ -902,17 +913,60 @@ static rmacoll_status_t perf_measure(perf_state_t *s, perf_bufs_t *b,
     return RMACOLL_SUCCESS;
 }
 
-static void perf_bufs_close(perf_state_t *s, perf_bufs_t *b)
+/* One host buffer of a row: at least 1 byte (a rank may send or receive
+ * nothing), from the backend's host_alloc with -R, else page-aligned. */
+static rmacoll_status_t perf_host_alloc(perf_state_t *s, size_t bytes,
+                                        void **p)
 {
+    const rmacoll_perf_backend_t *be = s->be;
+
+    *p = NULL;
+    if (bytes == 0)
+        bytes = 1;
+    if (s->o->local_register)
+        return be->host_alloc(be->ctx, bytes, p, s->err, sizeof(s->err));
+    if (posix_memalign(p, 4096, bytes) != 0) {
+        *p = NULL;
+        snprintf(s->err, sizeof(s->err), "no memory for %zu bytes of buffers",
+                 bytes);
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t perf_host_free(perf_state_t *s, void *p, char *err,
+                                       size_t errlen)
+{
+    if (p == NULL)
+        return RMACOLL_SUCCESS;
+    if (s->o->local_register)
+        return s->be->host_free(s->be->ctx, p, err, errlen);
+    free(p);
+    return RMACOLL_SUCCESS;
+}
+
+/* Releases the buffers of a row. Returns st when it is an error (s->err
+ * kept), else the first error of freeing (s->err filled). */
+static rmacoll_status_t perf_bufs_close(perf_state_t *s, perf_bufs_t *b,
+                                        rmacoll_status_t st)
+{
+    char scratch[sizeof(s->err)];
+    char *err = st == RMACOLL_SUCCESS ? s->err : scratch;
+    rmacoll_status_t fs, fr;
+
     if (s->dev != NULL) {
         if (b->ds != NULL)
             s->dev->release(s->be->ctx, b->ds);
         if (b->dr != NULL)
             s->dev->release(s->be->ctx, b->dr);
     }
-    free(b->hs);
-    free(b->hr);
+    fs = perf_host_free(s, b->hs, err, sizeof(s->err));
+    fr = perf_host_free(s, b->hr, fs == RMACOLL_SUCCESS ? err : scratch,
+                        sizeof(s->err));
     memset(b, 0, sizeof(*b));
+    if (st != RMACOLL_SUCCESS)
+        return st;
+    return fs != RMACOLL_SUCCESS ? fs : fr;
 }
 
 /* Sets this rank's counts from case c and allocates the buffers of one
@@ -941,13 +995,12 @@ static rmacoll_status_t perf_bufs_open(perf_state_t *s,
     rext = rmacoll_displs_contiguous(n, s->recvcounts, s->rdispls);
     b.sbytes = (size_t)sext * b.esize;
     b.rbytes = (size_t)rext * b.esize;
-    if (posix_memalign(&b.hs, 4096, b.sbytes ? b.sbytes : 1) != 0 ||
-        posix_memalign(&b.hr, 4096, b.rbytes ? b.rbytes : 1) != 0) {
-        snprintf(s->err, sizeof(s->err),
-                 "rank %d: no memory for %zu + %zu bytes of buffers", r,
-                 b.sbytes, b.rbytes);
-        free(b.hs);
-        return RMACOLL_ERR_NO_MEMORY;
+    st = perf_host_alloc(s, b.sbytes, &b.hs);
+    if (st == RMACOLL_SUCCESS)
+        st = perf_host_alloc(s, b.rbytes, &b.hr);
+    if (st != RMACOLL_SUCCESS) {
+        perf_bufs_close(s, &b, st);
+        return st;
     }
     b.ds = b.hs;
     b.dr = b.hr;
@@ -964,7 +1017,7 @@ static rmacoll_status_t perf_bufs_open(perf_state_t *s,
         st = be->prepare(be->ctx, s->sendcounts, s->sdispls, s->recvcounts,
                          s->rdispls, s->err, sizeof(s->err));
     if (st != RMACOLL_SUCCESS)
-        perf_bufs_close(s, bp);
+        perf_bufs_close(s, bp, st);
     return st;
 }
 
@@ -987,8 +1040,7 @@ static rmacoll_status_t perf_row(perf_state_t *s, const rmacoll_case_t *c,
     if (st == RMACOLL_SUCCESS && s->ncoll > 1)
         st = perf_measure(s, &b, be->baseline_alltoallv, be->baseline_name,
                           dtype, row_id, mine + PERF_G_N);
-    perf_bufs_close(s, &b);
-    return st;
+    return perf_bufs_close(s, &b, st);
 }
 
 /* Reduces collective k of the gathered records into row. */
@@ -1090,6 +1142,15 @@ static const char *perf_average_name(int average)
     static const char *const names[] = {"rank 0", "mean", "min", "max"};
 
     return average >= 0 && average < 4 ? names[average] : "max";
+}
+
+/* Where the host send and receive buffers come from (header, JSON). */
+static const char *perf_host_alloc_name(const rmacoll_perf_opts_t *o,
+                                        const rmacoll_perf_backend_t *be)
+{
+    if (!o->local_register)
+        return "posix_memalign";
+    return be->host_alloc_name != NULL ? be->host_alloc_name : "host_alloc";
 }
 
 /* Per-rank record of the "Using devices" lines: pid, device, then the
@@ -1346,7 +1407,7 @@ static int perf_gemm_run(perf_state_t *s, const rmacoll_case_t *c,
         if (st == RMACOLL_SUCCESS && s->ncoll > 1)
             st = perf_gemm_coll(s, &b, be->baseline_alltoallv, names[1],
                                 dtype, mine + PERF_L_N);
-        perf_bufs_close(s, &b);
+        st = perf_bufs_close(s, &b, st);
     }
     if (st == RMACOLL_SUCCESS)
         st = be->gather_f64(be->ctx, mine, s->ncoll * PERF_L_N, gathered,
@@ -1414,7 +1475,7 @@ static int perf_gemm_run(perf_state_t *s, const rmacoll_case_t *c,
             perf_json_str(json, perf_dtype_name(dtype));
             fprintf(json, ",\n  \"size\": %llu,\n  \"iters\": %d,"
                     "\n  \"warmup\": %d,\n  \"memory\": \"cuda\","
-                    "\n  \"baseline\": ",
+                    "\n  \"local_register\": 0,\n  \"baseline\": ",
                     (unsigned long long)size, o->iters, o->warmup);
             perf_json_str(json, s->ncoll > 1 ? be->baseline_name : "none");
             fprintf(json, ",\n  \"status\": \"ok\",\n  \"config\": {%s},",
@@ -1485,6 +1546,17 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
             return 1;
         }
         s.dev = be->dev;
+    }
+    if (o->local_register && (s.dev != NULL || be->host_alloc == NULL ||
+                              be->host_free == NULL)) {
+        if (s.rank == 0)
+            fprintf(stderr, "%s: -R %d: %s\n", be->name, o->local_register,
+                    s.dev != NULL ? "registered buffers are host memory; "
+                                    "--buffers cuda allocates its own device "
+                                    "buffers: use -R 0 with it"
+                                  : "this tool has no allocator of "
+                                    "registered host memory");
+        return RMACOLL_PERF_EXIT_USAGE;
     }
     if (o->baseline[0] != '\0' && strcmp(o->baseline, "none") != 0) {
         if (be->baseline_alltoallv == NULL || be->baseline_name == NULL ||
@@ -1607,8 +1679,12 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                 o->warmup, chk, perf_average_name(o->average));
         if (be->header != NULL)
             fputs(be->header, f);
-        fprintf(f, "# memory %s, timing %s%s%s\n",
-                s.dev ? "cuda" : "host",
+        /* The allocator named is that of host buffers (device buffers
+         * are the device hooks'). */
+        fprintf(f, "# memory %s, local_register %d%s%s%s, timing %s%s%s\n",
+                s.dev ? "cuda" : "host", o->local_register,
+                s.dev ? "" : " (", s.dev ? "" : perf_host_alloc_name(o, be),
+                s.dev ? "" : ")",
                 s.dev && !o->cputime ? "cuda events on the stream"
                                      : "host clock",
                 s.ncoll > 1 ? ", baseline " : "",
@@ -1869,9 +1945,11 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                     "\n  \"average\": \"%s\",\n  \"check\": %s,",
                     o->iters, o->warmup, o->agg_iters, o->graph_launches,
                     perf_average_name(o->average), o->check ? "true" : "false");
-            fprintf(json, "\n  \"memory\": \"%s\",\n  \"timing\": \"%s\","
-                    "\n  \"baseline\": ",
-                    s.dev ? "cuda" : "host",
+            fprintf(json, "\n  \"memory\": \"%s\",\n  \"local_register\": %d,"
+                    "\n  \"host_alloc\": ", s.dev ? "cuda" : "host",
+                    o->local_register);
+            perf_json_str(json, perf_host_alloc_name(o, be));
+            fprintf(json, ",\n  \"timing\": \"%s\",\n  \"baseline\": ",
                     s.dev && !o->cputime ? "cuda_events" : "host_clock");
             perf_json_str(json, s.ncoll > 1 ? be->baseline_name : "none");
             fprintf(json, ",\n  \"status\": ");

@@ -17,7 +17,10 @@
  * with 1 GB/s = 1e9 bytes/s. The text layout is nccl-tests' (out-of-place
  * and in-place columns, in-place N/A: no in-place AlltoAllV yet).
  *
- * Memory: host buffers by default. A backend that supplies `dev` (device
+ * Memory: host buffers by default (posix_memalign); with -R 1|2 they come
+ * from the backend's host_alloc (registered memory: rmacoll_mem_alloc,
+ * MPI_Alloc_mem), as nccl-tests' -R takes them from ncclMemAlloc. A
+ * backend that supplies `dev` (device
  * hooks) runs with --buffers cuda: the fill and the check stay on the host
  * and buffers are copied to/from the device outside the timed region;
  * time is taken by the backend's timer (CUDA events on its stream around
@@ -104,7 +107,14 @@ typedef struct rmacoll_perf_opts {
     int memory_report;           /* -M 1: print the largest buffers of any rank */
     int dtype_all;               /* -d all: every datatype in turn */
     int json_stdout;             /* --json -: JSON on stdout, the table on stderr */
+    int local_register;          /* -R 0|1|2: 1 and 2 alike, host send and receive
+                                  * buffers from the backend's host_alloc (host
+                                  * buffers only; default 0: posix_memalign) */
 } rmacoll_perf_opts_t;
+
+/* Exit status of a usage error (sysexits' EX_USAGE), as the tools use it;
+ * rmacoll_perf_run returns it when the backend lacks what an option needs. */
+#define RMACOLL_PERF_EXIT_USAGE 64
 
 /** The no-argument defaults: 2 virtual nodes x 2 ranks, zipf:1.2, relay
  *  on, 1K..16M x4, float32, 20 timed iterations after 5 warm-ups, then
@@ -236,13 +246,26 @@ typedef struct rmacoll_perf_backend {
      *  host memory. */
     void (*describe)(void *ctx, int *device, char *busid, size_t busid_len,
                      char *name, size_t name_len);
+    /** Optional (-R 1|2; NULL: -R refused): the backend's allocator of
+     *  registered host memory for the host send and receive buffers of
+     *  every row, instead of posix_memalign. host_alloc gets bytes > 0
+     *  (1 for an empty buffer); host_free gets what it returned, never
+     *  NULL, after the row's last call. Both return RMACOLL_SUCCESS or an
+     *  error with err filled; an error fails the run. host_alloc_name
+     *  ("rmacoll_mem_alloc") is printed in the header and the JSON. */
+    rmacoll_status_t (*host_alloc)(void *ctx, size_t bytes, void **ptr,
+                                   char *err, size_t errlen);
+    rmacoll_status_t (*host_free)(void *ctx, void *ptr, char *err,
+                                  size_t errlen);
+    const char *host_alloc_name;
 } rmacoll_perf_backend_t;
 
 /**
  * Runs every size row and prints them on rank 0 (stdout; JSON to
  * o->json_path). Returns 0 when every call succeeded and no element was
  * wrong, 2 when some element was wrong, 1 on an error (printed on rank 0,
- * and on the rank that met it).
+ * and on the rank that met it), RMACOLL_PERF_EXIT_USAGE when -R is given
+ * to a backend without host_alloc (printed on rank 0, nothing run).
  */
 int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                      const rmacoll_perf_backend_t *be);

@@ -8,9 +8,13 @@
  *   mpirun -np 4 mpi_alltoallv_perf -b 1K -e 64M -f 4 --dist zipf:1.2
  * The launch and runtime options of rmacoll-perf (-np, --ppn, --topology,
  * --relay, ...) are accepted and ignored: MPI chooses its own transports
- * (with Open MPI inside one host: the vader shared-memory BTL).
+ * (with Open MPI inside one host: the vader shared-memory BTL). With
+ * -R 1|2 the send and receive buffers come from MPI_Alloc_mem, MPI's
+ * allocator of memory for communication, as rmacoll-perf's come from
+ * rmacoll_mem_alloc.
  */
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +109,37 @@ static rmacoll_status_t mpi_perf_a2av(void *ctx, const void *sendbuf,
     return RMACOLL_SUCCESS;
 }
 
+/* -R 1|2: the host buffers from MPI_Alloc_mem / MPI_Free_mem. */
+static rmacoll_status_t mpi_perf_alloc(void *ctx, size_t bytes, void **ptr,
+                                       char *err, size_t errlen)
+{
+    int code;
+
+    (void)ctx;
+    *ptr = NULL;
+    if (bytes > (size_t)PTRDIFF_MAX) {
+        snprintf(err, errlen, "MPI_Alloc_mem: %zu bytes exceed MPI_Aint", bytes);
+        return RMACOLL_ERR_OVERFLOW;
+    }
+    code = MPI_Alloc_mem((MPI_Aint)bytes, MPI_INFO_NULL, ptr);
+    if (code != MPI_SUCCESS) {
+        *ptr = NULL;
+        return mpi_perf_err(code, "MPI_Alloc_mem", err, errlen);
+    }
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t mpi_perf_free(void *ctx, void *ptr, char *err,
+                                      size_t errlen)
+{
+    int code = MPI_Free_mem(ptr);
+
+    (void)ctx;
+    if (code != MPI_SUCCESS)
+        return mpi_perf_err(code, "MPI_Free_mem", err, errlen);
+    return RMACOLL_SUCCESS;
+}
+
 static rmacoll_status_t mpi_perf_barrier(void *ctx, char *err, size_t errlen)
 {
     int code = MPI_Barrier(MPI_COMM_WORLD);
@@ -141,13 +176,18 @@ int main(int argc, char **argv)
     if (pr == 1)
         return 0;
     if (pr < 0) {
+        /* before MPI_Init: every rank prints it; 64 as --help says (2 is
+         * wrong data) */
         fprintf(stderr, MPI_PERF_NAME ": %s\n", err);
-        return 2;
+        return RMACOLL_PERF_EXIT_USAGE;
     }
 
     MPI_Init(&argc, &argv);
     /* Errors come back as codes, so a failure is reported, not aborted. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    /* MPI_Alloc_mem / MPI_Free_mem (-R) raise errors on MPI_COMM_WORLD
+     * (MPI-3.1, Open MPI 4) or MPI_COMM_SELF (MPI-4.0): codes on both. */
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
 
@@ -187,6 +227,9 @@ int main(int argc, char **argv)
     be.header = header;
     be.json_config = json;
     be.launch = "mpirun";
+    be.host_alloc = mpi_perf_alloc;
+    be.host_free = mpi_perf_free;
+    be.host_alloc_name = "MPI_Alloc_mem";
     rc = rmacoll_perf_run(&o, &be);
 
     free(m.sc);
