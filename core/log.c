@@ -14,6 +14,7 @@
 #include "core/log.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,9 +221,36 @@ void rmacoll__vlog(const rmacoll__logger_t *lg, rmacoll_log_level_t level,
     if (strncmp(msg, name, nlen) == 0 && msg[nlen] == ':' && msg[nlen + 1] == ' ') {
         text = msg + nlen + 2;
     }
-    /* one call per line: lines of threads and processes do not mix */
-    fprintf(f, "%s:%d:%ld [%s] rmacoll %s %s: %s\n", log_host, (int)getpid(),
-            (long)syscall(SYS_gettid), rank, level_tags[level], name, text);
+    /* one write per line: lines of threads and processes do not mix (a
+     * fprintf to unbuffered stderr may write its pieces one by one: lines
+     * of ranks on many cores were seen cut into each other) */
+    {
+        char line[1280];
+        int n = snprintf(line, sizeof(line), "%s:%d:%ld [%s] rmacoll %s %s: %s\n", log_host,
+                         (int)getpid(), (long)syscall(SYS_gettid), rank, level_tags[level],
+                         name, text);
+
+        if (n < 0) {
+            return;
+        }
+        if ((size_t)n >= sizeof(line)) {
+            n = (int)sizeof(line) - 1;
+            line[n - 1] = '\n';
+        }
+        if (f == stderr) {
+            int saved = errno; /* callers may still read theirs */
+            ssize_t w;
+
+            fflush(stderr);
+            do {
+                w = write(STDERR_FILENO, line, (size_t)n);
+            } while (w < 0 && errno == EINTR);
+            errno = saved;
+        } else {
+            fwrite(line, 1, (size_t)n, f);
+            fflush(f);
+        }
+    }
 }
 
 void rmacoll__log(const rmacoll__logger_t *lg, rmacoll_log_level_t level,
