@@ -334,6 +334,10 @@ rmacoll_status_t rmacoll__ce_shared_alloc(rmacoll_transport_t *tp, size_t bytes,
         close(fd);
         return RMACOLL_ERR_NO_MEMORY;
     }
+    /* huge pages where shmem allows them on request
+     * (/sys/kernel/mm/transparent_hugepage/shmem_enabled = advise); a no-op
+     * otherwise */
+    (void)madvise(m, len, MADV_HUGEPAGE);
     {
         ce_dir_slot_t *e = &tp->dir->slot[s];
 
