@@ -155,7 +155,7 @@ static void run_ranks(const run_opts_t *o)
 {
     rmacoll_unique_id_t id;
     pid_t pid[16], root;
-    int codes[16], left = o->nranks, failed = 0;
+    int codes[16], failed = 0;
     time_t deadline;
 
     assert_true(o->nranks <= 16);
@@ -203,33 +203,7 @@ static void run_ranks(const run_opts_t *o)
         codes[r] = -1;
     }
     deadline = time(NULL) + RANK_TIMEOUT_S + 5;
-    while (left > 0) {
-        int status;
-        pid_t w = waitpid(-1, &status, WNOHANG);
-        if (w > 0) {
-            for (int r = 0; r < o->nranks; r++) {
-                if (pid[r] == w) {
-                    codes[r] = WIFEXITED(status) ? WEXITSTATUS(status)
-                                                 : 128 + WTERMSIG(status);
-                    pid[r] = 0;
-                    left--;
-                }
-            }
-            continue;
-        }
-        if (time(NULL) > deadline) {
-            for (int r = 0; r < o->nranks; r++) {
-                if (pid[r] > 0) {
-                    kill(pid[r], SIGKILL);
-                    waitpid(pid[r], NULL, 0);
-                    codes[r] = 255;
-                    left--;
-                }
-            }
-            break;
-        }
-        usleep(2000);
-    }
+    mprun_reap(pid, o->nranks, deadline, codes);
     kill(root, SIGKILL);
     waitpid(root, NULL, 0);
     for (int r = 0; r < o->nranks; r++) {

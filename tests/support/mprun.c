@@ -50,6 +50,39 @@ pid_t mprun_root(rmacoll_unique_id_t *id, unsigned timeout_s)
     return root;
 }
 
+void mprun_reap(pid_t *pids, int nranks, time_t deadline, int *codes)
+{
+    int left = nranks;
+
+    while (left > 0) {
+        int status;
+        pid_t w = waitpid(-1, &status, WNOHANG);
+        if (w > 0) {
+            for (int r = 0; r < nranks; r++) {
+                if (pids[r] == w) {
+                    codes[r] = WIFEXITED(status) ? WEXITSTATUS(status)
+                                                 : 128 + WTERMSIG(status);
+                    pids[r] = 0;
+                    left--;
+                }
+            }
+            continue;
+        }
+        if (time(NULL) > deadline) {
+            for (int r = 0; r < nranks; r++) {
+                if (pids[r] > 0) {
+                    kill(pids[r], SIGKILL);
+                    waitpid(pids[r], NULL, 0);
+                    codes[r] = 255;
+                    left--;
+                }
+            }
+            break;
+        }
+        usleep(2000);
+    }
+}
+
 const rmacoll_config_t *const *mprun_rank_config;
 const char *const *mprun_rank_env;
 
@@ -58,7 +91,7 @@ int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
     rmacoll_unique_id_t id;
     pid_t *pids = calloc((size_t)opts->nranks, sizeof(pid_t));
     pid_t root;
-    int failed = 0, left;
+    int failed = 0;
     time_t deadline;
 
     if (pids == NULL) {
@@ -104,34 +137,7 @@ int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
         pids[r] = pid;
     }
     deadline = time(NULL) + (time_t)opts->timeout_s + 5;
-    left = opts->nranks;
-    while (left > 0) {
-        int status;
-        pid_t w = waitpid(-1, &status, WNOHANG);
-        if (w > 0) {
-            for (int r = 0; r < opts->nranks; r++) {
-                if (pids[r] == w) {
-                    codes[r] = WIFEXITED(status) ? WEXITSTATUS(status)
-                                                 : 128 + WTERMSIG(status);
-                    pids[r] = 0;
-                    left--;
-                }
-            }
-            continue;
-        }
-        if (time(NULL) > deadline) {
-            for (int r = 0; r < opts->nranks; r++) {
-                if (pids[r] > 0) {
-                    kill(pids[r], SIGKILL);
-                    waitpid(pids[r], NULL, 0);
-                    codes[r] = 255;
-                    left--;
-                }
-            }
-            break;
-        }
-        usleep(2000);
-    }
+    mprun_reap(pids, opts->nranks, deadline, codes);
     kill(root, SIGKILL);
     waitpid(root, NULL, 0);
     for (int r = 0; r < opts->nranks; r++) {

@@ -9,6 +9,7 @@
 #define RMACOLL_TESTS_MPRUN_H
 
 #include <sys/types.h>
+#include <time.h>
 
 #include "rmacoll.h"
 
@@ -41,6 +42,13 @@ extern const rmacoll_config_t *const *mprun_rank_config;
  * NULL mprun_rank_config[r] the library then loads that environment
  * (rmacoll_comm_params_t.config = NULL). */
 extern const char *const *mprun_rank_env;
+
+/**
+ * Waits for the nranks children pids[] (a reaped one's entry becomes 0):
+ * codes[r] gets its exit code, or 128 + signal number; at deadline the
+ * ones left are killed (SIGKILL) and get 255.
+ */
+void mprun_reap(pid_t *pids, int nranks, time_t deadline, int *codes);
 
 /* Exit code of a child that could not create its communicator. */
 #define MPRUN_CREATE_FAILED 200
