@@ -1107,37 +1107,56 @@ static int scan_line_of(const char *t, size_t pos)
 }
 
 /*
+ * Where the last key of dotted path ("timeout_ms", "relay.slots": at most
+ * two levels) may stand in t: [*from, *end), *key its name, *top whether
+ * at column 0 (a top-level key). 0 when the section is not in t.
+ */
+static int config_key_scope(const char *t, size_t len, const char *path, size_t *from,
+                            size_t *end, const char **key, int *top)
+{
+    const char *dot = strchr(path, '.');
+    char parent[64];
+    size_t plen, after = 0;
+
+    *from = 0;
+    *end = len;
+    *key = path;
+    *top = 1;
+    if (dot == NULL) {
+        return 1;
+    }
+    plen = (size_t)(dot - path);
+    if (plen >= sizeof(parent)) {
+        return 0;
+    }
+    memcpy(parent, path, plen);
+    parent[plen] = '\0';
+    if (scan_find(t, 0, len, parent, 1, 0, &after) < 0) {
+        return 0;
+    }
+    *from = after;
+    *end = scan_block_end(t, len, after);
+    *key = dot + 1;
+    *top = 0;
+    return 1;
+}
+
+/*
  * Line (1-based) of dotted key path ("relay.slots", at most two levels) in
  * t, or of the sequence entry `item` under it when item is not NULL and
  * found; 0 when the key is not found.
  */
 static int config_find_line(const char *t, size_t len, const char *path, const char *item)
 {
-    char parent[64];
-    const char *dot = strchr(path, '.');
-    size_t after = 0;
-    size_t end = len;
+    size_t from, end, after = 0;
+    const char *key;
+    int top;
     long pos;
 
-    if (t == NULL) {
+    if (t == NULL || !config_key_scope(t, len, path, &from, &end, &key, &top)) {
         return 0;
     }
-    if (dot == NULL) {
-        pos = scan_find(t, 0, len, path, 1, 0, &after);
-    } else {
-        size_t plen = (size_t)(dot - path);
-        if (plen >= sizeof(parent)) {
-            return 0;
-        }
-        memcpy(parent, path, plen);
-        parent[plen] = '\0';
-        pos = scan_find(t, 0, len, parent, 1, 0, &after);
-        if (pos < 0) {
-            return 0;
-        }
-        end = scan_block_end(t, len, after);
-        pos = scan_find(t, after, end, dot + 1, 0, 0, &after);
-    }
+    pos = scan_find(t, from, end, key, top, 0, &after);
     if (pos < 0) {
         return 0;
     }
@@ -1152,41 +1171,23 @@ static int config_find_line(const char *t, size_t len, const char *path, const c
 }
 
 /*
- * Line of the second `key:` of dotted path ("timeout_ms", "relay.slots")
- * in its mapping (libcyaml's "mapping field already seen"), 0 if there is
- * none.
+ * Line of the second `key:` of dotted path in its mapping (libcyaml's
+ * "mapping field already seen"), 0 if there is none.
  */
 static int config_find_dup_line(const char *t, size_t len, const char *path)
 {
-    const char *dot = strchr(path, '.');
-    const char *key = dot != NULL ? dot + 1 : path;
-    size_t from = 0, end = len, after = 0;
+    size_t from, end, after = 0;
+    const char *key;
+    int top;
     long pos;
 
-    if (t == NULL) {
+    if (t == NULL || !config_key_scope(t, len, path, &from, &end, &key, &top)) {
         return 0;
     }
-    if (dot != NULL) {
-        char parent[64];
-        size_t plen = (size_t)(dot - path);
-
-        if (plen >= sizeof(parent)) {
-            return 0;
-        }
-        memcpy(parent, path, plen);
-        parent[plen] = '\0';
-        pos = scan_find(t, 0, len, parent, 1, 0, &after);
-        if (pos < 0) {
-            return 0;
-        }
-        from = after;
-        end = scan_block_end(t, len, after);
+    pos = scan_find(t, from, end, key, top, 0, &after);
+    if (pos >= 0) {
+        pos = scan_find(t, after, end, key, top, 0, &after);
     }
-    pos = scan_find(t, from, end, key, dot == NULL, 0, &after);
-    if (pos < 0) {
-        return 0;
-    }
-    pos = scan_find(t, after, end, key, dot == NULL, 0, &after);
     return pos < 0 ? 0 : scan_line_of(t, (size_t)pos);
 }
 
