@@ -1142,23 +1142,27 @@ static int config_key_scope(const char *t, size_t len, const char *path, size_t 
 }
 
 /*
- * Line (1-based) of dotted key path ("relay.slots", at most two levels) in
+ * Line (1-based) of the nth (1, or 2 for libcyaml's "mapping field already
+ * seen") `key:` of dotted key path ("relay.slots", at most two levels) in
  * t, or of the sequence entry `item` under it when item is not NULL and
  * found; 0 when the key is not found.
  */
-static int config_find_line(const char *t, size_t len, const char *path, const char *item)
+static int config_find_line(const char *t, size_t len, const char *path, const char *item,
+                            int nth)
 {
     size_t from, end, after = 0;
     const char *key;
     int top;
-    long pos;
+    long pos = -1;
 
     if (t == NULL || !config_key_scope(t, len, path, &from, &end, &key, &top)) {
         return 0;
     }
-    pos = scan_find(t, from, end, key, top, 0, &after);
-    if (pos < 0) {
-        return 0;
+    for (int k = 0; k < nth; k++) {
+        pos = scan_find(t, k == 0 ? from : after, end, key, top, 0, &after);
+        if (pos < 0) {
+            return 0;
+        }
     }
     if (item != NULL && item[0] != '\0') {
         size_t a2;
@@ -1168,27 +1172,6 @@ static int config_find_line(const char *t, size_t len, const char *path, const c
         }
     }
     return scan_line_of(t, (size_t)pos);
-}
-
-/*
- * Line of the second `key:` of dotted path in its mapping (libcyaml's
- * "mapping field already seen"), 0 if there is none.
- */
-static int config_find_dup_line(const char *t, size_t len, const char *path)
-{
-    size_t from, end, after = 0;
-    const char *key;
-    int top;
-    long pos;
-
-    if (t == NULL || !config_key_scope(t, len, path, &from, &end, &key, &top)) {
-        return 0;
-    }
-    pos = scan_find(t, from, end, key, top, 0, &after);
-    if (pos >= 0) {
-        pos = scan_find(t, after, end, key, top, 0, &after);
-    }
-    return pos < 0 ? 0 : scan_line_of(t, (size_t)pos);
 }
 
 /* ---- libcyaml schema: every leaf a string, all in one flat struct ----
@@ -1400,7 +1383,7 @@ static void config_cyaml_error(const config_cyaml_log_t *lg, cyaml_err_t err, co
         char known[512];
 
         snprintf(full, sizeof(full), "%s%s%s", path, path[0] ? "." : "", key);
-        line = config_find_line(text, len, full, NULL);
+        line = config_find_line(text, len, full, NULL, 1);
         if (line == 0) {
             line = lg->line > 0 ? lg->line : 1;
         }
@@ -1411,10 +1394,10 @@ static void config_cyaml_error(const config_cyaml_log_t *lg, cyaml_err_t err, co
     }
     line = 0;
     if (path[0] && strncmp(lg->msg, "mapping field already seen", 26) == 0) {
-        line = config_find_dup_line(text, len, path); /* the duplicate, not the first */
+        line = config_find_line(text, len, path, NULL, 2); /* the duplicate */
     }
     if (line == 0) {
-        line = path[0] ? config_find_line(text, len, path, NULL) : 0;
+        line = path[0] ? config_find_line(text, len, path, NULL, 1) : 0;
     }
     if (line == 0) {
         line = lg->line > 0 ? lg->line : 1;
@@ -1539,13 +1522,13 @@ static rmacoll_status_t config_load_file(const char *file, rmacoll_config_t *cfg
         if (val == NULL) {
             continue;
         }
-        lines[id] = config_find_line(text, len, CFG_KEY(id).key, NULL);
+        lines[id] = config_find_line(text, len, CFG_KEY(id).key, NULL, 1);
         if (lines[id] == 0) {
             lines[id] = 1;
         }
         st = config_set(cfg, id, val, problem, sizeof(problem), bad, sizeof(bad));
         if (st != RMACOLL_SUCCESS) {
-            int line = bad[0] ? config_find_line(text, len, CFG_KEY(id).key, bad) : 0;
+            int line = bad[0] ? config_find_line(text, len, CFG_KEY(id).key, bad, 1) : 0;
             config_msg(errbuf, errlen, "config file '%s' line %d: %s: %s", file,
                        line > 0 ? line : lines[id], CFG_KEY(id).key, problem);
         }
