@@ -210,7 +210,24 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
              * gate closed before they copy */
             rmacoll__abort_broadcast(comm, st);
         }
-        (void)rmacoll__gate_close(comm);
+        if (rmacoll__gate_close(comm) > 0) {
+            /* a node peer stopped inside a copy into this rank: what it
+             * still copies must not land in this rank's shared allocations
+             * (rmacoll_mem_alloc) once the call has returned */
+            rmacoll__tinst_t *t = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_HOST);
+            rmacoll_status_t ust = t != NULL && t->tp != NULL
+                                       ? t->ops->mem.mem_unshare(t->tp)
+                                       : RMACOLL_ERR_UNSUPPORTED;
+
+            rmacoll__log(&comm->log, ust == RMACOLL_SUCCESS ? RMACOLL_LOG_WARN
+                                                            : RMACOLL_LOG_INFO,
+                         RMACOLL_LOG_SUBSYS_CORE,
+                         "rank %d: this rank's shared allocations %s", me,
+                         ust == RMACOLL_SUCCESS
+                             ? "are no longer shared with node peers (late copies land "
+                               "elsewhere)"
+                             : "could not be unshared");
+        }
     }
 
     if (st == RMACOLL_SUCCESS && c->acc.code != RMACOLL_SUCCESS) {

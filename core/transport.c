@@ -81,6 +81,11 @@ static rmacoll_status_t stub_mem_revoke(rmacoll_transport_t *tp, rmacoll_mem_t *
     return RMACOLL_ERR_UNSUPPORTED;
 }
 
+static rmacoll_status_t stub_mem_unshare(rmacoll_transport_t *tp)
+{
+    return RMACOLL_ERR_UNSUPPORTED;
+}
+
 static rmacoll_status_t stub_post_puts(rmacoll_transport_t *tp, const rmacoll_put_t *puts,
                                        size_t n)
 {
@@ -214,6 +219,9 @@ static rmacoll_status_t complete(rmacoll__tops_t *t, char *err, size_t len)
     }
     if (t->mem.mem_revoke == NULL) {
         t->mem.mem_revoke = stub_mem_revoke;
+    }
+    if (t->mem.mem_unshare == NULL) {
+        t->mem.mem_unshare = stub_mem_unshare;
     }
     if (t->host.post_puts == NULL) {
         t->host.post_puts = stub_post_puts;

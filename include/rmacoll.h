@@ -397,14 +397,22 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
  * it with a plain copy into their mapping instead of process_vm_writev(2):
  * one copy still, without the system call's page pinning (on 4 ranks over
  * 2 cores that pinning costs 2.7x at 256 KiB per copy; docs/transport-ce.md).
- * Otherwise (no such transport, an older kernel, all of its 256 slots
- * taken: logged at INFO) it is an ordinary page-aligned allocation and
- * calls treat it as any other buffer. Either way it is this process's
- * memory, zero-filled, to read and write as any, send or receive buffer
- * of any call; the bytes a peer writes follow the call's rules (nothing
- * outside the receive blocks, nothing after a failed call returned).
+ * Otherwise (no such transport, an older kernel, all slots taken: there
+ * are min(256, RLIMIT_NOFILE / 4), as each shared allocation holds one
+ * file descriptor; logged at INFO) it is an ordinary page-aligned
+ * allocation and calls treat it as any other buffer. Either way it is this
+ * process's memory, zero-filled, to read and write as any, send or receive
+ * buffer of any call; the bytes a peer writes follow the call's rules
+ * (nothing outside the receive blocks, nothing after a call returned: when
+ * a call ends while a node peer is stopped inside a copy into this rank,
+ * private pages with the same contents replace the shared ones before it
+ * returns, so that copy lands elsewhere; new allocations are then
+ * ordinary). A shared allocation is MAP_SHARED: a child forked afterwards
+ * shares its pages (its rmacoll_mem_free unmaps only its own view).
  * Free it with rmacoll_mem_free before rmacoll_comm_destroy (one left at
- * destroy is logged and stays mapped).
+ * destroy is logged and stays mapped). A node peer keeps its mapping of
+ * a freed allocation (and so its pages) until it maps another at the same
+ * address, holds 64 others, or destroys its communicator.
  * Errors: RMACOLL_ERR_INVALID_ARG (NULL comm or ptr, bytes 0),
  * RMACOLL_ERR_NO_MEMORY; logged (naming the rank), not kept in
  * rmacoll_comm_last_error, which belongs to the calls. Thread-safe, also
@@ -510,7 +518,11 @@ rmacoll_status_t rmacoll_mem_free(rmacoll_comm_t *comm, void *ptr);
  *    Dekker handshake: the call waits, up to timeout_ms, for a peer already
  *    between its check and the end of its copies). Limit: a peer frozen
  *    longer than timeout_ms inside that window (a few instructions plus one
- *    batch of copies) may still complete its batch; the call logs it.
+ *    batch of copies) may still complete its batch; the call logs it. A
+ *    receive buffer from rmacoll_mem_alloc, which peers copy into with a
+ *    plain memcpy that a stop can interrupt, is unshared before the call
+ *    returns in that case (its late copy lands in pages this rank no longer
+ *    maps).
  *  - No late write by network peers, host memory: when a call breaks the
  *    communicator (TIMEOUT, TRANSPORT, PEER), the receive buffer's network
  *    registration is revoked before the call returns (transport op

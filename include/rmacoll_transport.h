@@ -274,6 +274,15 @@ typedef struct rmacoll_transport_mem_ops {
     rmacoll_status_t (*mem_alloc)(rmacoll_transport_t *tp, size_t bytes,
                                   rmacoll_memtype_t type, void **addr);
     void (*mem_free)(rmacoll_transport_t *tp, void *addr, rmacoll_memtype_t type);
+    /* Optional (appended; NULL: a stub returning RMACOLL_ERR_UNSUPPORTED):
+     * stops sharing this rank's RMACOLL_MEM_HOST allocations (mem_alloc)
+     * with node peers. Their contents stay at the same addresses, but a
+     * node peer's write, one already under way included, no longer lands
+     * in them; new puts into them take the ordinary path. The core calls
+     * it when a call ends while a node peer is still inside a copy into
+     * this rank after timeout_ms (a peer stopped mid-copy), before the
+     * call returns. Not thread-safe against mem_alloc / mem_free. */
+    rmacoll_status_t (*mem_unshare)(rmacoll_transport_t *tp);
 } rmacoll_transport_mem_ops_t;
 
 /* The host-driven data path. */

@@ -70,9 +70,9 @@ static rmacoll_status_t f_sig_s(rmacoll_transport_t *tp, int p, uint32_t i, uint
 static const rmacoll_transport_base_ops_t base = {sizeof(base), f_init, f_finalize, NULL, NULL,
                                                   NULL, NULL};
 static const rmacoll_transport_mem_ops_t mem_all = {sizeof(mem_all), f_reg, f_dereg, f_export,
-                                                    f_import, NULL, NULL, NULL};
+                                                    f_import, NULL, NULL, NULL, NULL};
 static const rmacoll_transport_mem_ops_t mem_reg = {sizeof(mem_reg), f_reg, f_dereg, NULL, NULL,
-                                                    NULL, NULL, NULL};
+                                                    NULL, NULL, NULL, NULL};
 static const rmacoll_transport_host_ops_t host = {sizeof(host), f_puts};
 static const rmacoll_transport_stream_ops_t stream = {sizeof(stream), f_puts_s, f_wait_s,
                                                       f_sig_s, NULL, NULL};
@@ -358,6 +358,7 @@ static void test_instance_caps(void **state)
     assert_int_equal(o.mem.mem_alloc(NULL, 64, RMACOLL_MEM_CUDA, (void **)&t.name),
                      RMACOLL_ERR_UNSUPPORTED);
     assert_null(t.name);
+    assert_int_equal(o.mem.mem_unshare(NULL), RMACOLL_ERR_UNSUPPORTED); /* the stub */
     /* HOST_CUDA names host.post_puts */
     t = table("ce2", RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_CUDA | RMACOLL_TCAP_HOST_CUDA);
     t.host = NULL;

@@ -571,6 +571,130 @@ static void test_shared_realloc(void **state)
     run_ranks(2, child_shared_realloc, NULL);
 }
 
+/* mem_unshare: rank 1's shared receive buffer, into which rank 0 has
+ * copied directly, is replaced by a private copy: its bytes stay, a write
+ * through rank 0's old mapping (a copy resuming after a stop) no longer
+ * reaches it, the next put takes cross-memory attach (no new mapping) and
+ * lands exactly, and no new allocation is shared. */
+static void child_unshare(child_t *c, void *arg)
+{
+    rmacoll_transport_t *tp = child_init(c);
+    const uint64_t sz = (64u << 10) + 3, total = GUARD + sz + GUARD;
+    uint8_t *src = malloc(sz), *buf = NULL;
+    void *m = NULL;
+
+    CHECK(c, src != NULL);
+    if (c->rank == 1) {
+        CHECK(c, OPS->mem->mem_alloc(tp, total, RMACOLL_MEM_HOST, &m) == RMACOLL_SUCCESS);
+        buf = m;
+        memset(buf, FILL, total);
+        c->sh->buf_addr[1] = (uint64_t)(uintptr_t)buf;
+    }
+    barrier(c);
+    for (uint64_t it = 0; it < 2; it++) {
+        if (c->rank == 0) {
+            rmacoll_put_t put = {.peer = 1, .src = src,
+                                 .dst_addr = c->sh->buf_addr[1] + GUARD, .bytes = sz,
+                                 .sig_index = SIG_SPARE, .sig_value = it + 1};
+
+            fill_pat(src, 0, 1, it, sz);
+            CHECK(c, OPS->host->post_puts(tp, &put, 1) == RMACOLL_SUCCESS);
+            CHECK(c, c->direct_maps == 1); /* the first put mapped it, the second did not */
+            CHECK(c, tp->nmaps == 1);
+        }
+        barrier(c);
+        if (c->rank == 1) {
+            CHECK(c, find_not_fill(buf, GUARD) == GUARD);
+            CHECK(c, find_bad_pat(buf + GUARD, 0, 1, it, sz) == sz);
+            CHECK(c, find_not_fill(buf + GUARD + sz, GUARD) == GUARD);
+            if (it == 0) {
+                CHECK(c, OPS->mem->mem_unshare(tp) == RMACOLL_SUCCESS);
+                CHECK(c, find_bad_pat(buf + GUARD, 0, 1, it, sz) == sz); /* kept */
+            }
+        }
+        barrier(c);
+        if (c->rank == 0 && it == 0) {
+            /* a late copy through the old mapping */
+            memset((uint8_t *)tp->maps[0].local + GUARD, 0x3c, sz);
+        }
+        barrier(c);
+        if (c->rank == 1 && it == 0) {
+            CHECK(c, find_bad_pat(buf + GUARD, 0, 1, it, sz) == sz); /* untouched */
+        }
+        barrier(c);
+    }
+    if (c->rank == 1) {
+        CHECK(c, OPS->mem->mem_alloc(tp, 4096, RMACOLL_MEM_HOST, &m) == RMACOLL_ERR_UNSUPPORTED);
+        OPS->mem->mem_free(tp, buf, RMACOLL_MEM_HOST);
+        CHECK(c, tp->own[0].addr == NULL);
+    }
+    barrier(c);
+    OPS->base->finalize(tp);
+    free(src);
+}
+
+static void test_shared_unshare(void **state)
+{
+    run_ranks(2, child_unshare, NULL);
+}
+
+/* Count of this process's mappings of rmacoll_mem_alloc memfds. */
+static int count_mem_maps(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int n = 0;
+
+    if (f == NULL) {
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        n += strstr(line, "memfd:rmacoll-mem") != NULL;
+    }
+    fclose(f);
+    return n;
+}
+
+/* A forked child that frees the parent's allocation frees only its own
+ * view: the parent's allocation stays its own and the parent's free then
+ * unmaps it (nothing left mapped; the trial saw a leak when the child's
+ * free had emptied the shared directory's slot). */
+static void child_fork_free(child_t *c, void *arg)
+{
+    rmacoll_transport_t *tp = child_init(c);
+    void *m = NULL;
+    pid_t pid;
+    int st;
+
+    CHECK(c, OPS->mem->mem_alloc(tp, 8192, RMACOLL_MEM_HOST, &m) == RMACOLL_SUCCESS);
+    CHECK(c, count_mem_maps() == 1);
+    pid = fork();
+    CHECK(c, pid >= 0);
+    if (pid == 0) {
+        void *m2 = NULL;
+
+        OPS->mem->mem_free(tp, m, RMACOLL_MEM_HOST);
+        /* a child shares nothing new */
+        _exit(count_mem_maps() == 0 &&
+                      OPS->mem->mem_alloc(tp, 4096, RMACOLL_MEM_HOST, &m2) ==
+                          RMACOLL_ERR_UNSUPPORTED
+                  ? 0
+                  : 1);
+    }
+    CHECK(c, waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(c, tp->own[0].addr == m && count_mem_maps() == 1); /* still the parent's */
+    memset(m, 7, 8192);
+    OPS->mem->mem_free(tp, m, RMACOLL_MEM_HOST);
+    CHECK(c, tp->own[0].addr == NULL);
+    CHECK(c, count_mem_maps() == 0); /* nothing leaked */
+    OPS->base->finalize(tp);
+}
+
+static void test_shared_fork(void **state)
+{
+    run_ranks(1, child_fork_free, NULL);
+}
+
 /* Rank 1 exits after one good put; rank 0's later put fails naming it. */
 static void child_dead_peer(child_t *c, void *arg)
 {
@@ -876,6 +1000,8 @@ int main(void)
         cmocka_unit_test(test_signal_after_data),
         cmocka_unit_test(test_shared_exchange),
         cmocka_unit_test(test_shared_realloc),
+        cmocka_unit_test(test_shared_unshare),
+        cmocka_unit_test(test_shared_fork),
         cmocka_unit_test(test_dead_peer),
         cmocka_unit_test(test_bad_dst),
         cmocka_unit_test(test_init_eperm),

@@ -1149,6 +1149,104 @@ static void test_late_write_node(void **state)
     }
 }
 
+/* ---- the same with the owner's receive buffer from rmacoll_mem_alloc ---- */
+
+#define SHARED_BIG (64 << 20) /* int32 elements: 256 MiB from the writer to the owner */
+
+/* Two ranks on one node: rank 0 copies 256 MiB into rank 1's receive
+ * buffer, a shared allocation, with a plain memcpy through its mapping;
+ * rank 1 stops rank 0 a_stop ms into the call. Rank 1's call times out,
+ * its gate stays busy (rank 0 is stopped inside the copy), so before it
+ * returns its allocations stop being shared; then it refills the buffer,
+ * resumes rank 0 and checks for 3 timeouts that no byte changes (the
+ * trial saw 208 MB land after the call had returned). */
+static int late_shared_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    const late_arg_t *a = p;
+    int64_t sc[2], sd[2], rc_[2], rd[2];
+    size_t sbytes, rbytes;
+    unsigned char *send = NULL, *rbuf = NULL;
+    void *m = NULL;
+    rmacoll_status_t st;
+    int rc = 0;
+
+    atomic_store(&a->sh->pid[rank], (int)getpid());
+    for (int r = 0; r < 2; r++) {
+        sc[r] = rank == a->writer && r == a->owner ? SHARED_BIG : 100 + r;
+        rc_[r] = r == a->writer && rank == a->owner ? SHARED_BIG : 100 + rank;
+    }
+    sd[0] = 0;
+    sd[1] = sc[0];
+    rd[0] = 0;
+    rd[1] = rc_[0];
+    sbytes = (size_t)(sc[0] + sc[1]) * 4;
+    rbytes = (size_t)(rc_[0] + rc_[1]) * 4 + 2 * GUARD;
+    send = malloc(sbytes);
+    if (send == NULL || rmacoll_mem_alloc(comm, rbytes, &m) != RMACOLL_SUCCESS) {
+        return 3;
+    }
+    rbuf = m;
+    memset(send, 0x5a, sbytes);
+    memset(rbuf, SENT, rbytes);
+    if (rank == a->owner) {
+        pthread_t th;
+        stopper_t sp = {a};
+
+        pthread_create(&th, NULL, stopper_main, &sp);
+        st = rmacoll_alltoallv(send, sc, sd, rbuf + GUARD, rc_, rd, RMACOLL_INT32, comm,
+                               NULL);
+        pthread_join(th, NULL);
+        fprintf(stderr, "rank %d (owner): %s: %s\n", rank, rmacoll_status_name(st),
+                rmacoll_comm_last_error(comm));
+        if (!atomic_load(&a->sh->stopped) || st == RMACOLL_SUCCESS) {
+            rc = 7; /* the writer was not stopped in time: the test proves nothing */
+        }
+        if (resume_writer(&comm, 0, rbuf, rbytes, atomic_load(&a->sh->pid[a->writer]),
+                          a->timeout_ms, rank, st)) {
+            rc = 1;
+        }
+    } else {
+        st = rmacoll_alltoallv(send, sc, sd, rbuf + GUARD, rc_, rd, RMACOLL_INT32, comm,
+                               NULL);
+        fprintf(stderr, "rank %d: %s\n", rank, rmacoll_status_name(st));
+    }
+    (void)rmacoll_mem_free(comm, m);
+    (void)rmacoll_comm_destroy(comm);
+    free(send);
+    return rc;
+}
+
+static void test_late_write_shared(void **state)
+{
+    static const int node_of[2] = {0, 0};
+    late_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    late_arg_t a = {sh, 1, 0, 0, 500, 15};
+    rmacoll_config_t cfg = base_config(a.timeout_ms);
+    int codes[16] = {0}, stopped_mid = 0;
+
+    (void)state;
+    assert_true(sh != MAP_FAILED);
+    assert_int_equal(rmacoll_config_set(&cfg, "node_eager_max_bytes", "0"), RMACOLL_SUCCESS);
+    /* the stop must catch the writer inside its 256 MiB copy; a run whose
+     * copy was already over (the owner's call succeeded: exit 7) says
+     * nothing, so it is retried with an earlier stop */
+    for (int attempt = 0; attempt < 4 && stopped_mid < 2; attempt++) {
+        memset(sh, 0, sizeof(*sh));
+        (void)run_own(2, node_of, &cfg, late_shared_body, &a, codes);
+        print_message("attempt %d: stop after %llu ms: owner exit %d\n", attempt,
+                      (unsigned long long)a.stop_after_ms, codes[a.owner]);
+        if (codes[a.owner] == 7 || codes[a.owner] == MPRUN_CREATE_FAILED) {
+            a.stop_after_ms = a.stop_after_ms > 5 ? a.stop_after_ms - 5 : 1;
+            continue;
+        }
+        assert_int_equal(codes[a.owner], 0);
+        stopped_mid++;
+    }
+    munmap(sh, sizeof(*sh));
+    assert_true(stopped_mid >= 1);
+}
+
 /* ---- item 1 across nodes: a network peer resumes after the owner's error ---- */
 
 #define NET_BIG (16 << 20) /* int32 elements: 64 MiB from the writer to the owner */
@@ -1339,6 +1437,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_slow_progress),
         cmocka_unit_test(test_stopped_rank_named),
         cmocka_unit_test(test_late_write_node),
+        cmocka_unit_test(test_late_write_shared),
         cmocka_unit_test(test_late_write_net),
     };
 

@@ -62,9 +62,18 @@ struct rmacoll_transport {
     rmacoll_status_t cuda_status;
     char cuda_why[256];
     /* shared host allocations (ce_shared.c) */
-    struct rmacoll__ce_dir *dir;     /* own directory, NULL: none */
+    struct rmacoll__ce_dir *dir;     /* own directory (what peers read), NULL: none */
     int dir_fd;
     uint64_t dir_serial;
+    struct {                         /* own allocations (private: not what peers see) */
+        void *addr;                  /* NULL: free slot */
+        size_t bytes;
+        int fd;                      /* -1 once unshared */
+        int unshared;                /* a private copy replaced the shared pages */
+    } own[CE_DIR_SLOTS];
+    int slot_cap;                    /* slots in use at most: min(256, RLIMIT_NOFILE / 4) */
+    int unshared;                    /* mem_unshare ran: no new shared allocations */
+    pid_t owner_pid;                 /* a forked child never changes the directory */
     pthread_mutex_t dir_lock;        /* alloc and free (user threads) */
     const struct rmacoll__ce_dir **peer_dir; /* [nranks]: mapped on first use */
     uint8_t *peer_dir_state;         /* [nranks] */
@@ -92,6 +101,7 @@ rmacoll_status_t rmacoll__ce_set_iov_max(rmacoll_transport_t *tp,
  * is mapped here when one of peer's shared allocations holds it, else NULL
  * (then cross-memory attach). _alloc / _free serve mem_alloc / mem_free of
  * RMACOLL_MEM_HOST (_free returns 0 when addr is not a live allocation);
+ * _unshare serves mem_unshare (its allocations stop being shared);
  * _finalize unmaps everything of peers and the directory (own allocations
  * still live stay mapped).
  */
@@ -101,6 +111,7 @@ void *rmacoll__ce_shared_lookup(rmacoll_transport_t *tp, int peer, uint64_t dst,
                                 uint64_t bytes);
 rmacoll_status_t rmacoll__ce_shared_alloc(rmacoll_transport_t *tp, size_t bytes, void **addr);
 int rmacoll__ce_shared_free(rmacoll_transport_t *tp, void *addr);
+rmacoll_status_t rmacoll__ce_shared_unshare(rmacoll_transport_t *tp);
 void rmacoll__ce_shared_finalize(rmacoll_transport_t *tp);
 
 #ifdef RMACOLL_HAVE_CE_CUDA

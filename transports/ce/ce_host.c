@@ -424,6 +424,11 @@ static void ce_mem_free(rmacoll_transport_t *tp, void *addr, rmacoll_memtype_t t
 #endif
 }
 
+static rmacoll_status_t ce_mem_unshare(rmacoll_transport_t *tp)
+{
+    return tp == NULL ? RMACOLL_ERR_INVALID_ARG : rmacoll__ce_shared_unshare(tp);
+}
+
 /* Translates and logs a failed process_vm_writev of one put. */
 static rmacoll_status_t ce_cma_error(rmacoll_transport_t *tp, int peer,
                                      int err, uint64_t dst, uint64_t bytes,
@@ -688,7 +693,8 @@ const rmacoll_transport_ops_t rmacoll_transport_ce_ops = {
                              .mem_export = rmacoll__ce_cuda_mem_export,
                              .mem_import = rmacoll__ce_cuda_mem_import,
                              .mem_alloc = ce_mem_alloc,
-                             .mem_free = ce_mem_free),
+                             .mem_free = ce_mem_free,
+                             .mem_unshare = ce_mem_unshare),
     /* CUDA memory on the user's stream */
     .stream = RMACOLL__TOPS_STREAM(.post_puts_stream = rmacoll__ce_cuda_post_puts_stream,
                                    .wait_stream = rmacoll__ce_cuda_wait_stream,
@@ -699,7 +705,8 @@ const rmacoll_transport_ops_t rmacoll_transport_ce_ops = {
     .mem = RMACOLL__TOPS_MEM(.mem_register = ce_mem_register,
                              .mem_deregister = ce_mem_deregister,
                              .mem_alloc = ce_mem_alloc,
-                             .mem_free = ce_mem_free),
+                             .mem_free = ce_mem_free,
+                             .mem_unshare = ce_mem_unshare),
 #endif
     .host = RMACOLL__TOPS_HOST(.post_puts = ce_post_puts),
 };

@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -100,8 +101,22 @@ rmacoll_status_t rmacoll__ce_shared_init(rmacoll_transport_t *tp)
     int fd;
     void *m;
 
+    struct rlimit rl;
+
     tp->dir_fd = -1;
     tp->dir = NULL;
+    tp->owner_pid = getpid();
+    for (int k = 0; k < CE_DIR_SLOTS; k++) {
+        tp->own[k].addr = NULL;
+        tp->own[k].fd = -1;
+    }
+    /* every allocation holds a file descriptor: leave most of them to the
+     * application and the other transports */
+    tp->slot_cap = CE_DIR_SLOTS;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur / 4 < (rlim_t)CE_DIR_SLOTS) {
+        tp->slot_cap = (int)(rl.rlim_cur / 4);
+    }
     pthread_mutex_init(&tp->dir_lock, NULL);
     tp->peer_dir = calloc((size_t)tp->nranks, sizeof(*tp->peer_dir));
     tp->peer_dir_state = calloc((size_t)tp->nranks, sizeof(*tp->peer_dir_state));
@@ -299,22 +314,42 @@ void *rmacoll__ce_shared_lookup(rmacoll_transport_t *tp, int peer, uint64_t dst,
     return NULL;
 }
 
+/* Publishes own slot s in the directory (or, with addr 0, withdraws it). */
+static void dir_publish(rmacoll_transport_t *tp, int s, uint64_t addr, uint64_t bytes, int fd)
+{
+    ce_dir_slot_t *e = &tp->dir->slot[s];
+
+    __atomic_store_n(&e->seq, e->seq + 1, __ATOMIC_RELAXED); /* odd */
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    if (addr != 0) {
+        __atomic_store_n(&e->bytes, bytes, __ATOMIC_RELAXED);
+        __atomic_store_n(&e->serial, ++tp->dir_serial, __ATOMIC_RELAXED);
+        __atomic_store_n(&e->fd, (int64_t)fd, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&e->addr, addr, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->seq, e->seq + 1, __ATOMIC_RELEASE); /* even */
+    if (addr != 0 && (uint64_t)s + 1 > tp->dir->nused) {
+        __atomic_store_n(&tp->dir->nused, (uint64_t)s + 1, __ATOMIC_RELEASE);
+    }
+}
+
 rmacoll_status_t rmacoll__ce_shared_alloc(rmacoll_transport_t *tp, size_t bytes, void **addr)
 {
     size_t len = page_round(bytes);
     int s, fd;
     void *m;
 
-    if (tp->dir == NULL) {
-        return RMACOLL_ERR_UNSUPPORTED;
+    if (tp->dir == NULL || tp->unshared || getpid() != tp->owner_pid) {
+        return RMACOLL_ERR_UNSUPPORTED; /* none, unshared, or a forked child */
     }
     pthread_mutex_lock(&tp->dir_lock);
-    for (s = 0; s < CE_DIR_SLOTS && tp->dir->slot[s].addr != 0; s++) {
+    for (s = 0; s < tp->slot_cap && tp->own[s].addr != NULL; s++) {
     }
-    if (s == CE_DIR_SLOTS) {
+    if (s == tp->slot_cap) {
         pthread_mutex_unlock(&tp->dir_lock);
         CE_LOG(tp, RMACOLL_LOG_INFO,
-               "ce: all %d shared allocation slots are taken", CE_DIR_SLOTS);
+               "ce: all %d shared allocation slots are taken (at most %d, and a quarter of "
+               "RLIMIT_NOFILE: each holds a file descriptor)", tp->slot_cap, CE_DIR_SLOTS);
         return RMACOLL_ERR_UNSUPPORTED;
     }
     fd = (int)memfd_create("rmacoll-mem", MFD_CLOEXEC);
@@ -338,20 +373,11 @@ rmacoll_status_t rmacoll__ce_shared_alloc(rmacoll_transport_t *tp, size_t bytes,
      * (/sys/kernel/mm/transparent_hugepage/shmem_enabled = advise); a no-op
      * otherwise */
     (void)madvise(m, len, MADV_HUGEPAGE);
-    {
-        ce_dir_slot_t *e = &tp->dir->slot[s];
-
-        __atomic_store_n(&e->seq, e->seq + 1, __ATOMIC_RELAXED); /* odd */
-        __atomic_thread_fence(__ATOMIC_RELEASE);
-        __atomic_store_n(&e->bytes, (uint64_t)len, __ATOMIC_RELAXED);
-        __atomic_store_n(&e->serial, ++tp->dir_serial, __ATOMIC_RELAXED);
-        __atomic_store_n(&e->fd, (int64_t)fd, __ATOMIC_RELAXED);
-        __atomic_store_n(&e->addr, (uint64_t)(uintptr_t)m, __ATOMIC_RELAXED);
-        __atomic_store_n(&e->seq, e->seq + 1, __ATOMIC_RELEASE); /* even */
-        if ((uint64_t)s + 1 > tp->dir->nused) {
-            __atomic_store_n(&tp->dir->nused, (uint64_t)s + 1, __ATOMIC_RELEASE);
-        }
-    }
+    tp->own[s].addr = m;
+    tp->own[s].bytes = len;
+    tp->own[s].fd = fd;
+    tp->own[s].unshared = 0;
+    dir_publish(tp, s, (uint64_t)(uintptr_t)m, (uint64_t)len, fd);
     pthread_mutex_unlock(&tp->dir_lock);
     *addr = m;
     return RMACOLL_SUCCESS;
@@ -365,22 +391,68 @@ int rmacoll__ce_shared_free(rmacoll_transport_t *tp, void *addr)
         return 0;
     }
     pthread_mutex_lock(&tp->dir_lock);
-    for (s = 0; s < CE_DIR_SLOTS && tp->dir->slot[s].addr != (uint64_t)(uintptr_t)addr; s++) {
+    for (s = 0; s < CE_DIR_SLOTS && tp->own[s].addr != addr; s++) {
     }
     if (s < CE_DIR_SLOTS) {
-        ce_dir_slot_t *e = &tp->dir->slot[s];
-        uint64_t len = e->bytes;
-        int fd = (int)e->fd;
-
-        __atomic_store_n(&e->seq, e->seq + 1, __ATOMIC_RELAXED); /* odd */
-        __atomic_thread_fence(__ATOMIC_RELEASE);
-        __atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&e->seq, e->seq + 1, __ATOMIC_RELEASE); /* even */
-        munmap(addr, (size_t)len);
-        close(fd); /* after the slot changed: see the file comment */
+        /* a forked child frees only its own view: the directory (shared
+         * with the parent) and the parent's allocation stay */
+        if (getpid() == tp->owner_pid && !tp->own[s].unshared) {
+            dir_publish(tp, s, 0, 0, -1);
+        }
+        munmap(addr, tp->own[s].bytes);
+        if (tp->own[s].fd >= 0) {
+            close(tp->own[s].fd); /* after the slot changed: see the file comment */
+        }
+        tp->own[s].addr = NULL;
+        tp->own[s].fd = -1;
     }
     pthread_mutex_unlock(&tp->dir_lock);
     return s < CE_DIR_SLOTS;
+}
+
+rmacoll_status_t rmacoll__ce_shared_unshare(rmacoll_transport_t *tp)
+{
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+
+    if (tp->dir == NULL || getpid() != tp->owner_pid) {
+        return RMACOLL_ERR_UNSUPPORTED;
+    }
+    pthread_mutex_lock(&tp->dir_lock);
+    tp->unshared = 1;
+    for (int s = 0; s < CE_DIR_SLOTS; s++) {
+        void *a = tp->own[s].addr, *copy;
+        size_t len = tp->own[s].bytes;
+
+        if (a == NULL || tp->own[s].unshared) {
+            continue;
+        }
+        dir_publish(tp, s, 0, 0, -1); /* no peer maps it any more */
+        /* private pages with the same contents replace the shared ones at
+         * the same address (mremap is atomic for this process): peers'
+         * mappings keep the memfd's pages, which nobody here reads */
+        copy = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (copy == MAP_FAILED) {
+            st = RMACOLL_ERR_NO_MEMORY;
+            continue;
+        }
+        memcpy(copy, a, len);
+        if (mremap(copy, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, a) == MAP_FAILED) {
+            munmap(copy, len);
+            st = RMACOLL_ERR_NO_MEMORY;
+            continue;
+        }
+        close(tp->own[s].fd);
+        tp->own[s].fd = -1;
+        tp->own[s].unshared = 1;
+    }
+    pthread_mutex_unlock(&tp->dir_lock);
+    if (st != RMACOLL_SUCCESS) {
+        CE_LOG(tp, RMACOLL_LOG_ERROR,
+               "ce: rank %d: could not replace every shared allocation by a private copy "
+               "(%s): a stopped node peer may still write into it", tp->rank,
+               rmacoll_status_string(st));
+    }
+    return st;
 }
 
 void rmacoll__ce_shared_finalize(rmacoll_transport_t *tp)
@@ -400,8 +472,8 @@ void rmacoll__ce_shared_finalize(rmacoll_transport_t *tp)
         /* allocations still live stay mapped (the core logged them); only
          * their fds close: the mappings keep the memory */
         for (int s = 0; s < CE_DIR_SLOTS; s++) {
-            if (tp->dir->slot[s].addr != 0) {
-                close((int)tp->dir->slot[s].fd);
+            if (tp->own[s].addr != NULL && tp->own[s].fd >= 0) {
+                close(tp->own[s].fd);
             }
         }
         munmap(tp->dir, sizeof(*tp->dir));
