@@ -42,6 +42,8 @@ static const rmacoll__env_var_t env_vars[] = {
     {"RMACOLL_UNIQUE_ID", "rmacoll-perf", "hex unique id handed to spawned ranks"},
     {"RMACOLL_PERF_TEST_EXIT", "rmacoll-perf", "test hook (--dry-run only): R:CODE makes rank R exit with CODE"},
     {"RMACOLL_PERF_TEST_HANG", "rmacoll-perf", "test hook (--dry-run only): rank R sleeps until killed"},
+    {"RMACOLL_PERF_TEST_CORRUPT", "rmacoll-perf",
+     "test hook: rank R flips the first byte it received before each check (the check must fail)"},
     {"RMACOLL_TEST_*", "tests", "test-suite variables; ignored by the library"},
     {"OMPI_COMM_WORLD_RANK", "library", "rank and size (with OMPI_COMM_WORLD_SIZE) under Open MPI's mpirun"},
     {"PMI_RANK", "library", "rank and size (with PMI_SIZE) under MPICH/Intel MPI"},

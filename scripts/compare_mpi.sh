@@ -84,6 +84,24 @@ bytes() {
 
 OPTS=(--dist "$DIST" -d "$DTYPE" --seed "$SEED" -c "$CHECK" -q
       ${EXTRA[@]+"${EXTRA[@]}"})
+# Whole numbers the script computes with, checked before anything runs.
+for v in NP ITERS WARMUP REPS STEP ITERS_MAX SEED CHECK; do
+    case ${!v} in
+        ''|*[!0-9]*) echo "compare_mpi: $v='${!v}' is not a whole number" >&2; exit 2 ;;
+    esac
+done
+if [ "$REPS" -lt 1 ] || [ "$STEP" -lt 2 ] || [ "$ITERS" -lt 1 ] || [ "$ITERS_MAX" -lt 1 ]; then
+    echo "compare_mpi: REPS ($REPS), ITERS ($ITERS) and ITERS_MAX ($ITERS_MAX) must be at" \
+         "least 1 and STEP ($STEP) at least 2" >&2
+    exit 2
+fi
+lo_b=$(bytes "$MIN") || exit 2
+hi_b=$(bytes "$MAX") || exit 2
+if [ "$lo_b" -lt 1 ] || [ "$hi_b" -lt "$lo_b" ]; then
+    echo "compare_mpi: MIN ($MIN) must be at least 1 and at most MAX ($MAX)" >&2
+    exit 2
+fi
+
 # One run per entry: "minbytes maxbytes iters warmup".
 RUNS=()
 target=$(bytes "$ITERS_BYTES") || exit 2

@@ -209,6 +209,16 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
     set_tests_properties(perf_mpirun_two_nodes PROPERTIES TIMEOUT 300 ENVIRONMENT "${_mpi_env}"
       LABELS "mpi;multiprocess"
       PASS_REGULAR_EXPRESSION "nranks 4, nodes 2 \\(2,2\\), launch mpirun.*Out of bounds values : 0 OK")
+    # a bad RMACOLL_* value on rank 2 only: every rank fails at once in
+    # create, naming rank 2 and the key (rank 2 alone exited silently, and
+    # the others waited)
+    add_test(NAME perf_mpirun_bad_env_one_rank COMMAND ${RMACOLL_MPIEXEC} -np 4 sh -c
+      "[ \"$OMPI_COMM_WORLD_RANK\" = 2 ] && export RMACOLL_EAGER_MAX_BYTES=lots; exec \"$0\" -b 1K -e 1K -n 1 -w 0"
+      $<TARGET_FILE:rmacoll-perf>)
+    set_tests_properties(perf_mpirun_bad_env_one_rank PROPERTIES TIMEOUT 60
+      ENVIRONMENT "${_mpi_env}" LABELS "mpi;multiprocess"
+      PASS_REGULAR_EXPRESSION "rank [013]: the configuration of rank 2 is invalid: environment RMACOLL_EAGER_MAX_BYTES='lots'"
+      FAIL_REGULAR_EXPRESSION "Out of bounds")
   endif()
   # The MPI baseline with -R 1: buffers from MPI_Alloc_mem, checked clean;
   # with a flipped byte the check fails in both rows (mpirun exits 2).

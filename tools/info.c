@@ -82,7 +82,7 @@ static int info_built(const char *name)
 static void info_usage(FILE *fp)
 {
     fprintf(fp,
-            "usage: rmacoll-info [--config FILE] [--json] [--runtime] [--help]\n"
+            "usage: rmacoll-info [--config FILE] [--json] [--runtime] [--topology L,L,...|NxG] [--help]\n"
             "Prints the rmacoll version, the transports and schedulers compiled in, and\n"
             "every configuration key with its default, meaning and effective value.\n"
             "  -c, --config FILE  YAML file to load (default: $RMACOLL_CONFIG, if set)\n"

@@ -883,7 +883,7 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
     char node_eager_max[64];
     char auto_thr[96] = "";
     const char *devpath = "none (one node)";
-    int rc, dsig = 0;
+    int rc, dsig = 0, cfg_bad = 0;
 
     if (o->dry_run)
         return perf_dry_run(env);
@@ -927,12 +927,17 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
     st = rmacoll_config_load(o->config_path[0] ? o->config_path : NULL, &cfg,
                              err, sizeof(err));
     if (st != RMACOLL_SUCCESS) {
-        if (env->rank == 0)
-            fprintf(stderr, PERF_NAME ": config: %s (%s)\n", err,
-                    rmacoll_status_name(st));
-        return 1;
+        /* said by this rank, then the library is left to load the same
+         * configuration itself at create, where a bad value on some ranks
+         * fails every rank at once, naming them (under a launcher only this
+         * rank may have it) */
+        fprintf(stderr, PERF_NAME ": rank %d: config: %s (%s)\n", env->rank, err,
+                rmacoll_status_name(st));
+        cfg_bad = 1;
+        if (o->config_path[0])
+            setenv("RMACOLL_CONFIG", o->config_path, 1);
     }
-    if (perf_apply_config(o, &cfg, err, sizeof(err)) != 0) {
+    if (!cfg_bad && perf_apply_config(o, &cfg, err, sizeof(err)) != 0) {
         if (env->rank == 0)
             fprintf(stderr, PERF_NAME ": %s\n", err);
         return PERF_EXIT_USAGE;
@@ -952,11 +957,15 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
         params.rank = env->rank;
         params.nranks = env->nranks;
         params.unique_id = &id;
-        params.config = &cfg;
+        params.config = cfg_bad ? NULL : &cfg;
         params.node_key = NULL; /* RMACOLL_NODE_ID, set by the launcher */
         st = rmacoll_comm_create(&params, &comm);
     } else {
-        st = rmacoll_comm_create_from_env(&cfg, &comm);
+        st = rmacoll_comm_create_from_env(cfg_bad ? NULL : &cfg, &comm);
+    }
+    if (st == RMACOLL_SUCCESS && cfg_bad) { /* cannot be: the same load failed here */
+        rmacoll_comm_destroy(comm);
+        return 1;
     }
     if (st != RMACOLL_SUCCESS) {
         fprintf(stderr, PERF_NAME ": rank %d: communicator create failed: %s\n",

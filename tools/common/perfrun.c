@@ -467,7 +467,7 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
             bad = v[0] == '\0' || perf_copy(o->json_path, sizeof(o->json_path), v);
             o->json_stdout = !strcmp(v, "-");
             break;
-        case PO_NO_CHECK: o->check = 0; o->check_every = 0; break;
+        case PO_NO_CHECK: o->check = 0; o->check_every = 0; break; /* turns both off */
         case PO_CHECK_EVERY:
             o->check_every = 1;
             if (o->check == 0)
@@ -508,6 +508,8 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
                 o->check = 1;
             else if (perf_onoff(v, &o->check) != 0)
                 bad = perf_int(v, 0, 1000000, &o->check);
+            if (!bad && o->check == 0)
+                o->check_every = 0; /* -c 0 is --no-check: the last option wins */
             break;
         case 'd':
             if (!strcmp(v, "all")) {
@@ -566,6 +568,8 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
                  "with it", o->local_register);
         return -1;
     }
+    if (o->check_every && o->check == 0)
+        o->check = 1;   /* --check-every is a mode of checking, whatever -c came after */
     if (o->gemm_n > 0) {
         o->check = 0;   /* calls are queued back to back: nothing to check */
         o->check_every = 0;
