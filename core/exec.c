@@ -216,17 +216,18 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
              * (rmacoll_mem_alloc) once the call has returned */
             rmacoll__tinst_t *t = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_HOST);
             rmacoll_status_t ust = t != NULL && t->tp != NULL
-                                       ? t->ops->mem.mem_unshare(t->tp)
+                                       ? t->ops->mem.mem_unshare(t->tp, c->hrecv,
+                                                                 (size_t)c->recv_extent)
                                        : RMACOLL_ERR_UNSUPPORTED;
 
             rmacoll__log(&comm->log, ust == RMACOLL_SUCCESS ? RMACOLL_LOG_WARN
                                                             : RMACOLL_LOG_INFO,
                          RMACOLL_LOG_SUBSYS_CORE,
-                         "rank %d: this rank's shared allocations %s", me,
+                         "rank %d: the receive buffer's shared allocations %s", me,
                          ust == RMACOLL_SUCCESS
                              ? "are no longer shared with node peers (late copies land "
                                "elsewhere)"
-                             : "could not be unshared");
+                             : "were not unshared (none, or it failed)");
         }
     }
 

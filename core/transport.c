@@ -81,7 +81,7 @@ static rmacoll_status_t stub_mem_revoke(rmacoll_transport_t *tp, rmacoll_mem_t *
     return RMACOLL_ERR_UNSUPPORTED;
 }
 
-static rmacoll_status_t stub_mem_unshare(rmacoll_transport_t *tp)
+static rmacoll_status_t stub_mem_unshare(rmacoll_transport_t *tp, void *addr, size_t bytes)
 {
     return RMACOLL_ERR_UNSUPPORTED;
 }

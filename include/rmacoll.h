@@ -405,9 +405,9 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
  * buffer of any call; the bytes a peer writes follow the call's rules
  * (nothing outside the receive blocks, nothing after a call returned: when
  * a call ends while a node peer is stopped inside a copy into this rank,
- * private pages with the same contents replace the shared ones before it
- * returns, so that copy lands elsewhere; new allocations are then
- * ordinary). A shared allocation is MAP_SHARED: a child forked afterwards
+ * private pages with the same contents replace the shared ones of the
+ * allocations its receive buffer lies in before it returns, so that copy
+ * lands elsewhere; new allocations are then ordinary). A shared allocation is MAP_SHARED: a child forked afterwards
  * shares its pages (its rmacoll_mem_free unmaps only its own view).
  * Free it with rmacoll_mem_free before rmacoll_comm_destroy (one left at
  * destroy is logged and stays mapped). A node peer keeps its mapping of

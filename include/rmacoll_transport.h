@@ -275,14 +275,17 @@ typedef struct rmacoll_transport_mem_ops {
                                   rmacoll_memtype_t type, void **addr);
     void (*mem_free)(rmacoll_transport_t *tp, void *addr, rmacoll_memtype_t type);
     /* Optional (appended; NULL: a stub returning RMACOLL_ERR_UNSUPPORTED):
-     * stops sharing this rank's RMACOLL_MEM_HOST allocations (mem_alloc)
-     * with node peers. Their contents stay at the same addresses, but a
-     * node peer's write, one already under way included, no longer lands
-     * in them; new puts into them take the ordinary path. The core calls
-     * it when a call ends while a node peer is still inside a copy into
-     * this rank after timeout_ms (a peer stopped mid-copy), before the
-     * call returns. Not thread-safe against mem_alloc / mem_free. */
-    rmacoll_status_t (*mem_unshare)(rmacoll_transport_t *tp);
+     * stops sharing with node peers this rank's RMACOLL_MEM_HOST
+     * allocations (mem_alloc) that overlap [addr, addr + bytes). Their
+     * contents stay at the same addresses, but a node peer's write, one
+     * already under way included, no longer lands in them; new puts into
+     * them take the ordinary path, and later allocations are not shared.
+     * The core calls it with the receive buffer of a call that ends while a
+     * node peer is still inside a copy into this rank after timeout_ms (a
+     * peer stopped mid-copy), before the call returns. Writes by this
+     * process into those allocations while it runs may be lost (the
+     * receive buffer of a call that is returning: nobody else writes it). */
+    rmacoll_status_t (*mem_unshare)(rmacoll_transport_t *tp, void *addr, size_t bytes);
 } rmacoll_transport_mem_ops_t;
 
 /* The host-driven data path. */

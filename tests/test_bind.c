@@ -358,7 +358,7 @@ static void test_instance_caps(void **state)
     assert_int_equal(o.mem.mem_alloc(NULL, 64, RMACOLL_MEM_CUDA, (void **)&t.name),
                      RMACOLL_ERR_UNSUPPORTED);
     assert_null(t.name);
-    assert_int_equal(o.mem.mem_unshare(NULL), RMACOLL_ERR_UNSUPPORTED); /* the stub */
+    assert_int_equal(o.mem.mem_unshare(NULL, NULL, 0), RMACOLL_ERR_UNSUPPORTED); /* the stub */
     /* HOST_CUDA names host.post_puts */
     t = table("ce2", RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_CUDA | RMACOLL_TCAP_HOST_CUDA);
     t.host = NULL;

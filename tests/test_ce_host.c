@@ -608,7 +608,15 @@ static void child_unshare(child_t *c, void *arg)
             CHECK(c, find_bad_pat(buf + GUARD, 0, 1, it, sz) == sz);
             CHECK(c, find_not_fill(buf + GUARD + sz, GUARD) == GUARD);
             if (it == 0) {
-                CHECK(c, OPS->mem->mem_unshare(tp) == RMACOLL_SUCCESS);
+                void *other = NULL;
+
+                /* only what overlaps the range: another allocation stays shared */
+                CHECK(c, OPS->mem->mem_alloc(tp, 4096, RMACOLL_MEM_HOST, &other) ==
+                         RMACOLL_SUCCESS);
+                CHECK(c, OPS->mem->mem_unshare(tp, buf + GUARD + 5, 10) == RMACOLL_SUCCESS);
+                CHECK(c, tp->own[0].unshared == 1 && tp->own[1].addr == other &&
+                         tp->own[1].unshared == 0);
+                OPS->mem->mem_free(tp, other, RMACOLL_MEM_HOST);
                 CHECK(c, find_bad_pat(buf + GUARD, 0, 1, it, sz) == sz); /* kept */
             }
         }

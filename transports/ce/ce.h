@@ -101,7 +101,8 @@ rmacoll_status_t rmacoll__ce_set_iov_max(rmacoll_transport_t *tp,
  * is mapped here when one of peer's shared allocations holds it, else NULL
  * (then cross-memory attach). _alloc / _free serve mem_alloc / mem_free of
  * RMACOLL_MEM_HOST (_free returns 0 when addr is not a live allocation);
- * _unshare serves mem_unshare (its allocations stop being shared);
+ * _unshare serves mem_unshare (the allocations overlapping a range stop
+ * being shared);
  * _finalize unmaps everything of peers and the directory (own allocations
  * still live stay mapped).
  */
@@ -111,7 +112,7 @@ void *rmacoll__ce_shared_lookup(rmacoll_transport_t *tp, int peer, uint64_t dst,
                                 uint64_t bytes);
 rmacoll_status_t rmacoll__ce_shared_alloc(rmacoll_transport_t *tp, size_t bytes, void **addr);
 int rmacoll__ce_shared_free(rmacoll_transport_t *tp, void *addr);
-rmacoll_status_t rmacoll__ce_shared_unshare(rmacoll_transport_t *tp);
+rmacoll_status_t rmacoll__ce_shared_unshare(rmacoll_transport_t *tp, void *addr, size_t bytes);
 void rmacoll__ce_shared_finalize(rmacoll_transport_t *tp);
 
 #ifdef RMACOLL_HAVE_CE_CUDA

@@ -424,9 +424,9 @@ static void ce_mem_free(rmacoll_transport_t *tp, void *addr, rmacoll_memtype_t t
 #endif
 }
 
-static rmacoll_status_t ce_mem_unshare(rmacoll_transport_t *tp)
+static rmacoll_status_t ce_mem_unshare(rmacoll_transport_t *tp, void *addr, size_t bytes)
 {
-    return tp == NULL ? RMACOLL_ERR_INVALID_ARG : rmacoll__ce_shared_unshare(tp);
+    return tp == NULL ? RMACOLL_ERR_INVALID_ARG : rmacoll__ce_shared_unshare(tp, addr, bytes);
 }
 
 /* Translates and logs a failed process_vm_writev of one put. */

@@ -410,9 +410,10 @@ int rmacoll__ce_shared_free(rmacoll_transport_t *tp, void *addr)
     return s < CE_DIR_SLOTS;
 }
 
-rmacoll_status_t rmacoll__ce_shared_unshare(rmacoll_transport_t *tp)
+rmacoll_status_t rmacoll__ce_shared_unshare(rmacoll_transport_t *tp, void *addr, size_t bytes)
 {
     rmacoll_status_t st = RMACOLL_SUCCESS;
+    uintptr_t lo = (uintptr_t)addr, hi = lo + bytes;
 
     if (tp->dir == NULL || getpid() != tp->owner_pid) {
         return RMACOLL_ERR_UNSUPPORTED;
@@ -423,8 +424,9 @@ rmacoll_status_t rmacoll__ce_shared_unshare(rmacoll_transport_t *tp)
         void *a = tp->own[s].addr, *copy;
         size_t len = tp->own[s].bytes;
 
-        if (a == NULL || tp->own[s].unshared) {
-            continue;
+        if (a == NULL || tp->own[s].unshared || (uintptr_t)a >= hi ||
+            (uintptr_t)a + len <= lo) {
+            continue; /* not in the range: other threads may be using it */
         }
         dir_publish(tp, s, 0, 0, -1); /* no peer maps it any more */
         /* private pages with the same contents replace the shared ones at
