@@ -1946,9 +1946,12 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
             fprintf(json,
                     ",\n  \"iters\": %d,\n  \"warmup\": %d,\n  \"agg_iters\": %d,"
                     "\n  \"graph_launches\": %d,"
-                    "\n  \"average\": \"%s\",\n  \"check\": %s,",
+                    "\n  \"average\": \"%s\",\n  \"check\": %s,\n  \"check_iters\": %d,"
+                    "\n  \"check_every\": %s,",
                     o->iters, o->warmup, o->agg_iters, o->graph_launches,
-                    perf_average_name(o->average), o->check ? "true" : "false");
+                    perf_average_name(o->average), o->check ? "true" : "false",
+                    o->check_every ? o->iters : o->check,
+                    o->check_every ? "true" : "false");
             fprintf(json, "\n  \"memory\": \"%s\",\n  \"local_register\": %d,"
                     "\n  \"host_alloc\": ", s.dev ? "cuda" : "host",
                     o->local_register);
