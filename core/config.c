@@ -1159,7 +1159,12 @@ static int config_find_line(const char *t, size_t len, const char *path, const c
         return 0;
     }
     for (int k = 0; k < nth; k++) {
-        pos = scan_find(t, k == 0 ? from : after, end, key, top, 0, &after);
+        size_t start = k == 0 ? from : after;
+
+        pos = scan_find(t, start, end, key, top, 0, &after);
+        if (pos < 0 && top) { /* a top-level flow mapping: keys not at column 0 */
+            pos = scan_find(t, start, end, key, 0, 0, &after);
+        }
         if (pos < 0) {
             return 0;
         }

@@ -537,6 +537,10 @@ static void test_duplicate_key(void **state)
     load_fails("relay:\n  slots: 4\neager_max_bytes: 64KiB\nrelay:\n  slots: 8\n", err,
                sizeof(err));
     assert_has(err, "line 4: relay: mapping field already seen");
+
+    /* a flow mapping over two lines (a trial leftover: it said line 1) */
+    load_fails("{timeout_ms: 1000,\n timeout_ms: 5}\n", err, sizeof(err));
+    assert_has(err, "line 2: timeout_ms: mapping field already seen");
 }
 
 static void test_bad_enum(void **state)
