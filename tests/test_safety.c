@@ -992,6 +992,30 @@ static void *stopper_main(void *p)
     return NULL;
 }
 
+/* The call of a late-write test: the owner runs it with a thread that
+ * stops the writer stop_after_ms into it; 7 when the writer was not
+ * stopped in time or the call succeeded (the test proves nothing), else 0;
+ * *st gets the call's status. */
+static int late_call(const late_arg_t *a, rmacoll_comm_t *comm, int rank, const void *send,
+                     const int64_t *sc, const int64_t *sd, void *recv, const int64_t *rc_,
+                     const int64_t *rd, rmacoll_status_t *st)
+{
+    if (rank == a->owner) {
+        pthread_t th;
+        stopper_t sp = {a};
+
+        pthread_create(&th, NULL, stopper_main, &sp);
+        *st = rmacoll_alltoallv(send, sc, sd, recv, rc_, rd, RMACOLL_INT32, comm, NULL);
+        pthread_join(th, NULL);
+        fprintf(stderr, "rank %d (owner): %s: %s\n", rank, rmacoll_status_name(*st),
+                rmacoll_comm_last_error(comm));
+        return !atomic_load(&a->sh->stopped) || *st == RMACOLL_SUCCESS ? 7 : 0;
+    }
+    *st = rmacoll_alltoallv(send, sc, sd, recv, rc_, rd, RMACOLL_INT32, comm, NULL);
+    fprintf(stderr, "rank %d: %s\n", rank, rmacoll_status_name(*st));
+    return 0;
+}
+
 /* The slow skewed call of test_slow_progress (1 MiB from rank 0 to rank 3
  * through 64-byte slots, forwarded by rank 2 into rank 3's buffer); the
  * owner (rank 3) stops the writer (its relay, rank 2) mid-transfer, gets an
@@ -1028,18 +1052,9 @@ static int late_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
         }
     }
     memset(rbuf, SENT, rbytes);
+    rc = late_call(a, comm, rank, send, sc, sd, rbuf + GUARD, rc_, rd, &st);
     if (rank == a->owner) {
-        pthread_t th;
-        stopper_t sp = {a};
-        pthread_create(&th, NULL, stopper_main, &sp);
-        st = rmacoll_alltoallv(send, sc, sd, rbuf + GUARD, rc_, rd, RMACOLL_INT32, comm,
-                               NULL);
-        pthread_join(th, NULL);
-        fprintf(stderr, "rank %d (owner): %s: %s\n", rank, rmacoll_status_name(st),
-                rmacoll_comm_last_error(comm));
-        if (!atomic_load(&a->sh->stopped) || st == RMACOLL_SUCCESS) {
-            rc = 7; /* the writer was not stopped in time: the test proves nothing */
-        } else {
+        if (rc == 0) {
             char want[32];
             snprintf(want, sizeof(want), "silent rank %d", a->writer);
             if (strstr(rmacoll_comm_last_error(comm), want) == NULL) {
@@ -1050,10 +1065,6 @@ static int late_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
                           atomic_load(&a->sh->pid[a->writer]), a->timeout_ms, rank, st)) {
             rc = 1;
         }
-    } else {
-        st = rmacoll_alltoallv(send, sc, sd, rbuf + GUARD, rc_, rd, RMACOLL_INT32, comm,
-                               NULL);
-        fprintf(stderr, "rank %d: %s\n", rank, rmacoll_status_name(st));
     }
     if (comm != NULL) {
         (void)rmacoll_comm_destroy(comm);
@@ -1188,27 +1199,11 @@ static int late_shared_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     rbuf = m;
     memset(send, 0x5a, sbytes);
     memset(rbuf, SENT, rbytes);
-    if (rank == a->owner) {
-        pthread_t th;
-        stopper_t sp = {a};
-
-        pthread_create(&th, NULL, stopper_main, &sp);
-        st = rmacoll_alltoallv(send, sc, sd, rbuf + GUARD, rc_, rd, RMACOLL_INT32, comm,
-                               NULL);
-        pthread_join(th, NULL);
-        fprintf(stderr, "rank %d (owner): %s: %s\n", rank, rmacoll_status_name(st),
-                rmacoll_comm_last_error(comm));
-        if (!atomic_load(&a->sh->stopped) || st == RMACOLL_SUCCESS) {
-            rc = 7; /* the writer was not stopped in time: the test proves nothing */
-        }
-        if (resume_writer(&comm, 0, rbuf, rbytes, atomic_load(&a->sh->pid[a->writer]),
-                          a->timeout_ms, rank, st)) {
-            rc = 1;
-        }
-    } else {
-        st = rmacoll_alltoallv(send, sc, sd, rbuf + GUARD, rc_, rd, RMACOLL_INT32, comm,
-                               NULL);
-        fprintf(stderr, "rank %d: %s\n", rank, rmacoll_status_name(st));
+    rc = late_call(a, comm, rank, send, sc, sd, rbuf + GUARD, rc_, rd, &st);
+    if (rank == a->owner &&
+        resume_writer(&comm, 0, rbuf, rbytes, atomic_load(&a->sh->pid[a->writer]),
+                      a->timeout_ms, rank, st)) {
+        rc = 1;
     }
     (void)rmacoll_mem_free(comm, m);
     (void)rmacoll_comm_destroy(comm);
