@@ -25,7 +25,8 @@ static const char *const env_names[] = {
     "RMACOLL_SCHEDULER_PLUGIN",      "RMACOLL_SCHEDULER_SEED",        "RMACOLL_RELAY_ENABLED",
     "RMACOLL_RELAY_BUFFER_BYTES",    "RMACOLL_RELAY_SLOTS",           "RMACOLL_MAX_TASK_BYTES",
     "RMACOLL_EAGER_MAX_BYTES",       "RMACOLL_NODE_EAGER_MAX_BYTES",  "RMACOLL_TIMEOUT_MS",            "RMACOLL_NVLINK_KERNEL_THRESHOLD", "RMACOLL_OFI_PROVIDER",
-    "RMACOLL_OFI_IFACE",             "RMACOLL_OFI_HMEM_DEVICE_ONLY",  "RMACOLL_VERBS_DEVICE",          "RMACOLL_VERBS_PORT",
+    "RMACOLL_OFI_IFACE",             "RMACOLL_OFI_HMEM_DEVICE_ONLY",  "RMACOLL_OFI_DELIVERY_COMPLETE",
+    "RMACOLL_VERBS_DEVICE",          "RMACOLL_VERBS_PORT",
     "RMACOLL_VERBS_GID_INDEX",       "RMACOLL_VERBS_MTU",             "RMACOLL_VERBS_TRAFFIC_CLASS",
     "RMACOLL_VERBS_SERVICE_LEVEL",   "RMACOLL_VERBS_MAX_INFLIGHT",    "RMACOLL_LOG_LEVEL",
     "RMACOLL_LOG_SUBSYSTEMS",
@@ -310,6 +311,7 @@ static void test_env_every_key(void **state)
     setenv("RMACOLL_OFI_PROVIDER", "sockets", 1);
     setenv("RMACOLL_OFI_IFACE", "eth0", 1);
     setenv("RMACOLL_OFI_HMEM_DEVICE_ONLY", "yes", 1);
+    setenv("RMACOLL_OFI_DELIVERY_COMPLETE", "on", 1);
     setenv("RMACOLL_VERBS_DEVICE", "mlx5_1", 1);
     setenv("RMACOLL_VERBS_PORT", "2", 1);
     setenv("RMACOLL_VERBS_GID_INDEX", "7", 1);
@@ -348,6 +350,12 @@ static void test_env_every_key(void **state)
     assert_int_equal(cfg.nvlink_kernel_threshold, 512);
     assert_string_equal(cfg.ofi_provider, "sockets");
     assert_string_equal(cfg.ofi_iface, "eth0");
+    {
+        char v[RMACOLL_CONFIG_STR_MAX];
+        assert_int_equal(rmacoll_config_get(&cfg, "ofi.delivery_complete", v, sizeof(v)),
+                         RMACOLL_SUCCESS);
+        assert_string_equal(v, "true");
+    }
     assert_string_equal(cfg.verbs_device, "mlx5_1");
     assert_int_equal(cfg.verbs_port, 2);
     assert_int_equal(cfg.verbs_gid_index, 7);

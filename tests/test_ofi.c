@@ -60,6 +60,8 @@ static int g_rank = -1;
 static volatile uint64_t g_signals[TEST_NSIG];
 static char g_last_error[1024];
 static unsigned g_backpressure_logs;
+static int g_write_mode;        /* from init's INFO line: 1 ordered, 2 delivery acks */
+static int g_delivery_complete; /* rank_init sets ofi.delivery_complete */
 
 #define CK(c)                                                                  \
     do {                                                                       \
@@ -99,6 +101,11 @@ static void test_log(void *ctx, rmacoll_log_level_t level, uint32_t subsys,
     va_end(ap);
     if (level == RMACOLL_LOG_ERROR) {
         snprintf(g_last_error, sizeof(g_last_error), "%s", msg);
+    }
+    if (strstr(msg, "ordered writes: FI_INJECT_COMPLETE") != NULL) {
+        g_write_mode = 1;
+    } else if (strstr(msg, "FI_DELIVERY_COMPLETE, signals wait") != NULL) {
+        g_write_mode = 2;
     }
     if (strstr(msg, "back-pressure") != NULL) {
         g_backpressure_logs++;
@@ -161,11 +168,16 @@ static rmacoll_status_t rank_init(rank_ctx_t *c, const char *prov, const char *i
     snprintf(c->cfg.ofi_provider, sizeof(c->cfg.ofi_provider), "%s", prov);
     snprintf(c->cfg.ofi_iface, sizeof(c->cfg.ofi_iface), "%s", iface);
     c->cfg.timeout_ms = timeout_ms;
+    if (g_delivery_complete &&
+        rmacoll_config_set(&c->cfg, "ofi.delivery_complete", "true") != RMACOLL_SUCCESS) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
     memset(&c->env, 0, sizeof(c->env));
     c->env.struct_size = sizeof(c->env);
     c->env.rank = c->rank;
     c->env.nranks = c->n;
     c->env.config = &c->cfg;
+    c->env.config_get = rmacoll_config_get;
     for (int r = 0; r < c->n; r++) {
         c->peers[r] = r != c->rank;
     }
@@ -519,6 +531,122 @@ static int sc_order(rank_ctx_t *c, const void *argp)
     return 0;
 }
 
+/* ---- scenario: every piece signals the same word, many in flight ----
+ *
+ * The contract: when the target sees its word reach base + k, the bytes of
+ * the first k puts are in place. On ordered providers (FI_ORDER_WAW) the
+ * transport issues all 14 at once and relies on the provider's order; with
+ * delivery acks (shm, or ofi.delivery_complete) each waits for the one
+ * before. While the word rises the receiver checks the first and the last
+ * byte of every put it covers (stale bytes differ: the pattern depends on
+ * the iteration), then every byte. */
+
+typedef struct order_each_arg {
+    const char *prov;
+    int iters;
+    int delivery_complete;      /* set ofi.delivery_complete */
+    int want_mode;              /* 1 ordered, 2 delivery acks */
+} order_each_arg_t;
+
+static int sc_order_each(rank_ctx_t *c, const void *argp)
+{
+    const order_each_arg_t *arg = argp;
+    static const uint64_t menu[] = {1, 7, 100, 4096, 65536 + 5, 300000};
+    int right = (c->rank + 1) % c->n, left = (c->rank + c->n - 1) % c->n;
+    uint8_t *sbuf = malloc(ORDER_REGION), *rbuf = calloc(1, ORDER_REGION);
+    rmacoll_mem_t *smem, *rmem;
+    rmacoll_rkey_t rk, rks[MAXR];
+    rmacoll_put_t puts[ORDER_PIECES], ack;
+    uint64_t lens[ORDER_PIECES], offs[ORDER_PIECES];
+    uint32_t lcg = 777;
+    unsigned partial = 0;       /* checks made with some puts still missing */
+
+    CK(sbuf && rbuf);
+    g_delivery_complete = arg->delivery_complete;
+    rank_init_or_skip(c, arg->prov, 20000);
+    CK(g_write_mode == arg->want_mode);
+    CKST(OPS->mem->mem_register(c->tp, sbuf, ORDER_REGION, RMACOLL_MEM_HOST, &smem, NULL));
+    CKST(OPS->mem->mem_register(c->tp, rbuf, ORDER_REGION, RMACOLL_MEM_HOST, &rmem, &rk));
+    CKST(shm_allgather(c, &rk, rks, sizeof(rk)));
+
+    for (int it = 0; it < arg->iters; it++) {
+        uint64_t off = 0, base = (uint64_t)it * ORDER_PIECES, seen = 0;
+        uint64_t deadline = now_ms() + 20000;
+        for (int i = 0; i < ORDER_PIECES; i++) {
+            lcg = lcg * 1103515245u + 12345u;
+            lens[i] = menu[(lcg >> 16) % (sizeof(menu) / sizeof(menu[0]))];
+        }
+        lens[3] = 1 * MiB;                  /* one large put overtaken, if it can be */
+        if (it % 2 == 1) {
+            lens[ORDER_PIECES - 1] = 0;     /* signal-only tail */
+        }
+        for (int i = 0; i < ORDER_PIECES; i++) {
+            offs[i] = off;
+            off += lens[i];
+        }
+        CK(off <= ORDER_REGION);
+        for (uint64_t o = 0; o < off; o++) {
+            sbuf[o] = pat(c->rank, (uint64_t)it, o);
+        }
+        for (int i = 0; i < ORDER_PIECES; i++) {
+            puts[i] = (rmacoll_put_t){.peer = right, .src = sbuf + offs[i], .src_mem = smem,
+                                      .dst_addr = rks[right].addr + offs[i],
+                                      .dst_rkey = &rks[right], .bytes = lens[i],
+                                      .sig_index = (uint32_t)c->rank,
+                                      .sig_value = base + (uint64_t)i + 1};
+        }
+        CKST(OPS->host->post_puts(c->tp, puts, ORDER_PIECES));
+        while (seen < ORDER_PIECES) {
+            uint64_t v;
+            CKST(OPS->base->progress(c->tp));
+            v = sig_load((uint32_t)left) - base;
+            CK(v <= ORDER_PIECES);
+            if (v > seen) {
+                seen = v;
+                partial += seen < ORDER_PIECES;
+                for (uint64_t j = 0; j < seen; j++) {
+                    uint64_t first = offs[j], last = offs[j] + lens[j] - 1;
+                    if (lens[j] == 0) {
+                        continue;
+                    }
+                    if (rbuf[first] != pat(left, (uint64_t)it, first) ||
+                        rbuf[last] != pat(left, (uint64_t)it, last)) {
+                        fprintf(stderr, "rank %d: iter %d: word at %llu, but put %llu "
+                                "(%llu bytes at %llu) has not landed\n", c->rank, it,
+                                (unsigned long long)seen, (unsigned long long)j,
+                                (unsigned long long)lens[j], (unsigned long long)first);
+                        _exit(1);
+                    }
+                }
+            }
+            CK(now_ms() < deadline);
+        }
+        for (uint64_t o = 0; o < off; o++) {
+            if (rbuf[o] != pat(left, (uint64_t)it, o)) {
+                fprintf(stderr, "rank %d: iter %d byte %llu from %d is 0x%02x, want 0x%02x\n",
+                        c->rank, it, (unsigned long long)o, left, rbuf[o],
+                        pat(left, (uint64_t)it, o));
+                _exit(1);
+            }
+        }
+        ack = (rmacoll_put_t){.peer = left, .dst_addr = rks[left].addr,
+                              .dst_rkey = &rks[left], .bytes = 0,
+                              .sig_index = ACK_BASE + (uint32_t)c->rank,
+                              .sig_value = (uint64_t)it + 1};
+        CKST(OPS->host->post_puts(c->tp, &ack, 1));
+        CKST(wait_sig(c, ACK_BASE + (uint32_t)right, (uint64_t)it + 1, 20000));
+        CKST(wait_pending(c, 20000));
+    }
+    fprintf(stderr, "rank %d: %s%s: %u checks with puts outstanding\n", c->rank, arg->prov,
+            arg->delivery_complete ? " (delivery_complete)" : "", partial);
+    CKST(OPS->mem->mem_deregister(c->tp, smem));
+    CKST(OPS->mem->mem_deregister(c->tp, rmem));
+    rank_finish(c);
+    free(sbuf);
+    free(rbuf);
+    return 0;
+}
+
 /* ---- scenario: thousands of puts in one queue (back-pressure) ---- */
 
 #define BP_PUTS 3000
@@ -777,6 +905,30 @@ static void test_order_sockets(void **state)
     expect_ranks(2, sc_order, &a);
 }
 
+static void test_order_each_tcp(void **state)
+{
+    static const order_each_arg_t a = {"tcp;ofi_rxm", 30, 0, 1};
+    expect_ranks(3, sc_order_each, &a);
+}
+
+static void test_order_each_tcp_delivery(void **state)
+{
+    static const order_each_arg_t a = {"tcp;ofi_rxm", 20, 1, 2};
+    expect_ranks(2, sc_order_each, &a);
+}
+
+static void test_order_each_sockets(void **state)
+{
+    static const order_each_arg_t a = {"sockets", 20, 0, 1};
+    expect_ranks(2, sc_order_each, &a);
+}
+
+static void test_order_each_shm(void **state)
+{
+    static const order_each_arg_t a = {"shm", 30, 0, 2};
+    expect_ranks(3, sc_order_each, &a);
+}
+
 static void test_backpressure_tcp(void **state)
 {
     expect_ranks(2, sc_backpressure, "tcp;ofi_rxm");
@@ -810,6 +962,10 @@ int main(void)
         cmocka_unit_test(test_order_tcp_split),
         cmocka_unit_test(test_order_shm),
         cmocka_unit_test(test_order_sockets),
+        cmocka_unit_test(test_order_each_tcp),
+        cmocka_unit_test(test_order_each_tcp_delivery),
+        cmocka_unit_test(test_order_each_sockets),
+        cmocka_unit_test(test_order_each_shm),
         cmocka_unit_test(test_backpressure_tcp),
         cmocka_unit_test(test_backpressure_shm),
         cmocka_unit_test(test_peer_death_tcp),

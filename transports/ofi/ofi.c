@@ -10,14 +10,29 @@
  * transport raise a word by one per signal).
  *
  * Ordering. The signal may be applied only once the bytes of this put and
- * of every earlier put to the same peer are visible. Providers differ
- * (ofi_rxm switches protocols by size, shm by size and flags, EFA has no
- * RMA ordering at all), so this transport does not rely on msg_order: a
- * signalled piece is issued only when no earlier piece to that peer is
- * still in flight; every piece uses FI_DELIVERY_COMPLETE, so "completed
- * locally" means "visible at the target". Puts behind a held signal wait
- * in a per-peer FIFO that progress() drains. A put's own bytes and its
- * remote CQ data travel in one operation, so they need no extra fence.
+ * of every earlier put to the same peer are visible. Two ways:
+ *  - Ordered providers: when fi_getinfo's answer (the endpoint is opened
+ *    with it) has FI_ORDER_WAW in tx_attr->msg_order and a
+ *    max_order_waw_size of at least one piece (tcp;ofi_rxm, net and
+ *    sockets here: one byte stream per peer), the provider places the
+ *    writes to a peer in the order they were issued, so a write's remote
+ *    CQ data implies every earlier write to that peer landed. Pieces are
+ *    then issued at once, signalled or not, with FI_INJECT_COMPLETE: the
+ *    local completion only says the source may be reused, and no
+ *    delivery acknowledgement crosses the network (on tcp;ofi_rxm one
+ *    16-byte ack message per write, and a signal waiting a round trip for
+ *    the acks of the pieces before it). Not for device memory (FI_HMEM),
+ *    where the landing copy may still run when the write completes.
+ *  - Otherwise (shm reports FI_ORDER_SAS only, EFA no RMA ordering,
+ *    ofi.delivery_complete set): a signalled piece is issued only when no
+ *    earlier piece to that peer is still in flight; every piece uses
+ *    FI_DELIVERY_COMPLETE, so "completed locally" means "visible at the
+ *    target".
+ * Puts behind a held signal wait in a per-peer FIFO that progress()
+ * drains. A put's own bytes and its remote CQ data travel in one
+ * operation, so they need no extra fence. The core never needs more than
+ * "source reusable" from a completion: what a target may read, it learns
+ * from signals.
  * Signal-only puts (0 bytes) go out as fi_inject_writedata of 0 bytes
  * (no source, no local completion; shm never completes a zero-length
  * write issued with FI_DELIVERY_COMPLETE), once earlier pieces are done.
@@ -145,6 +160,7 @@ struct rmacoll_transport {
     uint64_t mr_mode;
     int keep_unused_mr;         /* lazy deregistration (provider does not pin) */
     int zero_inject;            /* signal-only puts via fi_inject_writedata */
+    int ordered;                /* provider orders writes (FI_ORDER_WAW): see header */
     uint8_t zero_src;           /* source of zero-length injects */
     uint64_t max_piece;
     uint64_t next_key;          /* requested keys when no FI_MR_PROV_KEY */
@@ -645,6 +661,7 @@ static rmacoll_status_t ofi_init(const rmacoll_transport_env_t *env,
     char *names = NULL;
     uint32_t maxlen = 0;
     int n = env->nranks;
+    int force_delivery = 0;
 
     if (env->allgather == NULL || n < 1 || env->rank < 0 || env->rank >= n) {
         return RMACOLL_ERR_INVALID_ARG;
@@ -669,6 +686,11 @@ static rmacoll_status_t ofi_init(const rmacoll_transport_env_t *env,
             strcmp(v, "true") == 0) {
             tp->hmem_flags = FI_HMEM_DEVICE_ONLY;
         }
+        if (env->config_get(env->config, "ofi.delivery_complete", v, sizeof(v)) ==
+                RMACOLL_SUCCESS &&
+            strcmp(v, "true") == 0) {
+            force_delivery = 1;
+        }
     }
     st = ofi_select(tp, &tp->info);
     if (st == RMACOLL_SUCCESS) {
@@ -676,6 +698,9 @@ static rmacoll_status_t ofi_init(const rmacoll_transport_env_t *env,
     }
     if (st == RMACOLL_SUCCESS) {
         ofi_hmem_probe(tp);
+        tp->ordered = !force_delivery && !tp->hmem &&
+                      (tp->info->tx_attr->msg_order & FI_ORDER_WAW) &&
+                      tp->info->ep_attr->max_order_waw_size >= tp->max_piece;
     }
     /* Collective from here on even after a local failure: every rank
      * learns whether any rank failed, and nobody is left in an allgather. */
@@ -739,9 +764,11 @@ static rmacoll_status_t ofi_init(const rmacoll_transport_env_t *env,
     }
     OFI_LOG(tp, RMACOLL_LOG_INFO,
             "ofi: rank %d on provider '%s' domain '%s' (mr_mode 0x%" PRIx64
-            ", max piece %" PRIu64 " bytes, %zu ops, %s)",
+            ", max piece %" PRIu64 " bytes, %zu ops, %s, %s)",
             env->rank, tp->info->fabric_attr->prov_name, tp->info->domain_attr->name,
             tp->mr_mode, tp->max_piece, tp->nops,
+            tp->ordered ? "ordered writes: FI_INJECT_COMPLETE"
+                        : "unordered or forced: FI_DELIVERY_COMPLETE, signals wait",
             tp->hmem ? "FI_HMEM: cuda memory registered" : "no FI_HMEM");
     free(hellos);
     free(names);
@@ -1034,7 +1061,7 @@ static rmacoll_status_t ofi_drain_peer(rmacoll_transport_t *tp, int p)
         struct fi_rma_iov rma;
         struct fi_msg_rma msg;
 
-        if ((sig && peer->inflight > 0) || (op == NULL && len > 0)) {
+        if ((sig && !tp->ordered && peer->inflight > 0) || (op == NULL && len > 0)) {
             break;  /* signal waits for earlier pieces to be delivered */
         }
         if (len == 0 && tp->zero_inject) {
@@ -1087,7 +1114,8 @@ static rmacoll_status_t ofi_drain_peer(rmacoll_transport_t *tp, int p)
         msg.context = &op->fctx;
         msg.data = sig ? q->sig_index : 0;
         ret = fi_writemsg(tp->ep, &msg,
-                          FI_COMPLETION | FI_DELIVERY_COMPLETE |
+                          FI_COMPLETION |
+                              (tp->ordered ? FI_INJECT_COMPLETE : FI_DELIVERY_COMPLETE) |
                               (sig ? FI_REMOTE_CQ_DATA : 0));
         if (ret == -FI_EAGAIN) {
             OFI_LOG(tp, RMACOLL_LOG_TRACE, "ofi: back-pressure to peer %d (%zu in flight)",

@@ -17,6 +17,10 @@ const rmacoll_transport_key_t rmacoll_transport_ofi_keys[OFI_NKEYS] = {
     {"hmem_device_only", RMACOLL_CONFIG_BOOL, "false",
      "register device memory with FI_HMEM_DEVICE_ONLY (shm then moves it over CUDA IPC; "
      "stalled on the GPU machine, see docs/transport-ofi.md)", 0, 0},
+    {"delivery_complete", RMACOLL_CONFIG_BOOL, "false",
+     "every write waits for the target's acknowledgement (FI_DELIVERY_COMPLETE) and a "
+     "signal for the writes before it, even on providers that order writes (FI_ORDER_WAW)",
+     0, 0},
 };
 
 const rmacoll_transport_keyset_t rmacoll_transport_ofi_keyset = {

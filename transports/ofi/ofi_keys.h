@@ -4,7 +4,7 @@
 
 #include "rmacoll_transport.h"
 
-#define OFI_NKEYS 3
+#define OFI_NKEYS 4
 extern const rmacoll_transport_key_t rmacoll_transport_ofi_keys[OFI_NKEYS];
 
 #endif
