@@ -118,7 +118,7 @@ static void test_defaults(void **state)
     }
     assert_int_equal(cfg.timeout_ms, 30000);
     assert_int_equal(cfg.nvlink_kernel_threshold, 256u << 10);
-    assert_string_equal(cfg.ofi_provider, "tcp;ofi_rxm");
+    assert_string_equal(cfg.ofi_provider, "auto");
     assert_string_equal(cfg.ofi_iface, "");
     assert_string_equal(cfg.verbs_device, "");
     assert_int_equal(cfg.verbs_port, 1);

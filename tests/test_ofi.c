@@ -28,6 +28,8 @@
 
 #ifdef RMACOLL_HAVE_OFI
 
+#include <rdma/fabric.h>      /* provider_here: what this libfabric offers */
+
 extern const rmacoll_transport_ops_t rmacoll_transport_ofi_ops;
 #define OPS (&rmacoll_transport_ofi_ops)
 
@@ -62,6 +64,7 @@ static char g_last_error[1024];
 static unsigned g_backpressure_logs;
 static int g_write_mode;        /* from init's INFO line: 1 ordered, 2 delivery acks */
 static int g_delivery_complete; /* rank_init sets ofi.delivery_complete */
+static char g_auto_pick[1024];   /* "net on lo" from "ofi: provider auto: net on lo" */
 
 #define CK(c)                                                                  \
     do {                                                                       \
@@ -106,6 +109,9 @@ static void test_log(void *ctx, rmacoll_log_level_t level, uint32_t subsys,
         g_write_mode = 1;
     } else if (strstr(msg, "FI_DELIVERY_COMPLETE, signals wait") != NULL) {
         g_write_mode = 2;
+    }
+    if (strncmp(msg, "ofi: provider auto: ", 20) == 0) {
+        snprintf(g_auto_pick, sizeof(g_auto_pick), "%s", msg + 20);
     }
     if (strstr(msg, "back-pressure") != NULL) {
         g_backpressure_logs++;
@@ -796,6 +802,103 @@ static int sc_bad_names(rank_ctx_t *c, const void *arg)
     return 0;
 }
 
+/* ---- scenario: ofi.provider auto ---- */
+
+/* Whether this libfabric's provider prov answers for what init asks, on
+ * domain iface. */
+static int provider_here(const char *prov, const char *iface)
+{
+    struct fi_info *h = fi_allocinfo(), *list = NULL;
+    int found = 0;
+
+    CK(h != NULL);
+    h->ep_attr->type = FI_EP_RDM;
+    h->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+    h->mode = FI_CONTEXT | FI_CONTEXT2;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+                              FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    h->fabric_attr->prov_name = strdup(prov);
+    if (fi_getinfo(FI_VERSION(1, 9), NULL, NULL, 0, h, &list) == 0) {
+        for (struct fi_info *i = list; i != NULL; i = i->next) {
+            found |= strcmp(i->fabric_attr->prov_name, prov) == 0 &&
+                     strcmp(i->domain_attr->name, iface) == 0;
+        }
+        fi_freeinfo(list);
+    }
+    fi_freeinfo(h);
+    return found;
+}
+
+/* auto with FI_TCP_IFACE=lo and no ofi.iface: the native provider where
+ * libfabric has it, on lo, and bytes arrive exactly. */
+static int sc_auto(rank_ctx_t *c, const void *arg)
+{
+    const uint64_t len = 100000;
+    int right = (c->rank + 1) % c->n, left = (c->rank + c->n - 1) % c->n;
+    uint8_t *sbuf = malloc(len), *rbuf = malloc(len + GUARD);
+    rmacoll_mem_t *smem, *rmem;
+    rmacoll_rkey_t rk, rks[MAXR];
+    rmacoll_put_t put;
+    const char *want;
+
+    (void)arg;
+    CK(sbuf && rbuf);
+    setenv("FI_TCP_IFACE", "lo", 1);
+    unsetenv("FI_NET_IFACE");
+    want = provider_here("net", "lo") ? "net on lo"
+           : provider_here("tcp", "lo") ? "tcp on lo" : "tcp;ofi_rxm";
+    for (uint64_t o = 0; o < len; o++) {
+        sbuf[o] = pat(c->rank, 3, o);
+    }
+    memset(rbuf, 0xee, len + GUARD);
+    g_auto_pick[0] = '\0';
+    CKST(rank_init(c, "auto", "", 20000));
+    fprintf(stderr, "rank %d: auto took %s (want %s)\n", c->rank, g_auto_pick, want);
+    CK(strcmp(g_auto_pick, want) == 0);
+    CKST(OPS->mem->mem_register(c->tp, sbuf, len, RMACOLL_MEM_HOST, &smem, NULL));
+    CKST(OPS->mem->mem_register(c->tp, rbuf, len + GUARD, RMACOLL_MEM_HOST, &rmem, &rk));
+    CKST(shm_allgather(c, &rk, rks, sizeof(rk)));
+    put = (rmacoll_put_t){.peer = right, .src = sbuf, .src_mem = smem,
+                          .dst_addr = rks[right].addr, .dst_rkey = &rks[right],
+                          .bytes = len, .sig_index = (uint32_t)c->rank, .sig_value = 1};
+    CKST(OPS->host->post_puts(c->tp, &put, 1));
+    CKST(wait_sig(c, (uint32_t)left, 1, 20000));
+    CKST(wait_pending(c, 20000));
+    for (uint64_t o = 0; o < len + GUARD; o++) {
+        CK(rbuf[o] == (o < len ? pat(left, 3, o) : 0xee));
+    }
+    CKST(OPS->mem->mem_deregister(c->tp, smem));
+    CKST(OPS->mem->mem_deregister(c->tp, rmem));
+    rank_finish(c);
+    free(sbuf);
+    free(rbuf);
+    return 0;
+}
+
+/* Ranks that opened different providers (what auto could do over two
+ * libfabric installs) all fail init, each naming the other. */
+static int sc_provider_mismatch(rank_ctx_t *c, const void *arg)
+{
+    const char *mine = c->rank == 0 ? "net" : "tcp;ofi_rxm";
+    char want[96];
+    rmacoll_status_t st;
+
+    (void)arg;
+    if (!provider_here("net", "lo")) {
+        _exit(SKIP_CODE);
+    }
+    g_last_error[0] = '\0';
+    st = rank_init(c, mine, "lo", 5000);
+    fprintf(stderr, "rank %d (%s): %s: %s\n", c->rank, mine, rmacoll_status_name(st),
+            g_last_error);
+    CK(st == RMACOLL_ERR_UNSUPPORTED);
+    CK(c->tp == NULL);
+    snprintf(want, sizeof(want), "rank %d opened provider '%s'", 1 - c->rank,
+             c->rank == 0 ? "tcp;ofi_rxm" : "net");
+    CK(strstr(g_last_error, want) != NULL);
+    return 0;
+}
+
 /* ---- scenario: a peer dies ---- */
 
 static int sc_peer_death(rank_ctx_t *c, const void *arg)
@@ -939,6 +1042,16 @@ static void test_backpressure_shm(void **state)
     expect_ranks(2, sc_backpressure, "shm");
 }
 
+static void test_auto(void **state)
+{
+    expect_ranks(2, sc_auto, NULL);
+}
+
+static void test_provider_mismatch(void **state)
+{
+    expect_ranks(2, sc_provider_mismatch, NULL);
+}
+
 static void test_peer_death_tcp(void **state)
 {
     expect_ranks(2, sc_peer_death, "tcp;ofi_rxm");
@@ -968,6 +1081,8 @@ int main(void)
         cmocka_unit_test(test_order_each_shm),
         cmocka_unit_test(test_backpressure_tcp),
         cmocka_unit_test(test_backpressure_shm),
+        cmocka_unit_test(test_auto),
+        cmocka_unit_test(test_provider_mismatch),
         cmocka_unit_test(test_peer_death_tcp),
         cmocka_unit_test(test_peer_death_shm),
     };

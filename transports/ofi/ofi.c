@@ -98,7 +98,7 @@
 #endif
 
 #define OFI_API_VERSION FI_VERSION(1, 9)
-#define OFI_DEFAULT_PROVIDER "tcp;ofi_rxm"
+#define OFI_DEFAULT_PROVIDER "auto"
 #define OFI_CQ_BATCH 64         /* entries per fi_cq_read */
 #define OFI_CQ_ROUNDS 16        /* fi_cq_read calls per progress() at most */
 #define OFI_MR_CACHE_MAX 256    /* registrations held at once */
@@ -364,6 +364,57 @@ static rmacoll_status_t ofi_getinfo(rmacoll_transport_t *tp, const char *prov, i
     return RMACOLL_SUCCESS;
 }
 
+/* ofi.provider "auto": libfabric's native RDM provider over TCP where this
+ * libfabric has one (net in 1.16 and 1.17, tcp itself from 1.18: the same
+ * code, xnet), else tcp;ofi_rxm. The native one makes one system call per
+ * message on each side; rxm over the msg provider adds a wait-fd write and
+ * read per completion (on a 1 + 1 1 KiB call here: 13-15 us against 20-28,
+ * docs/transport-ofi.md). net reads FI_NET_IFACE, not FI_TCP_IFACE: with
+ * no ofi.iface and no FI_NET_IFACE, FI_TCP_IFACE names its interface, so a
+ * user's (or the tests') loopback choice holds for either. A candidate is
+ * taken only if it offers what init needs on that interface. */
+static const char *const ofi_auto_candidates[] = {"net", "tcp", "tcp;ofi_rxm"};
+
+static rmacoll_status_t ofi_resolve_auto(rmacoll_transport_t *tp, const char **prov,
+                                         const char **iface)
+{
+    const size_t n = sizeof(ofi_auto_candidates) / sizeof(ofi_auto_candidates[0]);
+
+    for (size_t c = 0; c < n; c++) {
+        const char *cand = ofi_auto_candidates[c];
+        const char *ifc = *iface;
+        struct fi_info *list = NULL, *pick;
+        rmacoll_status_t st;
+        int ok;
+
+        if (ifc == NULL && strcmp(cand, "net") == 0 && getenv("FI_NET_IFACE") == NULL &&
+            getenv("FI_TCP_IFACE") != NULL && getenv("FI_TCP_IFACE")[0] != '\0') {
+            ifc = getenv("FI_TCP_IFACE");
+        }
+        st = ofi_getinfo(tp, cand, 0, &list);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
+        pick = ofi_pick(list, cand, ifc, 0);
+        ok = pick != NULL && pick->domain_attr->cq_data_size >= 4 &&
+             (pick->caps & (FI_RMA | FI_WRITE | FI_REMOTE_WRITE)) ==
+                 (FI_RMA | FI_WRITE | FI_REMOTE_WRITE) &&
+             (ifc == NULL || strcmp(pick->domain_attr->name, ifc) == 0);
+        if (list != NULL) {
+            fi_freeinfo(list);
+        }
+        if (ok) {
+            OFI_LOG(tp, RMACOLL_LOG_INFO, "ofi: provider auto: %s%s%s", cand,
+                    ifc ? " on " : "", ifc ? ifc : "");
+            *prov = cand;
+            *iface = ifc;
+            return RMACOLL_SUCCESS;
+        }
+    }
+    *prov = ofi_auto_candidates[n - 1];     /* its own errors say what is missing */
+    return RMACOLL_SUCCESS;
+}
+
 static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out)
 {
     const rmacoll_config_t *cfg = tp->env.config;
@@ -373,6 +424,13 @@ static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out
     struct fi_info *list = NULL, *pick = NULL;
     char avail[512];
     rmacoll_status_t st;
+
+    if (strcmp(prov, "auto") == 0) {
+        st = ofi_resolve_auto(tp, &prov, &iface);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
+    }
 
 #ifdef RMACOLL_OFI_CUDA
     /* device memory registered directly when the provider offers FI_HMEM;
@@ -440,7 +498,7 @@ static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out
         return RMACOLL_ERR_NO_DEVICE;
     }
     if (iface != NULL && strcmp(pick->domain_attr->name, iface) != 0) {
-        if (strstr(prov, "tcp") || strstr(prov, "sockets")) {
+        if (strstr(prov, "tcp") || strstr(prov, "sockets") || strcmp(prov, "net") == 0) {
             OFI_LOG(tp, RMACOLL_LOG_ERROR,
                     "ofi: provider '%s' has no domain on interface '%s'", prov, iface);
             fi_freeinfo(list);
@@ -648,6 +706,7 @@ static void ofi_hmem_probe(rmacoll_transport_t *tp)
 typedef struct ofi_hello {
     int32_t status;
     uint32_t namelen;
+    char prov[32];              /* the provider chosen (ofi.provider auto may differ) */
 } ofi_hello_t;
 
 static rmacoll_status_t ofi_init(const rmacoll_transport_env_t *env,
@@ -704,8 +763,12 @@ static rmacoll_status_t ofi_init(const rmacoll_transport_env_t *env,
     }
     /* Collective from here on even after a local failure: every rank
      * learns whether any rank failed, and nobody is left in an allgather. */
+    memset(&hello, 0, sizeof(hello));
     hello.status = (int32_t)st;
     hello.namelen = st == RMACOLL_SUCCESS ? (uint32_t)namelen : 0;
+    if (st == RMACOLL_SUCCESS) {
+        snprintf(hello.prov, sizeof(hello.prov), "%s", tp->info->fabric_attr->prov_name);
+    }
     hellos = calloc((size_t)n, sizeof(*hellos));
     if (hellos == NULL) {
         ofi_close_all(tp);
@@ -729,6 +792,17 @@ static rmacoll_status_t ofi_init(const rmacoll_transport_env_t *env,
         }
         if (hellos[r].namelen > maxlen) {
             maxlen = hellos[r].namelen;
+        }
+    }
+    for (int r = 0; r < n && st == RMACOLL_SUCCESS; r++) {
+        hellos[r].prov[sizeof(hellos[r].prov) - 1] = '\0';
+        if (strcmp(hellos[r].prov, hello.prov) != 0) {
+            OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                    "ofi: rank %d opened provider '%s', this rank (%d) '%s': every rank "
+                    "must use the same one (set ofi.provider)", r, hellos[r].prov,
+                    env->rank, hello.prov);
+            st = RMACOLL_ERR_UNSUPPORTED;
+            tp->err_peer = r;
         }
     }
     if (st != RMACOLL_SUCCESS) {
@@ -1431,7 +1505,7 @@ const rmacoll_transport_ops_t rmacoll_transport_ofi_ops = {
     .abi_version = RMACOLL_TRANSPORT_ABI_VERSION,
     .struct_size = sizeof(rmacoll_transport_ops_t),
     .name = "ofi",
-    .desc = "libfabric rdm: fi_writemsg + remote cq data signals (tcp;ofi_rxm, shm, "
+    .desc = "libfabric rdm: fi_writemsg + remote cq data signals (net, tcp;ofi_rxm, shm, "
             "sockets, efa, cxi)",
     .caps = RMACOLL_TCAP_PROXY | RMACOLL_TCAP_MEM_HOST,
     .base = &ofi_base_ops,

@@ -10,8 +10,10 @@
 #include "transports/ofi/ofi_keys.h"
 
 const rmacoll_transport_key_t rmacoll_transport_ofi_keys[OFI_NKEYS] = {
-    {"provider", RMACOLL_CONFIG_STRING, "tcp;ofi_rxm",
-     "libfabric provider (FI_PROVIDER syntax), e.g. tcp;ofi_rxm, shm, verbs;ofi_rxm", 0, 0},
+    {"provider", RMACOLL_CONFIG_STRING, "auto",
+     "libfabric provider (FI_PROVIDER syntax), e.g. tcp;ofi_rxm, net, shm, verbs;ofi_rxm; "
+     "auto: the native RDM provider over TCP (net in libfabric 1.16-1.17, tcp from 1.18), "
+     "else tcp;ofi_rxm", 0, 0},
     {"iface", RMACOLL_CONFIG_STRING, "",
      "network interface for the provider, e.g. lo (\"\" = provider default)", 0, 0},
     {"hmem_device_only", RMACOLL_CONFIG_BOOL, "false",
