@@ -102,6 +102,12 @@ if want 4; then
         grep -E "^ +[0-9]+ |failed|stats: device path|device buffers" | head -8 || rc=1
     done
   done
+  echo "---- this libfabric's own providers: test_ofi, and host calls with ofi.provider auto"
+  t hmem_test_ofi 200 env FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo ./build-hmem/tests/test_ofi
+  grep -E "auto took|checks with" "$out/hmem_test_ofi.log" | sort | uniq | head -12
+  FI_TCP_IFACE=lo RMACOLL_LOG_LEVEL=info timeout 120 ./build-hmem/tools/rmacoll-perf -np 4 \
+      --ppn 2 -b 1K -e 4M -f 16 -n 200 -w 20 -c 2 2>&1 | grep -E "^ +[0-9]+ |failed|Out of|auto" |
+    sort -u | head -12 || rc=1
 fi
 step "done, rc=$rc"
 exit $rc
