@@ -23,7 +23,7 @@
 
 #include "perfrun.h"
 
-#define MPI_PERF_NAME "mpi_alltoallv_perf"
+#define MPI_PERF_NAME "rmacoll-mpi-perf"  /* the executable (mpi_alltoallv_perf: a link) */
 
 typedef struct mpi_perf {
     int n;
