@@ -1028,6 +1028,17 @@ static void test_order_each_sockets(void **state)
     expect_ranks(2, sc_order_each, &a);
 }
 
+static void test_order_each_net(void **state)
+{
+    static const order_each_arg_t a = {"net", 30, 0, 1};
+    expect_ranks(3, sc_order_each, &a);
+}
+
+static void test_sizes_net(void **state)
+{
+    expect_ranks(3, sc_sizes, "net");
+}
+
 static void test_order_each_shm(void **state)
 {
     static const order_each_arg_t a = {"shm", 30, 0, 2};
@@ -1059,6 +1070,16 @@ static void test_peer_death_tcp(void **state)
     expect_ranks(2, sc_peer_death, "tcp;ofi_rxm");
 }
 
+static void test_peer_death_net(void **state)
+{
+    expect_ranks(2, sc_peer_death, "net");
+}
+
+static void test_backpressure_net(void **state)
+{
+    expect_ranks(2, sc_backpressure, "net");
+}
+
 static void test_peer_death_shm(void **state)
 {
     expect_ranks(2, sc_peer_death, "shm");
@@ -1080,6 +1101,8 @@ int main(void)
         cmocka_unit_test(test_order_each_tcp),
         cmocka_unit_test(test_order_each_tcp_delivery),
         cmocka_unit_test(test_order_each_sockets),
+        cmocka_unit_test(test_order_each_net),
+        cmocka_unit_test(test_sizes_net),
         cmocka_unit_test(test_order_each_shm),
         cmocka_unit_test(test_backpressure_tcp),
         cmocka_unit_test(test_backpressure_shm),
@@ -1087,6 +1110,8 @@ int main(void)
         cmocka_unit_test(test_provider_mismatch),
         cmocka_unit_test(test_peer_death_tcp),
         cmocka_unit_test(test_peer_death_shm),
+        cmocka_unit_test(test_peer_death_net),
+        cmocka_unit_test(test_backpressure_net),
     };
 
     g_sh = mmap(NULL, sizeof(*g_sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
