@@ -100,6 +100,10 @@ struct rmacoll__bootstrap {
     /* oob path */
     int is_oob;
     rmacoll_oob_t oob;
+    /* a failure the root reported between allgathers (poll_error) */
+    rmacoll_status_t reported;
+    int reported_rank;
+    char reported_text[BS_ERRTEXT_MAX + 1];
 };
 
 /* ---------------------------------------------------------------- helpers */
@@ -273,10 +277,11 @@ static int bs_send_hdr(int fd, const bs_hdr_t *h, uint64_t deadline)
 }
 
 /* Best effort: an ERROR message with text, bounded by one second. */
-static void bs_send_error(int fd, rmacoll_status_t st, const char *text)
+static void bs_send_error(int fd, rmacoll_status_t st, const char *text, int culprit)
 {
     size_t n = strlen(text);
-    bs_hdr_t h = {.type = BS_MSG_ERROR, .arg = (uint32_t)st, .a = n};
+    bs_hdr_t h = {.type = BS_MSG_ERROR, .arg = (uint32_t)st, .a = n,
+                  .b = culprit >= 0 ? (uint64_t)culprit + 1 : 0};
     uint64_t deadline = bs_add_ms(bs_now_ms(), 1000);
 
     if (bs_send_hdr(fd, &h, deadline) == 0) {
@@ -540,6 +545,7 @@ typedef struct bs_root {
     int ndrained;
     struct pollfd *pfds;
     int cap_pfds;
+    int culprit;       /* the rank a failure names, sent in ERROR's b (+ 1), -1 none */
 } bs_root_t;
 
 static void bs_conn_close(bs_rconn_t *c)
@@ -596,7 +602,7 @@ static void bs_root_fail(bs_root_t *rt, rmacoll_status_t st, const char *fmt, ..
         }
         /* A half-sent RESULT cannot be followed by a header: just close. */
         if (!(rt->phase == BS_PH_SCATTER && c->out_off > 0)) {
-            bs_send_error(c->fd, st, text);
+            bs_send_error(c->fd, st, text, rt->culprit);
         }
         shutdown(c->fd, SHUT_WR);
     }
@@ -670,7 +676,7 @@ static void bs_root_reject(bs_root_t *rt, bs_rconn_t *c, const char *fmt, ...)
     rmacoll__log(&rt->lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                  "bootstrap root %s: rejected connection from %s: %s",
                  rt->addr, c->peer, text);
-    bs_send_error(c->fd, RMACOLL_ERR_BOOTSTRAP, text);
+    bs_send_error(c->fd, RMACOLL_ERR_BOOTSTRAP, text, -1);
     shutdown(c->fd, SHUT_WR);
     bs_conn_close(c);
 }
@@ -854,6 +860,7 @@ static int bs_root_gather_input(bs_root_t *rt, int r)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
             return 0;
         }
+        rt->culprit = r;
         bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP, n == 0 || n < 0
                          ? "rank %d disconnected during allgather #%u (process died?)"
                          : "rank %d sent data out of turn in allgather #%u",
@@ -863,6 +870,7 @@ static int bs_root_gather_input(bs_root_t *rt, int r)
     if (c->hdr_got < BS_HDR_BYTES) {
         int got = bs_conn_read_hdr(c);
         if (got < 0) {
+            rt->culprit = r;
             if (errno == 0) {
                 bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
                              "rank %d disconnected without leaving (process died?)", r);
@@ -1274,6 +1282,7 @@ static rmacoll_status_t bs_root_start(int lfd, const bs_id_t *d,
         return RMACOLL_ERR_NO_MEMORY;
     }
     rt->lfd = lfd;
+    rt->culprit = -1;
     rt->magic = d->magic;
     rt->lg = *lg;
     rt->phase = BS_PH_CONNECT;
@@ -1782,6 +1791,55 @@ rmacoll_status_t rmacoll__bootstrap_barrier(rmacoll__bootstrap_t *bs)
         return st;
     }
     return rmacoll__bootstrap_allgather(bs, NULL, NULL, 0);
+}
+
+rmacoll_status_t rmacoll__bootstrap_poll_error(rmacoll__bootstrap_t *bs, int *rank,
+                                               char *text, size_t len)
+{
+    uint8_t hb[BS_HDR_BYTES];
+    bs_hdr_t h;
+    ssize_t n;
+
+    if (bs == NULL || bs->is_oob || bs->fd < 0) {
+        return RMACOLL_SUCCESS;
+    }
+    if (bs->reported == RMACOLL_SUCCESS) {
+        n = recv(bs->fd, hb, sizeof(hb), MSG_PEEK | MSG_DONTWAIT);
+        if (n != (ssize_t)sizeof(hb)) {
+            return RMACOLL_SUCCESS; /* nothing, part of a header, or the root gone */
+        }
+        bs_hdr_decode(hb, &h);
+        if (h.type != BS_MSG_ERROR || h.b == 0 || h.b > (uint64_t)bs->nranks) {
+            /* left for the next allgather: only a rank's death is reported
+             * here, not e.g. an allgather another rank entered early */
+            return RMACOLL_SUCCESS;
+        }
+        if (bs_recv_all(bs->fd, hb, sizeof(hb), bs_add_ms(bs_now_ms(), 1000)) != 0) {
+            return RMACOLL_SUCCESS;
+        }
+        size_t tn = h.a < BS_ERRTEXT_MAX ? (size_t)h.a : BS_ERRTEXT_MAX;
+        if (bs_recv_all(bs->fd, bs->reported_text, tn, bs_add_ms(bs_now_ms(), 1000)) != 0) {
+            tn = 0;
+        }
+        bs->reported_text[tn] = '\0';
+        bs->reported = bs_status_from_wire(h.arg);
+        if (bs->reported == RMACOLL_SUCCESS) {
+            bs->reported = RMACOLL_ERR_BOOTSTRAP;
+        }
+        bs->reported_rank = (int)(h.b - 1);
+        bs->failed = bs->reported;
+        rmacoll__log(&bs->lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                     "bootstrap rank %d: the root %s reports: %s", bs->rank, bs->root_addr,
+                     tn ? bs->reported_text : "no reason given");
+    }
+    if (rank != NULL) {
+        *rank = bs->reported_rank;
+    }
+    if (text != NULL && len > 0) {
+        snprintf(text, len, "%s", bs->reported_text[0] ? bs->reported_text
+                                                         : "no reason given");
+    }
+    return bs->reported;
 }
 
 void rmacoll__bootstrap_destroy(rmacoll__bootstrap_t *bs)

@@ -109,6 +109,21 @@ rmacoll_status_t rmacoll__bootstrap_allgather(rmacoll__bootstrap_t *bs,
 rmacoll_status_t rmacoll__bootstrap_barrier(rmacoll__bootstrap_t *bs);
 
 /**
+ * Whether the root has reported a rank's death since the last allgather:
+ * an ERROR message naming a rank waiting on this rank's connection ("rank
+ * 3 disconnected without leaving (process died?)"); other errors (an
+ * allgather timing out) are left for the next allgather to read. Non-blocking (one recv with MSG_PEEK), for a rank's waits during
+ * calls, which otherwise learn of a dead peer only at timeout_ms. Returns
+ * RMACOLL_SUCCESS when nothing is reported, on the embedder's OOB path, and
+ * when the connection is closed (the process hosting the root may exit
+ * once its own rank has left: not a report); else the root's status (sticky:
+ * every later call returns it), the rank it names in *rank (-1 when none)
+ * and its text in text. Not thread-safe against other calls on bs.
+ */
+rmacoll_status_t rmacoll__bootstrap_poll_error(rmacoll__bootstrap_t *bs, int *rank,
+                                               char *text, size_t len);
+
+/**
  * Leaves the rendezvous and frees bs; NULL is accepted. Not collective by
  * itself: call a barrier first when every rank must have finished (the
  * communicator's destroy does). A rank that destroys before the others

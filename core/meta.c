@@ -221,8 +221,10 @@ static rmacoll_status_t wait_word_for(rmacoll_comm_t *comm, const volatile uint6
     volatile uint64_t *waiting = hdr_word(comm->ctrl.addr, RMACOLL__CTRL_WAITING_OFF);
     uint64_t last_change = 0, next_sample = 0, seen = 0;
     uint64_t period = timeout_ms / 16 ? timeout_ms / 16 : 1;
+    uint64_t next_bs = 0, dead_at = 0;
     unsigned spins = 0;
     rmacoll_status_t st = RMACOLL_SUCCESS;
+    int dead = -1;
     char sec[160];
 
     rmacoll__proxy_drive(&comm->proxy, 1);
@@ -261,6 +263,29 @@ static rmacoll_status_t wait_word_for(rmacoll_comm_t *comm, const volatile uint6
             break;
         }
         now = now_ms();
+        /* A rank whose process died: the bootstrap root saw its connection
+         * close and says so to every rank (rmacoll__bootstrap_poll_error),
+         * long before timeout_ms of silence. Writes complete locally on
+         * ordered providers (FI_INJECT_COMPLETE), so the network says
+         * nothing once they are out. Checked every RMACOLL__BS_POLL_MS; the
+         * wait goes on RMACOLL__BS_GRACE_MS more for what the rank sent
+         * before it died. */
+        if (now >= next_bs) {
+            next_bs = now + RMACOLL__BS_POLL_MS;
+            if (dead_at == 0) {
+                if (rmacoll__bootstrap_poll_error(comm->bs, &dead, sec, sizeof(sec)) !=
+                    RMACOLL_SUCCESS) {
+                    dead_at = now;
+                }
+            } else if (now - dead_at >= RMACOLL__BS_GRACE_MS) {
+                comm->fail_culprit = dead >= 0 ? dead : peer;
+                st = rmacoll__comm_fail(comm, RMACOLL_ERR_PEER,
+                                        "rank %d: the bootstrap root reports: %s; stopped "
+                                        "waiting for rank %d (%s)", comm->rank, sec, peer,
+                                        what);
+                break;
+            }
+        }
         if (last_change == 0) {
             last_change = now;
             next_sample = now + period;

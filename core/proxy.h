@@ -32,6 +32,12 @@
  * core to itself, sched_yield returns at once (a syscall, ~0.3 us). */
 #define RMACOLL__POLLS_BEFORE_YIELD 8
 
+/* A waiter checks the bootstrap connection for a dead rank's report every
+ * RMACOLL__BS_POLL_MS (one recv with MSG_PEEK), and fails
+ * RMACOLL__BS_GRACE_MS after the report if its word has not come. */
+#define RMACOLL__BS_POLL_MS 10
+#define RMACOLL__BS_GRACE_MS 100
+
 typedef struct rmacoll__proxy_job {
     const rmacoll_put_t *puts;
     size_t n;

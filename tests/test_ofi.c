@@ -799,6 +799,28 @@ static int sc_bad_names(rank_ctx_t *c, const void *arg)
     CK(st == RMACOLL_ERR_NO_DEVICE);
     CK(strstr(g_last_error, "nosuchif0") != NULL);
     fprintf(stderr, "unknown interface: %s\n", g_last_error);
+    /* FI_TCP_IFACE with a typo: tcp would take every interface; refused */
+    setenv("FI_TCP_IFACE", "nosuchif0", 1);
+    g_last_error[0] = '\0';
+    st = rank_init(c, "tcp;ofi_rxm", "", 1000);
+    CK(st == RMACOLL_ERR_NO_DEVICE);
+    CK(strstr(g_last_error, "'nosuchif0' (named by FI_TCP_IFACE)") != NULL);
+    fprintf(stderr, "FI_TCP_IFACE typo: %s\n", g_last_error);
+    g_last_error[0] = '\0';
+    g_auto_pick[0] = '\0';
+    st = rank_init(c, "auto", "", 1000);
+    CK(st == RMACOLL_ERR_NO_DEVICE);
+    CK(strncmp(g_auto_pick, "none of net, tcp, tcp;ofi_rxm", 29) == 0); /* none taken */
+    fprintf(stderr, "FI_TCP_IFACE typo, auto: %s\n", g_last_error);
+    setenv("FI_TCP_IFACE", "lo", 1);
+    /* a piece size that is not one */
+    setenv("RMACOLL_OFI_MAX_MSG_SIZE", "4Kb", 1);
+    g_last_error[0] = '\0';
+    st = rank_init(c, "tcp;ofi_rxm", "lo", 1000);
+    CK(st == RMACOLL_ERR_INVALID_ARG);
+    CK(strstr(g_last_error, "RMACOLL_OFI_MAX_MSG_SIZE=4Kb") != NULL);
+    fprintf(stderr, "bad piece size: %s\n", g_last_error);
+    unsetenv("RMACOLL_OFI_MAX_MSG_SIZE");
     return 0;
 }
 

@@ -924,6 +924,94 @@ static void test_stopped_rank_named(void **state)
     run_stop(three_two, 5, 0);
 }
 
+/* A rank's process dies (SIGKILL) after one exact call: every survivor's
+ * second call must fail with RMACOLL_ERR_PEER naming it, well before
+ * timeout_ms of silence (20 s here): the bootstrap root sees the dead
+ * rank's connection close and reports it to every rank, whose waits check
+ * for that report (on ordered providers the network says nothing: the
+ * writes to the dead rank completed when they left). On provider prov. */
+typedef struct kill_arg {
+    stop_shared_t *sh;
+    int victim;
+    uint64_t timeout_ms;
+} kill_arg_t;
+
+static int kill_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    const kill_arg_t *a = p;
+    int64_t count = 1000, cnt[64], dsp[64];
+    char dead[48], silent[32];
+    const char *msg;
+    uint64_t t0, dt;
+    rmacoll_status_t st;
+    int rc = uniform_body(comm, rank, nranks, &count);
+    size_t bytes = (size_t)count * 4 * (size_t)nranks;
+    unsigned char *send = calloc(1, bytes), *rbuf = malloc(bytes);
+
+    if (rc != 0 || send == NULL || rbuf == NULL) {
+        return rc ? rc : 3;
+    }
+    for (int r = 0; r < nranks; r++) {
+        cnt[r] = count;
+        dsp[r] = (int64_t)r * count;
+    }
+    atomic_fetch_add(&a->sh->ready, 1);
+    if (rank == a->victim) {
+        for (uint64_t w0 = mono_ms(); atomic_load(&a->sh->ready) < nranks &&
+                                      mono_ms() - w0 < 20000;) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        raise(SIGKILL);
+    }
+    t0 = mono_ms();
+    st = rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32, comm, NULL);
+    dt = mono_ms() - t0;
+    msg = rmacoll_comm_last_error(comm);
+    fprintf(stderr, "rank %d: %s in %llu ms: %s\n", rank, rmacoll_status_name(st),
+            (unsigned long long)dt, msg);
+    snprintf(dead, sizeof(dead), "rank %d disconnected", a->victim);
+    snprintf(silent, sizeof(silent), "silent rank %d", a->victim);
+    rc = st != RMACOLL_ERR_PEER ? 2
+         : (strstr(msg, dead) == NULL && strstr(msg, silent) == NULL) ? 6
+         : dt >= a->timeout_ms / 4 ? 5 : 0;
+    free(send);
+    free(rbuf);
+    return rc;
+}
+
+static void run_kill(const int *node_of, int nranks, int victim, const char *prov)
+{
+    stop_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    kill_arg_t a = {sh, victim, 20000};
+    rmacoll_config_t cfg = base_config(a.timeout_ms);
+    int codes[16] = {0};
+    mprun_opts_t o = {nranks, node_of, &cfg, 120, -1};
+
+    assert_true(sh != MAP_FAILED);
+    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "%s", prov);
+    (void)mprun(&o, kill_body, &a, codes);
+    munmap(sh, sizeof(*sh));
+    for (int r = 0; r < nranks; r++) {
+        print_message("%s: rank %d exit %d%s\n", prov, r, codes[r],
+                      r == victim ? " (killed)" : "");
+        assert_int_equal(codes[r], r == victim ? 128 + SIGKILL : 0);
+    }
+}
+
+static void test_killed_rank_named_fast(void **state)
+{
+    static const int one_node[4] = {0, 0, 0, 0}, two_nodes[4] = {0, 0, 1, 1};
+    static const int three_two[5] = {0, 0, 0, 1, 1};
+
+    (void)state;
+    run_kill(two_nodes, 4, 1, "auto");
+    run_kill(two_nodes, 4, 2, "tcp;ofi_rxm");
+    run_kill(one_node, 4, 3, "auto");
+    run_kill(three_two, 5, 0, "auto");  /* a relay, and the rank whose id made the root */
+}
+
 /* ---- item 1: no write into this rank's memory after its call failed ---- */
 
 typedef struct late_shared {
@@ -1431,6 +1519,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_relay_minimum),
         cmocka_unit_test(test_slow_progress),
         cmocka_unit_test(test_stopped_rank_named),
+        cmocka_unit_test(test_killed_rank_named_fast),
         cmocka_unit_test(test_late_write_node),
         cmocka_unit_test(test_late_write_shared),
         cmocka_unit_test(test_late_write_net),

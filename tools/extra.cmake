@@ -104,7 +104,7 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
     sh $<TARGET_FILE:rmacoll-perf>)
   set_tests_properties(perf_check_fails PROPERTIES TIMEOUT 120
     ENVIRONMENT "FI_TCP_IFACE=lo;FI_SOCKETS_IFACE=lo" LABELS "multiprocess"
-    PASS_REGULAR_EXPRESSION "rank 1: rmacoll: 1 wrong in checked iteration 0: rank 1: element 0 from rank [0-9]+ is .*1024 +256 +float +none +-1 +[0-9.]+ +[0-9.]+ +[0-9.]+ +1 .*8192 +2048 +float +none +-1 +[0-9.]+ +[0-9.]+ +[0-9.]+ +1 .*Out of bounds values : 2 FAILED.*rmacoll-perf: data check failed \\(wrong values above\\)\nexit 2")
+    PASS_REGULAR_EXPRESSION "rank 1: rmacoll: 1 wrong in checked iteration 0: rank 1: element 0 from rank [0-9]+ is .*1024 +256 +float +none +-1 +[0-9.]+ +[0-9.]+ +[0-9.]+ +1 .*8192 +2048 +float +none +-1 +[0-9.]+ +[0-9.]+ +[0-9.]+ +1 .*Out of bounds values : 2 FAILED.*rmacoll-perf: data check failed \\(wrong values above\\).*exit 2")
   add_test(NAME perf_check_every_fails COMMAND sh -c
     "RMACOLL_PERF_TEST_CORRUPT=1 \"$1\" -np 4 --ppn 2 -b 1K -e 8K -f 8 -n 3 -w 1 --check-every 2>&1; echo \"exit $?\""
     sh $<TARGET_FILE:rmacoll-perf>)

@@ -1242,8 +1242,7 @@ static int perf_spawn(const rmacoll_perf_opts_t *o, int argc, char **argv)
      * rank 0's verdict over every rank's check (the rank that found the
      * wrong values named them above): not a failure of the launch. */
     if (res.first_status == 2 && res.nfailed == 1 && !res.timed_out && !res.killed) {
-        fprintf(stderr, PERF_NAME ": data check failed (wrong values above)\n");
-        return 2;
+        return 2;   /* rank 0 said "data check failed" */
     }
     fprintf(stderr, PERF_NAME ": %s: %d rank(s) failed%s%s\n",
             rmacoll_status_name(st), res.nfailed,

@@ -1927,8 +1927,10 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
             fprintf(s.out, "#\n# Collective test concluded: alltoallv\n");
             fflush(s.out);
         }
-        if (rc == 0 && wrong_total != 0)
+        if (rc == 0 && wrong_total != 0) {
             rc = 2;
+            fprintf(stderr, "%s: data check failed (wrong values above)\n", be->name);
+        }
         if (json != NULL) {
             fprintf(json, "{\n  \"tool\": ");
             perf_json_str(json, be->name);

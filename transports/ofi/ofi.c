@@ -375,6 +375,24 @@ static rmacoll_status_t ofi_getinfo(rmacoll_transport_t *tp, const char *prov, i
  * taken only if it offers what init needs on that interface. */
 static const char *const ofi_auto_candidates[] = {"net", "tcp", "tcp;ofi_rxm"};
 
+/* The interface the environment names for prov when ofi.iface does not:
+ * FI_TCP_IFACE, which users set for TCP, for net (which reads only
+ * FI_NET_IFACE) when FI_NET_IFACE is unset; and for tcp and tcp;ofi_rxm,
+ * which read it themselves but fall back to every interface when it names
+ * none (a typo would leave loopback unnoticed): the domain must match. */
+static const char *ofi_env_iface(const char *prov)
+{
+    const char *t = getenv("FI_TCP_IFACE");
+
+    if (t == NULL || t[0] == '\0') {
+        return NULL;
+    }
+    if (strcmp(prov, "net") == 0) {
+        return getenv("FI_NET_IFACE") == NULL ? t : NULL;
+    }
+    return strcmp(prov, "tcp") == 0 || strcmp(prov, "tcp;ofi_rxm") == 0 ? t : NULL;
+}
+
 static rmacoll_status_t ofi_resolve_auto(rmacoll_transport_t *tp, const char **prov,
                                          const char **iface)
 {
@@ -382,15 +400,11 @@ static rmacoll_status_t ofi_resolve_auto(rmacoll_transport_t *tp, const char **p
 
     for (size_t c = 0; c < n; c++) {
         const char *cand = ofi_auto_candidates[c];
-        const char *ifc = *iface;
+        const char *ifc = *iface ? *iface : ofi_env_iface(cand);
         struct fi_info *list = NULL, *pick;
         rmacoll_status_t st;
         int ok;
 
-        if (ifc == NULL && strcmp(cand, "net") == 0 && getenv("FI_NET_IFACE") == NULL &&
-            getenv("FI_TCP_IFACE") != NULL && getenv("FI_TCP_IFACE")[0] != '\0') {
-            ifc = getenv("FI_TCP_IFACE");
-        }
         st = ofi_getinfo(tp, cand, 0, &list);
         if (st != RMACOLL_SUCCESS) {
             return st;
@@ -411,6 +425,13 @@ static rmacoll_status_t ofi_resolve_auto(rmacoll_transport_t *tp, const char **p
             return RMACOLL_SUCCESS;
         }
     }
+    OFI_LOG(tp, RMACOLL_LOG_ERROR,
+            "ofi: provider auto: none of net, tcp, tcp;ofi_rxm offers rdm rma write with "
+            "remote cq data%s%s%s; the last one's own error follows (set ofi.provider)",
+            *iface || ofi_env_iface(ofi_auto_candidates[n - 1]) ? " on interface '" : "",
+            *iface ? *iface : ofi_env_iface(ofi_auto_candidates[n - 1])
+                                  ? ofi_env_iface(ofi_auto_candidates[n - 1]) : "",
+            *iface || ofi_env_iface(ofi_auto_candidates[n - 1]) ? "'" : "");
     *prov = ofi_auto_candidates[n - 1];     /* its own errors say what is missing */
     return RMACOLL_SUCCESS;
 }
@@ -430,6 +451,9 @@ static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out
         if (st != RMACOLL_SUCCESS) {
             return st;
         }
+    }
+    if (iface == NULL) {
+        iface = ofi_env_iface(prov);
     }
 
 #ifdef RMACOLL_OFI_CUDA
@@ -500,7 +524,8 @@ static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out
     if (iface != NULL && strcmp(pick->domain_attr->name, iface) != 0) {
         if (strstr(prov, "tcp") || strstr(prov, "sockets") || strcmp(prov, "net") == 0) {
             OFI_LOG(tp, RMACOLL_LOG_ERROR,
-                    "ofi: provider '%s' has no domain on interface '%s'", prov, iface);
+                    "ofi: provider '%s' has no domain on interface '%s'%s", prov, iface,
+                    cfg && cfg->ofi_iface[0] ? "" : " (named by FI_TCP_IFACE)");
             fi_freeinfo(list);
             return RMACOLL_ERR_NO_DEVICE;
         }
@@ -608,6 +633,39 @@ static void ofi_close_all(rmacoll_transport_t *tp)
     } while (0)
 
 /* Opens fabric, domain, CQ, AV and endpoint; local, not collective. */
+/* "65536", "64K", "64KiB", "1M", "1MiB", "1G": bytes; 0 for anything else
+ * (or an overflow). */
+static uint64_t ofi_parse_bytes(const char *text)
+{
+    char *end = NULL;
+    unsigned long long v;
+    uint64_t mul = 1;
+
+    if (text[0] < '0' || text[0] > '9') {
+        return 0;
+    }
+    errno = 0;
+    v = strtoull(text, &end, 10);
+    if (errno != 0 || end == text) {
+        return 0;
+    }
+    switch (*end) {
+    case 'k': case 'K': mul = 1ull << 10; end++; break;
+    case 'm': case 'M': mul = 1ull << 20; end++; break;
+    case 'g': case 'G': mul = 1ull << 30; end++; break;
+    default: break;
+    }
+    if (mul > 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0)) {
+        end += strlen(end);
+    } else if (mul == 1 && strcmp(end, "B") == 0) {
+        end++;
+    }
+    if (*end != '\0' || v > UINT64_MAX / mul) {
+        return 0;
+    }
+    return (uint64_t)v * mul;
+}
+
 static rmacoll_status_t ofi_open(rmacoll_transport_t *tp, char *name, size_t *namelen)
 {
     struct fi_info *info = tp->info;
@@ -624,9 +682,17 @@ static rmacoll_status_t ofi_open(rmacoll_transport_t *tp, char *name, size_t *na
     if (tp->max_piece == 0 || tp->max_piece > (1ull << 30)) {
         tp->max_piece = 1ull << 30;
     }
-    if (env_piece != NULL && strtoull(env_piece, NULL, 0) > 0 &&
-        strtoull(env_piece, NULL, 0) < tp->max_piece) {
-        tp->max_piece = strtoull(env_piece, NULL, 0);
+    if (env_piece != NULL) {
+        uint64_t v = ofi_parse_bytes(env_piece);
+        if (v == 0) {
+            OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                    "ofi: RMACOLL_OFI_MAX_MSG_SIZE=%s: not a size in bytes above 0 (e.g. "
+                    "65536, 64K, 1MiB)", env_piece);
+            return RMACOLL_ERR_INVALID_ARG;
+        }
+        if (v < tp->max_piece) {
+            tp->max_piece = v;
+        }
     }
     tp->nops = info->tx_attr->size ? info->tx_attr->size : 256;
     if (tp->nops > OFI_OPS_MAX) {
