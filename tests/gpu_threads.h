@@ -113,22 +113,56 @@ static rmacoll_status_t gt_call(gt_buf_t *k, rmacoll_comm_t *comm, cudaStream_t 
                              k->rbytes ? k->dr : NULL, k->rc, k->rd, k->dtype, comm, s);
 }
 
-/* Waits for s to drain, at most 120 s: a stream that never drains (a wait
+/* The first rank of the running gt_run whose call returned a wrong status
+ * or whose stream failed, plus 1 (0: none yet). */
+static _Atomic int gt_first_failed;
+
+/* Records that `rank` failed (the first one is kept). */
+static void gt_fail(int rank)
+{
+    int none = 0;
+
+    atomic_compare_exchange_strong(&gt_first_failed, &none, rank + 1);
+}
+
+/* Seconds a stream may take to drain: at most GT_SYNC_S, and at most
+ * GT_SYNC_AFTER_FAIL_S once another rank has failed (its peers' streams
+ * then wait for signals that never come; the test ends with a message
+ * instead of waiting out the limit, which was past the 100 s a GPU run
+ * allows the whole binary). */
+#define GT_SYNC_S 60
+#define GT_SYNC_AFTER_FAIL_S 10
+
+/* Waits for s to drain (limits above): a stream that never drains (a wait
  * on a signal that never comes) ends the process with a message instead
  * of hanging the test. */
 static int gt_sync(cudaStream_t s, int rank, const char *what)
 {
-    struct timespec t0, t;
+    struct timespec t0, t, tf = {0, 0};
     cudaError_t e;
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while ((e = cudaStreamQuery(s)) == cudaErrorNotReady) {
         struct timespec nap = {0, 50000};
+        int f = gt_first_failed;
 
         clock_gettime(CLOCK_MONOTONIC, &t);
-        if (t.tv_sec - t0.tv_sec > 120) {
-            fprintf(stderr, "rank %d (%s): the stream did not drain in 120 s (a stream "
-                    "wait that never completes): giving up\n", rank, what);
+        if (f != 0 && tf.tv_sec == 0) {
+            tf = t;
+        }
+        if (t.tv_sec - t0.tv_sec > GT_SYNC_S ||
+            (f != 0 && t.tv_sec - tf.tv_sec > GT_SYNC_AFTER_FAIL_S)) {
+            char after[64] = "";
+
+            if (f != 0) {
+                snprintf(after, sizeof(after), ", %d s after rank %d failed",
+                         GT_SYNC_AFTER_FAIL_S, f - 1);
+            }
+            fprintf(stderr, "rank %d (%s): the stream did not drain in %ld s%s (a stream "
+                    "wait that never completes; RMACOLL_TRACE_STREAM=1 lists every wait "
+                    "and write): giving up\n", rank, what, (long)(t.tv_sec - t0.tv_sec),
+                    after);
+            fflush(stdout);
             fflush(stderr);
             _exit(3);
         }
@@ -137,6 +171,7 @@ static int gt_sync(cudaStream_t s, int rank, const char *what)
     if (e != cudaSuccess) {
         fprintf(stderr, "rank %d (%s): stream failed: %s\n", rank, what,
                 cudaGetErrorString(e));
+        gt_fail(rank);
         return GT_CUDA;
     }
     return GT_OK;
@@ -351,6 +386,7 @@ static int gt_run(int nranks, const rmacoll_config_t *cfg, gt_body_fn body, void
         return nranks > 0 ? nranks : 1;
     gt_bar.n = nranks;
     gt_bar.arrived = 0;
+    gt_first_failed = 0;
     for (int r = 0; r < nranks; r++) {
         ta[r] = (gt_thread_t){r, nranks, &id, cfg, body, arg, -1};
         if (pthread_create(&th[r], NULL, gt_main, &ta[r]) != 0)
