@@ -12,6 +12,15 @@ what can make a stream wait forever:
   - an import whose address is not the exporter's base + offset although
     the exporter is this process (same=1).
 
+Several communicators in one log (a test creating them again and again):
+each rank's words are counted per communicator, the k-th one a rank
+creates (its transports' k-th "dwords peer=0" lines) matching every other
+rank's k-th one, as for ranks created together.
+
+Only the split stream path is traced (ce, nvlink_kernel's kernel per
+queue): run without RMACOLL_NVL_ONE_LAUNCH=1, whose kernel polls and
+signals inside one launch.
+
 Usage: stream_trace_check.py [LOG ...]   (stdin without arguments)
 Exit status: 0 nothing found, 1 something reported.
 """
@@ -32,8 +41,9 @@ def main(argv):
     writes = collections.defaultdict(list)   # word -> [(value, writer)]
     waits = []                               # (rank, word, value, seq)
     copies = []                              # (rank, peer, dst, bytes, seq)
-    arrays = {}                              # owner -> (base, nwords)
+    arrays = collections.defaultdict(dict)   # communicator -> owner -> (base, n)
     last = collections.defaultdict(lambda: collections.deque(maxlen=6))
+    gen = collections.Counter()              # (transport, rank) -> communicators
     problems = 0
     seq = 0
     for f in files:
@@ -45,18 +55,26 @@ def main(argv):
             name, rank, op, rest = m.group(1), int(m.group(2)), m.group(3), m.group(4)
             kv = dict(KV.findall(rest))
             last[rank].append("%s %s%s" % (name, op, rest))
+            if op == "dwords" and kv.get("peer") == "0":
+                gen[(name, rank)] += 1
+            # the rank's communicator: each of its transports counts them
+            # (ce and nvlink_kernel share the words: one writes, the
+            # other may wait)
+            g = max(v for (t, r), v in gen.items() if r == rank) if any(
+                r == rank for _, r in gen) else 0
             if op == "write":
-                word = (int(kv["peer"]), int(kv["idx"]), int(kv["dev"]))
+                word = (g, int(kv["peer"]), int(kv["idx"]), int(kv["dev"]))
                 writes[word].append((num(kv["val"]), rank))
             elif op == "wait":
-                word = (rank, int(kv["idx"]), int(kv["dev"]))
+                word = (g, rank, int(kv["idx"]), int(kv["dev"]))
                 waits.append((rank, word, num(kv["geq"]), seq))
             elif op == "copy":
-                copies.append((rank, int(kv["peer"]), num(kv["dst"]), num(kv["bytes"]), seq))
+                copies.append((rank, g, int(kv["peer"]), num(kv["dst"]),
+                               num(kv["bytes"])))
             elif op == "dwords":
                 base, n = num(kv["base"]), int(kv["n"])
                 if base:
-                    arrays[int(kv["peer"])] = (base, n)
+                    arrays[g][int(kv["peer"])] = (base, n)
             elif op == "import" and kv.get("same") == "1":
                 want = num(kv["base"]) + num(kv["off"])
                 if num(kv["addr"]) != want:
@@ -67,12 +85,13 @@ def main(argv):
         got = max((v for v, _ in writes.get(word, [])), default=None)
         if got is None or got < value:
             problems += 1
-            print("rank %d: waits for word %d of rank %d (%s) >= %d; highest write: %s"
-                  % (rank, word[1], word[0], "device" if word[2] else "host", value,
+            print("rank %d (communicator %d): waits for word %d of rank %d (%s) >= %d; "
+                  "highest write: %s"
+                  % (rank, word[0], word[2], word[1], "device" if word[3] else "host", value,
                      "none" if got is None else "%d by rank(s) %s" % (
                          got, sorted({w for v, w in writes[word] if v == got}))))
-    for rank, peer, dst, nbytes, _ in copies:
-        for owner, (base, n) in arrays.items():
+    for rank, comm, peer, dst, nbytes in copies:
+        for owner, (base, n) in arrays[comm].items():
             if dst < base + 8 * n and base < dst + nbytes:
                 problems += 1
                 print("rank %d: a %d-byte copy to rank %d at 0x%x lands in rank %d's "
