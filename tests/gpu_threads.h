@@ -413,6 +413,12 @@ static int gt_probe(void)
     int n = 0;
 
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    /* a value set outside (1 in many training setups) makes streams
+     * share queues: say which one the run had */
+    fprintf(stderr, "CUDA_DEVICE_MAX_CONNECTIONS=%s, CUDA_MODULE_LOADING=%s\n",
+            getenv("CUDA_DEVICE_MAX_CONNECTIONS"),
+            getenv("CUDA_MODULE_LOADING") != NULL ? getenv("CUDA_MODULE_LOADING")
+                                                  : "(unset: lazy)");
 
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         (void)cudaGetLastError();
