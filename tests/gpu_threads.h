@@ -133,6 +133,78 @@ static void gt_fail(int rank)
 #define GT_SYNC_S 60
 #define GT_SYNC_AFTER_FAIL_S 10
 
+/* Scratch of gt_fresh_probe, allocated by gt_probe (allocating while
+ * streams hang may synchronise the device). */
+static void *gt_scratch_dev, *gt_scratch_host;
+static _Atomic int gt_fresh_probed, gt_fresh_done;
+
+/* When a stream never drains: do a memset, a host-to-device and a
+ * device-to-device copy on a stream made now still complete (within 2 s
+ * each)? Yes: the GPU's queues and copy engines still take work, so the
+ * hung stream waits for a value nobody wrote (RMACOLL_TRACE_STREAM=1 and
+ * scripts/stream_trace_check.py find which). No: the new stream is stuck
+ * behind the hung ones (shared hardware queue or copy channel). Printed
+ * once per process. */
+static void gt_fresh_probe(void)
+{
+    static const char *const what[] = {"memset", "host-to-device copy",
+                                       "device-to-device copy"};
+    cudaStream_t z = NULL;
+
+    if (atomic_exchange(&gt_fresh_probed, 1)) {
+        /* another rank probes: let it print before this one ends the process */
+        for (int i = 0; i < 1000 && !gt_fresh_done; i++) {
+            struct timespec nap = {0, 10000000};
+
+            nanosleep(&nap, NULL);
+        }
+        return;
+    }
+    if (gt_scratch_dev == NULL ||
+        cudaStreamCreateWithFlags(&z, cudaStreamNonBlocking) != cudaSuccess) {
+        gt_fresh_done = 1;
+        return;
+    }
+    for (int op = 0; op < 3; op++) {
+        struct timespec t0, t;
+        cudaError_t e;
+        int done = 0;
+
+        e = op == 0 ? cudaMemsetAsync(gt_scratch_dev, 0x5a, 4096, z)
+            : op == 1 ? cudaMemcpyAsync(gt_scratch_dev, gt_scratch_host, 4096,
+                                        cudaMemcpyHostToDevice, z)
+                      : cudaMemcpyAsync((char *)gt_scratch_dev + 4096, gt_scratch_dev,
+                                        4096, cudaMemcpyDeviceToDevice, z);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (e == cudaSuccess) {
+            struct timespec nap = {0, 1000000};
+
+            e = cudaStreamQuery(z);
+            if (e == cudaSuccess) {
+                done = 1;
+                break;
+            }
+            if (e != cudaErrorNotReady)
+                break;
+            e = cudaSuccess;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (t.tv_sec - t0.tv_sec >= 2)
+                break;
+            nanosleep(&nap, NULL);
+        }
+        fprintf(stderr, "fresh-stream probe: a %s on a new stream %s\n", what[op],
+                done ? "completed: the GPU still takes work (look for a wait whose value "
+                       "was never written)"
+                     : e != cudaSuccess ? cudaGetErrorString(e)
+                                        : "did not complete in 2 s: stuck behind the hung "
+                                          "streams (shared hardware queue or copy channel)");
+        if (!done)
+            break; /* the stream is blocked: later work on it proves nothing */
+    }
+    fflush(stderr);
+    gt_fresh_done = 1;
+}
+
 /* Waits for s to drain (limits above): a stream that never drains (a wait
  * on a signal that never comes) ends the process with a message instead
  * of hanging the test. */
@@ -162,6 +234,7 @@ static int gt_sync(cudaStream_t s, int rank, const char *what)
                     "wait that never completes; RMACOLL_TRACE_STREAM=1 lists every wait "
                     "and write): giving up\n", rank, what, (long)(t.tv_sec - t0.tv_sec),
                     after);
+            gt_fresh_probe();
             fflush(stdout);
             fflush(stderr);
             _exit(3);
@@ -423,6 +496,11 @@ static int gt_probe(void)
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         (void)cudaGetLastError();
         n = 0;
+    }
+    if (n > 0 && (cudaMalloc(&gt_scratch_dev, 8192) != cudaSuccess ||
+                  cudaMallocHost(&gt_scratch_host, 4096) != cudaSuccess)) {
+        (void)cudaGetLastError();
+        gt_scratch_dev = NULL; /* gt_fresh_probe is skipped */
     }
     return n;
 }

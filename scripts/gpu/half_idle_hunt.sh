@@ -4,7 +4,10 @@
 # RMACOLL_TEST_REPEAT runs of the case under ce and nvlink_kernel
 # (test_half_idle_repeat alone), each with its own time limit (a hang
 # ends the binary about 30 s in: the idle ranks time out after 20 s, the
-# others' stream waits give up 10 s later).
+# others' stream waits give up 10 s later, after one of them tried a
+# memset and two copies on a fresh stream: "completed" = the GPU still
+# takes work, the hung waits lack a value; "did not complete" = the new
+# stream is queued behind the hung ones).
 #   base      as the suite runs it (CUDA_DEVICE_MAX_CONNECTIONS=32)
 #   trace     RMACOLL_TRACE_STREAM=1, then scripts/stream_trace_check.py
 #             on the log: a wait no write reaches / a copy into signal
@@ -46,6 +49,7 @@ for s in $settings; do
   runs=$(grep -c "runs passed" "$out/$s.log")
   echo "$s: rc $rc in $(( $(date +%s) - t0 )) s, $runs of 2 transports passed $reps runs;" \
        "$(grep -m1 -E 'did not drain|timed out|ranks failed' "$out/$s.log" || echo 'no hang')"
+  grep -h "fresh-stream probe" "$out/$s.log" | sed 's/^/  /'
   if [ "$s" = trace ]; then
     python3 scripts/stream_trace_check.py "$out/$s.log" >"$out/trace_check.txt" 2>&1
     echo "  trace check (rc $?): $(head -3 "$out/trace_check.txt" | tr '\n' ' ')"
