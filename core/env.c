@@ -34,6 +34,8 @@ static const rmacoll__env_var_t env_vars[] = {
      "0: device calls on one node keep their signal words in the host control window instead of device memory (default 1, docs/gpu.md)"},
     {"RMACOLL_NVL_ONE_LAUNCH", "library",
      "1: the NVLink kernel transport runs a whole small call in one kernel launch (opt-in, docs/gpu.md)"},
+    {"RMACOLL_TRACE_STREAM", "library",
+     "1: one stderr line per stream operation, IPC import and device-word array of the CUDA transports (diagnostics; scripts/stream_trace_check.py reads them)"},
     {"RMACOLL_LARGEST_FIRST_LOAD", "library",
      "traffic profile (node-to-node byte matrix) read by the largest_first scheduler (docs/sim.md)"},
     {"RMACOLL_LIBRARY", "python", "path of librmacoll.so (or its folder) for the Python package"},

@@ -113,22 +113,129 @@ static rmacoll_status_t gt_call(gt_buf_t *k, rmacoll_comm_t *comm, cudaStream_t 
                              k->rbytes ? k->dr : NULL, k->rc, k->rd, k->dtype, comm, s);
 }
 
-/* Waits for s to drain, at most 120 s: a stream that never drains (a wait
+/* The first rank of the running gt_run whose call returned a wrong status
+ * or whose stream failed, plus 1 (0: none yet). */
+static _Atomic int gt_first_failed;
+
+/* Records that `rank` failed (the first one is kept). */
+static void gt_fail(int rank)
+{
+    int none = 0;
+
+    atomic_compare_exchange_strong(&gt_first_failed, &none, rank + 1);
+}
+
+/* Seconds a stream may take to drain: at most GT_SYNC_S, and at most
+ * GT_SYNC_AFTER_FAIL_S once another rank has failed (its peers' streams
+ * then wait for signals that never come; the test ends with a message
+ * instead of waiting out the limit, which was past the 100 s a GPU run
+ * allows the whole binary). */
+#define GT_SYNC_S 60
+#define GT_SYNC_AFTER_FAIL_S 10
+
+/* Scratch of gt_fresh_probe, allocated by gt_probe (allocating while
+ * streams hang may synchronise the device). */
+static void *gt_scratch_dev, *gt_scratch_host;
+static _Atomic int gt_fresh_probed, gt_fresh_done;
+
+/* When a stream never drains: do a memset, a host-to-device and a
+ * device-to-device copy on a stream made now still complete (within 2 s
+ * each)? Yes: the GPU's queues and copy engines still take work, so the
+ * hung stream waits for a value nobody wrote (RMACOLL_TRACE_STREAM=1 and
+ * scripts/stream_trace_check.py find which). No: the new stream is stuck
+ * behind the hung ones (shared hardware queue or copy channel). Printed
+ * once per process. */
+static void gt_fresh_probe(void)
+{
+    static const char *const what[] = {"memset", "host-to-device copy",
+                                       "device-to-device copy"};
+    cudaStream_t z = NULL;
+
+    if (atomic_exchange(&gt_fresh_probed, 1)) {
+        /* another rank probes: let it print before this one ends the process */
+        for (int i = 0; i < 1000 && !gt_fresh_done; i++) {
+            struct timespec nap = {0, 10000000};
+
+            nanosleep(&nap, NULL);
+        }
+        return;
+    }
+    if (gt_scratch_dev == NULL ||
+        cudaStreamCreateWithFlags(&z, cudaStreamNonBlocking) != cudaSuccess) {
+        gt_fresh_done = 1;
+        return;
+    }
+    for (int op = 0; op < 3; op++) {
+        struct timespec t0, t;
+        cudaError_t e;
+        int done = 0;
+
+        e = op == 0 ? cudaMemsetAsync(gt_scratch_dev, 0x5a, 4096, z)
+            : op == 1 ? cudaMemcpyAsync(gt_scratch_dev, gt_scratch_host, 4096,
+                                        cudaMemcpyHostToDevice, z)
+                      : cudaMemcpyAsync((char *)gt_scratch_dev + 4096, gt_scratch_dev,
+                                        4096, cudaMemcpyDeviceToDevice, z);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (e == cudaSuccess) {
+            struct timespec nap = {0, 1000000};
+
+            e = cudaStreamQuery(z);
+            if (e == cudaSuccess) {
+                done = 1;
+                break;
+            }
+            if (e != cudaErrorNotReady)
+                break;
+            e = cudaSuccess;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (t.tv_sec - t0.tv_sec >= 2)
+                break;
+            nanosleep(&nap, NULL);
+        }
+        fprintf(stderr, "fresh-stream probe: a %s on a new stream %s\n", what[op],
+                done ? "completed: the GPU still takes work (look for a wait whose value "
+                       "was never written)"
+                     : e != cudaSuccess ? cudaGetErrorString(e)
+                                        : "did not complete in 2 s: stuck behind the hung "
+                                          "streams (shared hardware queue or copy channel)");
+        if (!done)
+            break; /* the stream is blocked: later work on it proves nothing */
+    }
+    fflush(stderr);
+    gt_fresh_done = 1;
+}
+
+/* Waits for s to drain (limits above): a stream that never drains (a wait
  * on a signal that never comes) ends the process with a message instead
  * of hanging the test. */
 static int gt_sync(cudaStream_t s, int rank, const char *what)
 {
-    struct timespec t0, t;
+    struct timespec t0, t, tf = {0, 0};
     cudaError_t e;
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while ((e = cudaStreamQuery(s)) == cudaErrorNotReady) {
         struct timespec nap = {0, 50000};
+        int f = gt_first_failed;
 
         clock_gettime(CLOCK_MONOTONIC, &t);
-        if (t.tv_sec - t0.tv_sec > 120) {
-            fprintf(stderr, "rank %d (%s): the stream did not drain in 120 s (a stream "
-                    "wait that never completes): giving up\n", rank, what);
+        if (f != 0 && tf.tv_sec == 0) {
+            tf = t;
+        }
+        if (t.tv_sec - t0.tv_sec > GT_SYNC_S ||
+            (f != 0 && t.tv_sec - tf.tv_sec > GT_SYNC_AFTER_FAIL_S)) {
+            char after[64] = "";
+
+            if (f != 0) {
+                snprintf(after, sizeof(after), ", %d s after rank %d failed",
+                         GT_SYNC_AFTER_FAIL_S, f - 1);
+            }
+            fprintf(stderr, "rank %d (%s): the stream did not drain in %ld s%s (a stream "
+                    "wait that never completes; RMACOLL_TRACE_STREAM=1 lists every wait "
+                    "and write): giving up\n", rank, what, (long)(t.tv_sec - t0.tv_sec),
+                    after);
+            gt_fresh_probe();
+            fflush(stdout);
             fflush(stderr);
             _exit(3);
         }
@@ -137,6 +244,7 @@ static int gt_sync(cudaStream_t s, int rank, const char *what)
     if (e != cudaSuccess) {
         fprintf(stderr, "rank %d (%s): stream failed: %s\n", rank, what,
                 cudaGetErrorString(e));
+        gt_fail(rank);
         return GT_CUDA;
     }
     return GT_OK;
@@ -351,6 +459,7 @@ static int gt_run(int nranks, const rmacoll_config_t *cfg, gt_body_fn body, void
         return nranks > 0 ? nranks : 1;
     gt_bar.n = nranks;
     gt_bar.arrived = 0;
+    gt_first_failed = 0;
     for (int r = 0; r < nranks; r++) {
         ta[r] = (gt_thread_t){r, nranks, &id, cfg, body, arg, -1};
         if (pthread_create(&th[r], NULL, gt_main, &ta[r]) != 0)
@@ -377,10 +486,21 @@ static int gt_probe(void)
     int n = 0;
 
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    /* a value set outside (1 in many training setups) makes streams
+     * share queues: say which one the run had */
+    fprintf(stderr, "CUDA_DEVICE_MAX_CONNECTIONS=%s, CUDA_MODULE_LOADING=%s\n",
+            getenv("CUDA_DEVICE_MAX_CONNECTIONS"),
+            getenv("CUDA_MODULE_LOADING") != NULL ? getenv("CUDA_MODULE_LOADING")
+                                                  : "(unset: lazy)");
 
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         (void)cudaGetLastError();
         n = 0;
+    }
+    if (n > 0 && (cudaMalloc(&gt_scratch_dev, 8192) != cudaSuccess ||
+                  cudaMallocHost(&gt_scratch_host, 4096) != cudaSuccess)) {
+        (void)cudaGetLastError();
+        gt_scratch_dev = NULL; /* gt_fresh_probe is skipped */
     }
     return n;
 }

@@ -62,6 +62,7 @@ static int ordinary(const graph_arg_t *a, gt_buf_t *k, rmacoll_comm_t *comm, int
         fprintf(stderr, "rank %d (%s): ordinary call %llu: %s: %s\n", rank, a->c->name,
                 (unsigned long long)stamp, rmacoll_status_name(st),
                 rmacoll_comm_last_error(comm));
+        gt_fail(rank);
         return GT_WRONG_STATUS;
     }
     return gt_buf_check(k, rank, nranks, stamp, 1, s, "ordinary call");
@@ -112,6 +113,7 @@ static int graph_body(rmacoll_comm_t *comm, int rank, int nranks, cudaStream_t s
     if (st != RMACOLL_SUCCESS) {
         fprintf(stderr, "rank %d (%s): call under capture: %s: %s\n", rank, a->c->name,
                 rmacoll_status_name(st), rmacoll_comm_last_error(comm));
+        gt_fail(rank);
         rcode = GT_WRONG_STATUS;
         goto out;
     }

@@ -3,7 +3,8 @@
  * cases: the exact task list of one rank (2 nodes x 2 ranks, relay on,
  * shift scheduler), layout helpers on an uneven 1+4 topology, chunking by
  * max_task_bytes, pipelining through slots smaller than the data, the
- * relay rule towards a smaller node, and signal values across two calls.
+ * relay rule towards a smaller node, signal values across two calls, and
+ * across three calls of half_idle.txt on one node (the idle ranks).
  * Plans are built through the reference executor's input assembly
  * (contiguous displacements) so both are exercised.
  */
@@ -601,6 +602,91 @@ static void test_pipelining_two_calls(void **state)
     rmacoll_case_free(c);
 }
 
+/*
+ * half_idle.txt as test_gpu_threads runs it: all 8 ranks on one node (one
+ * node key), odd ranks neither sending nor receiving, three calls. In
+ * every call each DATA word a rank waits for is signalled by its writer
+ * with exactly the value awaited (the counters of both sides, advanced on
+ * calls where the pair has a block and only then), idle ranks plan
+ * nothing, and the reference executor delivers every byte.
+ */
+static void test_half_idle_one_node_values(void **state)
+{
+    rmacoll_case_t *c = NULL;
+    refexec_opts_t o;
+    refexec_t *ex;
+    refexec_result_t res;
+    char err[256];
+
+    (void)state;
+    if (rmacoll_case_load(RMACOLL_CASES_DIR "/half_idle.txt", &c, err, sizeof(err)) !=
+        RMACOLL_SUCCESS) {
+        fail_msg("%s", err);
+    }
+    assert_int_equal(c->nranks, 8);
+    for (int r = 0; r < c->nranks; r++) {
+        c->node_of[r] = 0;
+    }
+    c->nnodes = 1;
+    refexec_opts_init(&o);
+    assert_int_equal(refexec_create(&o, c->nranks, c->node_of, &ex, err, sizeof(err)), 0);
+    for (uint64_t call = 0; call < 3; call++) {
+        int nwaits = 0, nputs = 0;
+
+        if (refexec_prepare(ex, c, &res) != RMACOLL_SUCCESS) {
+            fail_msg("call %llu: %s %s", (unsigned long long)call, res.msg,
+                     res.plan_errmsg);
+        }
+        for (int r = 0; r < c->nranks; r++) {
+            const rmacoll__plan_t *p = refexec_plan(ex, r);
+
+            if (r % 2 == 1) {
+                assert_int_equal(p->ntasks, 0); /* idle: nothing to enqueue */
+                continue;
+            }
+            for (size_t k = 0; k < p->ntasks; k++) {
+                const rmacoll__task_t *w = &p->tasks[k];
+                const rmacoll__plan_t *q;
+                int found = 0;
+
+                if (w->op != W) {
+                    continue;
+                }
+                /* a data wait on a node peer: DATA(origin), call + 1 */
+                assert_int_equal(w->flags, RMACOLL__TASK_DATA);
+                assert_int_equal(w->path, CE);
+                assert_int_equal(w->peer, w->origin);
+                assert_int_equal(w->origin % 2, 0);
+                assert_int_equal(w->sig, (uint32_t)w->origin);
+                assert_int_equal(w->sig_value, call + 1);
+                q = refexec_plan(ex, w->origin);
+                for (size_t m = 0; m < q->ntasks; m++) {
+                    const rmacoll__task_t *t = &q->tasks[m];
+
+                    if (t->op == P && t->peer == r && (t->flags & RMACOLL__TASK_SIGNAL)) {
+                        assert_int_equal(t->sig, w->sig);
+                        assert_int_equal(t->sig_value, w->sig_value);
+                        found++;
+                    }
+                }
+                assert_int_equal(found, 1);
+                nwaits++;
+            }
+            for (size_t k = 0; k < p->ntasks; k++) {
+                nputs += p->tasks[k].op == P;
+            }
+        }
+        /* 4 active ranks: 3 node peers each, plus a self copy */
+        assert_int_equal(nwaits, 12);
+        assert_int_equal(nputs, 16);
+        if (refexec_execute(ex, &res) != RMACOLL_SUCCESS) {
+            fail_msg("call %llu: %s", (unsigned long long)call, res.msg);
+        }
+    }
+    refexec_destroy(ex);
+    rmacoll_case_free(c);
+}
+
 /* The relay rule towards a smaller node (1+4): ranks 1..4 reach rank 0
  * directly (it is their relay); rank 0's stream to node 1 goes through
  * rank 1, which forwards 8 bytes to each of 2, 3, 4. */
@@ -808,6 +894,7 @@ int main(void)
         cmocka_unit_test(test_relay_smaller_node),
         cmocka_unit_test(test_planin_matches_refexec),
         cmocka_unit_test(test_plan_topo_tables),
+        cmocka_unit_test(test_half_idle_one_node_values),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -234,6 +234,9 @@ rmacoll_status_t rmacoll__ce_cuda_post_puts_stream(rmacoll_transport_t *tp,
             if (st != RMACOLL_SUCCESS) {
                 return st;
             }
+            rmacoll__cu_trace(cu, "copy s=%p peer=%d src=%p dst=0x%llx bytes=%llu",
+                              (void *)s, p->peer, p->src, (unsigned long long)p->dst_addr,
+                              (unsigned long long)p->bytes);
             e = cudaMemcpyAsync((void *)(uintptr_t)p->dst_addr, p->src,
                                 (size_t)p->bytes, cudaMemcpyDefault, s);
             if (e != cudaSuccess) {
@@ -254,6 +257,10 @@ rmacoll_status_t rmacoll__ce_cuda_post_puts_stream(rmacoll_transport_t *tp,
                 }
             }
             rmacoll__cu_op_write(cu, nops++, sig, p->sig_value);
+            rmacoll__cu_trace(cu, "write s=%p peer=%d idx=%u dev=%d addr=0x%llx val=%llu",
+                              (void *)s, p->peer, p->sig_index & ~RMACOLL_SIG_DEVICE,
+                              rmacoll__cu_word_is_device(p->sig_index),
+                              (unsigned long long)sig, (unsigned long long)p->sig_value);
             ops_peer = p->peer;
         }
     }

@@ -7,6 +7,7 @@
 #include "transports/common/tlog.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,45 @@
 #define CU_DRIVER_VERSION 12000u /* ABI of the stream memory operation entry points */
 
 #define CU_LOG(cu_, lvl, ...) RMACOLL__TLOG((cu_)->env, lvl, __VA_ARGS__)
+
+static int cu_trace_on;
+static pthread_once_t cu_trace_once = PTHREAD_ONCE_INIT;
+
+static void cu_trace_read(void)
+{
+    const char *v = getenv("RMACOLL_TRACE_STREAM");
+
+    cu_trace_on = v != NULL && strcmp(v, "0") != 0 && v[0] != '\0';
+}
+
+int rmacoll__cu_tracing(void)
+{
+    pthread_once(&cu_trace_once, cu_trace_read);
+    return cu_trace_on;
+}
+
+void rmacoll__cu_trace(const rmacoll__cu_t *cu, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    int n;
+
+    if (!rmacoll__cu_tracing()) {
+        return;
+    }
+    n = snprintf(line, sizeof(line), "rmacoll-trace: %s r=%d ", cu->name, cu->env->rank);
+    if (n < 0 || (size_t)n >= sizeof(line)) {
+        return;
+    }
+    va_start(ap, fmt);
+    (void)vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    n = (int)strlen(line);
+    line[n++] = '\n';
+    if (write(2, line, (size_t)n) < 0) {
+        /* a trace line lost: nothing to do */
+    }
+}
 
 _Static_assert(sizeof(rmacoll__cu_blob_t) == RMACOLL_EXPORT_BYTES,
                "cuda export blob must fill RMACOLL_EXPORT_BYTES");
@@ -146,6 +186,8 @@ static rmacoll_status_t cu_register_windows(rmacoll__cu_t *cu)
                                         "signal words");
         }
         cu->sig_dev[p] = (CUdeviceptr)(uintptr_t)d;
+        rmacoll__cu_trace(cu, "hwords peer=%d base=0x%llx n=%u", p,
+                          (unsigned long long)cu->sig_dev[p], nw);
     }
     return RMACOLL_SUCCESS;
 }
@@ -557,8 +599,27 @@ static rmacoll_status_t cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
         return RMACOLL_SUCCESS;
     }
     for (size_t i = 0; i < cu->nimports; i++) {
-        if (memcmp(cu->imports[i].handle, b.handle, sizeof(b.handle)) == 0) {
-            *addr = (uint64_t)(uintptr_t)cu->imports[i].mapped + b.offset;
+        const rmacoll__cu_import_t *m = &cu->imports[i];
+
+        if (memcmp(m->handle, b.handle, sizeof(b.handle)) == 0) {
+            /* one handle may stand for several allocations: cudaMalloc
+             * sub-allocates small ones from a larger block, and CUDA IPC
+             * shares the whole block (CUDA C++ Programming Guide,
+             * "Interprocess Communication"); the mapping covers the block,
+             * so the address is the cached one moved by the difference of
+             * the exporter's bases (0 for the allocation cached) */
+            *addr = (uint64_t)(uintptr_t)m->mapped + (b.base - m->base) + b.offset;
+            if (m->base != b.base) {
+                CU_LOG(cu, RMACOLL_LOG_DEBUG, "%s: rank %d's allocation at 0x%llx has the "
+                       "IPC handle of its allocation at 0x%llx (one block): mapped at "
+                       "0x%llx", cu->name, peer, (unsigned long long)b.base,
+                       (unsigned long long)m->base, (unsigned long long)*addr);
+            }
+            rmacoll__cu_trace(cu, "import peer=%d base=0x%llx off=%llu same=%d hit=%zu "
+                              "cached_base=0x%llx addr=0x%llx", peer,
+                              (unsigned long long)b.base, (unsigned long long)b.offset,
+                              m->same_process, i, (unsigned long long)m->base,
+                              (unsigned long long)*addr);
             return RMACOLL_SUCCESS;
         }
     }
@@ -607,6 +668,9 @@ static rmacoll_status_t cu_import(rmacoll__cu_t *cu, int peer, const void *blob,
                "reallocated by peers keep theirs alive)", cu->name, cu->nimports);
     }
     *addr = (uint64_t)(uintptr_t)mapped + b.offset;
+    rmacoll__cu_trace(cu, "import peer=%d base=0x%llx off=%llu same=%d hit=- addr=0x%llx",
+                      peer, (unsigned long long)b.base, (unsigned long long)b.offset, same,
+                      (unsigned long long)*addr);
     return RMACOLL_SUCCESS;
 }
 
@@ -639,6 +703,10 @@ rmacoll_status_t rmacoll__cu_set_device_signals(rmacoll__cu_t *cu, const uint64_
                 cu->imports[i].keep = 1;
             }
         }
+    }
+    for (int p = 0; p < nranks && rmacoll__cu_tracing(); p++) {
+        rmacoll__cu_trace(cu, "dwords peer=%d base=0x%llx n=%u", p,
+                          (unsigned long long)cu->dsig_dev[p], cu->dsig_n[p]);
     }
     CU_LOG(cu, RMACOLL_LOG_DEBUG, "%s: device-resident signal words: %u own at 0x%llx",
            cu->name, cu->dsig_n[cu->env->rank],
@@ -788,6 +856,10 @@ rmacoll_status_t rmacoll__cu_wait_stream(rmacoll__cu_t *cu, const uint32_t *idx,
         op->waitValue.address = rmacoll__cu_word(cu, me, idx[k], NULL);
         op->waitValue.value64 = values[k];
         op->waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+        rmacoll__cu_trace(cu, "wait s=%p idx=%u dev=%d addr=0x%llx geq=%llu", (void *)s,
+                          idx[k] & ~RMACOLL_SIG_DEVICE, rmacoll__cu_word_is_device(idx[k]),
+                          (unsigned long long)op->waitValue.address,
+                          (unsigned long long)values[k]);
     }
     return rmacoll__cu_flush_ops(cu, s, nops, me);
 }
@@ -812,6 +884,9 @@ rmacoll_status_t rmacoll__cu_signal_stream(rmacoll__cu_t *cu, int peer, uint32_t
         return st;
     }
     rmacoll__cu_op_write(cu, 0, sig, value);
+    rmacoll__cu_trace(cu, "write s=%p peer=%d idx=%u dev=%d addr=0x%llx val=%llu", (void *)s,
+                      peer, idx & ~RMACOLL_SIG_DEVICE, rmacoll__cu_word_is_device(idx),
+                      (unsigned long long)sig, (unsigned long long)value);
     return rmacoll__cu_flush_ops(cu, s, 1, peer);
 }
 

@@ -103,6 +103,19 @@ static inline int rmacoll__cu_entry(void **fn, const char *sym, unsigned version
     return 0;
 }
 
+/**
+ * RMACOLL_TRACE_STREAM=1 in the environment (read once per process): one
+ * line on stderr per stream operation the transports enqueue (signal
+ * writes, waits, copies, kernel entries), per IPC import and per
+ * device-word hand-out, each with the rank, the stream and the resolved
+ * device address, for scripts/stream_trace_check.py to pair every wait
+ * with the writes that could satisfy it. Off: one load per call.
+ * Thread-safe (each line one write(2)).
+ */
+int rmacoll__cu_tracing(void);
+void rmacoll__cu_trace(const rmacoll__cu_t *cu, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Logs a runtime / driver error once, naming what and the peer (-1:
  * none); returns RMACOLL_ERR_CUDA. */
 rmacoll_status_t rmacoll__cu_rt_error(rmacoll__cu_t *cu, cudaError_t e, int peer,

@@ -450,6 +450,21 @@ static rmacoll_status_t nvl_post_puts_stream(rmacoll_transport_t *tp,
             }
         }
         k = b->n++;
+        if (rmacoll__cu_tracing()) {
+            if (p->bytes > 0) {
+                rmacoll__cu_trace(tp->cu, "copy s=%p peer=%d src=%p dst=0x%llx bytes=%llu "
+                                  "kernel", (void *)s, p->peer, p->src,
+                                  (unsigned long long)p->dst_addr,
+                                  (unsigned long long)p->bytes);
+            }
+            if (sig != 0) {
+                rmacoll__cu_trace(tp->cu, "write s=%p peer=%d idx=%u dev=%d addr=0x%llx "
+                                  "val=%llu kernel", (void *)s, p->peer,
+                                  p->sig_index & ~RMACOLL_SIG_DEVICE,
+                                  rmacoll__cu_word_is_device(p->sig_index),
+                                  (unsigned long long)sig, (unsigned long long)p->sig_value);
+            }
+        }
         b->e[k].src = (uint64_t)(uintptr_t)p->src;
         b->e[k].dst = p->dst_addr;
         b->e[k].bytes = p->bytes;
