@@ -867,10 +867,10 @@ static int sc_auto(rank_ctx_t *c, const void *arg)
     CK(sbuf && rbuf);
     setenv("FI_TCP_IFACE", "lo", 1);
     unsetenv("FI_NET_IFACE");
-    /* net is told FI_TCP_IFACE's interface (it reads FI_NET_IFACE only);
-     * tcp reads FI_TCP_IFACE itself */
+    /* FI_TCP_IFACE names the interface of net (which reads FI_NET_IFACE
+     * only) and of tcp (whose domain must match it) */
     want = provider_here("net", "lo") ? "net on lo"
-           : provider_here("tcp", "lo") ? "tcp" : "tcp;ofi_rxm";
+           : provider_here("tcp", "lo") ? "tcp on lo" : "tcp;ofi_rxm on lo";
     for (uint64_t o = 0; o < len; o++) {
         sbuf[o] = pat(c->rank, 3, o);
     }
