@@ -801,6 +801,17 @@ typedef struct stop_arg {
     uint64_t timeout_ms;
 } stop_arg_t;
 
+/* Until every rank has completed the first call (its last network puts to
+ * the caller included), at most 20 s. */
+static void wait_first_calls(stop_shared_t *sh, int nranks)
+{
+    for (uint64_t w0 = mono_ms(); atomic_load(&sh->ready) < nranks &&
+                                  mono_ms() - w0 < 20000;) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* One exact call, then stop_rank stops itself (SIGSTOP) before the second
  * call: every survivor's second call must fail within a few timeouts, its
  * message naming stop_rank as the silent rank; the last survivor resumes
@@ -831,11 +842,7 @@ static int stop_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     if (rank == a->stop_rank) {
         /* stop once every rank has completed the first call (its last
          * network puts to this rank included) */
-        for (uint64_t w0 = mono_ms(); atomic_load(&a->sh->ready) < nranks &&
-                                      mono_ms() - w0 < 20000;) {
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
+        wait_first_calls(a->sh, nranks);
         kill(getpid(), SIGSTOP);
         /* resumed after every survivor failed */
         t0 = mono_ms();
@@ -930,15 +937,10 @@ static void test_stopped_rank_named(void **state)
  * rank's connection close and reports it to every rank, whose waits check
  * for that report (on ordered providers the network says nothing: the
  * writes to the dead rank completed when they left). On provider prov. */
-typedef struct kill_arg {
-    stop_shared_t *sh;
-    int victim;
-    uint64_t timeout_ms;
-} kill_arg_t;
-
+/* stop_arg_t's stop_rank is the rank that dies. */
 static int kill_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
 {
-    const kill_arg_t *a = p;
+    const stop_arg_t *a = p;
     int64_t count = 1000, cnt[64], dsp[64];
     char dead[48], silent[32];
     const char *msg;
@@ -956,12 +958,8 @@ static int kill_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
         dsp[r] = (int64_t)r * count;
     }
     atomic_fetch_add(&a->sh->ready, 1);
-    if (rank == a->victim) {
-        for (uint64_t w0 = mono_ms(); atomic_load(&a->sh->ready) < nranks &&
-                                      mono_ms() - w0 < 20000;) {
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
+    if (rank == a->stop_rank) {
+        wait_first_calls(a->sh, nranks);
         raise(SIGKILL);
     }
     t0 = mono_ms();
@@ -970,8 +968,8 @@ static int kill_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     msg = rmacoll_comm_last_error(comm);
     fprintf(stderr, "rank %d: %s in %llu ms: %s\n", rank, rmacoll_status_name(st),
             (unsigned long long)dt, msg);
-    snprintf(dead, sizeof(dead), "rank %d disconnected", a->victim);
-    snprintf(silent, sizeof(silent), "silent rank %d", a->victim);
+    snprintf(dead, sizeof(dead), "rank %d disconnected", a->stop_rank);
+    snprintf(silent, sizeof(silent), "silent rank %d", a->stop_rank);
     rc = st != RMACOLL_ERR_PEER ? 2
          : (strstr(msg, dead) == NULL && strstr(msg, silent) == NULL) ? 6
          : dt >= a->timeout_ms / 4 ? 5 : 0;
@@ -984,7 +982,7 @@ static void run_kill(const int *node_of, int nranks, int victim, const char *pro
 {
     stop_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    kill_arg_t a = {sh, victim, 20000};
+    stop_arg_t a = {sh, victim, 20000};
     rmacoll_config_t cfg = base_config(a.timeout_ms);
     int codes[16] = {0};
     mprun_opts_t o = {nranks, node_of, &cfg, 120, -1};

@@ -425,13 +425,11 @@ static rmacoll_status_t ofi_resolve_auto(rmacoll_transport_t *tp, const char **p
             return RMACOLL_SUCCESS;
         }
     }
+    const char *ifc = *iface ? *iface : ofi_env_iface(ofi_auto_candidates[n - 1]);
     OFI_LOG(tp, RMACOLL_LOG_ERROR,
             "ofi: provider auto: none of net, tcp, tcp;ofi_rxm offers rdm rma write with "
             "remote cq data%s%s%s; the last one's own error follows (set ofi.provider)",
-            *iface || ofi_env_iface(ofi_auto_candidates[n - 1]) ? " on interface '" : "",
-            *iface ? *iface : ofi_env_iface(ofi_auto_candidates[n - 1])
-                                  ? ofi_env_iface(ofi_auto_candidates[n - 1]) : "",
-            *iface || ofi_env_iface(ofi_auto_candidates[n - 1]) ? "'" : "");
+            ifc ? " on interface '" : "", ifc ? ifc : "", ifc ? "'" : "");
     *prov = ofi_auto_candidates[n - 1];     /* its own errors say what is missing */
     return RMACOLL_SUCCESS;
 }
