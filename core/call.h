@@ -55,6 +55,9 @@ typedef struct rmacoll__call {
                                        * records carried eager payloads (meta.c) */
     uint64_t node_eager_max;          /* the plan's node_eager_max_bytes: non-zero when
                                        * the local records carried node payloads */
+    int node_eager_send_off;          /* this rank's blocks for its node peers stay off
+                                       * its node payload: its send buffer is shared
+                                       * memory (plan.h node_eager_send_off) */
     int drives;                       /* this thread drives the network (host call) */
     int plan_failed;                  /* planning (or runner planned) failed here */
     char msg[512];                    /* a step's error message */

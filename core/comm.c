@@ -1047,6 +1047,16 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
         }
     }
     if (st == RMACOLL_SUCCESS) {
+        uint64_t eager = rmacoll__ctrl_eager_threshold(comm->topo, &comm->pcfg);
+        if (eager != comm->pcfg.eager_max_bytes) {
+            rmacoll__log(&comm->log, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_CORE,
+                         "rank %d: eager_max_bytes %llu -> %llu on this topology "
+                         "(%llu bytes of eager record slots per rank at most)", comm->rank,
+                         (unsigned long long)comm->pcfg.eager_max_bytes,
+                         (unsigned long long)eager,
+                         (unsigned long long)RMACOLL__EAGER_WINDOW_BUDGET);
+            comm->pcfg.eager_max_bytes = eager;
+        }
         st = setup_ctrl(comm);
     }
     if (st == RMACOLL_SUCCESS) {

@@ -211,6 +211,11 @@ rmacoll__tinst_t *rmacoll__comm_ctl(rmacoll_comm_t *comm, int path, rmacoll_memt
 /* rmacoll_mem_alloc's allocations still live at destroy: logged and left
  * mapped (mem.c); called before the transports finalize. */
 void rmacoll__mem_fini(rmacoll_comm_t *comm);
+/** Non-zero when [p, p + bytes) lies inside one live rmacoll_mem_alloc
+ * allocation of comm that its intra-node transport shares with the node
+ * peers (not an ordinary fallback). bytes 0 or p NULL: 0. Takes
+ * comm->mem_lock; O(live allocations). */
+int rmacoll__mem_shared(rmacoll_comm_t *comm, const void *p, size_t bytes);
 
 /* exec.c: marks comm as entered by the calling thread; a second thread
  * entering before rmacoll__leave gets RMACOLL_ERR_INVALID_ARG (logged,

@@ -59,8 +59,35 @@ int rmacoll__net_peers(const rmacoll_topo_t *topo,
 uint64_t rmacoll__ctrl_node_eager_cap(const rmacoll_topo_t *topo,
                                       const rmacoll__plan_cfg_t *pcfg)
 {
-    return rmacoll__ctrl_one_round(topo) && max_node_size(topo) > 1
-               ? pcfg->node_eager_max_bytes : 0;
+    uint64_t ls = (uint64_t)max_node_size(topo);
+    uint64_t cap = pcfg->node_eager_max_bytes;
+
+    if (!rmacoll__ctrl_one_round(topo) || ls < 2) {
+        return 0;
+    }
+    if (cap > RMACOLL__NODE_EAGER_BUDGET / (2 * ls)) {
+        cap = (RMACOLL__NODE_EAGER_BUDGET / (2 * ls)) & ~(uint64_t)63;
+    }
+    return cap;
+}
+
+uint64_t rmacoll__ctrl_eager_threshold(const rmacoll_topo_t *topo,
+                                       const rmacoll__plan_cfg_t *pcfg)
+{
+    uint64_t cap = pcfg->eager_max_bytes;
+    int most = 0;
+
+    if (cap == 0 || topo->nnodes != 2 || !rmacoll__ctrl_one_round(topo)) {
+        return cap;
+    }
+    for (int r = 0; r < topo->nranks; r++) {
+        int n = rmacoll__net_peers(topo, pcfg, r, NULL);
+        most = n > most ? n : most;
+    }
+    if (most > 0 && cap > RMACOLL__EAGER_WINDOW_BUDGET / (4 * (uint64_t)most)) {
+        cap = (RMACOLL__EAGER_WINDOW_BUDGET / (4 * (uint64_t)most)) & ~(uint64_t)63;
+    }
+    return cap;
 }
 
 void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
@@ -75,7 +102,7 @@ void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
     lay->nsig = rmacoll__ctrl_sig_stage(lay, RMACOLL__NSTAGE_WORDS);
     lay->max_ls = max_node_size(topo);
     lay->matrix = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo);
-    lay->eager_cap = lay->matrix && pcfg->relay_enabled ? pcfg->eager_max_bytes : 0;
+    lay->eager_cap = lay->matrix ? pcfg->eager_max_bytes : 0;
     lay->node_eager_cap = rmacoll__ctrl_node_eager_cap(topo, pcfg);
     lay->local_rec_bytes = align64(sizeof(rmacoll__local_rec_t) +
                                    3 * (size_t)topo->nranks * sizeof(int64_t) +

@@ -203,12 +203,34 @@ int rmacoll__ctrl_one_round(const rmacoll_topo_t *topo);
 int rmacoll__net_peers(const rmacoll_topo_t *topo,
                        const rmacoll__plan_cfg_t *pcfg, int rank, int *list);
 
+/* Bytes of shared memory the node payloads of one node's ranks may take in
+ * all (two parities per rank). */
+#define RMACOLL__NODE_EAGER_BUDGET (64ull << 20)
+
 /** The node payload's capacity on topo (node eager path):
  * node_eager_max_bytes when calls on topo use the one-round verdict and a node has more than
- * one rank, else 0. What a valid host call's planner gets as
+ * one rank, else 0; lowered (in multiples of 64 bytes) where the largest
+ * node's payloads would take more than RMACOLL__NODE_EAGER_BUDGET bytes (2 x
+ * its ranks x capacity). What a valid host call's planner gets as
  * node_eager_max_bytes (plan.h). Pure. */
 uint64_t rmacoll__ctrl_node_eager_cap(const rmacoll_topo_t *topo,
                                       const rmacoll__plan_cfg_t *pcfg);
+
+/* Bytes of control window that the eager payloads of one rank's metadata
+ * record slots may take in all (4 slots per network peer: inbox and outbox,
+ * two parities each). */
+#define RMACOLL__EAGER_WINDOW_BUDGET (16ull << 20)
+
+/** The eager path's threshold on topo: eager_max_bytes, lowered where the
+ * rank with the most network peers would give its record slots more than
+ * RMACOLL__EAGER_WINDOW_BUDGET bytes of payload (4 x network peers x
+ * threshold), in multiples of 64 bytes; unchanged off two-node one-round
+ * topologies (no eager path there). The same on every rank; the
+ * communicator stores it as its planner's eager_max_bytes before any
+ * layout is computed. Pure; O(nranks^2) on topologies of at most
+ * 2 x RMACOLL__ONE_ROUND_PAIR_MAX ranks. */
+uint64_t rmacoll__ctrl_eager_threshold(const rmacoll_topo_t *topo,
+                                       const rmacoll__plan_cfg_t *pcfg);
 
 /** Layout of rank `rank`'s control window. */
 void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,

@@ -121,6 +121,23 @@ rmacoll_status_t rmacoll_mem_free(rmacoll_comm_t *comm, void *ptr)
     return RMACOLL_SUCCESS;
 }
 
+int rmacoll__mem_shared(rmacoll_comm_t *comm, const void *p, size_t bytes)
+{
+    uintptr_t lo = (uintptr_t)p;
+    int shared = 0;
+
+    if (p == NULL || bytes == 0) {
+        return 0;
+    }
+    pthread_mutex_lock(&comm->mem_lock);
+    for (const rmacoll__alloc_t *a = comm->allocs; a != NULL && !shared; a = a->next) {
+        uintptr_t base = (uintptr_t)a->ptr;
+        shared = a->inst >= 0 && lo >= base && bytes <= a->bytes && lo - base <= a->bytes - bytes;
+    }
+    pthread_mutex_unlock(&comm->mem_lock);
+    return shared;
+}
+
 void rmacoll__mem_fini(rmacoll_comm_t *comm)
 {
     rmacoll__alloc_t *a = comm->allocs, *next;

@@ -696,16 +696,16 @@ static void one_round_verdict(rmacoll__call_t *c)
     c->one_round = !(flags & RMACOLL__REC_F_DEVICE);
 }
 
-/* The eager payload of a record from this node to node B (rec in the
- * outbox, its relay on B the receiver): the call's blocks for B's ranks in
- * local-rank order when the plan's rule says they travel here. The caller
- * checked the call is a valid host call. */
-static void fill_eager(rmacoll__call_t *c, rmacoll__net_rec_t *rec, int B)
+/* The eager payload of a record to another node (rec in the outbox): the
+ * call's blocks for members[0, lsB) in that order when the plan's rule says
+ * they travel here; with the relay on the receiver is this rank's relay
+ * there and members are its node's ranks in local-rank order, with the
+ * relay off the receiver alone. The caller checked the call is a valid
+ * host call. */
+static void fill_eager(rmacoll__call_t *c, rmacoll__net_rec_t *rec, const int *members,
+                       int lsB)
 {
     rmacoll_comm_t *comm = c->comm;
-    const rmacoll_topo_t *topo = comm->topo;
-    int lsB = topo->node_size[B];
-    const int *members = topo->node_members + topo->node_first[B];
     char *dst;
 
     rec->eager_bytes = rmacoll__plan_eager_bytes(c->sendcounts, members, lsB, c->esize,
@@ -846,7 +846,9 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
      * peers here; they copy them out only if the verdict is good and every
      * rank is on host memory (the same condition as the eager path) */
     lr->node_eager_bytes = 0;
-    if (ok && comm->lay.node_eager_cap != 0 && host) {
+    c->node_eager_send_off = comm->lay.node_eager_cap != 0 && host &&
+                             rmacoll__mem_shared(comm, c->hsend, c->send_extent);
+    if (ok && comm->lay.node_eager_cap != 0 && host && !c->node_eager_send_off) {
         fill_node_eager(c, lr);
     }
     publish(comm, c->par, RMACOLL__CTRL_A, &c->local);
@@ -880,9 +882,13 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
          * receivers) only if the verdict is good and every rank is on host
          * memory, which every rank learns from the same records */
         rec->eager_bytes = 0;
-        if (ok && comm->lay.eager_cap != 0 && host &&
-            rmacoll__topo_relay(topo, comm->rank, B) == p) {
-            fill_eager(c, rec, B);
+        if (ok && comm->lay.eager_cap != 0 && host) {
+            if (!comm->pcfg.relay_enabled) {
+                fill_eager(c, rec, &p, 1); /* p's own block */
+            } else if (rmacoll__topo_relay(topo, comm->rank, B) == p) {
+                fill_eager(c, rec, topo->node_members + topo->node_first[B],
+                           topo->node_size[B]);
+            }
         }
     }
     st = comm->nnet ? send_records(comm, c->par, RMACOLL__REC_META) : RMACOLL_SUCCESS;
@@ -956,10 +962,14 @@ void rmacoll__meta_inputs(rmacoll__call_t *c)
         const int *members = topo->node_members + topo->node_first[A];
         for (int a = 0; a < comm->nranks; a++) {
             comm->eager_in_off[a] =
-                topo->node_of[a] == A
-                    ? RMACOLL__NO_EAGER
-                    : rmacoll__plan_eager_off(comm->views[a].send, members, ls,
-                                              topo->local_rank[me], c->esize, c->eager_max);
+                topo->node_of[a] == A ? RMACOLL__NO_EAGER
+                : comm->pcfg.relay_enabled
+                    ? rmacoll__plan_eager_off(comm->views[a].send, members, ls,
+                                              topo->local_rank[me], c->esize, c->eager_max)
+                    /* relay off: a's record to this rank carries this
+                     * rank's block alone */
+                    : rmacoll__plan_eager_off(comm->views[a].send, &me, 1, 0, c->esize,
+                                              c->eager_max);
         }
     }
     for (int k = 0; k < comm->nnet; k++) {

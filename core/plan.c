@@ -584,15 +584,23 @@ static uint64_t eager_from(const rmacoll__plan_input_t *in, int c)
                                      in->esize, in->eager_max_bytes);
 }
 
-/* j is this rank's relay on another node, and this rank's blocks for that
- * node travel in its metadata record: no direct put to j. */
+/* j is on another node and this rank's bytes for it travel in its metadata
+ * record: with the relay on, j is this rank's relay there and the stream
+ * to j's node is eager; with it off, the record to j carries j's block
+ * alone when that is in (0, eager_max_bytes]. No direct put to j. */
 static int eager_direct_out(const rmacoll__plan_input_t *in, int j)
 {
     const rmacoll_topo_t *topo = in->topo;
     int B = topo->node_of[j];
 
-    return B != topo->node_of[in->rank] && in->cfg->relay_enabled &&
-           rmacoll__topo_relay(topo, in->rank, B) == j && eager_to(in, B) != 0;
+    if (B == topo->node_of[in->rank] || in->eager_max_bytes == 0) {
+        return 0;
+    }
+    if (!in->cfg->relay_enabled) {
+        return rmacoll__plan_eager_bytes(in->sendcounts, &j, 1, in->esize,
+                                         in->eager_max_bytes) != 0;
+    }
+    return rmacoll__topo_relay(topo, in->rank, B) == j && eager_to(in, B) != 0;
 }
 
 /* p is a rank of another node whose stream to this node travels in its
@@ -602,7 +610,7 @@ static int eager_in(const rmacoll__plan_input_t *in, int p)
 {
     const rmacoll_topo_t *topo = in->topo;
 
-    return in->eager_max_bytes != 0 && in->cfg->relay_enabled &&
+    return in->eager_max_bytes != 0 &&
            topo->node_of[p] != topo->node_of[in->rank] &&
            in->eager_in_off[p] != RMACOLL__NO_EAGER;
 }
@@ -1180,7 +1188,7 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
     }
 
     ctx.node_eager_out =
-        in->node_eager_max_bytes != 0 &&
+        in->node_eager_max_bytes != 0 && !in->node_eager_send_off &&
         rmacoll__plan_node_eager_bytes(in->sendcounts, topo->node_members + topo->node_first[A],
                                        ls, topo->local_rank[me], in->esize,
                                        in->node_eager_max_bytes, NULL) != 0;
@@ -1188,7 +1196,7 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
     if (in->node_eager_max_bytes != 0) {
         plan_node_eager_in(&ctx);
     }
-    if (in->eager_max_bytes != 0 && in->cfg->relay_enabled) {
+    if (in->eager_max_bytes != 0) {
         plan_eager_pulls(&ctx);
     }
     if (in->cfg->relay_enabled) {

@@ -244,6 +244,14 @@ typedef struct rmacoll__plan_input {
      * eager_max_bytes. */
     uint64_t node_eager_max_bytes;
     const uint64_t *node_eager_off; /* [size of this rank's node] */
+    /* Non-zero: this rank's own blocks for its node peers stay off its node
+     * payload whatever their size (it plans direct puts to them). The
+     * runtime sets it when the send buffer is shared memory from
+     * rmacoll_mem_alloc (rmacoll__mem_shared): such calls' buffers are
+     * taken to be shared on every rank, where a direct put is one memcpy
+     * and the payload would add a second. What this rank's local record
+     * says (node_eager_bytes 0) must agree; its peers read it there. */
+    int node_eager_send_off;
 } rmacoll__plan_input_t;
 
 /* node_eager_off of a member that sends this rank nothing through a node

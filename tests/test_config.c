@@ -111,10 +111,10 @@ static void test_defaults(void **state)
         uint64_t eager = 0;
         assert_int_equal(rmacoll__config_get_size(&cfg, "eager_max_bytes", &eager),
                          RMACOLL_SUCCESS);
-        assert_int_equal(eager, 131072);
+        assert_int_equal(eager, 1048576);
         assert_int_equal(rmacoll__config_get_size(&cfg, "node_eager_max_bytes", &eager),
                          RMACOLL_SUCCESS);
-        assert_int_equal(eager, 32768);
+        assert_int_equal(eager, 1048576);
     }
     assert_int_equal(cfg.timeout_ms, 30000);
     assert_int_equal(cfg.nvlink_kernel_threshold, 256u << 10);

@@ -110,6 +110,29 @@ static void expect_counts(const rmacoll_case_t *c, int r, uint64_t eager_max, ui
     }
 }
 
+/* Relay off: the record from i to each rank j of the other node carries
+ * j's block alone when it is in (0, eager_max] bytes. */
+static uint64_t eager_block(const rmacoll_case_t *c, int i, int j, uint64_t eager_max)
+{
+    uint64_t b = (uint64_t)c->send[(size_t)i * c->nranks + j] * rmacoll_datatype_size(c->dtype);
+
+    return c->node_of[i] != c->node_of[j] && b > 0 && b <= eager_max ? b : 0;
+}
+
+/* Expected counters of rank r after one successful call of case c, relay
+ * off: what it sent in its records, what it copied out of its own inbox. */
+static void expect_counts_direct(const rmacoll_case_t *c, int r, uint64_t eager_max,
+                                 uint64_t *sent, uint64_t *copied)
+{
+    if (c->nnodes != 2 || eager_max == 0) {
+        return;
+    }
+    for (int j = 0; j < c->nranks; j++) {
+        *sent += eager_block(c, r, j, eager_max);
+        *copied += eager_block(c, j, r, eager_max);
+    }
+}
+
 /* Bytes of rank i's node payload (its blocks for its node peers, its own
  * excluded) when they travel in it, else 0. */
 static uint64_t node_payload(const rmacoll_case_t *c, int i, uint64_t eager_max)
@@ -173,9 +196,10 @@ static int eager_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
     if (read_stats(comm, &s1) != 0) {
         return 4;
     }
-    if (a->e2e.expect == RMACOLL_SUCCESS && a->relay) {
+    if (a->e2e.expect == RMACOLL_SUCCESS) {
         for (int k = 0; k < a->e2e.ncalls; k++) {
-            expect_counts(&a->e2e.cases[k % a->e2e.ncases], rank, a->eager_max, &sent, &copied);
+            (a->relay ? expect_counts : expect_counts_direct)(
+                &a->e2e.cases[k % a->e2e.ncases], rank, a->eager_max, &sent, &copied);
         }
     }
     if (a->e2e.expect == RMACOLL_SUCCESS) {
@@ -324,11 +348,13 @@ typedef void (*make_cases_fn)(const int *node_of, int n, rmacoll_datatype_t dt,
 /* AT, ABOVE, MIXED of `make` back to back, twice, on one communicator: the
  * eager (or node eager) path and the other paths alternate; every call's
  * data and the counters are checked. */
-static void sequence_of(const char *provider, const int *node_of, int n, rmacoll_datatype_t dt,
-                        make_cases_fn make)
+static void sequence_relay(const char *provider, const int *node_of, int n,
+                           rmacoll_datatype_t dt, make_cases_fn make, int relay)
 {
     rmacoll_config_t cfg = config(provider, "1KiB");
     rmacoll_case_t *cs[K_N], calls[K_N];
+
+    cfg.relay_enabled = relay;
 
     make(node_of, n, dt, cs);
     for (int k = 0; k < K_N; k++) {
@@ -336,6 +362,12 @@ static void sequence_of(const char *provider, const int *node_of, int n, rmacoll
     }
     run(&cfg, calls, K_N, 2 * K_N, RMACOLL_SUCCESS, THRESHOLD);
     free_cases(cs, K_N);
+}
+
+static void sequence_of(const char *provider, const int *node_of, int n, rmacoll_datatype_t dt,
+                        make_cases_fn make)
+{
+    sequence_relay(provider, node_of, n, dt, make, 1);
 }
 
 static void threshold_sequence(const char *provider, const int *node_of, int n,
@@ -365,6 +397,28 @@ static void test_threshold_shm_1_4(void **state)
 
     threshold_sequence("shm", node_of, 5, RMACOLL_INT8);
     threshold_sequence("shm", node_of, 5, RMACOLL_FLOAT64);
+}
+
+/* Relay off: the same calls; each record to a rank of the other node
+ * carries that rank's block when it is at most THRESHOLD bytes (the AT
+ * and ABOVE cases split a sender's THRESHOLD bytes over the other node's
+ * ranks, so most blocks are eager, the one-element-more blocks of ABOVE to
+ * a node of two are not). */
+static void test_threshold_relay_off_3_2(void **state)
+{
+    static const int node_of[] = {0, 0, 0, 1, 1};
+
+    sequence_relay("tcp;ofi_rxm", node_of, 5, RMACOLL_FLOAT32, make_threshold_cases, 0);
+    sequence_relay("shm", node_of, 5, RMACOLL_INT8, make_threshold_cases, 0);
+}
+
+/* Relay off, non-contiguous 1 + 4: the lone rank's records carry one
+ * block each. */
+static void test_threshold_relay_off_1_4(void **state)
+{
+    static const int node_of[] = {1, 1, 0, 1, 1};
+
+    sequence_relay("shm", node_of, 5, RMACOLL_FLOAT64, make_threshold_cases, 0);
 }
 
 /* eager_max_bytes = 0: the same calls, no byte travels eagerly. */
@@ -504,19 +558,21 @@ static void test_node_threshold(void **state)
 /* For each pair (sender, receiver): the AT case of `make` on node_of with
  * the receiver expecting one element more: every rank fails with the
  * mismatch naming it, nothing written, and the next two calls work. */
-static void mismatches(const int *node_of, int n, const int (*pairs)[2], size_t npairs,
-                       make_cases_fn make)
+static void mismatches_relay(const int *node_of, int n, const int (*pairs)[2], size_t npairs,
+                             make_cases_fn make, int relay)
 {
     rmacoll_config_t cfg = config("tcp;ofi_rxm", "1KiB");
     rmacoll_case_t *cs[K_N];
+
+    cfg.relay_enabled = relay;
 
     make(node_of, n, RMACOLL_FLOAT32, cs);
     for (size_t p = 0; p < npairs; p++) {
         rmacoll_case_t bad = *cs[K_AT];
         int64_t *recv = malloc((size_t)n * n * sizeof(int64_t));
         int codes[8] = {0};
-        fail_arg_t a = {{{&bad, 1, 1, RMACOLL_ERR_MISMATCH, 1}, THRESHOLD, 1},
-                        {{cs[K_AT], 1, 2, RMACOLL_SUCCESS, 1}, THRESHOLD, 1}};
+        fail_arg_t a = {{{&bad, 1, 1, RMACOLL_ERR_MISMATCH, 1}, THRESHOLD, relay},
+                        {{cs[K_AT], 1, 2, RMACOLL_SUCCESS, 1}, THRESHOLD, relay}};
         mprun_opts_t o = {n, node_of, &cfg, 240, -1};
         assert_non_null(recv);
         memcpy(recv, bad.recv, (size_t)n * n * sizeof(int64_t));
@@ -528,6 +584,12 @@ static void mismatches(const int *node_of, int n, const int (*pairs)[2], size_t 
         free(recv);
     }
     free_cases(cs, K_N);
+}
+
+static void mismatches(const int *node_of, int n, const int (*pairs)[2], size_t npairs,
+                       make_cases_fn make)
+{
+    mismatches_relay(node_of, n, pairs, npairs, make, 1);
 }
 
 /* A count mismatch inside one node in a call whose blocks are all in node
@@ -548,6 +610,16 @@ static void test_mismatch(void **state)
     static const int pairs[][2] = {{0, 4}, {2, 3}, {1, 2}, {4, 1}};
 
     mismatches(node_of, 5, pairs, 4, make_threshold_cases);
+}
+
+/* The same mismatches with the relay off: the sender's record carries the
+ * receiver's block; every rank fails, nothing is copied out. */
+static void test_mismatch_relay_off(void **state)
+{
+    static const int node_of[] = {0, 0, 0, 1, 1};
+    static const int pairs[][2] = {{0, 4}, {2, 3}, {1, 2}, {4, 1}};
+
+    mismatches_relay(node_of, 5, pairs, 4, make_threshold_cases, 0);
 }
 
 /*
@@ -675,9 +747,12 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_threshold_tcp_3_2),
         cmocka_unit_test(test_threshold_shm_3_2),
         cmocka_unit_test(test_threshold_shm_1_4),
+        cmocka_unit_test(test_threshold_relay_off_3_2),
+        cmocka_unit_test(test_threshold_relay_off_1_4),
         cmocka_unit_test(test_threshold_zero),
         cmocka_unit_test(test_threshold_max),
         cmocka_unit_test(test_mismatch),
+        cmocka_unit_test(test_mismatch_relay_off),
         cmocka_unit_test(test_node_threshold),
         cmocka_unit_test(test_node_mismatch),
         cmocka_unit_test(test_bad_argument),

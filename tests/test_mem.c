@@ -141,7 +141,14 @@ static rmacoll_config_t base_config(int eager)
     /* DEBUG reaches the log function: the direct path's line is DEBUG */
     cfg.log_level = RMACOLL_LOG_DEBUG;
     cfg.log_subsystems = RMACOLL_LOG_SUBSYS_ALL;
-    if (!eager) {
+    if (eager) {
+        /* the thresholds these cases were sized for: the "big" ones lie
+         * above the node payload's, the small ones below */
+        assert_int_equal(rmacoll_config_set(&cfg, "eager_max_bytes", "128KiB"),
+                         RMACOLL_SUCCESS);
+        assert_int_equal(rmacoll_config_set(&cfg, "node_eager_max_bytes", "32KiB"),
+                         RMACOLL_SUCCESS);
+    } else {
         /* every block is copied into the receiver's buffer by the writer
          * (no node payload the receiver copies out of itself) */
         assert_int_equal(rmacoll_config_set(&cfg, "eager_max_bytes", "0"), RMACOLL_SUCCESS);
@@ -716,6 +723,23 @@ static void shape_of(const rmacoll_case_t *c, int rank, shape_t *s)
     s->rbytes = (size_t)rmacoll_displs_gapped(n, s->rc, 3, s->rd) * s->es;
 }
 
+#define MEM_NODE_EAGER 32768u /* node_eager_max_bytes of base_config(1) */
+
+/* Bytes of this rank's node payload for a valid call of shape s on eager
+ * runs: its blocks for its node peers when they come to (0, MEM_NODE_EAGER]
+ * (docs/protocol.md, node eager path), else 0. */
+static uint64_t node_payload_bytes(const scen_t *a, const shape_t *s, int rank, int nranks)
+{
+    uint64_t sum = 0;
+
+    for (int p = 0; p < nranks; p++) {
+        if (p != rank && a->node_of[p] == a->node_of[rank]) {
+            sum += (uint64_t)s->sc[p] * s->es;
+        }
+    }
+    return sum <= MEM_NODE_EAGER ? sum : 0;
+}
+
 static int calls_body(rmacoll_comm_t *comm, int rank, int nranks, const void *argp)
 {
     const scen_t *a = argp;
@@ -768,6 +792,7 @@ static int calls_body(rmacoll_comm_t *comm, int rank, int nranks, const void *ar
                 rmacoll_status_t expect =
                     c->has_mismatch ? RMACOLL_ERR_MISMATCH : RMACOLL_SUCCESS;
                 rmacoll_check_report_t rep;
+                rmacoll_comm_stats_t s0, s1;
                 rmacoll_status_t st;
                 shape_t s;
                 long off;
@@ -808,8 +833,30 @@ static int calls_body(rmacoll_comm_t *comm, int rank, int nranks, const void *ar
                 rmacoll_fill_send(sb.region, s.sbytes, s.es, rank, nranks, s.sc, s.sd, iter);
                 memcpy(want, sb.base, sb.total);
                 memset(rb.base, SENT, rb.total);
+                s0.struct_size = sizeof(s0);
+                s1.struct_size = sizeof(s1);
+                if (rmacoll_comm_get_stats(comm, &s0) != RMACOLL_SUCCESS) {
+                    FAIL(44, "rmacoll_comm_get_stats failed");
+                }
                 st = rmacoll_alltoallv(sb.region, s.sc, s.sd, rb.region, s.rc, s.rd, c->dtype,
                                        comm, NULL);
+                if (st == RMACOLL_SUCCESS && a->eager) {
+                    /* a shared send buffer keeps its node peers' blocks off
+                     * the payload (a direct copy is one memcpy), an
+                     * ordinary one puts exactly the rule's bytes there */
+                    uint64_t want_sent = send_allocated(v, rank) && expect_direct()
+                                             ? 0 : node_payload_bytes(a, &s, rank, nranks);
+                    if (rmacoll_comm_get_stats(comm, &s1) != RMACOLL_SUCCESS) {
+                        FAIL(44, "rmacoll_comm_get_stats failed");
+                    }
+                    if (s1.node_eager_bytes_sent - s0.node_eager_bytes_sent != want_sent) {
+                        FAIL(45, "%s, %s, call %d: %llu bytes into the node payload, "
+                                 "expected %llu", c->name, variant_names[v], call,
+                             (unsigned long long)(s1.node_eager_bytes_sent -
+                                                  s0.node_eager_bytes_sent),
+                             (unsigned long long)want_sent);
+                    }
+                }
                 if (st != expect) {
                     FAIL(2, "%s, %s, call %d: %s, expected %s: %s", c->name, variant_names[v],
                          call, rmacoll_status_name(st), rmacoll_status_name(expect),

@@ -234,11 +234,15 @@ static void plan_pcfg(const refexec_opts_t *op, rmacoll__plan_cfg_t *cfg)
 }
 
 /* The eager payload limit the runtime gives a host call's planner on this
- * topology (two nodes within the one-round limits, relay on), else 0. */
+ * topology (two nodes within the one-round limits; relay on or off), else 0
+ * (rmacoll__ctrl_eager_threshold). */
 static uint64_t plan_eager_eff(const rmacoll_topo_t *topo, const refexec_opts_t *op)
 {
-    return topo->nnodes == 2 && rmacoll__ctrl_one_round(topo) && op->relay_enabled
-               ? op->eager_max_bytes : 0;
+    rmacoll__plan_cfg_t cfg;
+
+    plan_pcfg(op, &cfg);
+    return topo->nnodes == 2 && rmacoll__ctrl_one_round(topo)
+               ? rmacoll__ctrl_eager_threshold(topo, &cfg) : 0;
 }
 
 /* The node payload limit the runtime gives a host call's planner on this
@@ -343,11 +347,12 @@ static int print_plans(const rmacoll__plan_t *const *plans,
                op->scheduler_plugin ? op->scheduler_plugin : op->scheduler,
                op->relay_enabled ? "on" : "off", op->relay_buffer_bytes,
                op->relay_slots, plan_min_relay(topo, op), op->max_task_bytes,
-               op->eager_max_bytes,
+               plan_eager_eff(topo, op) ? plan_eager_eff(topo, op) : op->eager_max_bytes,
                op->eager_max_bytes == 0  ? "eager path off"
                : plan_eager_eff(topo, op) ? "eager path planned for host calls"
                                           : "no eager path on this topology",
-               op->node_eager_max_bytes,
+               plan_node_eager_eff(topo, op) ? plan_node_eager_eff(topo, op)
+                                             : op->node_eager_max_bytes,
                op->node_eager_max_bytes == 0  ? "node eager path off"
                : plan_node_eager_eff(topo, op) ? "node eager path planned for host calls"
                                                : "no node eager path on this topology");

@@ -55,22 +55,45 @@ if(TARGET rmacoll-plan)
   add_test(NAME plan_tool_eager_default
     COMMAND rmacoll-plan --topology 2x2 --count 16 --rank 0)
   set_tests_properties(plan_tool_eager_default PROPERTIES TIMEOUT 60
-    PASS_REGULAR_EXPRESSION "eager_max_bytes 131072 \\(eager path planned for host calls\\), node_eager_max_bytes 32768 \\(node eager path planned for host calls\\)\n.*cePut +eager +-> 0 +NODE_EAGER\\+0 -> RECV\\+64 64 B origin 1\n +cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+128 64 B origin 2"
+    PASS_REGULAR_EXPRESSION "eager_max_bytes 1048576 \\(eager path planned for host calls\\), node_eager_max_bytes 1048576 \\(node eager path planned for host calls\\)\n.*cePut +eager +-> 0 +NODE_EAGER\\+0 -> RECV\\+64 64 B origin 1\n +cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+128 64 B origin 2"
     FAIL_REGULAR_EXPRESSION "to_relay")
+  # uneven nodes: the one rank of node 1 relays for all 40 ranks of node 0,
+  # so the eager threshold drops to 16 MiB / (4 x 40) (multiple of 64),
+  # and the node payloads to 32 MiB / 40 (the largest node)
+  add_test(NAME plan_tool_eager_budget
+    COMMAND rmacoll-plan --topology 40,1 --count 1 --rank 40)
+  set_tests_properties(plan_tool_eager_budget PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "eager_max_bytes 104832 \\(eager path planned for host calls\\), node_eager_max_bytes 838848 \\(node eager path planned for host calls\\)")
   add_test(NAME plan_tool_eager_off
     COMMAND ${CMAKE_COMMAND} -E env RMACOLL_EAGER_MAX_BYTES=0 RMACOLL_NODE_EAGER_MAX_BYTES=0
             $<TARGET_FILE:rmacoll-plan> --topology 2x2 --count 16 --rank 0 --json)
   set_tests_properties(plan_tool_eager_off PROPERTIES TIMEOUT 60
     PASS_REGULAR_EXPRESSION "\"eager_max_bytes\":0,\"eager\":false,\"node_eager_max_bytes\":0,\"node_eager\":false}.*\"kind\": ?\"to_relay\""
     FAIL_REGULAR_EXPRESSION "\"kind\": ?\"eager\"")
-  # with the relay off nothing travels in the records: the reference
-  # executor checks every byte of the direct plan
+  # with the relay off the records carry each receiver's own block: the
+  # reference executor checks every byte of the plan
   add_test(NAME plan_tool_eager_relay_off
     COMMAND rmacoll-plan --case ${PROJECT_SOURCE_DIR}/tests/cases/symmetric_small_2x2.txt
             --check --relay off)
   set_tests_properties(plan_tool_eager_relay_off PROPERTIES TIMEOUT 60
     PASS_REGULAR_EXPRESSION "check: ok"
-    FAIL_REGULAR_EXPRESSION "FAILED| EAGER\\+")
+    FAIL_REGULAR_EXPRESSION "FAILED")
+  # relay off at 1 KiB on uneven nodes: some blocks eager, some put (18 of
+  # the 24 signals of the all-direct plan remain), every byte checked
+  add_test(NAME plan_tool_eager_relay_off_mixed
+    COMMAND ${CMAKE_COMMAND} -E env RMACOLL_EAGER_MAX_BYTES=1K
+            $<TARGET_FILE:rmacoll-plan> --case ${PROJECT_SOURCE_DIR}/tests/cases/uneven_nodes_3_2.txt
+            --check --relay off)
+  set_tests_properties(plan_tool_eager_relay_off_mixed PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "check: ok \\(data, 2 calls, 50 puts, 18 signals, proxy 43192 B, ce 54072 B\\)"
+    FAIL_REGULAR_EXPRESSION "FAILED")
+  # relay off: each record to a rank of the other node carries that rank's
+  # block alone, and the receiver copies it out of its own inbox
+  add_test(NAME plan_tool_eager_relay_off_plan
+    COMMAND rmacoll-plan --topology 2x2 --count 16 --rank 0 --relay off)
+  set_tests_properties(plan_tool_eager_relay_off_plan PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "relay off [^\n]*eager_max_bytes 1048576 \\(eager path planned for host calls\\)[^\n]*\n.*cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+128 64 B origin 2\n +cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+192 64 B origin 3"
+    FAIL_REGULAR_EXPRESSION "proxyPut")
   # the --sim header names the topology's relay minimum, as the plan
   # header does (8 slots here: 64 bytes)
   add_test(NAME plan_tool_sim_relay_minimum

@@ -74,6 +74,7 @@ void planin_fini(planin_t *pi)
 rmacoll_status_t planin_eager(planin_t *pi, const planin_ctx_t *ctx, int r,
                               uint64_t eager_max, uint64_t cap)
 {
+    int relay = pi->in.cfg == NULL || pi->in.cfg->relay_enabled;
     const rmacoll_topo_t *topo = ctx->topo;
     int A = topo->node_of[r];
     int ls = topo->node_size[A];
@@ -103,10 +104,12 @@ rmacoll_status_t planin_eager(planin_t *pi, const planin_ctx_t *ctx, int r,
     }
     pi->eager_in_off = off;
     for (size_t a = 0; a < n && eager_max != 0; a++) {
-        off[a] = topo->node_of[a] == A
-                     ? RMACOLL__NO_EAGER
-                     : rmacoll__plan_eager_off(ctx->c->send + a * n, members, ls,
-                                               topo->local_rank[r], ctx->esize, eager_max);
+        off[a] = topo->node_of[a] == A ? RMACOLL__NO_EAGER
+                 : relay ? rmacoll__plan_eager_off(ctx->c->send + a * n, members, ls,
+                                                   topo->local_rank[r], ctx->esize, eager_max)
+                         /* relay off: a's record to r carries r's block alone */
+                         : rmacoll__plan_eager_off(ctx->c->send + a * n, &r, 1, 0, ctx->esize,
+                                                   eager_max);
     }
     pi->in.eager_max_bytes = eager_max;
     pi->in.eager_in_off = eager_max != 0 ? pi->eager_in_off : NULL;

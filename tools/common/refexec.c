@@ -649,19 +649,20 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
         in.chan_rcount = k->chan_rcount;
         in.chan_rdispl = k->chan_rdispl;
         /* as the runtime: two nodes within the one-round limits (ctrl.c) */
-        in.eager_max_bytes = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo) &&
-                                     ex->cfg.relay_enabled
-                                 ? ex->opts.eager_max_bytes : 0;
+        in.eager_max_bytes = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo)
+                                 ? rmacoll__ctrl_eager_threshold(topo, &ex->cfg) : 0;
         in.eager_in_off = k->eager_in_off;
         for (int a = 0; a < n && in.eager_max_bytes != 0; a++) {
             int A = topo->node_of[r];
             k->eager_in_off[a] =
-                topo->node_of[a] == A
-                    ? RMACOLL__NO_EAGER
-                    : rmacoll__plan_eager_off(ex->rk[a].sendcounts,
+                topo->node_of[a] == A ? RMACOLL__NO_EAGER
+                : ex->cfg.relay_enabled
+                    ? rmacoll__plan_eager_off(ex->rk[a].sendcounts,
                                               topo->node_members + topo->node_first[A],
                                               topo->node_size[A], topo->local_rank[r],
-                                              ex->esize, in.eager_max_bytes);
+                                              ex->esize, in.eager_max_bytes)
+                    : rmacoll__plan_eager_off(ex->rk[a].sendcounts, &r, 1, 0, ex->esize,
+                                              in.eager_max_bytes);
         }
         in.node_eager_max_bytes = rmacoll__ctrl_node_eager_cap(topo, &ex->cfg);
         in.node_eager_off = k->node_eager_off;
@@ -789,9 +790,14 @@ static int rx_eager_src(refexec_t *ex, int me, const rmacoll__task_t *t, const c
         rx_fail(ex, "%s: reads an eager payload that is not addressed to this rank", desc);
         return -1;
     }
+    /* relay on: the origin's blocks for this node in local-rank order (the
+     * record to its relay here); relay off: this rank's block alone */
     for (int l = 0; l < topo->node_size[A]; l++) {
-        int m = rmacoll__topo_rank(topo, A, l);
+        int m = ex->cfg.relay_enabled ? rmacoll__topo_rank(topo, A, l) : me;
         uint64_t b = (uint64_t)ex->rk[o].sendcounts[m] * ex->esize;
+        if (!ex->cfg.relay_enabled && l > 0) {
+            break;
+        }
         if (m == me && t->src_off >= pos && t->src_off + t->bytes <= pos + b) {
             *off = (uint64_t)ex->rk[o].sdispls[m] * ex->esize + (t->src_off - pos);
             found = 1;
@@ -799,7 +805,7 @@ static int rx_eager_src(refexec_t *ex, int me, const rmacoll__task_t *t, const c
         pos += b;
         total += b;
     }
-    if (total > ex->opts.eager_max_bytes) {
+    if (total > rmacoll__ctrl_eager_threshold(topo, &ex->cfg)) {
         rx_fail(ex, "%s: eager payload of %" PRIu64 " bytes over eager_max_bytes", desc, total);
         return -1;
     }
