@@ -55,9 +55,9 @@ typedef struct rmacoll__call {
                                        * records carried eager payloads (meta.c) */
     uint64_t node_eager_max;          /* the plan's node_eager_max_bytes: non-zero when
                                        * the local records carried node payloads */
-    int node_eager_send_off;          /* this rank's blocks for its node peers stay off
-                                       * its node payload: its send buffer is shared
-                                       * memory (plan.h node_eager_send_off) */
+    uint64_t node_eager_send_max;     /* limit of this rank's own node payload: the
+                                       * layout's, or RMACOLL__NODE_EAGER_SHARED_MAX when
+                                       * its send buffer is shared memory (plan.h) */
     int drives;                       /* this thread drives the network (host call) */
     int plan_failed;                  /* planning (or runner planned) failed here */
     char msg[512];                    /* a step's error message */

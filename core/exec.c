@@ -153,7 +153,7 @@ static void call_plan(rmacoll__call_t *c)
     in.eager_in_off = comm->eager_in_off;
     in.node_eager_max_bytes = c->node_eager_max;
     in.node_eager_off = comm->node_eager_off;
-    in.node_eager_send_off = c->node_eager_send_off;
+    in.node_eager_send_max = c->node_eager_send_max;
     st = rmacoll__plan_build(&in, comm->sig, comm->sig_next, &comm->plan);
     if (st == RMACOLL_ERR_NO_MEMORY) {
         snprintf(c->msg, sizeof(c->msg), "rank %d: out of memory building the plan (%zu "

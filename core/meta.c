@@ -741,7 +741,7 @@ static void fill_node_eager(rmacoll__call_t *c, rmacoll__local_rec_t *lr)
 
     lr->node_eager_bytes = rmacoll__plan_node_eager_bytes(
         c->sendcounts, members, ls, topo->local_rank[comm->rank], c->esize,
-        comm->lay.node_eager_cap, off);
+        c->node_eager_send_max, off);
     for (int l = 0; l < ls && lr->node_eager_bytes != 0; l++) {
         int j = members[l];
         if (off[l] != RMACOLL__NO_EAGER) {
@@ -846,9 +846,12 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
      * peers here; they copy them out only if the verdict is good and every
      * rank is on host memory (the same condition as the eager path) */
     lr->node_eager_bytes = 0;
-    c->node_eager_send_off = comm->lay.node_eager_cap != 0 && host &&
-                             rmacoll__mem_shared(comm, c->hsend, c->send_extent);
-    if (ok && comm->lay.node_eager_cap != 0 && host && !c->node_eager_send_off) {
+    c->node_eager_send_max = comm->lay.node_eager_cap;
+    if (c->node_eager_send_max > RMACOLL__NODE_EAGER_SHARED_MAX && host &&
+        rmacoll__mem_shared(comm, c->hsend, c->send_extent)) {
+        c->node_eager_send_max = RMACOLL__NODE_EAGER_SHARED_MAX;
+    }
+    if (ok && comm->lay.node_eager_cap != 0 && host) {
         fill_node_eager(c, lr);
     }
     publish(comm, c->par, RMACOLL__CTRL_A, &c->local);

@@ -1187,11 +1187,17 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
         return st;
     }
 
-    ctx.node_eager_out =
-        in->node_eager_max_bytes != 0 && !in->node_eager_send_off &&
-        rmacoll__plan_node_eager_bytes(in->sendcounts, topo->node_members + topo->node_first[A],
-                                       ls, topo->local_rank[me], in->esize,
-                                       in->node_eager_max_bytes, NULL) != 0;
+    {
+        uint64_t send_max = in->node_eager_send_max != 0 &&
+                                    in->node_eager_send_max < in->node_eager_max_bytes
+                                ? in->node_eager_send_max : in->node_eager_max_bytes;
+        ctx.node_eager_out =
+            in->node_eager_max_bytes != 0 &&
+            rmacoll__plan_node_eager_bytes(in->sendcounts,
+                                           topo->node_members + topo->node_first[A], ls,
+                                           topo->local_rank[me], in->esize, send_max,
+                                           NULL) != 0;
+    }
     plan_direct(&ctx, st_in);
     if (in->node_eager_max_bytes != 0) {
         plan_node_eager_in(&ctx);

@@ -244,15 +244,21 @@ typedef struct rmacoll__plan_input {
      * eager_max_bytes. */
     uint64_t node_eager_max_bytes;
     const uint64_t *node_eager_off; /* [size of this rank's node] */
-    /* Non-zero: this rank's own blocks for its node peers stay off its node
-     * payload whatever their size (it plans direct puts to them). The
-     * runtime sets it when the send buffer is shared memory from
-     * rmacoll_mem_alloc (rmacoll__mem_shared): such calls' buffers are
+    /* The limit this rank applies to its own node payload (its blocks for
+     * its node peers; 0: node_eager_max_bytes). The runtime lowers it to
+     * RMACOLL__NODE_EAGER_SHARED_MAX when the send buffer is shared memory
+     * from rmacoll_mem_alloc (rmacoll__mem_shared): such calls' buffers are
      * taken to be shared on every rank, where a direct put is one memcpy
-     * and the payload would add a second. What this rank's local record
-     * says (node_eager_bytes 0) must agree; its peers read it there. */
-    int node_eager_send_off;
+     * and a large payload would add a second, while small payloads still
+     * save the signals and waits. What this rank's local record says
+     * (node_eager_bytes, offsets) must agree; its peers read it there. */
+    uint64_t node_eager_send_max;
 } rmacoll__plan_input_t;
+
+/* The node payload limit of a sender whose send buffer is shared memory
+ * (node_eager_send_max): below it the payload's saved signals and waits
+ * outweigh its second copy (one node x 4, 1 KiB per rank). */
+#define RMACOLL__NODE_EAGER_SHARED_MAX (32u * 1024u)
 
 /* node_eager_off of a member that sends this rank nothing through a node
  * payload. */

@@ -142,11 +142,12 @@ static rmacoll_config_t base_config(int eager)
     cfg.log_level = RMACOLL_LOG_DEBUG;
     cfg.log_subsystems = RMACOLL_LOG_SUBSYS_ALL;
     if (eager) {
-        /* the thresholds these cases were sized for: the "big" ones lie
-         * above the node payload's, the small ones below */
+        /* the "big" cases lie above the 32 KiB node payload limit of a
+         * shared send buffer and below the 1 MiB of an ordinary one, the
+         * small ones below both */
         assert_int_equal(rmacoll_config_set(&cfg, "eager_max_bytes", "128KiB"),
                          RMACOLL_SUCCESS);
-        assert_int_equal(rmacoll_config_set(&cfg, "node_eager_max_bytes", "32KiB"),
+        assert_int_equal(rmacoll_config_set(&cfg, "node_eager_max_bytes", "1MiB"),
                          RMACOLL_SUCCESS);
     } else {
         /* every block is copied into the receiver's buffer by the writer
@@ -723,12 +724,14 @@ static void shape_of(const rmacoll_case_t *c, int rank, shape_t *s)
     s->rbytes = (size_t)rmacoll_displs_gapped(n, s->rc, 3, s->rd) * s->es;
 }
 
-#define MEM_NODE_EAGER 32768u /* node_eager_max_bytes of base_config(1) */
+#define MEM_NODE_EAGER (1u << 20) /* node_eager_max_bytes of base_config(1) */
+#define MEM_NODE_EAGER_SHARED 32768u /* the limit for a shared send buffer */
 
 /* Bytes of this rank's node payload for a valid call of shape s on eager
- * runs: its blocks for its node peers when they come to (0, MEM_NODE_EAGER]
- * (docs/protocol.md, node eager path), else 0. */
-static uint64_t node_payload_bytes(const scen_t *a, const shape_t *s, int rank, int nranks)
+ * runs: its blocks for its node peers when they come to (0, limit] (docs/
+ * protocol.md, node eager path), else 0. */
+static uint64_t node_payload_bytes(const scen_t *a, const shape_t *s, int rank, int nranks,
+                                   uint64_t limit)
 {
     uint64_t sum = 0;
 
@@ -737,7 +740,7 @@ static uint64_t node_payload_bytes(const scen_t *a, const shape_t *s, int rank, 
             sum += (uint64_t)s->sc[p] * s->es;
         }
     }
-    return sum <= MEM_NODE_EAGER ? sum : 0;
+    return sum <= limit ? sum : 0;
 }
 
 static int calls_body(rmacoll_comm_t *comm, int rank, int nranks, const void *argp)
@@ -842,10 +845,13 @@ static int calls_body(rmacoll_comm_t *comm, int rank, int nranks, const void *ar
                                        comm, NULL);
                 if (st == RMACOLL_SUCCESS && a->eager) {
                     /* a shared send buffer keeps its node peers' blocks off
-                     * the payload (a direct copy is one memcpy), an
-                     * ordinary one puts exactly the rule's bytes there */
-                    uint64_t want_sent = send_allocated(v, rank) && expect_direct()
-                                             ? 0 : node_payload_bytes(a, &s, rank, nranks);
+                     * the payload above 32 KiB (a direct copy is one
+                     * memcpy), an ordinary one up to 1 MiB: exactly the
+                     * rule's bytes go there */
+                    uint64_t want_sent = node_payload_bytes(
+                        a, &s, rank, nranks,
+                        send_allocated(v, rank) && expect_direct() ? MEM_NODE_EAGER_SHARED
+                                                                   : MEM_NODE_EAGER);
                     if (rmacoll_comm_get_stats(comm, &s1) != RMACOLL_SUCCESS) {
                         FAIL(44, "rmacoll_comm_get_stats failed");
                     }
