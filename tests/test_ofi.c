@@ -784,6 +784,8 @@ static int sc_regcache(rank_ctx_t *c, const void *arg)
 
 /* ---- scenario: bad provider / interface names ---- */
 
+static int provider_here(const char *prov, const char *iface);
+
 static int sc_bad_names(rank_ctx_t *c, const void *arg)
 {
     rmacoll_status_t st;
@@ -813,6 +815,23 @@ static int sc_bad_names(rank_ctx_t *c, const void *arg)
     CK(strncmp(g_auto_pick, "none of net, tcp, tcp;ofi_rxm", 29) == 0); /* none taken */
     fprintf(stderr, "FI_TCP_IFACE typo, auto: %s\n", g_last_error);
     setenv("FI_TCP_IFACE", "lo", 1);
+    /* FI_NET_IFACE with a typo: net would run on its default interface, and
+     * auto would have gone on to tcp on lo; both refuse it where net exists */
+    setenv("FI_NET_IFACE", "nosuchif0", 1);
+    if (provider_here("net", "lo")) {
+        g_last_error[0] = '\0';
+        st = rank_init(c, "net", "", 1000);
+        CK(st == RMACOLL_ERR_NO_DEVICE);
+        CK(strstr(g_last_error, "'nosuchif0' (named by FI_NET_IFACE)") != NULL);
+        fprintf(stderr, "FI_NET_IFACE typo: %s\n", g_last_error);
+        g_last_error[0] = '\0';
+        st = rank_init(c, "auto", "", 1000);
+        CK(st == RMACOLL_ERR_NO_DEVICE);
+        CK(strstr(g_last_error, "net has no domain on interface 'nosuchif0' (named by "
+                                "FI_NET_IFACE)") != NULL);
+        fprintf(stderr, "FI_NET_IFACE typo, auto: %s\n", g_last_error);
+    }
+    unsetenv("FI_NET_IFACE");
     /* a piece size that is not one */
     setenv("RMACOLL_OFI_MAX_MSG_SIZE", "4Kb", 1);
     g_last_error[0] = '\0';

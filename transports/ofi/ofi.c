@@ -380,17 +380,29 @@ static const char *const ofi_auto_candidates[] = {"net", "tcp", "tcp;ofi_rxm"};
  * FI_NET_IFACE) when FI_NET_IFACE is unset; and for tcp and tcp;ofi_rxm,
  * which read it themselves but fall back to every interface when it names
  * none (a typo would leave loopback unnoticed): the domain must match. */
-static const char *ofi_env_iface(const char *prov)
+static const char *ofi_env_iface_var(const char *prov)
 {
-    const char *t = getenv("FI_TCP_IFACE");
+    const char *n = getenv("FI_NET_IFACE"), *t = getenv("FI_TCP_IFACE");
 
+    if (strcmp(prov, "net") == 0 && n != NULL && n[0] != '\0') {
+        return "FI_NET_IFACE"; /* net's own; a typo used to leave net on its default */
+    }
     if (t == NULL || t[0] == '\0') {
         return NULL;
     }
     if (strcmp(prov, "net") == 0) {
-        return getenv("FI_NET_IFACE") == NULL ? t : NULL;
+        return "FI_TCP_IFACE";
     }
-    return strcmp(prov, "tcp") == 0 || strcmp(prov, "tcp;ofi_rxm") == 0 ? t : NULL;
+    return strcmp(prov, "tcp") == 0 || strcmp(prov, "tcp;ofi_rxm") == 0 ? "FI_TCP_IFACE"
+                                                                        : NULL;
+}
+
+/* The interface that variable names (the domain must match it), or NULL. */
+static const char *ofi_env_iface(const char *prov)
+{
+    const char *var = ofi_env_iface_var(prov);
+
+    return var != NULL ? getenv(var) : NULL;
 }
 
 static rmacoll_status_t ofi_resolve_auto(rmacoll_transport_t *tp, const char **prov,
@@ -416,6 +428,16 @@ static rmacoll_status_t ofi_resolve_auto(rmacoll_transport_t *tp, const char **p
              (ifc == NULL || strcmp(pick->domain_attr->name, ifc) == 0);
         if (list != NULL) {
             fi_freeinfo(list);
+        }
+        if (!ok && pick != NULL && *iface == NULL && ifc != NULL &&
+            ofi_env_iface_var(cand) != NULL &&
+            strcmp(ofi_env_iface_var(cand), "FI_NET_IFACE") == 0) {
+            /* the user named net's interface: no falling back to another
+             * provider on another interface */
+            OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                    "ofi: provider auto: net has no domain on interface '%s' (named by "
+                    "FI_NET_IFACE)", ifc);
+            return RMACOLL_ERR_NO_DEVICE;
         }
         if (ok) {
             OFI_LOG(tp, RMACOLL_LOG_INFO, "ofi: provider auto: %s%s%s", cand,
@@ -521,9 +543,10 @@ static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out
     }
     if (iface != NULL && strcmp(pick->domain_attr->name, iface) != 0) {
         if (strstr(prov, "tcp") || strstr(prov, "sockets") || strcmp(prov, "net") == 0) {
+            const char *var = cfg && cfg->ofi_iface[0] ? NULL : ofi_env_iface_var(prov);
             OFI_LOG(tp, RMACOLL_LOG_ERROR,
-                    "ofi: provider '%s' has no domain on interface '%s'%s", prov, iface,
-                    cfg && cfg->ofi_iface[0] ? "" : " (named by FI_TCP_IFACE)");
+                    "ofi: provider '%s' has no domain on interface '%s'%s%s%s", prov, iface,
+                    var ? " (named by " : "", var ? var : "", var ? ")" : "");
             fi_freeinfo(list);
             return RMACOLL_ERR_NO_DEVICE;
         }
