@@ -132,10 +132,83 @@ static void test_ranks_die_with_launcher(void **state)
     assert_int_equal(reaped, nranks);
 }
 
+/* One rank killed with SIGKILL: the others fail (they name it), and the
+ * launcher's last line names the rank that died and its signal, counts
+ * the ranks that failed on their own and those it stopped, and adds up. */
+static void test_dead_rank_named(void **state)
+{
+    pid_t ranks[64], launcher;
+    int nranks = 0, status, fd[2];
+    char out[16384];
+    size_t len = 0;
+    ssize_t k;
+    double t0;
+    char want[128];
+
+    (void)state;
+    assert_int_equal(pipe(fd), 0);
+    launcher = fork();
+    assert_true(launcher >= 0);
+    if (launcher == 0) {
+        char *argv[] = {RMACOLL_BUILD_DIR "/tools/rmacoll-perf", "-np", "4", "--ppn", "2",
+                        "-b", "1K", "-e", "1K", "-n", "100000000", "-w", "0",
+                        "--timeout", "120", "-q", NULL};
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) {
+            dup2(devnull, 1);
+        }
+        dup2(fd[1], 2);
+        close(fd[0]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    t0 = now_s();
+    while (now_s() - t0 < 30 && (nranks = children_of(launcher, ranks, 64)) < NRANKS) {
+        usleep(50 * 1000);
+    }
+    assert_int_equal(nranks, NRANKS);
+    usleep(1000 * 1000); /* the ranks are in their calls */
+    /* children_of lists /proc in pid order, not rank order: kill the
+     * highest pid and find its rank in the launcher's own line */
+    pid_t victim = ranks[0];
+    for (int r = 1; r < nranks; r++) {
+        victim = ranks[r] > victim ? ranks[r] : victim;
+    }
+    assert_int_equal(kill(victim, SIGKILL), 0);
+    while (len < sizeof(out) - 1 && (k = read(fd[0], out + len, sizeof(out) - 1 - len)) > 0) {
+        len += (size_t)k; /* until the launcher exits (write end closed) */
+    }
+    out[len] = '\0';
+    close(fd[0]);
+    assert_int_equal(waitpid(launcher, &status, 0), launcher);
+    fprintf(stderr, "%s", out);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    {
+        const char *m = strstr(out, "launch: rank ");
+        int rank = -1;
+        while (m != NULL && sscanf(m, "launch: rank %d killed by signal 9", &rank) != 1) {
+            m = strstr(m + 1, "launch: rank ");
+        }
+        assert_true(rank >= 0 && rank < NRANKS);
+        snprintf(want, sizeof(want), "rank %d died by signal 9 (Killed); 4 of 4 rank(s) failed, "
+                 "0 stopped by the launcher", rank);
+        if (strstr(out, want) == NULL) {
+            /* a rank that outlived the linger was stopped: still adds up */
+            snprintf(want, sizeof(want), "rank %d died by signal 9 (Killed); ", rank);
+            assert_non_null(strstr(out, want));
+            assert_true(strstr(out, "3 of 4 rank(s) failed, 1 stopped") != NULL ||
+                        strstr(out, "2 of 4 rank(s) failed, 2 stopped") != NULL ||
+                        strstr(out, "1 of 4 rank(s) failed, 3 stopped") != NULL);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ranks_die_with_launcher),
+        cmocka_unit_test(test_dead_rank_named),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -102,7 +102,8 @@ static rmacoll__sched_t open_ok(const char *name, const char *plugin,
     rmacoll_status_t st = rmacoll__sched_open(name, plugin, t, seed, &s, err,
                                               sizeof(err));
     if (st != RMACOLL_SUCCESS)
-        fail_msg("open %s failed: %s: %s", name, rmacoll_status_name(st), err);
+        fail_msg("open %s failed: %s: %s", name ? name : plugin ? plugin : "(none)",
+                 rmacoll_status_name(st), err);
     assert_non_null(s.ops);
     return s;
 }

@@ -1244,17 +1244,20 @@ static int perf_spawn(const rmacoll_perf_opts_t *o, int argc, char **argv)
     if (res.first_status == 2 && res.nfailed == 1 && !res.timed_out && !res.killed) {
         return 2;   /* rank 0 said "data check failed" */
     }
-    /* the first failure seen is the likely cause: the others often fail
-     * because of it (a dead peer), or were stopped by the launcher */
-    if (res.first_rank >= 0) {
-        fprintf(stderr, PERF_NAME ": %s: rank %d failed first (status %d); %d of %d "
-                "rank(s) exited non-zero%s, %d stopped by the launcher\n",
-                rmacoll_status_name(st), res.first_rank, res.first_status, res.nfailed,
-                nranks, res.timed_out ? ", deadline passed" : "", res.killed);
+    /* a rank killed by a signal of its own (a crash, kill -9) is the likely
+     * cause; otherwise the ranks' own messages above say which failed
+     * first (the launcher reaps ranks that fail together in rank order) */
+    if (res.signal_rank >= 0) {
+        fprintf(stderr, PERF_NAME ": %s: rank %d died by signal %d (%s); %d of %d rank(s) "
+                "failed%s, %d stopped by the launcher\n",
+                rmacoll_status_name(st), res.signal_rank, res.signal_num,
+                strsignal(res.signal_num), res.nfailed, nranks,
+                res.timed_out ? ", deadline passed" : "", res.killed);
     } else {
-        fprintf(stderr, PERF_NAME ": %s: no rank failed%s, %d stopped by the launcher\n",
-                rmacoll_status_name(st), res.timed_out ? "; deadline passed" : "",
-                res.killed);
+        fprintf(stderr, PERF_NAME ": %s: %d of %d rank(s) failed%s, %d stopped by the "
+                "launcher (the ranks' messages above name the first failure)\n",
+                rmacoll_status_name(st), res.nfailed, nranks,
+                res.timed_out ? ", deadline passed" : "", res.killed);
     }
     return 1;
 }

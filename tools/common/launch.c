@@ -312,9 +312,13 @@ static int launch_reap(const pid_t *pids, int *done, int n,
             fprintf(stderr, "launch: waitpid of rank %d failed: %s\n", i,
                     strerror(errno));
         } else if (quiet) {
-            code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 0;
+            continue; /* stopped by the launcher: counted in killed */
         } else {
             launch_describe(i, wstatus, &code);
+            if (WIFSIGNALED(wstatus) && res->signal_rank < 0) {
+                res->signal_rank = i;
+                res->signal_num = WTERMSIG(wstatus);
+            }
         }
         if (code != 0) {
             res->nfailed++;
@@ -370,6 +374,7 @@ rmacoll_status_t rmacoll_launch_spawn(const rmacoll_launch_spec_t *spec,
         res = &local;
     memset(res, 0, sizeof(*res));
     res->first_rank = -1;
+    res->signal_rank = -1;
     if (spec == NULL || spec->argv == NULL || spec->argv[0] == NULL ||
         spec->node_of_rank == NULL || spec->nranks < 1 ||
         spec->nranks > RMACOLL_LAUNCH_MAX_RANKS)

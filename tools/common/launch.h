@@ -116,9 +116,15 @@ typedef struct rmacoll_launch_spec {
 } rmacoll_launch_spec_t;
 
 typedef struct rmacoll_launch_result {
-    int nfailed;        /* children that exited non-zero or by a signal */
-    int first_rank;     /* first rank seen failing, -1 if none */
+    int nfailed;        /* children that exited non-zero or by a signal of
+                         * their own (not those the launcher stopped) */
+    int first_rank;     /* first rank reaped failing, -1 if none (ranks that
+                         * fail within milliseconds of each other are
+                         * reaped in rank order: not necessarily the cause) */
     int first_status;   /* its exit code, or 128 + signal */
+    int signal_rank;    /* first rank killed by a signal not from the
+                         * launcher (a crash, kill -9), -1 if none */
+    int signal_num;     /* that signal */
     int timed_out;      /* 1 if the deadline passed */
     int killed;         /* children the launcher had to kill */
 } rmacoll_launch_result_t;
