@@ -323,8 +323,11 @@ static int print_plans(const rmacoll__plan_t *const *plans,
                "\"status\":\"%s\",\"plans\":[",
                op->relay_enabled ? "true" : "false", op->relay_buffer_bytes,
                op->relay_slots, op->max_task_bytes, plan_min_relay(topo, op),
-               op->eager_max_bytes, plan_eager_eff(topo, op) ? "true" : "false",
-               op->node_eager_max_bytes, plan_node_eager_eff(topo, op) ? "true" : "false",
+               plan_eager_eff(topo, op) ? plan_eager_eff(topo, op) : op->eager_max_bytes,
+               plan_eager_eff(topo, op) ? "true" : "false",
+               plan_node_eager_eff(topo, op) ? plan_node_eager_eff(topo, op)
+                                             : op->node_eager_max_bytes,
+               plan_node_eager_eff(topo, op) ? "true" : "false",
                rmacoll_status_name(RMACOLL_SUCCESS));
         for (int r = 0, first = 1; r < c->nranks; r++) {
             if (only >= 0 && r != only) {
