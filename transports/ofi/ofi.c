@@ -243,6 +243,29 @@ static struct fi_info *ofi_hints(const char *prov, int hmem)
     return h;
 }
 
+/* Whether prov offers connected (FI_EP_MSG) endpoints only here: tcp
+ * before libfabric 1.18, verbs. For error messages. */
+static int ofi_msg_only(const char *prov)
+{
+    struct fi_info *h = fi_allocinfo(), *list = NULL;
+    int found = 0;
+
+    if (h == NULL) {
+        return 0;
+    }
+    h->ep_attr->type = FI_EP_MSG;
+    h->fabric_attr->prov_name = strdup(prov);
+    if (h->fabric_attr->prov_name != NULL &&
+        fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, h, &list) == 0) {
+        for (struct fi_info *i = list; i != NULL && !found; i = i->next) {
+            found = strcmp(i->fabric_attr->prov_name, prov) == 0;
+        }
+        fi_freeinfo(list);
+    }
+    fi_freeinfo(h);
+    return found;
+}
+
 /* Lists RDM providers present (any caps) into buf, for error messages;
  * returns whether `prov` is among them. */
 static int ofi_list_providers(const char *prov, char *buf, size_t len)
@@ -535,6 +558,16 @@ static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out
                     "(caps FI_RMA|FI_WRITE|FI_REMOTE_WRITE, no FI_RX_CQ_DATA, "
                     "no FI_MR_RAW)", prov);
             return RMACOLL_ERR_UNSUPPORTED;
+        }
+        if (ofi_msg_only(prov)) {
+            OFI_LOG(tp, RMACOLL_LOG_ERROR,
+                    "ofi: provider '%s' offers only connected (msg) endpoints in this "
+                    "libfabric (%u.%u), not the rdm ones the transport needs: name "
+                    "'%s;ofi_rxm' (rdm over it)%s (rdm providers here: %s)", prov,
+                    FI_MAJOR(fi_version()), FI_MINOR(fi_version()), prov,
+                    strcmp(prov, "tcp") == 0 ? ", or 'net' / 'auto'" : "",
+                    avail[0] ? avail : "none");
+            return RMACOLL_ERR_NO_DEVICE;
         }
         OFI_LOG(tp, RMACOLL_LOG_ERROR,
                 "ofi: provider '%s' not found (rdm providers here: %s)", prov,
