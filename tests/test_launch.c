@@ -73,6 +73,31 @@ static int children_of(pid_t parent, pid_t *out, int max)
     return n;
 }
 
+/* Forks rmacoll-perf -np 4 --ppn 2 at `size` per rank, calls enough to
+ * outlast the test, its launcher deadline `timeout` seconds; stdout to
+ * /dev/null, stderr to errfd (-1: inherited). Returns the launcher's pid. */
+static pid_t spawn_perf(const char *size, const char *timeout, int errfd)
+{
+    pid_t launcher = fork();
+
+    assert_true(launcher >= 0);
+    if (launcher == 0) {
+        char *argv[] = {RMACOLL_BUILD_DIR "/tools/rmacoll-perf", "-np", "4", "--ppn", "2",
+                        "-b", (char *)size, "-e", (char *)size, "-n", "100000000", "-w", "0",
+                        "--timeout", (char *)timeout, "-q", NULL};
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) {
+            dup2(devnull, 1);
+        }
+        if (errfd >= 0) {
+            dup2(errfd, 2);
+        }
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return launcher;
+}
+
 static void test_ranks_die_with_launcher(void **state)
 {
     pid_t ranks[64];
@@ -82,19 +107,7 @@ static void test_ranks_die_with_launcher(void **state)
 
     (void)state;
     assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
-    launcher = fork();
-    assert_true(launcher >= 0);
-    if (launcher == 0) {
-        char *argv[] = {RMACOLL_BUILD_DIR "/tools/rmacoll-perf", "-np", "4", "--ppn", "2",
-                        "-b", "64K", "-e", "64K", "-n", "100000000", "-w", "0",
-                        "--timeout", "300", "-q", NULL};
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) {
-            dup2(devnull, 1);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
+    launcher = spawn_perf("64K", "300", -1);
     /* wait (bounded) until the launcher has spawned every rank */
     t0 = now_s();
     while (now_s() - t0 < 30 && (nranks = children_of(launcher, ranks, 64)) < NRANKS) {
@@ -147,21 +160,7 @@ static void test_dead_rank_named(void **state)
 
     (void)state;
     assert_int_equal(pipe(fd), 0);
-    launcher = fork();
-    assert_true(launcher >= 0);
-    if (launcher == 0) {
-        char *argv[] = {RMACOLL_BUILD_DIR "/tools/rmacoll-perf", "-np", "4", "--ppn", "2",
-                        "-b", "1K", "-e", "1K", "-n", "100000000", "-w", "0",
-                        "--timeout", "120", "-q", NULL};
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) {
-            dup2(devnull, 1);
-        }
-        dup2(fd[1], 2);
-        close(fd[0]);
-        execv(argv[0], argv);
-        _exit(127);
-    }
+    launcher = spawn_perf("1K", "120", fd[1]);
     close(fd[1]);
     t0 = now_s();
     while (now_s() - t0 < 30 && (nranks = children_of(launcher, ranks, 64)) < NRANKS) {

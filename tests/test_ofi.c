@@ -786,6 +786,21 @@ static int sc_regcache(rank_ctx_t *c, const void *arg)
 
 static int provider_here(const char *prov, const char *iface);
 
+/* rank_init(prov, iface) must fail with want and log a message holding
+ * needle; prints it under label. */
+static int init_fails(rank_ctx_t *c, const char *prov, const char *iface,
+                      rmacoll_status_t want, const char *needle, const char *label)
+{
+    rmacoll_status_t st;
+
+    g_last_error[0] = '\0';
+    st = rank_init(c, prov, iface, 1000);
+    CK(st == want);
+    CK(strstr(g_last_error, needle) != NULL);
+    fprintf(stderr, "%s: %s\n", label, g_last_error);
+    return 0;
+}
+
 static int sc_bad_names(rank_ctx_t *c, const void *arg)
 {
     rmacoll_status_t st;
@@ -796,29 +811,20 @@ static int sc_bad_names(rank_ctx_t *c, const void *arg)
     CK(c->tp == NULL);
     CK(strstr(g_last_error, "nosuchprov") != NULL);
     fprintf(stderr, "unknown provider: %s\n", g_last_error);
-    g_last_error[0] = '\0';
-    st = rank_init(c, "tcp;ofi_rxm", "nosuchif0", 1000);
-    CK(st == RMACOLL_ERR_NO_DEVICE);
-    CK(strstr(g_last_error, "nosuchif0") != NULL);
-    fprintf(stderr, "unknown interface: %s\n", g_last_error);
+    CK(init_fails(c, "tcp;ofi_rxm", "nosuchif0", RMACOLL_ERR_NO_DEVICE, "nosuchif0",
+                  "unknown interface") == 0);
     /* tcp named where it is a msg provider only (libfabric before 1.18):
      * the error says so and what to name instead */
     if (!provider_here("tcp", "lo") && provider_here("net", "lo")) {
-        g_last_error[0] = '\0';
-        st = rank_init(c, "tcp", "", 1000);
-        CK(st == RMACOLL_ERR_NO_DEVICE);
-        CK(strstr(g_last_error, "provider 'tcp' offers only connected (msg) endpoints") !=
-           NULL);
+        CK(init_fails(c, "tcp", "", RMACOLL_ERR_NO_DEVICE,
+                      "provider 'tcp' offers only connected (msg) endpoints",
+                      "tcp as msg only") == 0);
         CK(strstr(g_last_error, "'tcp;ofi_rxm'") != NULL);
-        fprintf(stderr, "tcp as msg only: %s\n", g_last_error);
     }
     /* FI_TCP_IFACE with a typo: tcp would take every interface; refused */
     setenv("FI_TCP_IFACE", "nosuchif0", 1);
-    g_last_error[0] = '\0';
-    st = rank_init(c, "tcp;ofi_rxm", "", 1000);
-    CK(st == RMACOLL_ERR_NO_DEVICE);
-    CK(strstr(g_last_error, "'nosuchif0' (named by FI_TCP_IFACE)") != NULL);
-    fprintf(stderr, "FI_TCP_IFACE typo: %s\n", g_last_error);
+    CK(init_fails(c, "tcp;ofi_rxm", "", RMACOLL_ERR_NO_DEVICE,
+                  "'nosuchif0' (named by FI_TCP_IFACE)", "FI_TCP_IFACE typo") == 0);
     g_last_error[0] = '\0';
     g_auto_pick[0] = '\0';
     st = rank_init(c, "auto", "", 1000);
@@ -830,26 +836,17 @@ static int sc_bad_names(rank_ctx_t *c, const void *arg)
      * auto would have gone on to tcp on lo; both refuse it where net exists */
     setenv("FI_NET_IFACE", "nosuchif0", 1);
     if (provider_here("net", "lo")) {
-        g_last_error[0] = '\0';
-        st = rank_init(c, "net", "", 1000);
-        CK(st == RMACOLL_ERR_NO_DEVICE);
-        CK(strstr(g_last_error, "'nosuchif0' (named by FI_NET_IFACE)") != NULL);
-        fprintf(stderr, "FI_NET_IFACE typo: %s\n", g_last_error);
-        g_last_error[0] = '\0';
-        st = rank_init(c, "auto", "", 1000);
-        CK(st == RMACOLL_ERR_NO_DEVICE);
-        CK(strstr(g_last_error, "net has no domain on interface 'nosuchif0' (named by "
-                                "FI_NET_IFACE)") != NULL);
-        fprintf(stderr, "FI_NET_IFACE typo, auto: %s\n", g_last_error);
+        CK(init_fails(c, "net", "", RMACOLL_ERR_NO_DEVICE,
+                      "'nosuchif0' (named by FI_NET_IFACE)", "FI_NET_IFACE typo") == 0);
+        CK(init_fails(c, "auto", "", RMACOLL_ERR_NO_DEVICE,
+                      "net has no domain on interface 'nosuchif0' (named by FI_NET_IFACE)",
+                      "FI_NET_IFACE typo, auto") == 0);
     }
     unsetenv("FI_NET_IFACE");
     /* a piece size that is not one */
     setenv("RMACOLL_OFI_MAX_MSG_SIZE", "4Kb", 1);
-    g_last_error[0] = '\0';
-    st = rank_init(c, "tcp;ofi_rxm", "lo", 1000);
-    CK(st == RMACOLL_ERR_INVALID_ARG);
-    CK(strstr(g_last_error, "RMACOLL_OFI_MAX_MSG_SIZE=4Kb") != NULL);
-    fprintf(stderr, "bad piece size: %s\n", g_last_error);
+    CK(init_fails(c, "tcp;ofi_rxm", "lo", RMACOLL_ERR_INVALID_ARG,
+                  "RMACOLL_OFI_MAX_MSG_SIZE=4Kb", "bad piece size") == 0);
     unsetenv("RMACOLL_OFI_MAX_MSG_SIZE");
     return 0;
 }

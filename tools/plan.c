@@ -304,6 +304,11 @@ static int print_plans(const rmacoll__plan_t *const *plans,
                        const refexec_opts_t *op, int only, int json)
 {
     plan_totals_t tot;
+    /* the thresholds in effect (0: no such path on this topology), and
+     * what the header prints for each: those, else the configured key */
+    uint64_t eager = plan_eager_eff(topo, op), node_eager = plan_node_eager_eff(topo, op);
+    uint64_t eager_shown = eager ? eager : op->eager_max_bytes;
+    uint64_t node_shown = node_eager ? node_eager : op->node_eager_max_bytes;
 
     if (plan_totals(plans, c->nranks, only, &tot) != 0) {
         plan_totals_free(&tot);
@@ -323,11 +328,8 @@ static int print_plans(const rmacoll__plan_t *const *plans,
                "\"status\":\"%s\",\"plans\":[",
                op->relay_enabled ? "true" : "false", op->relay_buffer_bytes,
                op->relay_slots, op->max_task_bytes, plan_min_relay(topo, op),
-               plan_eager_eff(topo, op) ? plan_eager_eff(topo, op) : op->eager_max_bytes,
-               plan_eager_eff(topo, op) ? "true" : "false",
-               plan_node_eager_eff(topo, op) ? plan_node_eager_eff(topo, op)
-                                             : op->node_eager_max_bytes,
-               plan_node_eager_eff(topo, op) ? "true" : "false",
+               eager_shown, eager ? "true" : "false", node_shown,
+               node_eager ? "true" : "false",
                rmacoll_status_name(RMACOLL_SUCCESS));
         for (int r = 0, first = 1; r < c->nranks; r++) {
             if (only >= 0 && r != only) {
@@ -350,14 +352,13 @@ static int print_plans(const rmacoll__plan_t *const *plans,
                op->scheduler_plugin ? op->scheduler_plugin : op->scheduler,
                op->relay_enabled ? "on" : "off", op->relay_buffer_bytes,
                op->relay_slots, plan_min_relay(topo, op), op->max_task_bytes,
-               plan_eager_eff(topo, op) ? plan_eager_eff(topo, op) : op->eager_max_bytes,
+               eager_shown,
                op->eager_max_bytes == 0  ? "eager path off"
-               : plan_eager_eff(topo, op) ? "eager path planned for host calls"
+               : eager                    ? "eager path planned for host calls"
                                           : "no eager path on this topology",
-               plan_node_eager_eff(topo, op) ? plan_node_eager_eff(topo, op)
-                                             : op->node_eager_max_bytes,
+               node_shown,
                op->node_eager_max_bytes == 0  ? "node eager path off"
-               : plan_node_eager_eff(topo, op) ? "node eager path planned for host calls"
+               : node_eager                    ? "node eager path planned for host calls"
                                                : "no node eager path on this topology");
         for (int r = 0; r < c->nranks; r++) {
             if (only < 0 || r == only) {

@@ -243,49 +243,29 @@ static struct fi_info *ofi_hints(const char *prov, int hmem)
     return h;
 }
 
-/* Whether prov offers connected (FI_EP_MSG) endpoints only here: tcp
- * before libfabric 1.18, verbs. For error messages. */
-static int ofi_msg_only(const char *prov)
-{
-    struct fi_info *h = fi_allocinfo(), *list = NULL;
-    int found = 0;
-
-    if (h == NULL) {
-        return 0;
-    }
-    h->ep_attr->type = FI_EP_MSG;
-    h->fabric_attr->prov_name = strdup(prov);
-    if (h->fabric_attr->prov_name != NULL &&
-        fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, h, &list) == 0) {
-        for (struct fi_info *i = list; i != NULL && !found; i = i->next) {
-            found = strcmp(i->fabric_attr->prov_name, prov) == 0;
-        }
-        fi_freeinfo(list);
-    }
-    fi_freeinfo(h);
-    return found;
-}
-
-/* Lists RDM providers present (any caps) into buf, for error messages;
- * returns whether `prov` is among them. */
-static int ofi_list_providers(const char *prov, char *buf, size_t len)
+/* Lists the providers present with endpoints of type ep (any caps) into
+ * buf (may be NULL), for error messages; returns whether `prov` is among
+ * them. */
+static int ofi_list_providers(const char *prov, enum fi_ep_type ep, char *buf, size_t len)
 {
     struct fi_info *h = fi_allocinfo(), *list = NULL;
     int found = 0;
     size_t off = 0;
 
-    buf[0] = '\0';
+    if (buf != NULL) {
+        buf[0] = '\0';
+    }
     if (h == NULL) {
         return 0;
     }
-    h->ep_attr->type = FI_EP_RDM;
+    h->ep_attr->type = ep;
     if (fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, h, &list) == 0) {
         for (struct fi_info *i = list; i != NULL; i = i->next) {
             const char *n = i->fabric_attr->prov_name;
             if (strcmp(n, prov) == 0) {
                 found = 1;
             }
-            if (strstr(buf, n) == NULL && off + strlen(n) + 3 < len) {
+            if (buf != NULL && strstr(buf, n) == NULL && off + strlen(n) + 3 < len) {
                 off += (size_t)snprintf(buf + off, len - off, "%s%s",
                                         off ? ", " : "", n);
             }
@@ -548,7 +528,7 @@ static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out
         pick = ofi_pick(list, prov, iface, 0);
     }
     if (pick == NULL) {
-        int present = ofi_list_providers(prov, avail, sizeof(avail));
+        int present = ofi_list_providers(prov, FI_EP_RDM, avail, sizeof(avail));
         if (list) {
             fi_freeinfo(list);
         }
@@ -559,7 +539,8 @@ static rmacoll_status_t ofi_select(rmacoll_transport_t *tp, struct fi_info **out
                     "no FI_MR_RAW)", prov);
             return RMACOLL_ERR_UNSUPPORTED;
         }
-        if (ofi_msg_only(prov)) {
+        /* connected (msg) endpoints only here: tcp before libfabric 1.18 */
+        if (ofi_list_providers(prov, FI_EP_MSG, NULL, 0)) {
             OFI_LOG(tp, RMACOLL_LOG_ERROR,
                     "ofi: provider '%s' offers only connected (msg) endpoints in this "
                     "libfabric (%u.%u), not the rdm ones the transport needs: name "
