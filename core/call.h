@@ -55,6 +55,9 @@ typedef struct rmacoll__call {
                                        * records carried eager payloads (meta.c) */
     uint64_t node_eager_max;          /* the plan's node_eager_max_bytes: non-zero when
                                        * the local records carried node payloads */
+    uint64_t direct_min;              /* the plan's direct_min_bytes: non-zero on calls
+                                       * with the one-round verdict whose
+                                       * communicator takes direct streams */
     uint64_t node_eager_send_max;     /* limit of this rank's own node payload: the
                                        * layout's, or RMACOLL__NODE_EAGER_SHARED_MAX when
                                        * its send buffer is shared memory (plan.h) */

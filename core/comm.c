@@ -335,6 +335,15 @@ static rmacoll_status_t setup_net_peers(rmacoll_comm_t *comm)
             }
         }
     }
+    /* direct streams put into every rank of the other node: connect them
+     * all (the records still go to the network peers alone) */
+    for (int p = 0; comm->pcfg.direct_min_bytes != 0 && p < comm->nranks; p++) {
+        if (topo->node_of[p] != topo->node_of[comm->rank] &&
+            !comm->path_peers[RMACOLL__PATH_PROXY][p]) {
+            comm->path_peers[RMACOLL__PATH_PROXY][p] = 1;
+            rmacoll__ctrl_layout(topo, &comm->pcfg, p, &comm->peer_lay[p]);
+        }
+    }
     /* where each rank of the other node's record lands on this node */
     for (int a = 0; a < comm->nranks; a++) {
         int A = topo->node_of[comm->rank];
@@ -353,6 +362,65 @@ static rmacoll_status_t setup_net_peers(rmacoll_comm_t *comm)
     }
     free(other);
     return RMACOLL_SUCCESS;
+}
+
+/* Direct streams (relay.direct_min_bytes) are a candidate on two nodes with
+ * the one-round verdict and the relay on: every rank holds every row. */
+static int direct_candidate(const rmacoll_comm_t *comm)
+{
+    return comm->pcfg.direct_min_bytes != 0 && comm->pcfg.relay_enabled &&
+           comm->topo->nnodes == 2 && rmacoll__ctrl_one_round(comm->topo);
+}
+
+/* Length of the network interface names compared across a node. */
+#define NIC_NAME_MAX 96
+
+/* Keeps direct streams only where every rank of each node names the same
+ * network interface (the inter_node transport's local_nic): there the
+ * rail-aligned relay buys aggregation only, and a large stream's forward
+ * is one more copy. Every rank decides alike from the same allgather. */
+static rmacoll_status_t setup_direct(rmacoll_comm_t *comm)
+{
+    const rmacoll_topo_t *topo = comm->topo;
+    rmacoll__tinst_t *net = rmacoll__comm_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
+    char mine[NIC_NAME_MAX], *all;
+    int shared = 1, differ = -1;
+    rmacoll_status_t st;
+
+    if (comm->pcfg.direct_min_bytes == 0) {
+        return RMACOLL_SUCCESS;
+    }
+    memset(mine, 0, sizeof(mine));
+    if (net != NULL) {
+        net->ops->base.local_nic(net->tp, mine, sizeof(mine));
+        mine[sizeof(mine) - 1] = '\0';
+    }
+    all = calloc((size_t)comm->nranks, sizeof(mine));
+    if (all == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    st = rmacoll__bootstrap_allgather(comm->bs, mine, all, sizeof(mine));
+    if (st == RMACOLL_SUCCESS) {
+        differ = rmacoll__ctrl_nic_differs(topo, all, sizeof(mine));
+        shared = differ < 0;
+        if (shared) {
+            rmacoll__log(&comm->log, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_CORE,
+                         "rank %d: streams to the other node of at least %llu bytes go "
+                         "direct (relay.direct_min_bytes; every rank of node %d on \"%s\")",
+                         comm->rank, (unsigned long long)comm->pcfg.direct_min_bytes,
+                         topo->node_of[comm->rank], mine);
+        } else {
+            const char *d = all + (size_t)differ * sizeof(mine);
+            rmacoll__log(&comm->log, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_CORE,
+                         "rank %d: no direct streams: rank %d %s%s%s (relay.direct_min_bytes "
+                         "needs every rank of a node on one network interface)", comm->rank,
+                         differ, d[0] ? "is on \"" : "does not name its network interface",
+                         d[0] ? d : "", d[0] ? "\", not its node's first rank's" : "");
+            comm->pcfg.direct_min_bytes = 0;
+        }
+    }
+    free(all);
+    return st;
 }
 
 static void fill_env(rmacoll_comm_t *comm, rmacoll_transport_env_t *env,
@@ -798,6 +866,7 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->node_eager_off = calloc(n, sizeof(uint64_t));
     comm->eager_in_off = calloc(n, sizeof(uint64_t));
     comm->peer_recv_rkey = calloc(n, sizeof(rmacoll_rkey_t));
+    comm->direct_in = calloc(n, 1);
     comm->chan_sendcount = calloc(nc, sizeof(int64_t));
     comm->chan_rcount = calloc(nc, sizeof(int64_t));
     comm->chan_rdispl = calloc(nc, sizeof(int64_t));
@@ -813,6 +882,7 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
         !comm->peer_drelay_rkey || !comm->stage.ready_puts ||
         !comm->scratch || !comm->uniform || !comm->peer_rcount || !comm->peer_rdispl ||
         !comm->peer_recv_addr || !comm->node_eager_off || !comm->eager_in_off || !comm->peer_recv_rkey ||
+        !comm->direct_in ||
         !comm->chan_sendcount ||
         !comm->chan_rcount || !comm->chan_rdispl || !comm->meta_puts ||
         !comm->abort_puts) {
@@ -905,6 +975,7 @@ static void comm_free(rmacoll_comm_t *comm)
     free(comm->node_eager_off);
     free(comm->eager_in_off);
     free(comm->peer_recv_rkey);
+    free(comm->direct_in);
     free(comm->chan_sendcount);
     free(comm->chan_rcount);
     free(comm->chan_rdispl);
@@ -1057,6 +1128,9 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
                          (unsigned long long)RMACOLL__EAGER_WINDOW_BUDGET);
             comm->pcfg.eager_max_bytes = eager;
         }
+        if (!direct_candidate(comm)) {
+            comm->pcfg.direct_min_bytes = 0;
+        }
         st = setup_ctrl(comm);
     }
     if (st == RMACOLL_SUCCESS) {
@@ -1064,6 +1138,9 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
     }
     if (st == RMACOLL_SUCCESS) {
         st = setup_transports(comm);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = setup_direct(comm);
     }
     if (st == RMACOLL_SUCCESS) {
         st = setup_device_path(comm);
@@ -1190,7 +1267,8 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
             STATS_END(device_calls_hmem), STATS_END(device_signals),
             STATS_END(device_calls_device_signals), STATS_END(eager_bytes_sent),
             STATS_END(eager_bytes_copied), STATS_END(node_eager_bytes_sent),
-            STATS_END(node_eager_bytes_copied)
+            STATS_END(node_eager_bytes_copied), STATS_END(direct_min_bytes),
+            STATS_END(direct_bytes_sent)
 #undef STATS_END
         };
         size_t fit = ends[0];
@@ -1216,6 +1294,8 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
     s.eager_bytes_copied = atomic_load(&comm->stats.eager_bytes_copied);
     s.node_eager_bytes_sent = atomic_load(&comm->stats.node_eager_bytes_sent);
     s.node_eager_bytes_copied = atomic_load(&comm->stats.node_eager_bytes_copied);
+    s.direct_min_bytes = comm->pcfg.direct_min_bytes;
+    s.direct_bytes_sent = atomic_load(&comm->stats.direct_bytes_sent);
     memcpy(stats, &s, want);
     return RMACOLL_SUCCESS;
 }

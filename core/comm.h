@@ -56,6 +56,7 @@ typedef struct rmacoll__stats {
     _Atomic uint64_t eager_bytes_copied;
     _Atomic uint64_t node_eager_bytes_sent;
     _Atomic uint64_t node_eager_bytes_copied;
+    _Atomic uint64_t direct_bytes_sent;
 } rmacoll__stats_t;
 
 /* The transports a communicator may choose from: the built-ins and the
@@ -173,6 +174,8 @@ struct rmacoll_comm {
     uint64_t *node_eager_off;         /* [own node size]: own block's offset in each
                                        * node member's node payload (planner input) */
     rmacoll_rkey_t *peer_recv_rkey;   /* [nranks] */
+    uint8_t *direct_in;               /* [nranks]: the stream of each rank of the other
+                                       * node to this node goes direct (planner input) */
     int64_t *chan_sendcount, *chan_rcount, *chan_rdispl; /* [nin * ls] */
     rmacoll__sigstate_t *sig;         /* state before the call */
     rmacoll__sigstate_t *sig_next;    /* state after it, kept on success */

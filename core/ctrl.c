@@ -90,6 +90,18 @@ uint64_t rmacoll__ctrl_eager_threshold(const rmacoll_topo_t *topo,
     return cap;
 }
 
+int rmacoll__ctrl_nic_differs(const rmacoll_topo_t *topo, const char *names, size_t stride)
+{
+    for (int r = 0; r < topo->nranks; r++) {
+        const char *mine = names + (size_t)r * stride;
+        const char *first = names + (size_t)rmacoll__topo_rank(topo, topo->node_of[r], 0) * stride;
+        if (mine[0] == '\0' || strcmp(mine, first) != 0) {
+            return r;
+        }
+    }
+    return -1;
+}
+
 void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
                           const rmacoll__plan_cfg_t *pcfg, int rank,
                           rmacoll__ctrl_layout_t *lay)
@@ -180,7 +192,7 @@ size_t rmacoll__ctrl_meta_bytes(const rmacoll__ctrl_layout_t *lay)
     size_t n = (size_t)lay->max_ls;
 
     if (lay->matrix) {
-        n += 2 * (size_t)lay->nranks;
+        n += 3 * (size_t)lay->nranks;
     }
     return sizeof(rmacoll__net_rec_t) + n * sizeof(int64_t);
 }

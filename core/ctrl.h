@@ -20,7 +20,9 @@
  * Signal words of rank r (index into its signal array), one map:
  *   DATA(p)        = p                                  p < nranks      (planner)
  *   CREDIT(B)      = nranks + B                         B < nnodes      (planner)
- *   ARRIVE(c, s)   = nranks + nnodes + c * S + s        c < nin(r)      (planner)
+ *   XDATA(p)       = nranks + nnodes + p                p < nranks      (planner; only
+ *                                                       with direct streams, X = nranks)
+ *   ARRIVE(c, s)   = nranks + nnodes + X + c * S + s    c < nin(r)      (planner)
  *   META(k)        = nsig_plan + k                      k < nnet: metadata record
  *                                                       from network peer k arrived
  *   AGREE(k)       = nsig_plan + nnet + k               agreement record arrived
@@ -154,6 +156,7 @@ typedef struct rmacoll__rank_view {
     const rmacoll__status_rec_t *st;  /* validation outcome */
     uint64_t esize, flags;            /* element size (0: unknown), RMACOLL__REC_F_* */
     const int64_t *send, *recv;       /* its sendcounts and recvcounts [nranks] */
+    const int64_t *rdispl;            /* its rdispls [nranks] */
 } rmacoll__rank_view_t;
 
 /* The two kinds of network records. */
@@ -232,6 +235,13 @@ uint64_t rmacoll__ctrl_node_eager_cap(const rmacoll_topo_t *topo,
 uint64_t rmacoll__ctrl_eager_threshold(const rmacoll_topo_t *topo,
                                        const rmacoll__plan_cfg_t *pcfg);
 
+/** Direct streams' condition (relay.direct_min_bytes): -1 when every rank
+ * of each node names the same network interface as its node's first rank
+ * (names: nranks NUL-terminated strings, stride bytes apart; "" =
+ * unknown, which never matches), else the first rank that does not. Pure;
+ * O(nranks). */
+int rmacoll__ctrl_nic_differs(const rmacoll_topo_t *topo, const char *names, size_t stride);
+
 /** Layout of rank `rank`'s control window. */
 void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
                           const rmacoll__plan_cfg_t *pcfg, int rank,
@@ -267,7 +277,8 @@ void *rmacoll__ctrl_local_payload(rmacoll__local_rec_t *lr,
 size_t rmacoll__ctrl_rec_off(const rmacoll__ctrl_layout_t *lay,
                              rmacoll__rec_kind_t kind, int outbox, int k, int par);
 /** The sender's rows after a network record (two nodes; see
- * rmacoll__net_rec_t): sendcounts[nranks], then recvcounts[nranks]. */
+ * rmacoll__net_rec_t): sendcounts[nranks], recvcounts[nranks], then
+ * rdispls[nranks] (what a direct stream's sender needs of its receivers). */
 int64_t *rmacoll__ctrl_rec_rows(rmacoll__net_rec_t *rec, const rmacoll__ctrl_layout_t *lay);
 /** Bytes of a metadata record without its payload in the window of
  * layout lay (what a put sends, plus rec->eager_bytes). */

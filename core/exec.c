@@ -154,6 +154,8 @@ static void call_plan(rmacoll__call_t *c)
     in.node_eager_max_bytes = c->node_eager_max;
     in.node_eager_off = comm->node_eager_off;
     in.node_eager_send_max = c->node_eager_send_max;
+    in.direct_min_bytes = c->direct_min;
+    in.direct_in = comm->direct_in;
     st = rmacoll__plan_build(&in, comm->sig, comm->sig_next, &comm->plan);
     if (st == RMACOLL_ERR_NO_MEMORY) {
         snprintf(c->msg, sizeof(c->msg), "rank %d: out of memory building the plan (%zu "
@@ -247,7 +249,7 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
     }
     if (st == RMACOLL_SUCCESS) {
         log_profile(c);
-        if (c->eager_max != 0 || c->node_eager_max != 0) {
+        if (c->eager_max != 0 || c->node_eager_max != 0 || c->direct_min != 0) {
             rmacoll__meta_eager_count(c);
         }
     }

@@ -590,6 +590,7 @@ static void build_views(rmacoll__call_t *c)
             v->esize = lr->esize;
             v->flags = lr->flags;
             v->recv = cnt;
+            v->rdispl = cnt + (size_t)n;
             v->send = cnt + 2 * (size_t)n;
         } else {
             rmacoll__net_rec_t *rec = held_rec(comm, j, c->par);
@@ -600,6 +601,7 @@ static void build_views(rmacoll__call_t *c)
             v->flags = rec->flags;
             v->send = rows;
             v->recv = rows + n;
+            v->rdispl = rows + 2 * (size_t)n;
         }
     }
 }
@@ -766,7 +768,8 @@ const void *rmacoll__meta_payload(rmacoll_comm_t *comm, int sender)
 void rmacoll__meta_eager_count(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
-    uint64_t sent = 0, copied = 0, nsent = 0, ncopied = 0;
+    const rmacoll_topo_t *topo = comm->topo;
+    uint64_t sent = 0, copied = 0, nsent = 0, ncopied = 0, direct = 0;
 
     for (int k = 0; k < comm->nnet && c->eager_max != 0; k++) {
         sent += ((const rmacoll__net_rec_t *)own_rec(comm, RMACOLL__REC_META, 1, k, c->par))
@@ -783,8 +786,13 @@ void rmacoll__meta_eager_count(rmacoll__call_t *c)
             } else {
                 copied += t->bytes;
             }
+        } else if (c->direct_min != 0 && t->op == RMACOLL__OP_PUT &&
+                   t->path == RMACOLL__PATH_PROXY && t->dst_win == RMACOLL__WIN_RECV &&
+                   rmacoll__topo_relay(topo, comm->rank, topo->node_of[t->peer]) != t->peer) {
+            direct += t->bytes; /* a direct stream's put */
         }
     }
+    atomic_fetch_add(&comm->stats.direct_bytes_sent, direct);
     atomic_fetch_add(&comm->stats.eager_bytes_sent, sent);
     atomic_fetch_add(&comm->stats.eager_bytes_copied, copied);
     atomic_fetch_add(&comm->stats.node_eager_bytes_sent, nsent);
@@ -878,6 +886,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
             for (int r = 0; r < n; r++) {
                 rows[r] = cnt[2 * n + r];
                 rows[n + r] = cnt[r];
+                rows[2 * n + r] = cnt[n + r];
             }
         }
         /* eager path: a valid host call sends its blocks for B to its relay
@@ -916,6 +925,10 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
                            ? comm->lay.eager_cap : 0;
         c->node_eager_max = c->one_round && c->acc.code == RMACOLL_SUCCESS
                                 ? comm->lay.node_eager_cap : 0;
+        /* direct streams: every rank holds every row, so every rank
+         * decides each stream alike (plan.h) */
+        c->direct_min = c->one_round && c->acc.code == RMACOLL_SUCCESS
+                            ? comm->pcfg.direct_min_bytes : 0;
         if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
             /* a peer gave up on this call (e.g. it timed out waiting for
              * this rank): a call that needs nothing more from its peers
@@ -973,6 +986,25 @@ void rmacoll__meta_inputs(rmacoll__call_t *c)
                      * rank's block alone */
                     : rmacoll__plan_eager_off(comm->views[a].send, &me, 1, 0, c->esize,
                                               c->eager_max);
+        }
+    }
+    if (c->direct_min != 0) {
+        /* direct streams: which of the other node's ranks send here
+         * straight (each one's rule over its row), and where this rank's
+         * blocks go in each of their buffers (from their records, held by
+         * their relays here) */
+        const int *members = topo->node_members + topo->node_first[A];
+        for (int a = 0; a < comm->nranks; a++) {
+            const rmacoll__rank_view_t *v = &comm->views[a];
+            if (topo->node_of[a] == A) {
+                comm->direct_in[a] = 0;
+                continue;
+            }
+            comm->direct_in[a] = (uint8_t)rmacoll__plan_direct_stream(
+                v->send, members, ls, c->esize, c->eager_max, c->direct_min);
+            comm->peer_rcount[a] = v->recv[me];
+            comm->peer_rdispl[a] = v->rdispl[me];
+            comm->peer_recv_rkey[a] = held_rec(comm, a, par)->recv_rkey;
         }
     }
     for (int k = 0; k < comm->nnet; k++) {

@@ -31,6 +31,10 @@ void rmacoll__plan_cfg_from(const rmacoll_config_t *cfg, rmacoll__plan_cfg_t *ou
         RMACOLL_SUCCESS) {
         out->node_eager_max_bytes = 0;
     }
+    if (rmacoll__config_get_size(cfg, "relay.direct_min_bytes", &out->direct_min_bytes) !=
+        RMACOLL_SUCCESS) {
+        out->direct_min_bytes = 0;
+    }
 }
 
 uint64_t rmacoll__plan_eager_bytes(const int64_t *counts, const int *members, int ls,
@@ -67,6 +71,25 @@ uint64_t rmacoll__plan_eager_off(const int64_t *counts, const int *members, int 
         off += (uint64_t)counts[members[k]] * esize;
     }
     return off;
+}
+
+int rmacoll__plan_direct_stream(const int64_t *counts, const int *members, int ls,
+                                size_t esize, uint64_t eager_max, uint64_t direct_min)
+{
+    uint64_t sum = 0;
+
+    if (direct_min == 0 || esize == 0 ||
+        rmacoll__plan_eager_bytes(counts, members, ls, esize, eager_max) != 0) {
+        return 0;
+    }
+    for (int l = 0; l < ls && sum < direct_min; l++) {
+        int64_t n = counts[members != NULL ? members[l] : l];
+        if (n > 0) {
+            sum += (uint64_t)n > (direct_min - sum) / esize ? direct_min - sum
+                                                            : (uint64_t)n * esize;
+        }
+    }
+    return sum >= direct_min;
 }
 
 uint64_t rmacoll__plan_node_eager_bytes(const int64_t *counts, const int *members, int ls,
@@ -222,18 +245,29 @@ uint32_t rmacoll__sig_credit(const rmacoll_topo_t *topo, int node)
     return (uint32_t)(topo->nranks + node);
 }
 
+int rmacoll__plan_has_xdata(const rmacoll_topo_t *topo, const rmacoll__plan_cfg_t *cfg)
+{
+    return cfg->relay_enabled && cfg->direct_min_bytes != 0 && topo->nnodes == 2;
+}
+
+uint32_t rmacoll__sig_xdata(const rmacoll_topo_t *topo, const rmacoll__plan_cfg_t *cfg, int p)
+{
+    (void)cfg;
+    return (uint32_t)(topo->nranks + topo->nnodes + p);
+}
+
 uint32_t rmacoll__sig_arrive(const rmacoll_topo_t *topo,
                              const rmacoll__plan_cfg_t *cfg, int c, uint32_t s)
 {
     return (uint32_t)(topo->nranks + topo->nnodes) +
+           (rmacoll__plan_has_xdata(topo, cfg) ? (uint32_t)topo->nranks : 0) +
            (uint32_t)c * cfg->relay_slots + s;
 }
 
 uint32_t rmacoll__sig_count(const rmacoll_topo_t *topo,
                             const rmacoll__plan_cfg_t *cfg, int r)
 {
-    return (uint32_t)(topo->nranks + topo->nnodes) +
-           (uint32_t)rmacoll__plan_nin(topo, cfg, r) * cfg->relay_slots;
+    return rmacoll__sig_arrive(topo, cfg, rmacoll__plan_nin(topo, cfg, r), 0);
 }
 
 /* ----------------------------------------------------------- signal state */
@@ -256,8 +290,10 @@ rmacoll_status_t rmacoll__sigstate_create(const rmacoll_topo_t *topo,
     st->fwd_out = calloc((size_t)st->nin * st->local_size + 1, sizeof(uint64_t));
     st->chan_out = calloc((size_t)st->nnodes, sizeof(uint64_t));
     st->chan_in = calloc((size_t)st->nin + 1, sizeof(uint64_t));
+    st->xdata_in = calloc((size_t)st->nranks, sizeof(uint64_t));
+    st->xdata_out = calloc((size_t)st->nranks, sizeof(uint64_t));
     if (!st->data_in || !st->data_out || !st->fwd_out || !st->chan_out ||
-        !st->chan_in) {
+        !st->chan_in || !st->xdata_in || !st->xdata_out) {
         rmacoll__sigstate_destroy(st);
         return RMACOLL_ERR_NO_MEMORY;
     }
@@ -275,6 +311,8 @@ void rmacoll__sigstate_destroy(rmacoll__sigstate_t *st)
     free(st->fwd_out);
     free(st->chan_out);
     free(st->chan_in);
+    free(st->xdata_in);
+    free(st->xdata_out);
     free(st);
 }
 
@@ -290,6 +328,8 @@ void rmacoll__sigstate_copy(rmacoll__sigstate_t *dst,
            (size_t)src->nin * src->local_size * sizeof(uint64_t));
     memcpy(dst->chan_out, src->chan_out, (size_t)src->nnodes * sizeof(uint64_t));
     memcpy(dst->chan_in, src->chan_in, (size_t)src->nin * sizeof(uint64_t));
+    memcpy(dst->xdata_in, src->xdata_in, (size_t)src->nranks * sizeof(uint64_t));
+    memcpy(dst->xdata_out, src->xdata_out, (size_t)src->nranks * sizeof(uint64_t));
 }
 
 /* ------------------------------------------------------------------- plan */
@@ -487,6 +527,8 @@ typedef struct plan_ctx {
     rmacoll_status_t status;
     int node_eager_out;  /* this rank's blocks for its node peers travel in its
                           * node payload */
+    int direct_node;     /* the node this rank's stream goes to straight, not
+                          * through the relay (rmacoll__plan_direct_stream), or -1 */
 } plan_ctx_t;
 
 static void add_task(plan_ctx_t *ctx, const rmacoll__task_t *t)
@@ -543,15 +585,73 @@ static void add_put(plan_ctx_t *ctx, const rmacoll__task_t *tmpl)
     } while (done < tmpl->bytes);
 }
 
-static int is_direct(const rmacoll__plan_input_t *in, int j)
+/* The node this rank's stream goes to straight (direct streams, relay on,
+ * two nodes), or -1. */
+static int direct_node(const rmacoll__plan_input_t *in)
 {
+    const rmacoll_topo_t *topo = in->topo;
+    int A = topo->node_of[in->rank];
+    int B = 1 - A;
+
+    if (in->direct_min_bytes == 0 || !in->cfg->relay_enabled || topo->nnodes != 2) {
+        return -1;
+    }
+    return rmacoll__plan_direct_stream(in->sendcounts, topo->node_members + topo->node_first[B],
+                                       topo->node_size[B], in->esize, in->eager_max_bytes,
+                                       in->direct_min_bytes)
+               ? B
+               : -1;
+}
+
+/* p is on the other node and its stream to this node comes straight, not
+ * through the relay (its own rule over its row, evaluated by the runtime). */
+static int direct_in(const rmacoll__plan_input_t *in, int p)
+{
+    return in->direct_min_bytes != 0 && in->cfg->relay_enabled &&
+           in->topo->node_of[p] != in->topo->node_of[in->rank] && in->direct_in[p];
+}
+
+/* Incoming channel c's stream comes straight to its receivers: the relay
+ * forwards nothing of it. */
+static int direct_from(const rmacoll__plan_input_t *in, int c)
+{
+    int ls = in->topo->node_size[in->topo->node_of[in->rank]];
+
+    return in->direct_min_bytes != 0 && in->cfg->relay_enabled && c >= 0 &&
+           rmacoll__plan_direct_stream(in->chan_sendcount + (size_t)c * ls, NULL, ls,
+                                       in->esize, in->eager_max_bytes, in->direct_min_bytes);
+}
+
+static int is_direct(const plan_ctx_t *ctx, int j)
+{
+    const rmacoll__plan_input_t *in = ctx->in;
     const rmacoll_topo_t *topo = in->topo;
     int me = in->rank;
 
-    if (topo->node_of[j] == topo->node_of[me] || !in->cfg->relay_enabled) {
+    if (topo->node_of[j] == topo->node_of[me] || !in->cfg->relay_enabled ||
+        topo->node_of[j] == ctx->direct_node) {
         return 1;
     }
     return rmacoll__topo_relay(topo, me, topo->node_of[j]) == j;
+}
+
+/* This rank's direct put to j signals XDATA(me) at j, not DATA(me): j is a
+ * rank of a direct stream's node other than this rank's relay there (the
+ * relay writes DATA(me) at j when the stream goes through it). */
+static int xdata_out(const plan_ctx_t *ctx, int j)
+{
+    const rmacoll_topo_t *topo = ctx->in->topo;
+
+    return topo->node_of[j] == ctx->direct_node &&
+           rmacoll__topo_relay(topo, ctx->in->rank, topo->node_of[j]) != j;
+}
+
+/* p's block comes straight and raises XDATA(p) here. */
+static int xdata_in(const rmacoll__plan_input_t *in, int p)
+{
+    const rmacoll_topo_t *topo = in->topo;
+
+    return direct_in(in, p) && rmacoll__topo_relay(topo, p, topo->node_of[in->rank]) != in->rank;
 }
 
 static int sched_round(const rmacoll__plan_input_t *in, int rank, int peer)
@@ -649,10 +749,11 @@ static rmacoll_status_t mismatch(rmacoll__plan_t *plan, int sender,
 }
 
 /* Checks every count this rank can see, and the relay slot size. */
-static rmacoll_status_t plan_check(const rmacoll__plan_input_t *in,
-                                   const rmacoll__plan_topo_t *pt,
-                                   rmacoll__plan_t *plan)
+static rmacoll_status_t plan_check(const plan_ctx_t *ctx)
 {
+    const rmacoll__plan_input_t *in = ctx->in;
+    const rmacoll__plan_topo_t *pt = ctx->pt;
+    rmacoll__plan_t *plan = ctx->plan;
     const rmacoll_topo_t *topo = in->topo;
     int me = in->rank;
     int node = topo->node_of[me];
@@ -663,7 +764,7 @@ static rmacoll_status_t plan_check(const rmacoll__plan_input_t *in,
         return mismatch(plan, me, me, in->sendcounts[me], in->recvcounts[me], me);
     }
     for (int j = 0; j < topo->nranks; j++) {
-        if (j != me && is_direct(in, j) && in->sendcounts[j] != in->peer_rcount[j]) {
+        if (j != me && is_direct(ctx, j) && in->sendcounts[j] != in->peer_rcount[j]) {
             return mismatch(plan, me, j, in->sendcounts[j], in->peer_rcount[j], j);
         }
     }
@@ -701,7 +802,7 @@ static void plan_direct(plan_ctx_t *ctx, const rmacoll__sigstate_t *st)
 
     for (int j = 0; j < topo->nranks; j++) {
         rmacoll__task_t t;
-        if (in->sendcounts[j] == 0 || !is_direct(in, j) || eager_direct_out(in, j) ||
+        if (in->sendcounts[j] == 0 || !is_direct(ctx, j) || eager_direct_out(in, j) ||
             node_eager_out(ctx, j)) {
             continue;
         }
@@ -724,8 +825,13 @@ static void plan_direct(plan_ctx_t *ctx, const rmacoll__sigstate_t *st)
                                                            : RMACOLL__PATH_PROXY;
             t.flags = RMACOLL__TASK_SIGNAL;
             t.round = sched_round(in, me, j);
-            t.sig = rmacoll__sig_data(me);
-            t.sig_value = st->data_out[j] + 1;
+            if (xdata_out(ctx, j)) {
+                t.sig = rmacoll__sig_xdata(topo, in->cfg, me);
+                t.sig_value = st->xdata_out[j] + 1;
+            } else {
+                t.sig = rmacoll__sig_data(me);
+                t.sig_value = st->data_out[j] + 1;
+            }
             t.dst_off = (uint64_t)in->peer_rdispl[j] * in->esize;
         }
         add_put(ctx, &t);
@@ -826,8 +932,10 @@ static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
     int p, last;
 
     *nchunks = 0;
-    if (L == 0 || eager_to(in, B) != 0) {
-        return RMACOLL_SUCCESS; /* nothing to send, or it travels in the record */
+    if (L == 0 || eager_to(in, B) != 0 || B == ctx->direct_node) {
+        /* nothing to send, it travels in the record, or it goes straight
+         * to its receivers (plan_direct) */
+        return RMACOLL_SUCCESS;
     }
     if (cb < in->esize) {
         return slot_too_small(ctx->plan, r, cb, in->esize);
@@ -947,8 +1055,10 @@ static rmacoll_status_t plan_stream_in(plan_ctx_t *ctx,
     int p, last;
 
     *nchunks = 0;
-    if (eager_from(in, c) != 0) {
-        return RMACOLL_SUCCESS; /* its receivers copy it out of the record */
+    if (eager_from(in, c) != 0 || direct_from(in, c)) {
+        /* its receivers copy it out of the record, or its sender puts it
+         * straight into their receive buffers */
+        return RMACOLL_SUCCESS;
     }
     if (L == 0) {
         return RMACOLL_SUCCESS;
@@ -1057,11 +1167,15 @@ static void plan_final_waits(plan_ctx_t *ctx, const rmacoll__sigstate_t *st)
         t.round = round;
         t.sig = rmacoll__sig_data(p);
         t.sig_value = st->data_in[p] + 1;
+        if (xdata_in(in, p)) {
+            t.sig = rmacoll__sig_xdata(topo, in->cfg, p);
+            t.sig_value = st->xdata_in[p] + 1;
+        }
         if (topo->node_of[p] == A) {
             t.path = RMACOLL__PATH_CE;
             t.peer = p;
-        } else if (in->cfg->relay_enabled &&
-                   rmacoll__topo_relay(topo, p, A) != me) {
+        } else if (in->cfg->relay_enabled && rmacoll__topo_relay(topo, p, A) != me &&
+                   !xdata_in(in, p)) {
             t.path = RMACOLL__PATH_CE;
             t.peer = rmacoll__topo_relay(topo, p, A);
         } else {
@@ -1162,7 +1276,7 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
     int A = topo->node_of[me];
     int ls = topo->node_size[A];
     int nin;
-    plan_ctx_t ctx = {in, plan, NULL, 0, RMACOLL_SUCCESS, 0};
+    plan_ctx_t ctx = {in, plan, NULL, 0, RMACOLL_SUCCESS, 0, -1};
     const rmacoll__plan_topo_t *pt;
     rmacoll_status_t st;
 
@@ -1181,8 +1295,9 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
         return RMACOLL_ERR_NO_MEMORY;
     }
     ctx.pt = pt;
+    ctx.direct_node = direct_node(in);
     nin = pt->nin;
-    st = plan_check(in, pt, plan);
+    st = plan_check(&ctx);
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
@@ -1240,13 +1355,21 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
     /* Success: advance the state (reads of st_in are over; st_out may alias). */
     rmacoll__sigstate_copy(st_out, st_in);
     for (int j = 0; j < topo->nranks; j++) {
-        if (j != me && in->sendcounts[j] != 0 && is_direct(in, j) &&
+        if (j != me && in->sendcounts[j] != 0 && is_direct(&ctx, j) &&
             !eager_direct_out(in, j) && !node_eager_out(&ctx, j)) {
-            st_out->data_out[j]++;
+            if (xdata_out(&ctx, j)) {
+                st_out->xdata_out[j]++;
+            } else {
+                st_out->data_out[j]++;
+            }
         }
         if (j != me && in->recvcounts[j] != 0 && !eager_in(in, j) &&
             !node_eager_in(in, j)) {
-            st_out->data_in[j]++;
+            if (xdata_in(in, j)) {
+                st_out->xdata_in[j]++;
+            } else {
+                st_out->data_in[j]++;
+            }
         }
     }
     for (size_t k = 0; k < plan->ntasks; k++) {

@@ -14,7 +14,9 @@
  *    receiver, signals DATA(i) there after the piece's last byte, and returns
  *    a credit (CREDIT(node of relay) at i) once the slot is free. The block
  *    for the relay itself goes straight into the relay's receive buffer.
- *  - cross-node, relay off: i proxy-puts straight into j's receive buffer.
+ *  - cross-node, relay off: i proxy-puts straight into j's receive buffer;
+ *    likewise, relay on, for a stream of at least direct_min_bytes on two
+ *    nodes (direct streams, plan input).
  *  - every rank finally waits DATA(p) for each p it receives from.
  *
  * Rounds are global: rank i's direct put to peer j is in round
@@ -30,8 +32,13 @@
  * Signal words of rank r (index into its control window's signal array):
  *   DATA(p)      = p                                  p < nranks
  *   CREDIT(B)    = nranks + B                         B < nnodes
- *   ARRIVE(c, s) = nranks + nnodes + c * S + s        c < nin(r), s < S
- *   META(k)      = nranks + nnodes + nin(r) * S + k   (runtime's metadata)
+ *   XDATA(p)     = nranks + nnodes + p                p < nranks, only with
+ *                  direct streams (rmacoll__plan_has_xdata; X = nranks, else 0)
+ *   ARRIVE(c, s) = nranks + nnodes + X + c * S + s    c < nin(r), s < S
+ *   META(k)      = nranks + nnodes + X + nin(r) * S + k (runtime's metadata)
+ * A direct stream's put from p to a rank j other than p's relay on j's node
+ * raises XDATA(p) at j: DATA(p) there stays the relay's alone, so that each
+ * word keeps one writer as streams switch between relay and direct.
  * Every word rises by exactly one per signal, from a single writer.
  */
 #ifndef RMACOLL_CORE_PLAN_H
@@ -165,6 +172,9 @@ typedef struct rmacoll__plan_cfg {
                                 * metadata record (0: no eager path) */
     uint64_t node_eager_max_bytes; /* node_eager_max_bytes: capacity of the node
                                     * payload of a local record (0: none) */
+    uint64_t direct_min_bytes; /* relay.direct_min_bytes: smallest direct stream
+                                * (0: none); the communicator clears it where a
+                                * node's ranks do not share one interface */
 } rmacoll__plan_cfg_t;
 
 /* The largest eager_max_bytes (config.c's range): it sizes every record
@@ -192,6 +202,8 @@ typedef struct rmacoll__sigstate {
                             DATA(src(c)) at the member with local rank l */
     uint64_t *chan_out;  /* [nnodes] chunks sent on my channel to node B */
     uint64_t *chan_in;   /* [nin] chunks received on incoming channel c */
+    uint64_t *xdata_in;  /* [nranks] expected value of own XDATA(p) */
+    uint64_t *xdata_out; /* [nranks] last value written to XDATA(me) at j */
     int nranks, nnodes, nin, local_size;
 } rmacoll__sigstate_t;
 
@@ -253,6 +265,18 @@ typedef struct rmacoll__plan_input {
      * save the signals and waits. What this rank's local record says
      * (node_eager_bytes, offsets) must agree; its peers read it there. */
     uint64_t node_eager_send_max;
+    /* Direct streams (relay on, two nodes): a sender's stream to the other
+     * node of at least direct_min_bytes that is not eager
+     * (rmacoll__plan_direct_stream) goes straight into its receivers'
+     * buffers, one signalled put each, not through the relay; the relay
+     * plans nothing for that channel and the receivers wait for the sender.
+     * The sender then needs peer_rcount / peer_rdispl of every rank of that
+     * node. direct_in[p] (p of the other node): p's stream to this rank's
+     * node is direct, by p's row. 0: off. Equal on every rank of a call,
+     * like eager_max_bytes (the runtime sets it only for host calls with
+     * the one-round verdict, where every rank sees every row). */
+    uint64_t direct_min_bytes;
+    const uint8_t *direct_in; /* [nranks] */
 } rmacoll__plan_input_t;
 
 /* The node payload limit of a sender whose send buffer is shared memory
@@ -330,6 +354,16 @@ uint64_t rmacoll__plan_eager_bytes(const int64_t *counts, const int *members, in
 uint64_t rmacoll__plan_eager_off(const int64_t *counts, const int *members, int ls, int l,
                                  size_t esize, uint64_t eager_max);
 /**
+ * Whether a sender's stream to a node of ls ranks (counts[members[l]], or
+ * counts[l] when members is NULL, esize-byte elements for local rank l, the
+ * relay's own block included) goes straight to its receivers instead of
+ * through the relay: its bytes are at least direct_min and it is not eager
+ * (rmacoll__plan_eager_bytes under eager_max is 0). 0 when direct_min is
+ * 0. Counts must be >= 0. Pure; thread-safe; O(ls).
+ */
+int rmacoll__plan_direct_stream(const int64_t *counts, const int *members, int ls,
+                                size_t esize, uint64_t eager_max, uint64_t direct_min);
+/**
  * The node eager payload of a node's local rank self_l: its blocks
  * counts[members[l]] (esize-byte elements) for the node's other ranks, in
  * local-rank order, contiguous, its own block skipped. Returns their sum
@@ -346,6 +380,11 @@ uint32_t rmacoll__sig_data(int p);
 uint32_t rmacoll__sig_credit(const rmacoll_topo_t *topo, int node);
 uint32_t rmacoll__sig_arrive(const rmacoll_topo_t *topo,
                              const rmacoll__plan_cfg_t *cfg, int c, uint32_t s);
+/** Whether the signal map has XDATA words (direct streams possible: relay
+ * on, direct_min_bytes != 0, two nodes). */
+int rmacoll__plan_has_xdata(const rmacoll_topo_t *topo, const rmacoll__plan_cfg_t *cfg);
+/** XDATA(p): p's block came straight (direct stream), when the map has it. */
+uint32_t rmacoll__sig_xdata(const rmacoll_topo_t *topo, const rmacoll__plan_cfg_t *cfg, int p);
 /** Number of signal words the planner uses at rank r (META excluded). */
 uint32_t rmacoll__sig_count(const rmacoll_topo_t *topo,
                             const rmacoll__plan_cfg_t *cfg, int r);

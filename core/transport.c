@@ -53,6 +53,13 @@ static uint64_t stub_instance_caps(rmacoll_transport_t *tp, char *desc, size_t l
     return 0; /* the table's caps only */
 }
 
+static void stub_local_nic(rmacoll_transport_t *tp, char *name, size_t len)
+{
+    if (len > 0) {
+        name[0] = '\0'; /* unknown */
+    }
+}
+
 static rmacoll_status_t stub_mem_alloc(rmacoll_transport_t *tp, size_t bytes,
                                        rmacoll_memtype_t type, void **addr)
 {
@@ -206,6 +213,9 @@ static rmacoll_status_t complete(rmacoll__tops_t *t, char *err, size_t len)
     }
     if (t->base.instance_caps == NULL) {
         t->base.instance_caps = stub_instance_caps;
+    }
+    if (t->base.local_nic == NULL) {
+        t->base.local_nic = stub_local_nic;
     }
     if (t->mem.mem_alloc == NULL || t->mem.mem_free == NULL) {
         t->mem.mem_alloc = stub_mem_alloc; /* a pair, or neither */

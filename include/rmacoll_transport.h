@@ -221,6 +221,14 @@ typedef struct rmacoll_transport_base_ops {
      * e.g. "FI_HMEM registration (provider shm)" or "provider tcp lacks
      * FI_HMEM". */
     uint64_t (*instance_caps)(rmacoll_transport_t *tp, char *desc, size_t len);
+    /* Optional (appended; NULL: unknown): the network interface or device
+     * this instance's endpoint uses, written to name (len bytes,
+     * NUL-terminated; "" = unknown), e.g. "tcp 127.0.0.0/8 lo" or
+     * "verbs mlx5_0:1". Read once, after init. Where every rank of each
+     * node names the same one, there are no rails for the relay to align
+     * to, and streams of at least relay.direct_min_bytes go straight to
+     * their receivers (docs/protocol.md, direct streams). */
+    void (*local_nic)(rmacoll_transport_t *tp, char *name, size_t len);
 } rmacoll_transport_base_ops_t;
 
 /* Memory: registration, and device memory shared with node peers. */

@@ -68,7 +68,7 @@ static rmacoll_status_t f_sig_s(rmacoll_transport_t *tp, int p, uint32_t i, uint
 }
 
 static const rmacoll_transport_base_ops_t base = {sizeof(base), f_init, f_finalize, NULL, NULL,
-                                                  NULL, NULL};
+                                                  NULL, NULL, NULL};
 static const rmacoll_transport_mem_ops_t mem_all = {sizeof(mem_all), f_reg, f_dereg, f_export,
                                                     f_import, NULL, NULL, NULL, NULL};
 static const rmacoll_transport_mem_ops_t mem_reg = {sizeof(mem_reg), f_reg, f_dereg, NULL, NULL,

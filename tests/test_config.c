@@ -23,7 +23,8 @@ static const char *const env_names[] = {
     "RMACOLL_TRANSPORTS_INTRA_NODE", "RMACOLL_TRANSPORTS_INTER_NODE",
     "RMACOLL_TRANSPORTS_DEVICE_INTER_NODE", "RMACOLL_SCHEDULER",
     "RMACOLL_SCHEDULER_PLUGIN",      "RMACOLL_SCHEDULER_SEED",        "RMACOLL_RELAY_ENABLED",
-    "RMACOLL_RELAY_BUFFER_BYTES",    "RMACOLL_RELAY_SLOTS",           "RMACOLL_MAX_TASK_BYTES",
+    "RMACOLL_RELAY_BUFFER_BYTES",    "RMACOLL_RELAY_SLOTS",           "RMACOLL_RELAY_DIRECT_MIN_BYTES",
+    "RMACOLL_MAX_TASK_BYTES",
     "RMACOLL_EAGER_MAX_BYTES",       "RMACOLL_NODE_EAGER_MAX_BYTES",  "RMACOLL_TIMEOUT_MS",            "RMACOLL_NVLINK_KERNEL_THRESHOLD", "RMACOLL_OFI_PROVIDER",
     "RMACOLL_OFI_IFACE",             "RMACOLL_OFI_HMEM_DEVICE_ONLY",  "RMACOLL_OFI_DELIVERY_COMPLETE",
     "RMACOLL_VERBS_DEVICE",          "RMACOLL_VERBS_PORT",
@@ -303,6 +304,7 @@ static void test_env_every_key(void **state)
     setenv("RMACOLL_RELAY_ENABLED", "0", 1);
     setenv("RMACOLL_RELAY_BUFFER_BYTES", "1M", 1);
     setenv("RMACOLL_RELAY_SLOTS", "8", 1);
+    setenv("RMACOLL_RELAY_DIRECT_MIN_BYTES", "64K", 1);
     setenv("RMACOLL_MAX_TASK_BYTES", "4KiB", 1);
     setenv("RMACOLL_EAGER_MAX_BYTES", "0", 1);
     setenv("RMACOLL_NODE_EAGER_MAX_BYTES", "1KiB", 1);
@@ -345,6 +347,9 @@ static void test_env_every_key(void **state)
         assert_int_equal(rmacoll__config_get_size(&cfg, "node_eager_max_bytes", &eager),
                          RMACOLL_SUCCESS);
         assert_int_equal(eager, 1024);
+        assert_int_equal(rmacoll__config_get_size(&cfg, "relay.direct_min_bytes", &eager),
+                         RMACOLL_SUCCESS);
+        assert_int_equal(eager, 65536);
     }
     assert_int_equal(cfg.timeout_ms, 250);
     assert_int_equal(cfg.nvlink_kernel_threshold, 512);

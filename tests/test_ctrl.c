@@ -119,7 +119,7 @@ static void test_layout_and_map(void **state)
         assert_int_equal(rmacoll__topo_create_sizes(topos[t].nnodes, topos[t].sizes, &topo),
                          RMACOLL_SUCCESS);
         for (int relay = 0; relay <= 1; relay++) {
-            rmacoll__plan_cfg_t pcfg = {relay, 1u << 20, 4, 1u << 30, 0, 0};
+            rmacoll__plan_cfg_t pcfg = {relay, 1u << 20, 4, 1u << 30, 0, 0, 0};
             for (int r = 0; r < topo->nranks; r++) {
                 check_layout(topo, &pcfg, r);
             }
@@ -137,7 +137,7 @@ static void test_net_peers(void **state)
         assert_int_equal(rmacoll__topo_create_sizes(topos[t].nnodes, topos[t].sizes, &topo),
                          RMACOLL_SUCCESS);
         for (int relay = 0; relay <= 1; relay++) {
-            rmacoll__plan_cfg_t pcfg = {relay, 1u << 20, 4, 1u << 30, 0, 0};
+            rmacoll__plan_cfg_t pcfg = {relay, 1u << 20, 4, 1u << 30, 0, 0, 0};
             int n = topo->nranks;
             int *list = calloc((size_t)n, sizeof(int)), *other = calloc((size_t)n, sizeof(int));
             for (int r = 0; r < n; r++) {
@@ -193,12 +193,36 @@ static void test_status_merge(void **state)
     assert_int_equal(strlen(in.msg), sizeof(in.msg) - 1);
 }
 
+/* Direct streams need every rank of each node on its node's first rank's
+ * interface; "" (unknown) never matches. Nodes {0, 2} and {1, 3}. */
+static void test_nic_differs(void **state)
+{
+    static const int keys[4] = {7, 9, 7, 9};
+    char names[4][16] = {"tcp lo", "tcp lo", "tcp lo", "tcp lo"};
+    rmacoll_topo_t *topo = NULL;
+
+    (void)state;
+    assert_int_equal(rmacoll__topo_create(4, keys, &topo), RMACOLL_SUCCESS);
+    assert_int_equal(rmacoll__ctrl_nic_differs(topo, names[0], sizeof(names[0])), -1);
+    strcpy(names[1], "verbs mlx5_0:1"); /* node 1's first rank: its own name */
+    strcpy(names[3], "verbs mlx5_0:1");
+    assert_int_equal(rmacoll__ctrl_nic_differs(topo, names[0], sizeof(names[0])), -1);
+    strcpy(names[3], "verbs mlx5_1:1"); /* another rail */
+    assert_int_equal(rmacoll__ctrl_nic_differs(topo, names[0], sizeof(names[0])), 3);
+    strcpy(names[2], "");
+    assert_int_equal(rmacoll__ctrl_nic_differs(topo, names[0], sizeof(names[0])), 2);
+    memset(names, 0, sizeof(names));
+    assert_int_equal(rmacoll__ctrl_nic_differs(topo, names[0], sizeof(names[0])), 0);
+    rmacoll__topo_destroy(topo);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_and_map),
         cmocka_unit_test(test_net_peers),
         cmocka_unit_test(test_status_merge),
+        cmocka_unit_test(test_nic_differs),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -170,7 +170,31 @@ typedef struct eager_arg {
     e2e_arg_t e2e;          /* the calls (data checked by e2e_body) */
     uint64_t eager_max;     /* the threshold they ran under */
     int relay;              /* relay.enabled */
+    uint64_t direct_min;    /* relay.direct_min_bytes in effect (0: none) */
 } eager_arg_t;
+
+/* Direct streams: bytes rank r puts straight into ranks of the other node
+ * other than its relay there, in one call of c (docs/protocol.md): its
+ * stream to that node is at least direct_min bytes and not eager. */
+static uint64_t expect_direct(const rmacoll_case_t *c, int r, uint64_t eager_max,
+                              uint64_t direct_min)
+{
+    uint64_t sum = 0, straight = 0;
+    size_t es = rmacoll_datatype_size(c->dtype);
+    int B = 1 - c->node_of[r];
+
+    if (c->nnodes != 2 || direct_min == 0) {
+        return 0;
+    }
+    for (int j = 0; j < c->nranks; j++) {
+        if (c->node_of[j] == B) {
+            uint64_t b = (uint64_t)c->send[(size_t)r * c->nranks + j] * es;
+            sum += b;
+            straight += j != relay_of(c, r, B) ? b : 0;
+        }
+    }
+    return sum >= direct_min && eager_stream(c, r, B, eager_max) == 0 ? straight : 0;
+}
 
 static int read_stats(rmacoll_comm_t *comm, rmacoll_comm_stats_t *s)
 {
@@ -217,6 +241,21 @@ static int eager_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
                 (unsigned long long)nsent, (unsigned long long)ncopied);
         return 6;
     }
+    if (a->e2e.expect == RMACOLL_SUCCESS) {
+        uint64_t dsent = 0;
+        for (int k = 0; k < a->e2e.ncalls; k++) {
+            dsent += expect_direct(&a->e2e.cases[k % a->e2e.ncases], rank, a->eager_max,
+                                   a->direct_min);
+        }
+        if (s1.direct_min_bytes != a->direct_min ||
+            s1.direct_bytes_sent - s0.direct_bytes_sent != dsent) {
+            fprintf(stderr, "rank %d: direct streams: threshold %llu, %llu bytes sent; "
+                    "expected %llu, %llu\n", rank, (unsigned long long)s1.direct_min_bytes,
+                    (unsigned long long)(s1.direct_bytes_sent - s0.direct_bytes_sent),
+                    (unsigned long long)a->direct_min, (unsigned long long)dsent);
+            return 7;
+        }
+    }
     if (s1.eager_bytes_sent - s0.eager_bytes_sent != sent ||
         s1.eager_bytes_copied - s0.eager_bytes_copied != copied) {
         fprintf(stderr, "rank %d: eager bytes sent %llu, copied %llu; expected %llu, %llu\n",
@@ -228,11 +267,25 @@ static int eager_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
     return 0;
 }
 
+/* relay.direct_min_bytes of cfg as the communicator applies it on the
+ * two-node topologies here (loopback: one interface for all). */
+static uint64_t direct_of(const rmacoll_config_t *cfg, int nnodes)
+{
+    char v[64];
+    uint64_t d = 0;
+
+    assert_int_equal(rmacoll_config_get(cfg, "relay.direct_min_bytes", v, sizeof(v)),
+                     RMACOLL_SUCCESS);
+    assert_int_equal(rmacoll_parse_size(v, &d), RMACOLL_SUCCESS);
+    return cfg->relay_enabled && nnodes == 2 ? d : 0;
+}
+
 static void run(const rmacoll_config_t *cfg, const rmacoll_case_t *cases, int ncases,
                 int ncalls, rmacoll_status_t expect, uint64_t eager_max)
 {
     int codes[64] = {0};
-    eager_arg_t arg = {{cases, ncases, ncalls, expect, 1}, eager_max, cfg->relay_enabled};
+    eager_arg_t arg = {{cases, ncases, ncalls, expect, 1}, eager_max, cfg->relay_enabled,
+                       direct_of(cfg, cases[0].nnodes)};
     mprun_opts_t o = {cases[0].nranks, cases[0].node_of, cfg, 240, -1};
     int failed = mprun(&o, eager_body, &arg, codes);
 
@@ -445,6 +498,9 @@ static void test_threshold_max(void **state)
     rmacoll_case_t *cs[2], calls[2];
     char err[256];
 
+    /* the one element more goes through the relay, not straight */
+    assert_int_equal(rmacoll_config_set(&cfg, "relay.direct_min_bytes", "0"), RMACOLL_SUCCESS);
+
     for (int k = 0; k < 2; k++) {
         assert_int_equal(rmacoll_case_create(4, node_of, RMACOLL_UINT8, &cs[k]),
                          RMACOLL_SUCCESS);
@@ -571,8 +627,10 @@ static void mismatches_relay(const int *node_of, int n, const int (*pairs)[2], s
         rmacoll_case_t bad = *cs[K_AT];
         int64_t *recv = malloc((size_t)n * n * sizeof(int64_t));
         int codes[8] = {0};
-        fail_arg_t a = {{{&bad, 1, 1, RMACOLL_ERR_MISMATCH, 1}, THRESHOLD, relay},
-                        {{cs[K_AT], 1, 2, RMACOLL_SUCCESS, 1}, THRESHOLD, relay}};
+        fail_arg_t a = {{{&bad, 1, 1, RMACOLL_ERR_MISMATCH, 1}, THRESHOLD, relay,
+                         direct_of(&cfg, bad.nnodes)},
+                        {{cs[K_AT], 1, 2, RMACOLL_SUCCESS, 1}, THRESHOLD, relay,
+                         direct_of(&cfg, bad.nnodes)}};
         mprun_opts_t o = {n, node_of, &cfg, 240, -1};
         assert_non_null(recv);
         memcpy(recv, bad.recv, (size_t)n * n * sizeof(int64_t));
@@ -741,6 +799,123 @@ static void test_cases_shm(void **state)
     cases_eager("shm");
 }
 
+/* ---- direct streams (relay.direct_min_bytes) ---- */
+
+/*
+ * Four calls on one communicator, float32, eager_max_bytes = 1 KiB and
+ * relay.direct_min_bytes = 4 KiB: AT (every stream eager), ABOVE (through
+ * the relay: 1028 bytes), BIG (ABOVE's blocks to the other node x 5: at
+ * least 4 KiB, direct) and MIXED (ABOVE's, with ranks 1 and 3 x 5: each
+ * call mixes eager, relay and direct streams). Run twice over, so that
+ * every stream moves between the paths; e2e_body checks every byte and the
+ * counters say which path each took.
+ */
+/* A copy of c's counts (names and matrices), to vary. */
+static rmacoll_case_t *clone(const rmacoll_case_t *c)
+{
+    rmacoll_case_t *d;
+
+    assert_int_equal(rmacoll_case_create(c->nranks, c->node_of, c->dtype, &d),
+                     RMACOLL_SUCCESS);
+    memcpy(d->send, c->send, (size_t)c->nranks * c->nranks * sizeof(int64_t));
+    memcpy(d->recv, c->recv, (size_t)c->nranks * c->nranks * sizeof(int64_t));
+    return d;
+}
+
+static void direct_sequence(const char *provider, const int *node_of, int n,
+                            rmacoll_datatype_t dt)
+{
+    rmacoll_config_t cfg = config(provider, "1KiB");
+    rmacoll_case_t *cs[K_N], *big, *mixed, calls[4];
+
+    assert_int_equal(rmacoll_config_set(&cfg, "relay.direct_min_bytes", "4KiB"),
+                     RMACOLL_SUCCESS);
+    make_threshold_cases(node_of, n, dt, cs);
+    big = clone(cs[K_ABOVE]);
+    mixed = clone(cs[K_ABOVE]);
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < n; j++) {
+            int64_t m = big->send[(size_t)i * n + j];
+            if (node_of[i] != node_of[j]) {
+                set_pair(big, i, j, 5 * m);
+                set_pair(mixed, i, j, i % 2 == 1 ? 5 * m : m);
+            }
+        }
+    }
+    consistent(big);
+    consistent(mixed);
+    calls[0] = *cs[K_AT];
+    calls[1] = *cs[K_ABOVE];
+    calls[2] = *big;
+    calls[3] = *mixed;
+    {
+        uint64_t straight = 0;
+        for (int i = 0; i < n; i++) {
+            straight += expect_direct(big, i, THRESHOLD, 4096);
+            assert_int_equal(expect_direct(cs[K_ABOVE], i, THRESHOLD, 4096), 0);
+        }
+        assert_true(straight > 0); /* BIG's streams go direct */
+    }
+    run(&cfg, calls, 4, 8, RMACOLL_SUCCESS, THRESHOLD);
+    free_cases(cs, K_N);
+    rmacoll_case_free(big);
+    rmacoll_case_free(mixed);
+}
+
+static void test_direct_tcp_3_2(void **state)
+{
+    static const int node_of[] = {0, 0, 0, 1, 1};
+
+    direct_sequence("tcp;ofi_rxm", node_of, 5, RMACOLL_FLOAT32);
+}
+
+/* Non-contiguous 1 + 4 over shm: the lone rank is every sender's relay
+ * there, so its own streams go straight to three ranks and the others'
+ * streams to it need no forward at all. */
+static void test_direct_shm_1_4(void **state)
+{
+    static const int node_of[] = {1, 1, 0, 1, 1};
+
+    direct_sequence("shm", node_of, 5, RMACOLL_FLOAT64);
+}
+
+/* A count mismatch in a call whose streams would go direct: every rank
+ * fails naming it, nothing is written, and the next good calls work. */
+static void test_direct_mismatch(void **state)
+{
+    static const int node_of[] = {0, 0, 1, 1};
+    rmacoll_config_t cfg = config("tcp;ofi_rxm", "1KiB");
+    rmacoll_case_t *good, bad;
+    int64_t *recv;
+    int codes[8] = {0};
+    mprun_opts_t o = {4, node_of, &cfg, 240, -1};
+
+    (void)state;
+    assert_int_equal(rmacoll_config_set(&cfg, "relay.direct_min_bytes", "2KiB"),
+                     RMACOLL_SUCCESS);
+    assert_int_equal(rmacoll_case_create(4, node_of, RMACOLL_FLOAT32, &good), RMACOLL_SUCCESS);
+    for (int i = 0; i < 4; i++) {
+        for (int j = 0; j < 4; j++) {
+            set_pair(good, i, j, node_of[i] == node_of[j] ? 3 + i + j : 700 + 10 * i + j);
+        }
+    }
+    consistent(good);
+    bad = *good;
+    recv = malloc(16 * sizeof(int64_t));
+    assert_non_null(recv);
+    memcpy(recv, good->recv, 16 * sizeof(int64_t));
+    recv[0 * 4 + 3] += 1; /* rank 3 expects one element more from rank 0 */
+    bad.recv = recv;
+    {
+        fail_arg_t a = {{{&bad, 1, 1, RMACOLL_ERR_MISMATCH, 1}, THRESHOLD, 1, 2048},
+                        {{good, 1, 2, RMACOLL_SUCCESS, 1}, THRESHOLD, 1, 2048}};
+        assert_int_equal(expect_direct(good, 0, THRESHOLD, 2048), 703 * 4); /* to rank 3 */
+        assert_int_equal(mprun(&o, fail_then_good_body, &a, codes), 0);
+    }
+    free(recv);
+    rmacoll_case_free(good);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -751,6 +926,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_threshold_relay_off_1_4),
         cmocka_unit_test(test_threshold_zero),
         cmocka_unit_test(test_threshold_max),
+        cmocka_unit_test(test_direct_tcp_3_2),
+        cmocka_unit_test(test_direct_shm_1_4),
+        cmocka_unit_test(test_direct_mismatch),
         cmocka_unit_test(test_mismatch),
         cmocka_unit_test(test_mismatch_relay_off),
         cmocka_unit_test(test_node_threshold),

@@ -202,6 +202,17 @@ static void fix_build(plan_fix_t *f, int r, uint64_t eager_max, uint64_t node_ea
     assert_int_equal(rmacoll__plan_build(&f->pi.in, f->s0, f->s1, &f->plan), 0);
 }
 
+/* fix_build with direct streams of at least direct_min bytes too. */
+static void fix_build_direct(plan_fix_t *f, int r, uint64_t eager_max, uint64_t direct_min)
+{
+    assert_int_equal(planin_fill(&f->pi, &f->ctx, r), 0);
+    assert_int_equal(planin_eager(&f->pi, &f->ctx, r, eager_max, 0), 0);
+    assert_int_equal(planin_direct(&f->pi, &f->ctx, r, direct_min), 0);
+    assert_int_equal(rmacoll__sigstate_create(f->topo, f->cfg, r, &f->s0), 0);
+    assert_int_equal(rmacoll__sigstate_create(f->topo, f->cfg, r, &f->s1), 0);
+    assert_int_equal(rmacoll__plan_build(&f->pi.in, f->s0, f->s1, &f->plan), 0);
+}
+
 static void fix_unbuild(plan_fix_t *f)
 {
     rmacoll__sigstate_destroy(f->s0);
@@ -257,7 +268,7 @@ static void test_eager_2x2(void **state)
          RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 24, 12, 12, 2, 1},
         {2, RMACOLL__Q_CE_WAIT, W, CE, 3, 3, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 3, 1},
     };
-    rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 16, 0};
+    rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 16, 0, 0};
     char err[256];
     rmacoll_case_t *c;
     plan_fix_t f;
@@ -308,6 +319,91 @@ static void test_eager_2x2(void **state)
 }
 
 /*
+ * Direct streams on symmetric_small_2x2 (above), relay.direct_min_bytes =
+ * 16, no eager path. Streams to the other node: rank 0's 3 + 1 elements
+ * (16 bytes: direct), rank 2's 3 + 1 (direct), rank 3's 1 + 2 (12 bytes:
+ * through its relay, rank 1). Rank 0 puts straight to rank 2 (its relay:
+ * DATA(0)) and rank 3 (XDATA(0) = 4 + 2 + 0), forwards nothing of rank 2's
+ * stream (it is rank 2's relay), waits for rank 2 itself (DATA(2), rank 0
+ * being rank 2's relay) and for rank 3's block through rank 1 (DATA(3)).
+ * Rank 1 waits for XDATA(2) from rank 2 and forwards rank 3's stream. The
+ * signal map has the XDATA words: ARRIVE(c, s) = 10 + 4c + s.
+ */
+static void test_direct_2x2(void **state)
+{
+    static const want_t w0[] = {
+        {0, RMACOLL__Q_CE_PUT, P, CE, 0, 0, RMACOLL__TASK_SELF,
+         RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 0, 0, 4, NOSIG, 0},
+        {1, RMACOLL__Q_CE_PUT, P, CE, 1, 0, RMACOLL__TASK_SIGNAL,
+         RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 4, 0, 8, 0, 1},
+        {2, RMACOLL__Q_PROXY_PUT, P, PROXY, 2, 0, RMACOLL__TASK_SIGNAL,
+         RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 12, 0, 12, 0, 1},
+        {3, RMACOLL__Q_PROXY_PUT, P, PROXY, 3, 0, RMACOLL__TASK_SIGNAL,
+         RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 24, 0, 4, 6, 1},
+        {4, RMACOLL__Q_PROXY_WAIT, W, PROXY, 2, 2, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 2, 1},
+        {4, RMACOLL__Q_CE_WAIT, W, CE, 1, 1, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 1, 1},
+        {4, RMACOLL__Q_CE_WAIT, W, CE, 1, 3, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 3, 1},
+    };
+    rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 0, 0, 16};
+    char err[256];
+    rmacoll_case_t *c;
+    plan_fix_t f;
+    static const int sizes[2] = {2, 2};
+    int64_t row[2] = {3, 1};
+    int fwd = 0, xwait = 0, chunks = 0;
+
+    (void)state;
+    /* the rule: at least direct_min bytes, and not eager */
+    assert_int_equal(rmacoll__plan_direct_stream(row, NULL, 2, 4, 0, 16), 1);
+    assert_int_equal(rmacoll__plan_direct_stream(row, NULL, 2, 4, 0, 17), 0);
+    assert_int_equal(rmacoll__plan_direct_stream(row, NULL, 2, 4, 16, 16), 0); /* eager */
+    assert_int_equal(rmacoll__plan_direct_stream(row, NULL, 2, 4, 15, 16), 1);
+    assert_int_equal(rmacoll__plan_direct_stream(row, NULL, 2, 4, 0, 0), 0);   /* off */
+    row[0] = INT64_MAX / 2; /* 2^65 bytes: no overflow, the sum saturates */
+    assert_int_equal(rmacoll__plan_direct_stream(row, NULL, 2, 8, 0, UINT64_MAX), 1);
+    assert_int_equal(rmacoll__plan_direct_stream(row, NULL, 2, 8, 0, 1u << 20), 1);
+    row[0] = 1000;
+    assert_int_equal(rmacoll__plan_direct_stream(row, NULL, 2, 8, 0, UINT64_MAX), 0);
+    row[0] = row[1] = 0;
+    assert_int_equal(rmacoll__plan_direct_stream(row, NULL, 2, 4, 0, 1), 0);
+
+    assert_int_equal(rmacoll_case_load(RMACOLL_CASES_DIR "/symmetric_small_2x2.txt", &c, err,
+                                       sizeof(err)), 0);
+    fix_open(&f, c, 2, sizes, &cfg);
+    assert_int_equal(rmacoll__sig_xdata(f.topo, &cfg, 3), 9);
+    assert_int_equal(rmacoll__sig_arrive(f.topo, &cfg, 0, 1), 11);
+    fix_build_direct(&f, 0, 0, 16);
+    check_plan(&f.plan, w0, sizeof(w0) / sizeof(w0[0]));
+    assert_int_equal(f.s1->data_out[2], 1);
+    assert_int_equal(f.s1->data_out[3], 0);
+    assert_int_equal(f.s1->xdata_out[3], 1);
+    assert_int_equal(f.s1->chan_out[1], 0);
+    assert_int_equal(f.s1->chan_in[0], 0);
+    fix_unbuild(&f);
+    fix_build_direct(&f, 1, 0, 16);
+    for (size_t i = 0; i < f.plan.ntasks; i++) {
+        const rmacoll__task_t *t = &f.plan.tasks[i];
+        fwd += (t->flags & RMACOLL__TASK_FORWARD) && t->origin == 3;
+        xwait += t->op == W && t->sig == 8 && t->peer == 2 && t->path == PROXY;
+        assert_false(t->op == P && t->path == PROXY && t->peer == 2 &&
+                     (t->flags & RMACOLL__TASK_TO_RELAY)); /* rank 1's stream is direct */
+    }
+    assert_int_equal(fwd, 1); /* rank 3's block for rank 0 (rank 1's own comes straight) */
+    assert_int_equal(xwait, 1);
+    assert_int_equal(f.s1->xdata_in[2], 1);
+    assert_int_equal(f.s1->data_in[2], 0);
+    fix_unbuild(&f);
+    fix_build_direct(&f, 3, 0, 16);
+    for (size_t i = 0; i < f.plan.ntasks; i++) {
+        chunks += (f.plan.tasks[i].flags & RMACOLL__TASK_TO_RELAY) != 0;
+    }
+    assert_true(chunks > 0); /* rank 3's 12 bytes go through rank 1 */
+    fix_unbuild(&f);
+    fix_close(&f);
+    rmacoll_case_free(c);
+}
+
+/*
  * The node eager path on one node of 3 ranks, float32. Send counts (row =
  * sender): 0: {1, 4, 0}, 1: {2, 1, 3}, 2: {5, 1, 2}. Node payloads: rank 0
  * 16 bytes (its block for rank 1 at 0), rank 1 20 bytes (rank 0's at 0,
@@ -330,7 +426,7 @@ static void test_node_eager_plan(void **state)
     };
     static const int64_t send[9] = {1, 4, 0, 2, 1, 3, 5, 1, 2};
     static const int node_of[3] = {0, 0, 0};
-    rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 0, 24};
+    rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 0, 24, 0};
     rmacoll_case_t *c;
     plan_fix_t f;
     static const int sizes[1] = {3};
@@ -390,8 +486,8 @@ static void test_layout_1_4(void **state)
 {
     static const int sizes[2] = {1, 4};
     rmacoll_topo_t *t;
-    rmacoll__plan_cfg_t on = {1, 1000, 2, 1u << 30, 0, 0};
-    rmacoll__plan_cfg_t off = {0, 1000, 2, 1u << 30, 0, 0};
+    rmacoll__plan_cfg_t on = {1, 1000, 2, 1u << 30, 0, 0, 0};
+    rmacoll__plan_cfg_t off = {0, 1000, 2, 1u << 30, 0, 0, 0};
 
     (void)state;
     assert_int_equal(rmacoll__topo_create_sizes(2, sizes, &t), 0);
@@ -841,7 +937,7 @@ static void test_plan_topo_tables(void **state)
         int keys[64];
         rmacoll_topo_t *topo;
         rmacoll__plan_cfg_t cfg = {trial % 5 != 0, 1u << 20,
-                                   1 + (uint32_t)(trial % 4), 1u << 30, 0, 0};
+                                   1 + (uint32_t)(trial % 4), 1u << 30, 0, 0, 0};
         rmacoll__plan_t plan;
 
         for (int r = 0; r < n; r++) {
@@ -887,6 +983,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_tasks_2x2),
         cmocka_unit_test(test_eager_2x2),
+        cmocka_unit_test(test_direct_2x2),
         cmocka_unit_test(test_node_eager_plan),
         cmocka_unit_test(test_layout_1_4),
         cmocka_unit_test(test_chunking),

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "cases.h"
+#include "core/topo.h"
 #include "refexec.h"
 
 static const char *const scheds[] = {"shift", "node_shift", "xor", "random"};
@@ -497,6 +498,82 @@ static void test_eager_alternating(void **state)
     }
 }
 
+/*
+ * Direct streams (relay.direct_min_bytes = 600, eager_max_bytes = 256) on
+ * two nodes: calls whose streams to the other node are eager (small),
+ * relayed (256 < bytes < 600) and direct (>= 600) alternate on one
+ * executor, mixed inside a call, in data and provenance mode. A direct
+ * stream's puts to ranks other than the relay raise XDATA words, so every
+ * word keeps one writer while a stream moves between relay and direct; the
+ * executor checks data, gaps, guards, single writers and signal steps.
+ */
+static void test_direct_alternating(void **state)
+{
+    static const int topos[][2] = {{2, 2}, {3, 2}, {1, 4}, {4, 3}};
+    rmacoll_case_dist_t dist;
+
+    (void)state;
+    assert_int_equal(rmacoll_case_dist_parse("random", &dist), 0);
+    for (size_t t = 0; t < sizeof(topos) / sizeof(topos[0]); t++) {
+        for (int virt = 0; virt <= 1; virt++) {
+            int node_of[8], n = 0;
+            uint64_t eager_tasks = 0, relay_chunks = 0, direct_puts = 0;
+            refexec_opts_t o;
+            refexec_t *ex;
+            for (int b = 0; b < 2; b++) {
+                for (int l = 0; l < topos[t][b]; l++) {
+                    node_of[n++] = b;
+                }
+            }
+            refexec_opts_init(&o);
+            o.scheduler = scheds[t % NSCHED];
+            o.eager_max_bytes = 256;
+            o.node_eager_max_bytes = 256;
+            o.direct_min_bytes = 600;
+            o.relay_slots = 2;
+            o.relay_buffer_bytes = 8 * 2 * 64;
+            o.gapped = 1;
+            o.virtual_mode = virt;
+            o.seed = t + 7;
+            assert_int_equal(refexec_create(&o, n, node_of, &ex, NULL, 0), 0);
+            for (int k = 0; k < 12; k++) {
+                static const int64_t base[3] = {4, 30, 120};
+                rmacoll_case_t *c;
+                refexec_result_t res;
+                char what[96];
+                const rmacoll_topo_t *topo;
+                assert_int_equal(rmacoll_case_random(2, topos[t], &dist, base[k % 3],
+                                                     (uint64_t)(t * 100 + k), RMACOLL_INT32,
+                                                     &c), 0);
+                snprintf(what, sizeof(what), "topology %d+%d call %d%s", topos[t][0],
+                         topos[t][1], k, virt ? " (virtual)" : "");
+                expect_ok(refexec_prepare(ex, c, &res), &res, what);
+                topo = refexec_topo(ex);
+                for (int r = 0; r < n; r++) {
+                    const rmacoll__plan_t *p = refexec_plan(ex, r);
+                    for (size_t i = 0; i < p->ntasks; i++) {
+                        const rmacoll__task_t *x = &p->tasks[i];
+                        eager_tasks += (x->flags & RMACOLL__TASK_EAGER) != 0;
+                        relay_chunks += (x->flags & RMACOLL__TASK_TO_RELAY) != 0;
+                        direct_puts += x->op == RMACOLL__OP_PUT &&
+                                       x->path == RMACOLL__PATH_PROXY &&
+                                       x->dst_win == RMACOLL__WIN_RECV &&
+                                       rmacoll__topo_relay(topo, r, topo->node_of[x->peer]) !=
+                                           x->peer;
+                    }
+                }
+                expect_ok(refexec_execute(ex, &res), &res, what);
+                rmacoll_case_free(c);
+            }
+            /* all three paths were taken */
+            assert_true(eager_tasks > 0);
+            assert_true(relay_chunks > 0);
+            assert_true(direct_puts > 0);
+            refexec_destroy(ex);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -506,6 +583,7 @@ int main(void)
         cmocka_unit_test(test_slot_smaller_than_element),
         cmocka_unit_test(test_back_to_back),
         cmocka_unit_test(test_eager_alternating),
+        cmocka_unit_test(test_direct_alternating),
         cmocka_unit_test(test_mismatch),
         cmocka_unit_test(test_virtual_past_4g),
         cmocka_unit_test(test_catches_corrupted_plans),

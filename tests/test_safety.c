@@ -779,6 +779,8 @@ static void test_slow_progress(void **state)
     memset(sh, 0, sizeof(*sh));
     cfg.relay_slots = 2;
     cfg.relay_buffer_bytes = 128; /* 64-byte slots */
+    /* through the relay, not straight (direct streams) */
+    assert_int_equal(rmacoll_config_set(&cfg, "relay.direct_min_bytes", "0"), RMACOLL_SUCCESS);
     failed = mprun(&o, slow_body, &a, codes);
     munmap(sh, sizeof(*sh));
     for (int r = 0; r < 4 && failed; r++) {
@@ -1219,6 +1221,8 @@ static void run_late(int destroy)
     assert_true(sh != MAP_FAILED);
     cfg.relay_slots = 2;
     cfg.relay_buffer_bytes = 128; /* 64-byte slots: the relayed block lasts ~1 s */
+    /* through the relay, not straight (direct streams) */
+    assert_int_equal(rmacoll_config_set(&cfg, "relay.direct_min_bytes", "0"), RMACOLL_SUCCESS);
     for (int attempt = 0; attempt < 3; attempt++) {
         memset(sh, 0, sizeof(*sh));
         failed = run_own(4, node_of, &cfg, late_body, &a, codes);

@@ -1134,6 +1134,11 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
                    (unsigned long long)cs.eager_bytes_copied,
                    (unsigned long long)cs.node_eager_bytes_sent,
                    (unsigned long long)cs.node_eager_bytes_copied);
+        if (rmacoll_comm_get_stats(comm, &cs) == RMACOLL_SUCCESS)
+            printf("# rank %d stats: direct streams: relay.direct_min_bytes %llu in effect "
+                   "(0: none), %llu bytes put straight into ranks of the other node\n",
+                   p.rank, (unsigned long long)cs.direct_min_bytes,
+                   (unsigned long long)cs.direct_bytes_sent);
     }
 out:
 #ifdef RMACOLL_PERF_HAVE_NCCL

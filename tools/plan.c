@@ -231,6 +231,17 @@ static void plan_pcfg(const refexec_opts_t *op, rmacoll__plan_cfg_t *cfg)
     cfg->max_task_bytes = op->max_task_bytes;
     cfg->eager_max_bytes = op->eager_max_bytes;
     cfg->node_eager_max_bytes = op->node_eager_max_bytes;
+    cfg->direct_min_bytes = op->direct_min_bytes;
+}
+
+/* The smallest direct stream the runtime gives a host call's planner on
+ * this topology (relay on, two nodes within the one-round limits), else 0.
+ * The library also needs every rank of each node on one network interface,
+ * which a plan from a case file cannot know: the plan assumes it. */
+static uint64_t plan_direct_eff(const rmacoll_topo_t *topo, const refexec_opts_t *op)
+{
+    return op->relay_enabled && topo->nnodes == 2 && rmacoll__ctrl_one_round(topo)
+               ? op->direct_min_bytes : 0;
 }
 
 /* The eager payload limit the runtime gives a host call's planner on this
@@ -309,6 +320,7 @@ static int print_plans(const rmacoll__plan_t *const *plans,
     uint64_t eager = plan_eager_eff(topo, op), node_eager = plan_node_eager_eff(topo, op);
     uint64_t eager_shown = eager ? eager : op->eager_max_bytes;
     uint64_t node_shown = node_eager ? node_eager : op->node_eager_max_bytes;
+    uint64_t direct = plan_direct_eff(topo, op);
 
     if (plan_totals(plans, c->nranks, only, &tot) != 0) {
         plan_totals_free(&tot);
@@ -324,13 +336,14 @@ static int print_plans(const rmacoll__plan_t *const *plans,
         printf(",\"relay\":%s,\"relay_buffer_bytes\":%" PRIu64
                ",\"relay_slots\":%u,\"max_task_bytes\":%" PRIu64
                ",\"min_relay_buffer_bytes\":%" PRIu64 ",\"eager_max_bytes\":%" PRIu64
-               ",\"eager\":%s,\"node_eager_max_bytes\":%" PRIu64 ",\"node_eager\":%s},"
+               ",\"eager\":%s,\"node_eager_max_bytes\":%" PRIu64 ",\"node_eager\":%s,"
+               "\"direct_min_bytes\":%" PRIu64 ",\"direct\":%s},"
                "\"status\":\"%s\",\"plans\":[",
                op->relay_enabled ? "true" : "false", op->relay_buffer_bytes,
                op->relay_slots, op->max_task_bytes, plan_min_relay(topo, op),
                eager_shown, eager ? "true" : "false", node_shown,
-               node_eager ? "true" : "false",
-               rmacoll_status_name(RMACOLL_SUCCESS));
+               node_eager ? "true" : "false", op->direct_min_bytes,
+               direct ? "true" : "false", rmacoll_status_name(RMACOLL_SUCCESS));
         for (int r = 0, first = 1; r < c->nranks; r++) {
             if (only >= 0 && r != only) {
                 continue;
@@ -346,7 +359,8 @@ static int print_plans(const rmacoll__plan_t *const *plans,
         printf("# %s: %d ranks on %d nodes, %s; scheduler %s, relay %s "
                "(%" PRIu64 " B, %u slots; minimum relay.buffer_bytes %" PRIu64
                "), max_task_bytes %" PRIu64 ", eager_max_bytes %" PRIu64 " (%s), "
-               "node_eager_max_bytes %" PRIu64 " (%s)\n",
+               "node_eager_max_bytes %" PRIu64 " (%s), relay.direct_min_bytes %" PRIu64
+               " (%s)\n",
                c->name, c->nranks, topo->nnodes,
                rmacoll_datatype_name(c->dtype),
                op->scheduler_plugin ? op->scheduler_plugin : op->scheduler,
@@ -359,7 +373,12 @@ static int print_plans(const rmacoll__plan_t *const *plans,
                node_shown,
                op->node_eager_max_bytes == 0  ? "node eager path off"
                : node_eager                    ? "node eager path planned for host calls"
-                                               : "no node eager path on this topology");
+                                               : "no node eager path on this topology",
+               op->direct_min_bytes,
+               op->direct_min_bytes == 0 ? "direct streams off"
+               : direct ? "direct streams planned for host calls, where every rank of a "
+                          "node shares one network interface"
+                        : "no direct streams on this topology");
         for (int r = 0; r < c->nranks; r++) {
             if (only < 0 || r == only) {
                 rmacoll__plan_print_text(stdout, plans[r], topo);
@@ -429,7 +448,8 @@ static int plan_one_rank(const rmacoll_case_t *c, const refexec_opts_t *op,
         goto out;
     }
     if (planin_eager(&pi, &ctx, r, plan_eager_eff(topo, op),
-                     rmacoll__ctrl_node_eager_cap(topo, &cfg)) != RMACOLL_SUCCESS) {
+                     rmacoll__ctrl_node_eager_cap(topo, &cfg)) != RMACOLL_SUCCESS ||
+        planin_direct(&pi, &ctx, r, plan_direct_eff(topo, op)) != RMACOLL_SUCCESS) {
         fprintf(stderr, PLAN_NAME ": out of memory\n");
         goto out;
     }
@@ -854,6 +874,11 @@ int main(int argc, char **argv)
                 RMACOLL_SUCCESS ||
             rmacoll_parse_size(ev, &o.node_eager_max_bytes) != RMACOLL_SUCCESS) {
             o.node_eager_max_bytes = 0;
+        }
+        if (rmacoll_config_get(&cfg, "relay.direct_min_bytes", ev, sizeof(ev)) !=
+                RMACOLL_SUCCESS ||
+            rmacoll_parse_size(ev, &o.direct_min_bytes) != RMACOLL_SUCCESS) {
+            o.direct_min_bytes = 0;
         }
     }
     if (relay != NULL) {

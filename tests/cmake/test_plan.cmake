@@ -55,7 +55,7 @@ if(TARGET rmacoll-plan)
   add_test(NAME plan_tool_eager_default
     COMMAND rmacoll-plan --topology 2x2 --count 16 --rank 0)
   set_tests_properties(plan_tool_eager_default PROPERTIES TIMEOUT 60
-    PASS_REGULAR_EXPRESSION "eager_max_bytes 1048576 \\(eager path planned for host calls\\), node_eager_max_bytes 1048576 \\(node eager path planned for host calls\\)\n.*cePut +eager +-> 0 +NODE_EAGER\\+0 -> RECV\\+64 64 B origin 1\n +cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+128 64 B origin 2"
+    PASS_REGULAR_EXPRESSION "eager_max_bytes 1048576 \\(eager path planned for host calls\\), node_eager_max_bytes 1048576 \\(node eager path planned for host calls\\), relay.direct_min_bytes 1048576 \\(direct streams planned for host calls, where every rank of a node shares one network interface\\)\n.*cePut +eager +-> 0 +NODE_EAGER\\+0 -> RECV\\+64 64 B origin 1\n +cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+128 64 B origin 2"
     FAIL_REGULAR_EXPRESSION "to_relay")
   # uneven nodes: the one rank of node 1 relays for all 40 ranks of node 0,
   # so the eager threshold drops to 16 MiB / (4 x 40) (multiple of 64),
@@ -68,7 +68,7 @@ if(TARGET rmacoll-plan)
     COMMAND ${CMAKE_COMMAND} -E env RMACOLL_EAGER_MAX_BYTES=0 RMACOLL_NODE_EAGER_MAX_BYTES=0
             $<TARGET_FILE:rmacoll-plan> --topology 2x2 --count 16 --rank 0 --json)
   set_tests_properties(plan_tool_eager_off PROPERTIES TIMEOUT 60
-    PASS_REGULAR_EXPRESSION "\"eager_max_bytes\":0,\"eager\":false,\"node_eager_max_bytes\":0,\"node_eager\":false}.*\"kind\": ?\"to_relay\""
+    PASS_REGULAR_EXPRESSION "\"eager_max_bytes\":0,\"eager\":false,\"node_eager_max_bytes\":0,\"node_eager\":false,\"direct_min_bytes\":1048576,\"direct\":true}.*\"kind\": ?\"to_relay\""
     FAIL_REGULAR_EXPRESSION "\"kind\": ?\"eager\"")
   # with the relay off the records carry each receiver's own block: the
   # reference executor checks every byte of the plan
@@ -94,6 +94,29 @@ if(TARGET rmacoll-plan)
   set_tests_properties(plan_tool_eager_relay_off_plan PROPERTIES TIMEOUT 60
     PASS_REGULAR_EXPRESSION "relay off [^\n]*eager_max_bytes 1048576 \\(eager path planned for host calls\\)[^\n]*\n.*cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+128 64 B origin 2\n +cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+192 64 B origin 3"
     FAIL_REGULAR_EXPRESSION "proxyPut")
+  # direct streams (relay.direct_min_bytes): a stream to the other node of
+  # at least that many bytes goes straight to its receivers, the one to the
+  # relay raising DATA(0) (word 0), the other XDATA(0) (word 4 + 2 + 0);
+  # rank 0 waits for both senders there itself (DATA(2), XDATA(3))
+  add_test(NAME plan_tool_direct_plan
+    COMMAND ${CMAKE_COMMAND} -E env RMACOLL_RELAY_DIRECT_MIN_BYTES=64 RMACOLL_EAGER_MAX_BYTES=0
+            $<TARGET_FILE:rmacoll-plan> --topology 2x2 --count 16 --rank 0)
+  set_tests_properties(plan_tool_direct_plan PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "relay.direct_min_bytes 64 \\(direct streams planned for host calls[^\n]*\n.*proxyPut +direct +-> 2 +SEND\\+128 -> RECV\\+0 64 B sig\\[0\\]=1\n.*proxyPut +direct +-> 3 +SEND\\+192 -> RECV\\+0 64 B sig\\[6\\]=1\n.*proxyWait data +<- 2 +sig\\[2\\]>=1 origin 2\n +proxyWait data +<- 3 +sig\\[9\\]>=1 origin 3"
+    FAIL_REGULAR_EXPRESSION "to_relay|forward")
+  # eager, relayed and direct streams in one plan on uneven nodes (streams
+  # to the other node: rank 0 2564 B eager, ranks 1 and 2 4816 and 3188 B
+  # relayed, ranks 3 and 4 8032 and 5004 B direct): the reference executor
+  # checks every byte and signal over two calls (58 puts, 28 signals;
+  # with direct streams off 70 and 36)
+  add_test(NAME plan_tool_direct_mixed
+    COMMAND ${CMAKE_COMMAND} -E env RMACOLL_RELAY_DIRECT_MIN_BYTES=5000
+            RMACOLL_EAGER_MAX_BYTES=2600
+            $<TARGET_FILE:rmacoll-plan> --case ${PROJECT_SOURCE_DIR}/tests/cases/uneven_nodes_3_2.txt
+            --check)
+  set_tests_properties(plan_tool_direct_mixed PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "check: ok \\(data, 2 calls, 58 puts, 28 signals, proxy 42080 B, ce 63056 B\\)"
+    FAIL_REGULAR_EXPRESSION "FAILED")
   # the --sim header names the topology's relay minimum, as the plan
   # header does (8 slots here: 64 bytes)
   add_test(NAME plan_tool_sim_relay_minimum

@@ -68,6 +68,7 @@ void planin_fini(planin_t *pi)
     free(pi->node_eager_off);
     free(pi->eager_scratch);
     free(pi->eager_in_off);
+    free(pi->direct_in);
     planin_init(pi);
 }
 
@@ -113,6 +114,30 @@ rmacoll_status_t planin_eager(planin_t *pi, const planin_ctx_t *ctx, int r,
     }
     pi->in.eager_max_bytes = eager_max;
     pi->in.eager_in_off = eager_max != 0 ? pi->eager_in_off : NULL;
+    return RMACOLL_SUCCESS;
+}
+
+rmacoll_status_t planin_direct(planin_t *pi, const planin_ctx_t *ctx, int r,
+                               uint64_t direct_min)
+{
+    const rmacoll_topo_t *topo = ctx->topo;
+    int A = topo->node_of[r];
+    size_t n = (size_t)ctx->c->nranks;
+    uint8_t *d = realloc(pi->direct_in, n ? n : 1);
+
+    if (d == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    pi->direct_in = d;
+    for (size_t a = 0; a < n; a++) {
+        d[a] = direct_min != 0 && topo->node_of[a] != A &&
+               rmacoll__plan_direct_stream(ctx->c->send + a * n,
+                                           topo->node_members + topo->node_first[A],
+                                           topo->node_size[A], ctx->esize,
+                                           pi->in.eager_max_bytes, direct_min);
+    }
+    pi->in.direct_min_bytes = direct_min;
+    pi->in.direct_in = direct_min != 0 ? pi->direct_in : NULL;
     return RMACOLL_SUCCESS;
 }
 

@@ -44,6 +44,7 @@ typedef struct planin {
     size_t chan_cap;
     uint64_t *node_eager_off, *eager_scratch;               /* [ls] */
     uint64_t *eager_in_off;                                 /* [n] */
+    uint8_t *direct_in;                                     /* [n] */
 } planin_t;
 
 /** Errors: RMACOLL_ERR_NO_MEMORY (ctx is then empty). The topology must
@@ -66,5 +67,11 @@ void planin_fini(planin_t *pi);
  * RMACOLL_ERR_NO_MEMORY. */
 rmacoll_status_t planin_eager(planin_t *pi, const planin_ctx_t *ctx, int r,
                               uint64_t eager_max, uint64_t node_cap);
+/** Sets the direct streams of pi's input (rank r, filled, its eager path
+ * set): direct_min (0: off) as direct_min_bytes with direct_in, each
+ * sender's rule (rmacoll__plan_direct_stream) over its row of the case.
+ * O(nranks * ls). Errors: RMACOLL_ERR_NO_MEMORY. */
+rmacoll_status_t planin_direct(planin_t *pi, const planin_ctx_t *ctx, int r,
+                               uint64_t direct_min);
 
 #endif /* RMACOLL_TOOLS_PLANIN_H */

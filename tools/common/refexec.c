@@ -60,6 +60,7 @@ typedef struct rx_rank {
     int64_t *chan_sendcount, *chan_rcount, *chan_rdispl;
     uint64_t *node_eager_off;         /* [own node size] planner input */
     uint64_t *eager_in_off;           /* [nranks] planner input */
+    uint8_t *direct_in;               /* [nranks] planner input */
     uint64_t recv_written;            /* bytes put into RECV this call */
     /* execution */
     size_t bi;
@@ -392,6 +393,7 @@ void refexec_destroy(refexec_t *ex)
         free(k->peer_rcount);
         free(k->node_eager_off);
         free(k->eager_in_off);
+        free(k->direct_in);
         free(k->peer_rdispl);
         free(k->chan_sendcount);
         free(k->chan_rcount);
@@ -436,6 +438,7 @@ rmacoll_status_t refexec_create(const refexec_opts_t *opts, int nranks,
     ex->cfg.max_task_bytes = opts->max_task_bytes;
     ex->cfg.eager_max_bytes = opts->eager_max_bytes;
     ex->cfg.node_eager_max_bytes = opts->node_eager_max_bytes;
+    ex->cfg.direct_min_bytes = opts->direct_min_bytes;
     ex->rng = opts->seed * 0x9e3779b97f4a7c15ull + 7;
     st = rmacoll__topo_create(nranks, node_of, &ex->topo);
     if (st != RMACOLL_SUCCESS) {
@@ -485,6 +488,7 @@ rmacoll_status_t refexec_create(const refexec_opts_t *opts, int nranks,
         k->node_eager_off = calloc((size_t)ls + 1,
                                    sizeof(uint64_t));
         k->eager_in_off = calloc((size_t)nranks + 1, sizeof(uint64_t));
+        k->direct_in = calloc((size_t)nranks + 1, 1);
         k->peer_rdispl = rx_ialloc((size_t)nranks);
         k->chan_sendcount = rx_ialloc(nc);
         k->chan_rcount = rx_ialloc(nc);
@@ -492,6 +496,7 @@ rmacoll_status_t refexec_create(const refexec_opts_t *opts, int nranks,
         if (!k->sig || !k->writer || !k->slots || !k->arrived ||
             !k->credited || !k->sendcounts || !k->sdispls ||
             !k->recvcounts || !k->rdispls || !k->peer_rcount || !k->node_eager_off || !k->eager_in_off ||
+            !k->direct_in ||
             !k->peer_rdispl || !k->chan_sendcount || !k->chan_rcount ||
             !k->chan_rdispl) {
             refexec_destroy(ex);
@@ -663,6 +668,21 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
                                               ex->esize, in.eager_max_bytes)
                     : rmacoll__plan_eager_off(ex->rk[a].sendcounts, &r, 1, 0, ex->esize,
                                               in.eager_max_bytes);
+        }
+        /* direct streams, as the runtime: relay on, two nodes within the
+         * one-round limits; each sender's rule over its row */
+        in.direct_min_bytes = ex->cfg.relay_enabled && topo->nnodes == 2 &&
+                                      rmacoll__ctrl_one_round(topo)
+                                  ? ex->cfg.direct_min_bytes : 0;
+        in.direct_in = k->direct_in;
+        for (int a = 0; a < n && in.direct_min_bytes != 0; a++) {
+            int A = topo->node_of[r];
+            k->direct_in[a] =
+                topo->node_of[a] != A &&
+                rmacoll__plan_direct_stream(ex->rk[a].sendcounts,
+                                            topo->node_members + topo->node_first[A],
+                                            topo->node_size[A], ex->esize,
+                                            in.eager_max_bytes, in.direct_min_bytes);
         }
         in.node_eager_max_bytes = rmacoll__ctrl_node_eager_cap(topo, &ex->cfg);
         in.node_eager_off = k->node_eager_off;
@@ -1145,7 +1165,13 @@ static void rx_put(refexec_t *ex, int me, const rmacoll__task_t *t)
         }
         sl->state = RX_FREE;
         k->credited[c]++;
-    } else if (t->sig != rmacoll__sig_data(t->origin)) {
+    } else if (t->sig != rmacoll__sig_data(t->origin) &&
+               !(rmacoll__plan_has_xdata(ex->topo, &ex->cfg) && t->origin == me &&
+                 t->sig == rmacoll__sig_xdata(ex->topo, &ex->cfg, me) &&
+                 ex->topo->node_of[t->peer] != ex->topo->node_of[me] &&
+                 rmacoll__topo_relay(ex->topo, me, ex->topo->node_of[t->peer]) != t->peer)) {
+        /* XDATA(me): a direct stream's own put to a rank other than the
+         * relay (plan.h) */
         rx_fail(ex, "%s: data of rank %d signals word %u, not DATA(%d)", desc,
                 t->origin, t->sig, t->origin);
         return;

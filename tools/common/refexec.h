@@ -61,6 +61,9 @@ typedef struct refexec_opts {
                                    * order; default 0 (off) */
     uint64_t node_eager_max_bytes; /* node eager path of one- and two-node cases
                                     * (node_eager_max_bytes; 0: off, the default) */
+    uint64_t direct_min_bytes;    /* direct streams of two-node cases with the relay
+                                   * on (relay.direct_min_bytes; 0: off, the
+                                   * default) */
     uint64_t seed;                /* execution order; default 1 */
     int virtual_mode;             /* provenance intervals instead of data */
     int gapped;                   /* gapped, reverse-order displacements */

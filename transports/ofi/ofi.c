@@ -1580,6 +1580,17 @@ static uint64_t ofi_instance_caps(rmacoll_transport_t *tp, char *desc, size_t le
     return tp->hmem ? RMACOLL_TCAP_HMEM | RMACOLL_TCAP_MEM_CUDA : 0;
 }
 
+/* The provider, fabric and domain of the endpoint: for tcp the subnet and
+ * the interface ("tcp 127.0.0.0/8 lo"), for shm the host's shared memory. */
+static void ofi_local_nic(rmacoll_transport_t *tp, char *name, size_t len)
+{
+    const struct fi_info *i = tp->info;
+
+    snprintf(name, len, "%s %s %s", i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "",
+             i->fabric_attr->name ? i->fabric_attr->name : "",
+             i->domain_attr->name ? i->domain_attr->name : "");
+}
+
 static const rmacoll_transport_base_ops_t ofi_base_ops = {
     .size = sizeof(rmacoll_transport_base_ops_t),
     .init = ofi_init,
@@ -1588,6 +1599,7 @@ static const rmacoll_transport_base_ops_t ofi_base_ops = {
     .pending = ofi_pending,
     .error_peer = ofi_error_peer,
     .instance_caps = ofi_instance_caps,
+    .local_nic = ofi_local_nic,
 };
 
 static const rmacoll_transport_mem_ops_t ofi_mem_ops = {

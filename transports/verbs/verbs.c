@@ -1454,6 +1454,12 @@ static size_t verbs_pending(rmacoll_transport_t *tp)
 
 RMACOLL__TOPS_ERROR_PEER_FN(verbs_error_peer, err_peer)
 
+/* The device and port of this rank's queue pairs ("verbs mlx5_0:1"). */
+static void verbs_local_nic(rmacoll_transport_t *tp, char *name, size_t len)
+{
+    snprintf(name, len, "verbs %s:%u", tp->dev_name, (unsigned)tp->port);
+}
+
 const rmacoll_transport_ops_t rmacoll_transport_verbs_ops = {
     RMACOLL__TOPS_ABI,
     .name = "verbs",
@@ -1463,7 +1469,8 @@ const rmacoll_transport_ops_t rmacoll_transport_verbs_ops = {
             RMACOLL_TCAP_HMEM,
     .base = RMACOLL__TOPS_BASE(.init = verbs_init, .finalize = verbs_finalize,
                                .progress = verbs_progress, .pending = verbs_pending,
-                               .error_peer = verbs_error_peer),
+                               .error_peer = verbs_error_peer,
+                               .local_nic = verbs_local_nic),
     .mem = RMACOLL__TOPS_MEM(.mem_register = verbs_mem_register,
                              .mem_deregister = verbs_mem_deregister,
                              .mem_revoke = verbs_mem_revoke),
