@@ -192,25 +192,22 @@ static void fix_open(plan_fix_t *f, const rmacoll_case_t *c, int nnodes, const i
     rmacoll__plan_init(&f->plan);
 }
 
-/* Builds rank r's plan with the eager limits given (planin_eager). */
-static void fix_build(plan_fix_t *f, int r, uint64_t eager_max, uint64_t node_eager_max)
+/* Builds rank r's plan with the eager limits and the smallest direct
+ * stream given (planin_eager, planin_direct; 0: off). */
+static void fix_build_direct(plan_fix_t *f, int r, uint64_t eager_max, uint64_t node_eager_max,
+                             uint64_t direct_min)
 {
     assert_int_equal(planin_fill(&f->pi, &f->ctx, r), 0);
     assert_int_equal(planin_eager(&f->pi, &f->ctx, r, eager_max, node_eager_max), 0);
+    assert_int_equal(planin_direct(&f->pi, &f->ctx, r, direct_min), 0);
     assert_int_equal(rmacoll__sigstate_create(f->topo, f->cfg, r, &f->s0), 0);
     assert_int_equal(rmacoll__sigstate_create(f->topo, f->cfg, r, &f->s1), 0);
     assert_int_equal(rmacoll__plan_build(&f->pi.in, f->s0, f->s1, &f->plan), 0);
 }
 
-/* fix_build with direct streams of at least direct_min bytes too. */
-static void fix_build_direct(plan_fix_t *f, int r, uint64_t eager_max, uint64_t direct_min)
+static void fix_build(plan_fix_t *f, int r, uint64_t eager_max, uint64_t node_eager_max)
 {
-    assert_int_equal(planin_fill(&f->pi, &f->ctx, r), 0);
-    assert_int_equal(planin_eager(&f->pi, &f->ctx, r, eager_max, 0), 0);
-    assert_int_equal(planin_direct(&f->pi, &f->ctx, r, direct_min), 0);
-    assert_int_equal(rmacoll__sigstate_create(f->topo, f->cfg, r, &f->s0), 0);
-    assert_int_equal(rmacoll__sigstate_create(f->topo, f->cfg, r, &f->s1), 0);
-    assert_int_equal(rmacoll__plan_build(&f->pi.in, f->s0, f->s1, &f->plan), 0);
+    fix_build_direct(f, r, eager_max, node_eager_max, 0);
 }
 
 static void fix_unbuild(plan_fix_t *f)
@@ -372,7 +369,7 @@ static void test_direct_2x2(void **state)
     fix_open(&f, c, 2, sizes, &cfg);
     assert_int_equal(rmacoll__sig_xdata(f.topo, &cfg, 3), 9);
     assert_int_equal(rmacoll__sig_arrive(f.topo, &cfg, 0, 1), 11);
-    fix_build_direct(&f, 0, 0, 16);
+    fix_build_direct(&f, 0, 0, 0, 16);
     check_plan(&f.plan, w0, sizeof(w0) / sizeof(w0[0]));
     assert_int_equal(f.s1->data_out[2], 1);
     assert_int_equal(f.s1->data_out[3], 0);
@@ -380,7 +377,7 @@ static void test_direct_2x2(void **state)
     assert_int_equal(f.s1->chan_out[1], 0);
     assert_int_equal(f.s1->chan_in[0], 0);
     fix_unbuild(&f);
-    fix_build_direct(&f, 1, 0, 16);
+    fix_build_direct(&f, 1, 0, 0, 16);
     for (size_t i = 0; i < f.plan.ntasks; i++) {
         const rmacoll__task_t *t = &f.plan.tasks[i];
         fwd += (t->flags & RMACOLL__TASK_FORWARD) && t->origin == 3;
@@ -393,7 +390,7 @@ static void test_direct_2x2(void **state)
     assert_int_equal(f.s1->xdata_in[2], 1);
     assert_int_equal(f.s1->data_in[2], 0);
     fix_unbuild(&f);
-    fix_build_direct(&f, 3, 0, 16);
+    fix_build_direct(&f, 3, 0, 0, 16);
     for (size_t i = 0; i < f.plan.ntasks; i++) {
         chunks += (f.plan.tasks[i].flags & RMACOLL__TASK_TO_RELAY) != 0;
     }

@@ -433,86 +433,20 @@ static void test_catches_corrupted_plans(void **state)
 }
 
 /*
- * The eager path (eager_max_bytes = 256) on two nodes: calls whose streams
- * to the other node are small (eager), large (relay) and mixed alternate on
- * one executor, in data and provenance mode, so the signal state has to
- * carry across both paths; the executor checks the data, single writers,
- * signal steps and that an eager copy reads only its own block of a
- * payload addressed to its rank and within the threshold.
+ * Calls whose streams to the other node take different paths alternate on
+ * one executor per topology, in data and provenance mode, so the signal
+ * state has to carry across them; the executor checks the data, single
+ * writers, signal steps and that an eager copy reads only its own block of
+ * a payload addressed to its rank and within the threshold. Call k is
+ * random int32 counts up to 2 * base[k % nbase] (eager_max_bytes = 256).
+ * direct_min != 0: direct streams too, which must then be taken.
  */
-static void test_eager_alternating(void **state)
+static void alternating(uint64_t direct_min, const int64_t *base, int nbase, int ncalls,
+                        uint64_t seed0)
 {
     static const int topos[][2] = {{2, 2}, {3, 2}, {1, 4}, {4, 3}};
     rmacoll_case_dist_t dist;
 
-    (void)state;
-    assert_int_equal(rmacoll_case_dist_parse("random", &dist), 0);
-    for (size_t t = 0; t < sizeof(topos) / sizeof(topos[0]); t++) {
-        for (int virt = 0; virt <= 1; virt++) {
-            int node_of[8], n = 0;
-            uint64_t eager_tasks = 0, relay_chunks = 0;
-            refexec_opts_t o;
-            refexec_t *ex;
-            for (int b = 0; b < 2; b++) {
-                for (int l = 0; l < topos[t][b]; l++) {
-                    node_of[n++] = b;
-                }
-            }
-            refexec_opts_init(&o);
-            o.scheduler = scheds[t % NSCHED];
-            o.eager_max_bytes = 256;
-            o.node_eager_max_bytes = 256;
-            o.relay_slots = 2;
-            o.relay_buffer_bytes = 8 * 2 * 64;
-            o.gapped = 1;
-            o.virtual_mode = virt;
-            o.seed = t + 1;
-            assert_int_equal(refexec_create(&o, n, node_of, &ex, NULL, 0), 0);
-            for (int k = 0; k < 8; k++) {
-                rmacoll_case_t *c;
-                refexec_result_t res;
-                char what[96];
-                /* int32, counts up to 2 * base: base 4 stays far below
-                 * 256 bytes per sender and node, base 40 mostly above */
-                assert_int_equal(rmacoll_case_random(2, topos[t], &dist, k % 3 == 1 ? 40 : 4,
-                                                     (uint64_t)(t * 100 + k), RMACOLL_INT32,
-                                                     &c), 0);
-                snprintf(what, sizeof(what), "topology %d+%d call %d%s", topos[t][0],
-                         topos[t][1], k, virt ? " (virtual)" : "");
-                expect_ok(refexec_prepare(ex, c, &res), &res, what);
-                for (int r = 0; r < n; r++) {
-                    const rmacoll__plan_t *p = refexec_plan(ex, r);
-                    for (size_t i = 0; i < p->ntasks; i++) {
-                        eager_tasks += (p->tasks[i].flags & RMACOLL__TASK_EAGER) != 0;
-                        relay_chunks += (p->tasks[i].flags & RMACOLL__TASK_TO_RELAY) != 0;
-                    }
-                }
-                expect_ok(refexec_execute(ex, &res), &res, what);
-                rmacoll_case_free(c);
-            }
-            /* both paths were taken */
-            assert_true(eager_tasks > 0);
-            assert_true(relay_chunks > 0);
-            refexec_destroy(ex);
-        }
-    }
-}
-
-/*
- * Direct streams (relay.direct_min_bytes = 600, eager_max_bytes = 256) on
- * two nodes: calls whose streams to the other node are eager (small),
- * relayed (256 < bytes < 600) and direct (>= 600) alternate on one
- * executor, mixed inside a call, in data and provenance mode. A direct
- * stream's puts to ranks other than the relay raise XDATA words, so every
- * word keeps one writer while a stream moves between relay and direct; the
- * executor checks data, gaps, guards, single writers and signal steps.
- */
-static void test_direct_alternating(void **state)
-{
-    static const int topos[][2] = {{2, 2}, {3, 2}, {1, 4}, {4, 3}};
-    rmacoll_case_dist_t dist;
-
-    (void)state;
     assert_int_equal(rmacoll_case_dist_parse("random", &dist), 0);
     for (size_t t = 0; t < sizeof(topos) / sizeof(topos[0]); t++) {
         for (int virt = 0; virt <= 1; virt++) {
@@ -529,20 +463,19 @@ static void test_direct_alternating(void **state)
             o.scheduler = scheds[t % NSCHED];
             o.eager_max_bytes = 256;
             o.node_eager_max_bytes = 256;
-            o.direct_min_bytes = 600;
+            o.direct_min_bytes = direct_min;
             o.relay_slots = 2;
             o.relay_buffer_bytes = 8 * 2 * 64;
             o.gapped = 1;
             o.virtual_mode = virt;
-            o.seed = t + 7;
+            o.seed = t + seed0;
             assert_int_equal(refexec_create(&o, n, node_of, &ex, NULL, 0), 0);
-            for (int k = 0; k < 12; k++) {
-                static const int64_t base[3] = {4, 30, 120};
+            for (int k = 0; k < ncalls; k++) {
                 rmacoll_case_t *c;
                 refexec_result_t res;
                 char what[96];
                 const rmacoll_topo_t *topo;
-                assert_int_equal(rmacoll_case_random(2, topos[t], &dist, base[k % 3],
+                assert_int_equal(rmacoll_case_random(2, topos[t], &dist, base[k % nbase],
                                                      (uint64_t)(t * 100 + k), RMACOLL_INT32,
                                                      &c), 0);
                 snprintf(what, sizeof(what), "topology %d+%d call %d%s", topos[t][0],
@@ -565,13 +498,37 @@ static void test_direct_alternating(void **state)
                 expect_ok(refexec_execute(ex, &res), &res, what);
                 rmacoll_case_free(c);
             }
-            /* all three paths were taken */
+            /* every path was taken */
             assert_true(eager_tasks > 0);
             assert_true(relay_chunks > 0);
-            assert_true(direct_puts > 0);
+            assert_int_equal(direct_puts > 0, direct_min != 0);
             refexec_destroy(ex);
         }
     }
+}
+
+/* The eager path: base 4 stays far below 256 bytes per sender and node,
+ * base 40 mostly above (through the relay). */
+static void test_eager_alternating(void **state)
+{
+    static const int64_t base[3] = {4, 40, 4};
+
+    (void)state;
+    alternating(0, base, 3, 8, 1);
+}
+
+/*
+ * Direct streams (relay.direct_min_bytes = 600) too: base 4 eager, 30
+ * relayed (256 < bytes < 600), 120 direct (>= 600), mixed inside a call. A
+ * direct stream's puts to ranks other than the relay raise XDATA words, so
+ * every word keeps one writer while a stream moves between the paths.
+ */
+static void test_direct_alternating(void **state)
+{
+    static const int64_t base[3] = {4, 30, 120};
+
+    (void)state;
+    alternating(600, base, 3, 12, 7);
 }
 
 int main(void)
