@@ -35,7 +35,7 @@ static const rmacoll__env_var_t env_vars[] = {
     {"RMACOLL_NVL_ONE_LAUNCH", "library",
      "1: the NVLink kernel transport runs a whole small call in one kernel launch (opt-in, docs/gpu.md)"},
     {"RMACOLL_TRACE_STREAM", "library",
-     "1: one stderr line per stream operation, IPC import and device-word array of the CUDA transports (diagnostics; scripts/stream_trace_check.py reads them)"},
+     "1: one stderr line per stream operation, IPC import and device-word array of the CUDA transports (diagnostics; scripts/stream_trace_check.py reads them); ring: the same lines into an in-memory ring of the last 2048, printed on a stream that never drains (test_gpu_threads)"},
     {"RMACOLL_LARGEST_FIRST_LOAD", "library",
      "traffic profile (node-to-node byte matrix) read by the largest_first scheduler (docs/sim.md)"},
     {"RMACOLL_LIBRARY", "python", "path of librmacoll.so (or its folder) for the Python package"},

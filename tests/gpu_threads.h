@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cases.h"
+#include "transports/common/cuda_common.h"
 #include "gpu_try.h"
 #include "rmacoll.h"
 
@@ -235,6 +236,14 @@ static int gt_sync(cudaStream_t s, int rank, const char *what)
                     "and write): giving up\n", rank, what, (long)(t.tv_sec - t0.tv_sec),
                     after);
             gt_fresh_probe();
+            {
+                /* the process's last stream operations, once (ranks are
+                 * threads here): the waits and writes that led to it */
+                static atomic_int dumped;
+                if (atomic_exchange(&dumped, 1) == 0) {
+                    rmacoll__cu_ring_dump(stderr);
+                }
+            }
             fflush(stdout);
             fflush(stderr);
             _exit(3);
@@ -398,6 +407,18 @@ static void gt_log(void *ctx, rmacoll_log_level_t level, uint32_t subsys, const 
         fprintf(stderr, "rmacoll: %s\n", msg);
 }
 
+/* Rank r's stream, made once per process in gt_probe, before any other
+ * stream: CUDA maps each new stream onto one of its
+ * CUDA_DEVICE_MAX_CONNECTIONS hardware queues in turn, so streams made
+ * for every communicator anew (8-16 per case) soon share queues with
+ * live ones of other ranks, and a stream wait at the head of a shared
+ * queue blocks the write queued behind it on the other rank's stream,
+ * which it waits for (the hang of docs/gpu.md). Made first, the ranks'
+ * streams keep distinct queues for the process's life.
+ * RMACOLL_TEST_STREAM_PER_CALL=1 makes a stream per rank and case again
+ * as before 2026-12-02 (the hang came back in 4 of 10 runs). */
+static cudaStream_t gt_streams[GT_MAX_RANKS];
+
 static void *gt_main(void *p)
 {
     gt_thread_t *t = p;
@@ -408,7 +429,15 @@ static void *gt_main(void *p)
 
     GT_TRY(cudaGetDeviceCount(&ndev));
     GT_TRY(cudaSetDevice(rank % ndev));
-    GT_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    stream = gt_streams[rank];
+    if (getenv("RMACOLL_TEST_STREAM_PER_CALL") != NULL) {
+        GT_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    }
+    if (stream == NULL) {
+        fprintf(stderr, "rank %d: no stream (gt_probe)\n", rank);
+        t->result = GT_CUDA;
+        return NULL;
+    }
     memset(&prm, 0, sizeof(prm));
     prm.struct_size = sizeof(prm);
     prm.rank = rank;
@@ -440,7 +469,7 @@ static void *gt_main(void *p)
         rcode = GT_CREATE;
     }
 out:
-    if (stream != NULL)
+    if (stream != gt_streams[rank])
         cudaStreamDestroy(stream);
     t->result = rcode;
     return NULL;
@@ -496,6 +525,16 @@ static int gt_probe(void)
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         (void)cudaGetLastError();
         n = 0;
+    }
+    for (int r = 0; r < GT_MAX_RANKS && n > 0; r++) {
+        if (cudaSetDevice(r % n) != cudaSuccess ||
+            cudaStreamCreateWithFlags(&gt_streams[r], cudaStreamNonBlocking) != cudaSuccess) {
+            (void)cudaGetLastError();
+            gt_streams[r] = NULL; /* that rank's thread fails, naming it */
+        }
+    }
+    if (n > 0 && cudaSetDevice(0) != cudaSuccess) {
+        (void)cudaGetLastError();
     }
     if (n > 0 && (cudaMalloc(&gt_scratch_dev, 8192) != cudaSuccess ||
                   cudaMallocHost(&gt_scratch_host, 4096) != cudaSuccess)) {

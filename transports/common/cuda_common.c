@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,20 +18,45 @@
 
 #define CU_LOG(cu_, lvl, ...) RMACOLL__TLOG((cu_)->env, lvl, __VA_ARGS__)
 
-static int cu_trace_on;
+static int cu_trace_on;  /* 1: stderr, 2: the in-memory ring */
 static pthread_once_t cu_trace_once = PTHREAD_ONCE_INIT;
 
 static void cu_trace_read(void)
 {
     const char *v = getenv("RMACOLL_TRACE_STREAM");
 
-    cu_trace_on = v != NULL && strcmp(v, "0") != 0 && v[0] != '\0';
+    cu_trace_on = v == NULL || v[0] == '\0' || strcmp(v, "0") == 0 ? 0
+                  : strcmp(v, "ring") == 0                       ? 2
+                                                                 : 1;
 }
 
 int rmacoll__cu_tracing(void)
 {
     pthread_once(&cu_trace_once, cu_trace_read);
     return cu_trace_on;
+}
+
+/* The last operations traced (or, without RMACOLL_TRACE_STREAM, that would
+ * have been): a ring shared by the process's ranks, for
+ * rmacoll__cu_ring_dump. A slot is claimed by one fetch-add; a slot being
+ * rewritten while it is dumped may print torn, which a post-mortem dump
+ * accepts. */
+#define CU_RING_SLOTS 2048u
+#define CU_RING_LINE 176
+static char cu_ring[CU_RING_SLOTS][CU_RING_LINE];
+static _Atomic unsigned long cu_ring_next;
+
+void rmacoll__cu_ring_dump(FILE *out)
+{
+    unsigned long end = atomic_load(&cu_ring_next);
+    unsigned long begin = end > CU_RING_SLOTS ? end - CU_RING_SLOTS : 0;
+
+    fprintf(out, "rmacoll-ring: the last %lu of %lu stream operations of this process, "
+            "oldest first\n", end - begin, end);
+    for (unsigned long k = begin; k < end; k++) {
+        fprintf(out, "%.*s\n", CU_RING_LINE, cu_ring[k % CU_RING_SLOTS]);
+    }
+    fflush(out);
 }
 
 void rmacoll__cu_trace(const rmacoll__cu_t *cu, const char *fmt, ...)
@@ -40,6 +66,18 @@ void rmacoll__cu_trace(const rmacoll__cu_t *cu, const char *fmt, ...)
     int n;
 
     if (!rmacoll__cu_tracing()) {
+        return;
+    }
+    if (cu_trace_on == 2) {
+        /* kept in memory only: formatting is cheap next to a write(2),
+         * which hid the hang it is meant to show (docs/gpu.md) */
+        char *slot = cu_ring[atomic_fetch_add(&cu_ring_next, 1) % CU_RING_SLOTS];
+        n = snprintf(slot, CU_RING_LINE, "rmacoll-trace: %s r=%d ", cu->name, cu->env->rank);
+        if (n > 0 && n < CU_RING_LINE) {
+            va_start(ap, fmt);
+            (void)vsnprintf(slot + n, (size_t)(CU_RING_LINE - n), fmt, ap);
+            va_end(ap);
+        }
         return;
     }
     n = snprintf(line, sizeof(line), "rmacoll-trace: %s r=%d ", cu->name, cu->env->rank);

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -109,12 +110,19 @@ static inline int rmacoll__cu_entry(void **fn, const char *sym, unsigned version
  * writes, waits, copies, kernel entries), per IPC import and per
  * device-word hand-out, each with the rank, the stream and the resolved
  * device address, for scripts/stream_trace_check.py to pair every wait
- * with the writes that could satisfy it. Off: one load per call.
+ * with the writes that could satisfy it ("ring": into memory instead,
+ * rmacoll__cu_ring_dump). Off: one load per call.
  * Thread-safe (each line one write(2)).
  */
 int rmacoll__cu_tracing(void);
 void rmacoll__cu_trace(const rmacoll__cu_t *cu, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/** With RMACOLL_TRACE_STREAM=ring the same lines go to an in-memory ring
+ * of the process's last 2048 operations (all ranks that are threads of
+ * it) instead of stderr: this prints them, oldest first, in the trace's
+ * format (a hung stream's post-mortem: scripts/stream_trace_check.py
+ * reads it). Thread-safe; a line rewritten meanwhile may print torn. */
+void rmacoll__cu_ring_dump(FILE *out);
 
 /* Logs a runtime / driver error once, naming what and the peer (-1:
  * none); returns RMACOLL_ERR_CUDA. */
