@@ -1129,6 +1129,16 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
             comm->pcfg.eager_max_bytes = eager;
         }
         if (!direct_candidate(comm)) {
+            if (comm->pcfg.direct_min_bytes != 0 && comm->topo->nnodes > 1) {
+                rmacoll__log(&comm->log, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_CORE,
+                             "rank %d: no direct streams: %s (relay.direct_min_bytes needs "
+                             "two nodes of at most %d ranks each and the relay on)",
+                             comm->rank,
+                             !comm->pcfg.relay_enabled  ? "the relay is off"
+                             : comm->topo->nnodes != 2 ? "more than two nodes"
+                                                        : "a node is too large",
+                             RMACOLL__ONE_ROUND_PAIR_MAX);
+            }
             comm->pcfg.direct_min_bytes = 0;
         }
         st = setup_ctrl(comm);

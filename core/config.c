@@ -134,9 +134,9 @@ static const char *const subsys_names[] = {"core",  "plan",      "sched",  "boot
       .kind = CFG_KIND_U32, .offset = CFG_OFF(relay_slots), .min = 1, .max = UINT32_MAX)     \
     X(RELAY_DIRECT_MIN_BYTES, "relay.direct_min_bytes", "size", "1MiB",                      \
       "host calls on two nodes whose ranks of each node share one network interface (the "  \
-      "relay buys no rail alignment there): a sender's stream to the other node of at "      \
-      "least this many bytes goes straight to its receivers, not through the relay "         \
-      "(0 = never)",                                                                          \
+      "relay buys no rail alignment there): a sender's stream to the other node (its "      \
+      "blocks for that node in all) of at least this many bytes, and not eager, goes "       \
+      "straight to its receivers, not through the relay (0 = never)",                        \
       .kind = CFG_KIND_SIZE, .offset = CFG_EXT, .min = 0, .max = UINT64_MAX)                 \
     X(MAX_TASK_BYTES, "max_task_bytes", "size", "1GiB",                                      \
       "transfers above this are split in chunks; only the last chunk signals (>= 1)",        \

@@ -770,6 +770,13 @@ void rmacoll__meta_eager_count(rmacoll__call_t *c)
     rmacoll_comm_t *comm = c->comm;
     const rmacoll_topo_t *topo = comm->topo;
     uint64_t sent = 0, copied = 0, nsent = 0, ncopied = 0, direct = 0;
+    int B = 1 - topo->node_of[comm->rank];
+    /* this rank's stream to the other node went straight (the plan's rule) */
+    int direct_out = c->direct_min != 0 &&
+                     rmacoll__plan_direct_stream(c->sendcounts,
+                                                 topo->node_members + topo->node_first[B],
+                                                 topo->node_size[B], c->esize, c->eager_max,
+                                                 c->direct_min);
 
     for (int k = 0; k < comm->nnet && c->eager_max != 0; k++) {
         sent += ((const rmacoll__net_rec_t *)own_rec(comm, RMACOLL__REC_META, 1, k, c->par))
@@ -786,10 +793,9 @@ void rmacoll__meta_eager_count(rmacoll__call_t *c)
             } else {
                 copied += t->bytes;
             }
-        } else if (c->direct_min != 0 && t->op == RMACOLL__OP_PUT &&
-                   t->path == RMACOLL__PATH_PROXY && t->dst_win == RMACOLL__WIN_RECV &&
-                   rmacoll__topo_relay(topo, comm->rank, topo->node_of[t->peer]) != t->peer) {
-            direct += t->bytes; /* a direct stream's put */
+        } else if (direct_out && t->op == RMACOLL__OP_PUT && t->path == RMACOLL__PATH_PROXY &&
+                   t->dst_win == RMACOLL__WIN_RECV) {
+            direct += t->bytes; /* a direct stream's put, the relay's own block included */
         }
     }
     atomic_fetch_add(&comm->stats.direct_bytes_sent, direct);

@@ -243,10 +243,13 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
                                   "(silent rank %d): %s", px->rank, peer, peer,
                                   rmacoll_status_string(st));
             }
-            return proxy_fail(px, (rmacoll_status_t)st,
-                              "rank %d: network transport failed%s%d: %s", px->rank,
-                              peer >= 0 ? " towards rank " : " ", peer,
-                              rmacoll_status_string(st));
+            if (peer >= 0) {
+                return proxy_fail(px, (rmacoll_status_t)st,
+                                  "rank %d: network transport failed towards rank %d: %s",
+                                  px->rank, peer, rmacoll_status_string(st));
+            }
+            return proxy_fail(px, (rmacoll_status_t)st, "rank %d: network transport failed: %s",
+                              px->rank, rmacoll_status_string(st));
         }
         pthread_mutex_lock(&px->lock);
         proxy_drive_locked(px);

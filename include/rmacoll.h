@@ -376,10 +376,12 @@ typedef struct rmacoll_comm_stats {
     uint64_t node_eager_bytes_sent;
     uint64_t node_eager_bytes_copied;
     /* direct streams (relay.direct_min_bytes; host calls on two nodes): the
-     * threshold in effect on this communicator (0: none, e.g. a node's
-     * ranks on different network interfaces), and the bytes this rank put
-     * straight into ranks of the other node other than its relay there;
-     * counted when a call succeeds */
+     * threshold in effect on this communicator (0: none: the key is 0, the
+     * topology is not two nodes within the one-round limits, the relay is
+     * off, or a node's ranks are on different network interfaces), and the
+     * bytes of this rank's streams that went straight to the other node
+     * (every block of such a stream, the relay's own included); counted
+     * when a call succeeds */
     uint64_t direct_min_bytes;
     uint64_t direct_bytes_sent;
 } rmacoll_comm_stats_t;

@@ -173,13 +173,13 @@ typedef struct eager_arg {
     uint64_t direct_min;    /* relay.direct_min_bytes in effect (0: none) */
 } eager_arg_t;
 
-/* Direct streams: bytes rank r puts straight into ranks of the other node
- * other than its relay there, in one call of c (docs/protocol.md): its
- * stream to that node is at least direct_min bytes and not eager. */
+/* Direct streams: bytes of rank r's stream to the other node in one call
+ * of c when it goes straight (docs/protocol.md): at least direct_min bytes
+ * and not eager; else 0. */
 static uint64_t expect_direct(const rmacoll_case_t *c, int r, uint64_t eager_max,
                               uint64_t direct_min)
 {
-    uint64_t sum = 0, straight = 0;
+    uint64_t sum = 0;
     size_t es = rmacoll_datatype_size(c->dtype);
     int B = 1 - c->node_of[r];
 
@@ -188,12 +188,10 @@ static uint64_t expect_direct(const rmacoll_case_t *c, int r, uint64_t eager_max
     }
     for (int j = 0; j < c->nranks; j++) {
         if (c->node_of[j] == B) {
-            uint64_t b = (uint64_t)c->send[(size_t)r * c->nranks + j] * es;
-            sum += b;
-            straight += j != relay_of(c, r, B) ? b : 0;
+            sum += (uint64_t)c->send[(size_t)r * c->nranks + j] * es;
         }
     }
-    return sum >= direct_min && eager_stream(c, r, B, eager_max) == 0 ? straight : 0;
+    return sum >= direct_min && eager_stream(c, r, B, eager_max) == 0 ? sum : 0;
 }
 
 static int read_stats(rmacoll_comm_t *comm, rmacoll_comm_stats_t *s)
@@ -909,7 +907,7 @@ static void test_direct_mismatch(void **state)
     {
         fail_arg_t a = {{{&bad, 1, 1, RMACOLL_ERR_MISMATCH, 1}, THRESHOLD, 1, 2048},
                         {{good, 1, 2, RMACOLL_SUCCESS, 1}, THRESHOLD, 1, 2048}};
-        assert_int_equal(expect_direct(good, 0, THRESHOLD, 2048), 703 * 4); /* to rank 3 */
+        assert_int_equal(expect_direct(good, 0, THRESHOLD, 2048), (702 + 703) * 4);
         assert_int_equal(mprun(&o, fail_then_good_body, &a, codes), 0);
     }
     free(recv);

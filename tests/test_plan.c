@@ -877,6 +877,7 @@ static void test_planin_matches_refexec(void **state)
         o.relay_slots = 2;
         o.max_task_bytes = 40;
         ex = prepare(&o, c);
+        memset(&cfg, 0, sizeof(cfg)); /* the fields not set below are 0, as in o */
         cfg.relay_enabled = o.relay_enabled;
         cfg.relay_buffer_bytes = o.relay_buffer_bytes;
         cfg.relay_slots = o.relay_slots;

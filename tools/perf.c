@@ -884,6 +884,8 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
     char auto_thr[96] = "";
     const char *devpath = "none (one node)";
     int rc, dsig = 0, cfg_bad = 0;
+    uint64_t direct_min = 0;
+    char direct_str[64];
 
     if (o->dry_run)
         return perf_dry_run(env);
@@ -1026,6 +1028,7 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
                   : cs.device_path == RMACOLL_DEVICE_PATH_STAGED ? "staged (pinned host buffers)"
                                                                  : "none (one node)";
         dsig = cs.device_signals;
+        direct_min = cs.direct_min_bytes;
         /* The tool's barrier and gather are host-memory calls on the same
          * communicator; between graph replays they are safe only when the
          * device calls' signal words are device-resident (their own words,
@@ -1042,6 +1045,8 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
             goto out;
         }
     }
+    snprintf(direct_str, sizeof(direct_str), "%llu B (relay.direct_min_bytes)",
+             (unsigned long long)direct_min);
     if (rmacoll_config_get(&cfg, "eager_max_bytes", eager_max, sizeof(eager_max)) !=
         RMACOLL_SUCCESS) {
         snprintf(eager_max, sizeof(eager_max), "?");
@@ -1054,7 +1059,7 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
              "%s# transports: intra_node %s%s, inter_node %s (built: %s)\n"
              "# device buffers across nodes: %s\n"
              "# signal words of device calls on one node: %s\n"
-             "# relay: %s (buffer %llu B, %u slots)\n"
+             "# relay: %s (buffer %llu B, %u slots; direct streams %s%s)\n"
              "# scheduler: %s%s%s (seed %llu)\n"
              "# max_task_bytes %llu, eager_max_bytes %s, node_eager_max_bytes %s, "
              "timeout_ms %llu, config %s\n",
@@ -1063,6 +1068,7 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
              dsig ? "device memory" : "host control window",
              cfg.relay_enabled ? "on" : "off",
              (unsigned long long)cfg.relay_buffer_bytes, cfg.relay_slots,
+             direct_min ? "from " : "off", direct_min ? direct_str : "",
              cfg.scheduler, cfg.scheduler_plugin[0] ? ", plugin " : "",
              cfg.scheduler_plugin, (unsigned long long)cfg.scheduler_seed,
              (unsigned long long)cfg.max_task_bytes, eager_max, node_eager_max,
@@ -1136,7 +1142,7 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
                    (unsigned long long)cs.node_eager_bytes_copied);
         if (rmacoll_comm_get_stats(comm, &cs) == RMACOLL_SUCCESS)
             printf("# rank %d stats: direct streams: relay.direct_min_bytes %llu in effect "
-                   "(0: none), %llu bytes put straight into ranks of the other node\n",
+                   "(0: none), %llu bytes of streams that went straight to the other node\n",
                    p.rank, (unsigned long long)cs.direct_min_bytes,
                    (unsigned long long)cs.direct_bytes_sent);
     }
