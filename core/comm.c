@@ -364,14 +364,6 @@ static rmacoll_status_t setup_net_peers(rmacoll_comm_t *comm)
     return RMACOLL_SUCCESS;
 }
 
-/* Direct streams (relay.direct_min_bytes) are a candidate on two nodes with
- * the one-round verdict and the relay on: every rank holds every row. */
-static int direct_candidate(const rmacoll_comm_t *comm)
-{
-    return comm->pcfg.direct_min_bytes != 0 && comm->pcfg.relay_enabled &&
-           comm->topo->nnodes == 2 && rmacoll__ctrl_one_round(comm->topo);
-}
-
 /* Length of the network interface names compared across a node. */
 #define NIC_NAME_MAX 96
 
@@ -384,7 +376,7 @@ static rmacoll_status_t setup_direct(rmacoll_comm_t *comm)
     const rmacoll_topo_t *topo = comm->topo;
     rmacoll__tinst_t *net = rmacoll__comm_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
     char mine[NIC_NAME_MAX], *all;
-    int shared = 1, differ = -1;
+    int differ;
     rmacoll_status_t st;
 
     if (comm->pcfg.direct_min_bytes == 0) {
@@ -402,8 +394,7 @@ static rmacoll_status_t setup_direct(rmacoll_comm_t *comm)
     st = rmacoll__bootstrap_allgather(comm->bs, mine, all, sizeof(mine));
     if (st == RMACOLL_SUCCESS) {
         differ = rmacoll__ctrl_nic_differs(topo, all, sizeof(mine));
-        shared = differ < 0;
-        if (shared) {
+        if (differ < 0) {
             rmacoll__log(&comm->log, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_CORE,
                          "rank %d: streams to the other node of at least %llu bytes go "
                          "direct (relay.direct_min_bytes; every rank of node %d on \"%s\")",
@@ -1128,7 +1119,7 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
                          (unsigned long long)RMACOLL__EAGER_WINDOW_BUDGET);
             comm->pcfg.eager_max_bytes = eager;
         }
-        if (!direct_candidate(comm)) {
+        if (rmacoll__ctrl_direct_min(comm->topo, &comm->pcfg) == 0) {
             if (comm->pcfg.direct_min_bytes != 0 && comm->topo->nnodes > 1) {
                 rmacoll__log(&comm->log, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_CORE,
                              "rank %d: no direct streams: %s (relay.direct_min_bytes needs "

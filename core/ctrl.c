@@ -90,6 +90,13 @@ uint64_t rmacoll__ctrl_eager_threshold(const rmacoll_topo_t *topo,
     return cap;
 }
 
+uint64_t rmacoll__ctrl_direct_min(const rmacoll_topo_t *topo, const rmacoll__plan_cfg_t *pcfg)
+{
+    return pcfg->relay_enabled && topo->nnodes == 2 && rmacoll__ctrl_one_round(topo)
+               ? pcfg->direct_min_bytes
+               : 0;
+}
+
 int rmacoll__ctrl_nic_differs(const rmacoll_topo_t *topo, const char *names, size_t stride)
 {
     for (int r = 0; r < topo->nranks; r++) {

@@ -770,13 +770,7 @@ void rmacoll__meta_eager_count(rmacoll__call_t *c)
     rmacoll_comm_t *comm = c->comm;
     const rmacoll_topo_t *topo = comm->topo;
     uint64_t sent = 0, copied = 0, nsent = 0, ncopied = 0, direct = 0;
-    int B = 1 - topo->node_of[comm->rank];
-    /* this rank's stream to the other node went straight (the plan's rule) */
-    int direct_out = c->direct_min != 0 &&
-                     rmacoll__plan_direct_stream(c->sendcounts,
-                                                 topo->node_members + topo->node_first[B],
-                                                 topo->node_size[B], c->esize, c->eager_max,
-                                                 c->direct_min);
+    int direct_node = comm->plan.direct_node; /* what the plan decided */
 
     for (int k = 0; k < comm->nnet && c->eager_max != 0; k++) {
         sent += ((const rmacoll__net_rec_t *)own_rec(comm, RMACOLL__REC_META, 1, k, c->par))
@@ -793,8 +787,8 @@ void rmacoll__meta_eager_count(rmacoll__call_t *c)
             } else {
                 copied += t->bytes;
             }
-        } else if (direct_out && t->op == RMACOLL__OP_PUT && t->path == RMACOLL__PATH_PROXY &&
-                   t->dst_win == RMACOLL__WIN_RECV) {
+        } else if (t->op == RMACOLL__OP_PUT && t->path == RMACOLL__PATH_PROXY &&
+                   t->dst_win == RMACOLL__WIN_RECV && topo->node_of[t->peer] == direct_node) {
             direct += t->bytes; /* a direct stream's put, the relay's own block included */
         }
     }
@@ -999,15 +993,13 @@ void rmacoll__meta_inputs(rmacoll__call_t *c)
          * straight (each one's rule over its row), and where this rank's
          * blocks go in each of their buffers (from their records, held by
          * their relays here) */
-        const int *members = topo->node_members + topo->node_first[A];
         for (int a = 0; a < comm->nranks; a++) {
             const rmacoll__rank_view_t *v = &comm->views[a];
+            comm->direct_in[a] = (uint8_t)rmacoll__plan_direct_in(topo, me, a, v->send, c->esize,
+                                                                  c->eager_max, c->direct_min);
             if (topo->node_of[a] == A) {
-                comm->direct_in[a] = 0;
                 continue;
             }
-            comm->direct_in[a] = (uint8_t)rmacoll__plan_direct_stream(
-                v->send, members, ls, c->esize, c->eager_max, c->direct_min);
             comm->peer_rcount[a] = v->recv[me];
             comm->peer_rdispl[a] = v->rdispl[me];
             comm->peer_recv_rkey[a] = held_rec(comm, a, par)->recv_rkey;

@@ -92,6 +92,16 @@ int rmacoll__plan_direct_stream(const int64_t *counts, const int *members, int l
     return sum >= direct_min;
 }
 
+int rmacoll__plan_direct_in(const rmacoll_topo_t *topo, int r, int a, const int64_t *row,
+                            size_t esize, uint64_t eager_max, uint64_t direct_min)
+{
+    int A = topo->node_of[r];
+
+    return topo->node_of[a] != A &&
+           rmacoll__plan_direct_stream(row, topo->node_members + topo->node_first[A],
+                                       topo->node_size[A], esize, eager_max, direct_min);
+}
+
 uint64_t rmacoll__plan_node_eager_bytes(const int64_t *counts, const int *members, int ls,
                                         int self_l, size_t esize, uint64_t eager_max,
                                         uint64_t *off)
@@ -338,6 +348,7 @@ void rmacoll__plan_init(rmacoll__plan_t *plan)
 {
     memset(plan, 0, sizeof(*plan));
     plan->err_peer = -1;
+    plan->direct_node = -1;
 }
 
 static void plan_topo_free(rmacoll__plan_topo_t *pt)
@@ -1285,6 +1296,7 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
     plan->nbatches = 0;
     plan->errmsg[0] = '\0';
     plan->err_peer = -1;
+    plan->direct_node = -1;
     if (in->cfg->relay_slots == 0 || in->esize == 0) {
         snprintf(plan->errmsg, sizeof(plan->errmsg),
                  "relay.slots and the element size must be positive");
@@ -1296,6 +1308,7 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
     }
     ctx.pt = pt;
     ctx.direct_node = direct_node(in);
+    plan->direct_node = ctx.direct_node;
     nin = pt->nin;
     st = plan_check(&ctx);
     if (st != RMACOLL_SUCCESS) {

@@ -157,6 +157,8 @@ typedef struct rmacoll__plan {
     rmacoll__task_t *scratch;  /* sort buffer, tasks_cap entries */
     char errmsg[256];   /* why the build failed, naming ranks */
     int err_peer;       /* the other rank of a mismatch, or -1 */
+    int direct_node;    /* the node this rank's stream went to straight (direct
+                         * streams), or -1 */
     rmacoll__plan_topo_t *pt;  /* topology tables (first build), or NULL */
     uint32_t *bucket;   /* counting-sort buckets, bucket_cap entries */
     size_t bucket_cap;
@@ -363,6 +365,13 @@ uint64_t rmacoll__plan_eager_off(const int64_t *counts, const int *members, int 
  */
 int rmacoll__plan_direct_stream(const int64_t *counts, const int *members, int ls,
                                 size_t esize, uint64_t eager_max, uint64_t direct_min);
+/**
+ * direct_in[a] of rank r's planner input: a is on the other node and its
+ * stream to r's node, by a's sendcounts row `row` [nranks], goes direct
+ * (rmacoll__plan_direct_stream). Pure; thread-safe; O(size of r's node).
+ */
+int rmacoll__plan_direct_in(const rmacoll_topo_t *topo, int r, int a, const int64_t *row,
+                            size_t esize, uint64_t eager_max, uint64_t direct_min);
 /**
  * The node eager payload of a node's local rank self_l: its blocks
  * counts[members[l]] (esize-byte elements) for the node's other ranks, in

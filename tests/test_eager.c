@@ -79,8 +79,8 @@ static int relay_of(const rmacoll_case_t *c, int i, int B)
     return -1;
 }
 
-/* Bytes of sender i's blocks for node B when they travel eagerly, else 0. */
-static uint64_t eager_stream(const rmacoll_case_t *c, int i, int B, uint64_t eager_max)
+/* Bytes of sender i's blocks for node B (its stream there). */
+static uint64_t stream_bytes(const rmacoll_case_t *c, int i, int B)
 {
     uint64_t sum = 0;
 
@@ -89,6 +89,14 @@ static uint64_t eager_stream(const rmacoll_case_t *c, int i, int B, uint64_t eag
             sum += (uint64_t)c->send[(size_t)i * c->nranks + j] * rmacoll_datatype_size(c->dtype);
         }
     }
+    return sum;
+}
+
+/* Bytes of sender i's blocks for node B when they travel eagerly, else 0. */
+static uint64_t eager_stream(const rmacoll_case_t *c, int i, int B, uint64_t eager_max)
+{
+    uint64_t sum = stream_bytes(c, i, B);
+
     return sum > 0 && sum <= eager_max ? sum : 0;
 }
 
@@ -179,18 +187,13 @@ typedef struct eager_arg {
 static uint64_t expect_direct(const rmacoll_case_t *c, int r, uint64_t eager_max,
                               uint64_t direct_min)
 {
-    uint64_t sum = 0;
-    size_t es = rmacoll_datatype_size(c->dtype);
     int B = 1 - c->node_of[r];
+    uint64_t sum;
 
     if (c->nnodes != 2 || direct_min == 0) {
         return 0;
     }
-    for (int j = 0; j < c->nranks; j++) {
-        if (c->node_of[j] == B) {
-            sum += (uint64_t)c->send[(size_t)r * c->nranks + j] * es;
-        }
-    }
+    sum = stream_bytes(c, r, B);
     return sum >= direct_min && eager_stream(c, r, B, eager_max) == 0 ? sum : 0;
 }
 
@@ -883,8 +886,7 @@ static void test_direct_mismatch(void **state)
 {
     static const int node_of[] = {0, 0, 1, 1};
     rmacoll_config_t cfg = config("tcp;ofi_rxm", "1KiB");
-    rmacoll_case_t *good, bad;
-    int64_t *recv;
+    rmacoll_case_t *good, *bad;
     int codes[8] = {0};
     mprun_opts_t o = {4, node_of, &cfg, 240, -1};
 
@@ -898,19 +900,15 @@ static void test_direct_mismatch(void **state)
         }
     }
     consistent(good);
-    bad = *good;
-    recv = malloc(16 * sizeof(int64_t));
-    assert_non_null(recv);
-    memcpy(recv, good->recv, 16 * sizeof(int64_t));
-    recv[0 * 4 + 3] += 1; /* rank 3 expects one element more from rank 0 */
-    bad.recv = recv;
+    bad = clone(good);
+    bad->recv[0 * 4 + 3] += 1; /* rank 3 expects one element more from rank 0 */
     {
-        fail_arg_t a = {{{&bad, 1, 1, RMACOLL_ERR_MISMATCH, 1}, THRESHOLD, 1, 2048},
+        fail_arg_t a = {{{bad, 1, 1, RMACOLL_ERR_MISMATCH, 1}, THRESHOLD, 1, 2048},
                         {{good, 1, 2, RMACOLL_SUCCESS, 1}, THRESHOLD, 1, 2048}};
         assert_int_equal(expect_direct(good, 0, THRESHOLD, 2048), (702 + 703) * 4);
         assert_int_equal(mprun(&o, fail_then_good_body, &a, codes), 0);
     }
-    free(recv);
+    rmacoll_case_free(bad);
     rmacoll_case_free(good);
 }
 

@@ -240,8 +240,10 @@ static void plan_pcfg(const refexec_opts_t *op, rmacoll__plan_cfg_t *cfg)
  * which a plan from a case file cannot know: the plan assumes it. */
 static uint64_t plan_direct_eff(const rmacoll_topo_t *topo, const refexec_opts_t *op)
 {
-    return op->relay_enabled && topo->nnodes == 2 && rmacoll__ctrl_one_round(topo)
-               ? op->direct_min_bytes : 0;
+    rmacoll__plan_cfg_t cfg;
+
+    plan_pcfg(op, &cfg);
+    return rmacoll__ctrl_direct_min(topo, &cfg);
 }
 
 /* The eager payload limit the runtime gives a host call's planner on this

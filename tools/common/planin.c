@@ -120,8 +120,6 @@ rmacoll_status_t planin_eager(planin_t *pi, const planin_ctx_t *ctx, int r,
 rmacoll_status_t planin_direct(planin_t *pi, const planin_ctx_t *ctx, int r,
                                uint64_t direct_min)
 {
-    const rmacoll_topo_t *topo = ctx->topo;
-    int A = topo->node_of[r];
     size_t n = (size_t)ctx->c->nranks;
     uint8_t *d = realloc(pi->direct_in, n ? n : 1);
 
@@ -130,11 +128,9 @@ rmacoll_status_t planin_direct(planin_t *pi, const planin_ctx_t *ctx, int r,
     }
     pi->direct_in = d;
     for (size_t a = 0; a < n; a++) {
-        d[a] = direct_min != 0 && topo->node_of[a] != A &&
-               rmacoll__plan_direct_stream(ctx->c->send + a * n,
-                                           topo->node_members + topo->node_first[A],
-                                           topo->node_size[A], ctx->esize,
-                                           pi->in.eager_max_bytes, direct_min);
+        d[a] = (uint8_t)rmacoll__plan_direct_in(ctx->topo, r, (int)a, ctx->c->send + a * n,
+                                                ctx->esize, pi->in.eager_max_bytes,
+                                                direct_min);
     }
     pi->in.direct_min_bytes = direct_min;
     pi->in.direct_in = direct_min != 0 ? pi->direct_in : NULL;

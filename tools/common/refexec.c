@@ -671,18 +671,12 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
         }
         /* direct streams, as the runtime: relay on, two nodes within the
          * one-round limits; each sender's rule over its row */
-        in.direct_min_bytes = ex->cfg.relay_enabled && topo->nnodes == 2 &&
-                                      rmacoll__ctrl_one_round(topo)
-                                  ? ex->cfg.direct_min_bytes : 0;
+        in.direct_min_bytes = rmacoll__ctrl_direct_min(topo, &ex->cfg);
         in.direct_in = k->direct_in;
         for (int a = 0; a < n && in.direct_min_bytes != 0; a++) {
-            int A = topo->node_of[r];
-            k->direct_in[a] =
-                topo->node_of[a] != A &&
-                rmacoll__plan_direct_stream(ex->rk[a].sendcounts,
-                                            topo->node_members + topo->node_first[A],
-                                            topo->node_size[A], ex->esize,
-                                            in.eager_max_bytes, in.direct_min_bytes);
+            k->direct_in[a] = (uint8_t)rmacoll__plan_direct_in(
+                topo, r, a, ex->rk[a].sendcounts, ex->esize, in.eager_max_bytes,
+                in.direct_min_bytes);
         }
         in.node_eager_max_bytes = rmacoll__ctrl_node_eager_cap(topo, &ex->cfg);
         in.node_eager_off = k->node_eager_off;
