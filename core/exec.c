@@ -202,7 +202,7 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
     int me = comm->rank;
 
     if (c->drives) {
-        rmacoll__proxy_drive(&comm->proxy, 0);
+        rmacoll__proxy_drive_end(&comm->proxy);
         c->drives = 0;
     }
 

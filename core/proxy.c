@@ -11,12 +11,30 @@
 #include <string.h>
 #include <time.h>
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 static uint64_t now_ms(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* futex(2) on a word of this process (FUTEX_PRIVATE_FLAG): sleep while
+ * *w == val (at most timeout_ns), wake one sleeper. */
+static void futex_wait(_Atomic int *w, int val, long timeout_ns)
+{
+    struct timespec ts = {timeout_ns / 1000000000L, timeout_ns % 1000000000L};
+
+    (void)syscall(SYS_futex, (int *)w, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+}
+
+static void futex_wake(_Atomic int *w)
+{
+    (void)syscall(SYS_futex, (int *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 static rmacoll_status_t proxy_fail(rmacoll__proxy_t *px, rmacoll_status_t st,
@@ -84,6 +102,7 @@ void rmacoll__proxy_init(rmacoll__proxy_t *px, int rank, uint64_t timeout_ms,
     px->log = log;
     px->errbuf = errbuf;
     px->errlen = errlen;
+    px->park_ns = RMACOLL__PROXY_PARK_NS;
     atomic_store(&px->err_peer, -1);
     pthread_mutex_init(&px->lock, NULL);
 }
@@ -106,7 +125,19 @@ void rmacoll__proxy_poll(rmacoll__proxy_t *px)
 
 void rmacoll__proxy_drive(rmacoll__proxy_t *px, int on)
 {
-    atomic_fetch_add_explicit(&px->driving, on ? 1 : -1, memory_order_relaxed);
+    if (on) {
+        atomic_fetch_add(&px->driving, 1);
+    } else if (atomic_fetch_sub(&px->driving, 1) == 1 && atomic_load(&px->parked)) {
+        /* seq_cst pairs with proxy_main's store of parked and the futex's
+         * own check of driving: either the wake finds the thread parked,
+         * or its wait sees driving already changed and returns at once */
+        futex_wake(&px->driving);
+    }
+}
+
+void rmacoll__proxy_drive_end(rmacoll__proxy_t *px)
+{
+    atomic_fetch_sub(&px->driving, 1);
 }
 
 static void *proxy_main(void *arg)
@@ -117,11 +148,24 @@ static void *proxy_main(void *arg)
     while (!atomic_load_explicit(&px->stop, memory_order_acquire)) {
         int worked;
 
-        if (atomic_load_explicit(&px->driving, memory_order_relaxed) > 0) {
+        int d = atomic_load(&px->driving);
+
+        if (d > 0) {
             /* off the calling thread's path: it drives, and hands over
-             * only for long copies (run_host.c) */
-            struct timespec ts = {0, 200000};
-            nanosleep(&ts, NULL);
+             * only for long copies (run_host.c) or between waits of a
+             * device call, each of which wakes this thread at once
+             * (rmacoll__proxy_drive). Parked on the driving word
+             * meanwhile: no periodic wake-up of this thread competes with
+             * the ranks for their cores. A host call's end does not wake
+             * it (rmacoll__proxy_drive_end: a context switch per call
+             * saved); it resumes its between-calls polling within
+             * RMACOLL__PROXY_PARK_NS. */
+            atomic_store(&px->parked, 1);
+            if (atomic_load(&px->driving) == d &&
+                !atomic_load_explicit(&px->stop, memory_order_acquire)) {
+                futex_wait(&px->driving, d, px->park_ns);
+            }
+            atomic_store(&px->parked, 0);
             continue;
         }
         pthread_mutex_lock(&px->lock);
@@ -167,6 +211,7 @@ void rmacoll__proxy_fini(rmacoll__proxy_t *px)
 {
     if (px->started) {
         atomic_store_explicit(&px->stop, 1, memory_order_release);
+        futex_wake(&px->driving);
         pthread_join(px->thread, NULL);
         px->started = 0;
     }

@@ -32,6 +32,12 @@
  * core to itself, sched_yield returns at once (a syscall, ~0.3 us). */
 #define RMACOLL__POLLS_BEFORE_YIELD 8
 
+/* Longest the proxy thread stays parked while a calling thread drives
+ * (the last driver's stop wakes it at once; after a blocking call's end,
+ * which does not wake it, it resumes polling within this). On 2 x 2 over tcp;ofi_rxm on 2 cores, parking instead of
+ * 200 us naps: see docs/protocol.md, who drives. */
+#define RMACOLL__PROXY_PARK_NS 5000000L
+
 /* A waiter checks the bootstrap connection for a dead rank's report every
  * RMACOLL__BS_POLL_MS (one recv with MSG_PEEK), and fails
  * RMACOLL__BS_GRACE_MS after the report if its word has not come. */
@@ -57,7 +63,10 @@ typedef struct rmacoll__proxy {
     pthread_mutex_t lock;             /* every call into the transport */
     _Atomic int stop;
     _Atomic int active;               /* a call is in flight: poll hard */
-    _Atomic int driving;              /* a calling thread drives: stay off */
+    _Atomic int driving;              /* a calling thread drives: stay off
+                                       * (the thread parks on this word) */
+    _Atomic int parked;               /* the thread sleeps on `driving` */
+    long park_ns;                     /* RMACOLL__PROXY_PARK_NS (tests raise it) */
     _Atomic uint64_t jobs_posted;     /* written by the producer */
     _Atomic uint64_t jobs_done;       /* written by whoever drives */
     _Atomic int status;               /* first error of the transport */
@@ -85,8 +94,12 @@ rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px,
  * is driving it right now (trylock). */
 void rmacoll__proxy_poll(rmacoll__proxy_t *px);
 /** A calling thread starts (1) or stops (0) driving the network itself
- * while it waits: the proxy thread stays off the lock meanwhile. */
+ * while it waits: the proxy thread stays off the lock (parked)
+ * meanwhile, and is woken when the last driver stops. */
 void rmacoll__proxy_drive(rmacoll__proxy_t *px, int on);
+/** rmacoll__proxy_drive(px, 0) at a blocking call's end: the parked
+ * proxy thread is not woken (it resumes within RMACOLL__PROXY_PARK_NS). */
+void rmacoll__proxy_drive_end(rmacoll__proxy_t *px);
 /** Waits until every job is posted and no put is pending (sources
  * reusable); fails with the transport's error or after timeout_ms. */
 rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px);
