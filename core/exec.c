@@ -91,13 +91,16 @@ rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *c, rmacoll_comm_t *comm,
     c->epoch = ++comm->epoch;
     c->par = (int)(c->epoch & 1);
     c->local.rank = comm->rank;
-    rmacoll__proxy_set_active(&comm->proxy, 1);
     /* a blocking call drives the network itself; the proxy thread stays
-     * off the lock (run_host.c lets it in while this thread copies) */
+     * off the lock (run_host.c lets it in while this thread copies).
+     * Driving first: marking the call active then leaves a proxy thread
+     * parked since the last call asleep; a stream call, which does not
+     * drive, wakes it (rmacoll__proxy_set_active). */
     c->drives = stream == NULL;
     if (c->drives) {
         rmacoll__proxy_drive(&comm->proxy, 1);
     }
+    rmacoll__proxy_set_active(&comm->proxy, 1);
     c->prof[0] = prof_ns(comm);
     return RMACOLL_SUCCESS;
 }

@@ -221,6 +221,11 @@ void rmacoll__proxy_fini(rmacoll__proxy_t *px)
 void rmacoll__proxy_set_active(rmacoll__proxy_t *px, int active)
 {
     atomic_store(&px->active, active);
+    /* a call that no thread drives needs the thread now, not after the
+     * park left by the last blocking call (RMACOLL__PROXY_PARK_NS) */
+    if (active && atomic_load(&px->driving) == 0 && atomic_load(&px->parked)) {
+        futex_wake(&px->driving);
+    }
 }
 
 rmacoll_status_t rmacoll__proxy_error(rmacoll__proxy_t *px, int *peer)

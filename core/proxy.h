@@ -106,7 +106,8 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px);
 /** The transport's first error (RMACOLL_SUCCESS if none); *peer receives
  * the rank it names, or -1. */
 rmacoll_status_t rmacoll__proxy_error(rmacoll__proxy_t *px, int *peer);
-/** Marks a call in flight (1) or not (0): the thread polls hard or gently. */
+/** Marks a call in flight (1) or not (0): the thread polls hard or gently.
+ * Marking one in flight while no thread drives wakes a parked thread. */
 void rmacoll__proxy_set_active(rmacoll__proxy_t *px, int active);
 
 /** mem_register / mem_deregister of the network transport under the lock;

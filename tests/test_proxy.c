@@ -3,22 +3,27 @@
  * transport: while a calling thread drives, the proxy thread stays off
  * the transport, parked on the driving word; the last driver's stop
  * (rmacoll__proxy_drive(px, 0)) wakes it and it posts what was handed
- * over; a blocking call's end (rmacoll__proxy_drive_end) does not wake
- * it; nested drivers keep it off until the last one stops; fini wakes
+ * over; a blocking call's end (rmacoll__proxy_drive_end) and the next
+ * blocking call's start do not wake it, a call no thread drives (a
+ * stream call: rmacoll__proxy_set_active) does; nested drivers keep it off until the last one stops; fini wakes
  * and joins a parked thread.
  *
  * The park bound is raised to 60 s, so a job posted within the bounded
  * waits below was posted because of a wake-up, not because the park
  * timed out. Every wait is bounded (10 s); no assertion is on speed.
  */
+#include <dirent.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -126,11 +131,50 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Drives (on = 1) and waits, bounded, until the proxy thread is parked. */
+/* 1 when another thread of this process sleeps in futex(2) now
+ * (/proc/self/task/T/syscall starts with the number of the system call
+ * a blocked thread is in): the proxy thread, the only other one. */
+static int other_thread_in_futex(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    long me = syscall(SYS_gettid);
+    int found = 0;
+
+    if (d == NULL) {
+        return 0;
+    }
+    while (!found && (e = readdir(d)) != NULL) {
+        char path[288];
+        long nr = -1;
+        FILE *fp;
+        if (e->d_name[0] == '.' || atol(e->d_name) == me) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "/proc/self/task/%s/syscall", e->d_name);
+        fp = fopen(path, "r");
+        if (fp != NULL) {
+            found = fscanf(fp, "%ld", &nr) == 1 && nr == SYS_futex;
+            fclose(fp);
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+/* Drives (on = 1) and waits, bounded, until the proxy thread is parked:
+ * its flag set and the thread inside the futex wait (between the two, a
+ * change of the driving word makes the wait return at once, by design). */
 static void drive_until_parked(fixture_t *f)
 {
+    uint64_t start = now_ms();
+
     rmacoll__proxy_drive(&f->px, 1);
     assert_true(wait_at_least(&f->px.parked, 1));
+    while (!other_thread_in_futex()) {
+        assert_true(now_ms() - start < BOUND_MS);
+        sched_yield();
+    }
 }
 
 static void test_stop_wakes_parked_thread(void **state)
@@ -173,6 +217,29 @@ static void test_call_end_does_not_wake(void **state)
     assert_int_equal(atomic_load(&f->tp.puts), 1);
 }
 
+static void test_undriven_call_wakes(void **state)
+{
+    fixture_t *f = *state;
+
+    drive_until_parked(f);
+    rmacoll__proxy_drive_end(&f->px); /* a blocking call ended */
+    /* a blocking call starts: it drives first, then marks itself active,
+     * and the thread sleeps on */
+    rmacoll__proxy_drive(&f->px, 1);
+    rmacoll__proxy_set_active(&f->px, 1);
+    assert_int_equal(rmacoll__proxy_submit(&f->px, f->put, 1), RMACOLL_SUCCESS);
+    sleep_ms(50);
+    assert_int_equal(atomic_load(&f->tp.posted), 0);
+    rmacoll__proxy_drive_end(&f->px);
+    sleep_ms(50);
+    assert_int_equal(atomic_load(&f->tp.posted), 0);
+    /* a stream call, which no thread drives, needs the thread at once */
+    rmacoll__proxy_set_active(&f->px, 1);
+    assert_true(wait_at_least(&f->tp.posted, 1));
+    assert_int_equal(atomic_load(&f->tp.puts), 1);
+    rmacoll__proxy_set_active(&f->px, 0);
+}
+
 static void test_nested_drivers(void **state)
 {
     fixture_t *f = *state;
@@ -209,6 +276,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_stop_wakes_parked_thread, setup, teardown),
         cmocka_unit_test_setup_teardown(test_call_end_does_not_wake, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_undriven_call_wakes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nested_drivers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fini_joins_parked_thread, setup, teardown),
     };
