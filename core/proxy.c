@@ -123,15 +123,24 @@ void rmacoll__proxy_poll(rmacoll__proxy_t *px)
     }
 }
 
+/* Wakes the thread if it is parked, once no thread drives. seq_cst pairs
+ * with proxy_main's store of parked and the futex's own check of driving:
+ * either the wake finds the thread parked, or its wait sees driving
+ * already changed and returns at once. */
+static void proxy_wake_parked(rmacoll__proxy_t *px)
+{
+    if (atomic_load(&px->driving) == 0 && atomic_load(&px->parked)) {
+        futex_wake(&px->driving);
+    }
+}
+
 void rmacoll__proxy_drive(rmacoll__proxy_t *px, int on)
 {
     if (on) {
         atomic_fetch_add(&px->driving, 1);
-    } else if (atomic_fetch_sub(&px->driving, 1) == 1 && atomic_load(&px->parked)) {
-        /* seq_cst pairs with proxy_main's store of parked and the futex's
-         * own check of driving: either the wake finds the thread parked,
-         * or its wait sees driving already changed and returns at once */
-        futex_wake(&px->driving);
+    } else {
+        atomic_fetch_sub(&px->driving, 1);
+        proxy_wake_parked(px);
     }
 }
 
@@ -151,15 +160,8 @@ static void *proxy_main(void *arg)
         int d = atomic_load(&px->driving);
 
         if (d > 0) {
-            /* off the calling thread's path: it drives, and hands over
-             * only for long copies (run_host.c) or between waits of a
-             * device call, each of which wakes this thread at once
-             * (rmacoll__proxy_drive). Parked on the driving word
-             * meanwhile: no periodic wake-up of this thread competes with
-             * the ranks for their cores. A host call's end does not wake
-             * it (rmacoll__proxy_drive_end: a context switch per call
-             * saved); it resumes its between-calls polling within
-             * RMACOLL__PROXY_PARK_NS. */
+            /* off the calling thread's path: parked on the driving word
+             * until a wake-up (proxy_wake_parked) or the park's bound */
             atomic_store(&px->parked, 1);
             if (atomic_load(&px->driving) == d &&
                 !atomic_load_explicit(&px->stop, memory_order_acquire)) {
@@ -223,8 +225,8 @@ void rmacoll__proxy_set_active(rmacoll__proxy_t *px, int active)
     atomic_store(&px->active, active);
     /* a call that no thread drives needs the thread now, not after the
      * park left by the last blocking call (RMACOLL__PROXY_PARK_NS) */
-    if (active && atomic_load(&px->driving) == 0 && atomic_load(&px->parked)) {
-        futex_wake(&px->driving);
+    if (active) {
+        proxy_wake_parked(px);
     }
 }
 

@@ -32,10 +32,14 @@
  * core to itself, sched_yield returns at once (a syscall, ~0.3 us). */
 #define RMACOLL__POLLS_BEFORE_YIELD 8
 
-/* Longest the proxy thread stays parked while a calling thread drives
- * (the last driver's stop wakes it at once; after a blocking call's end,
- * which does not wake it, it resumes polling within this). On 2 x 2 over tcp;ofi_rxm on 2 cores, parking instead of
- * 200 us naps: see docs/protocol.md, who drives. */
+/* While a calling thread drives, the proxy thread parks on a futex
+ * instead of waking to check (no wake-up of it competes with the ranks
+ * for their cores). The last driver's stop wakes it at once (a hand-over
+ * to a long copy in run_host.c, the end of a device call's wait), as does
+ * a call no thread drives (set_active); a blocking call's end does not
+ * (drive_end: a context switch per call saved), and it resumes its
+ * between-calls polling within this bound. Measured: docs/protocol.md,
+ * who drives. */
 #define RMACOLL__PROXY_PARK_NS 5000000L
 
 /* A waiter checks the bootstrap connection for a dead rank's report every
