@@ -1,5 +1,5 @@
 # cmake/nccl.cmake - NCCL detection, and the NCCL bootstrap of the library
-# (core/nccl_oob.c: rmacoll_comm_create_from_nccl, include/rmacoll_nccl.h).
+# (core/comm/nccl_oob.c: rmacoll_comm_create_from_nccl, include/rmacoll_nccl.h).
 #
 # Include from the top-level CMakeLists after the CUDA section (it reads
 # RMACOLL_HAVE_CUDA) and BEFORE add_library(rmacoll_obj ...):
@@ -8,7 +8,7 @@
 # (default search: NCCL_ROOT, $NCCL_HOME, the CUDA toolkit, /usr/local/cuda,
 # system paths), it appends to RMACOLL_SOURCES / RMACOLL_LIBS /
 # RMACOLL_DEFINES:
-#   - core/nccl_oob.c (already globbed with core/*.c; duplicates are
+#   - core/comm/nccl_oob.c (already globbed with core/*.c; duplicates are
 #     dropped by add_library, so the order relative to the glob is free);
 #   - CUDA::cudart (never libcuda); NOT libnccl: nccl_oob.c loads it at
 #     run time with dlopen (libnccl.so.2, or RMACOLL_NCCL_LIBRARY), so
@@ -34,7 +34,7 @@ if(RMACOLL_ENABLE_NCCL AND RMACOLL_HAVE_CUDA)
     PATH_SUFFIXES lib64 lib lib/x86_64-linux-gnu)
   if(NCCL_INCLUDE_DIR AND NCCL_LIB AND TARGET CUDA::cudart)
     set(RMACOLL_HAVE_NCCL ON)
-    set(_nccl_src ${PROJECT_SOURCE_DIR}/core/nccl_oob.c)
+    set(_nccl_src ${PROJECT_SOURCE_DIR}/core/comm/nccl_oob.c)
     list(APPEND RMACOLL_SOURCES ${_nccl_src})
     list(REMOVE_DUPLICATES RMACOLL_SOURCES)
     list(APPEND RMACOLL_LIBS CUDA::cudart)   # libnccl: dlopen at run time

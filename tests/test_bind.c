@@ -1,7 +1,7 @@
 /*
  * test_bind.c - the transport interface as the core sees it (core/
  * transport.c: ABI and size checks, capabilities against ops, typed stubs)
- * and the bindings (core/bind.c), over fake ops tables: no transport runs.
+ * and the bindings (core/xport/bind.c), over fake ops tables: no transport runs.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "core/bind.h"
-#include "core/transport.h"
+#include "core/xport/bind.h"
+#include "core/xport/transport.h"
 
 static rmacoll_status_t f_init(const rmacoll_transport_env_t *env, rmacoll_transport_t **tp)
 {

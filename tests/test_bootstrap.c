@@ -31,8 +31,8 @@
 
 #include <cmocka.h>
 
-#include "core/bootstrap.h"
-#include "core/log.h"
+#include "core/oob/bootstrap.h"
+#include "core/base/log.h"
 
 #define MAX_CHILDREN 16
 #define CHILD_ALARM_S 30

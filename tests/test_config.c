@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "core/config_internal.h"
+#include "core/config/config_internal.h"
 #include "rmacoll.h"
 
 /* Every environment variable the loader reads, spelled out (not derived),

@@ -1,5 +1,5 @@
 /*
- * test_ctrl.c - the control plane (core/ctrl.c) on its own: window layout,
+ * test_ctrl.c - the control plane (core/ctrl/ctrl.c) on its own: window layout,
  * the one signal map and the record accessors, over uneven topologies with
  * the relay on and off; status merging.
  */
@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "core/ctrl.h"
-#include "core/topo.h"
+#include "core/ctrl/ctrl.h"
+#include "core/plan/topo.h"
 
 typedef struct topo_case {
     int nnodes;

@@ -1,6 +1,6 @@
 /*
- * test_log.c - NCCL_DEBUG-style logging (core/log.c) and the table of
- * environment variables (core/env.c): case-insensitive levels and
+ * test_log.c - NCCL_DEBUG-style logging (core/base/log.c) and the table of
+ * environment variables (core/config/env.c): case-insensitive levels and
  * subsystems, the line prefix, RMACOLL_LOG_FILE with %h/%p, the subsystem
  * filter of the default (bootstrap) logger, and the warning about unknown
  * RMACOLL_* variables.
@@ -17,8 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/env.h"
-#include "core/log.h"
+#include "core/config/env.h"
+#include "core/base/log.h"
 
 static char log_path[256];
 

@@ -19,8 +19,8 @@
 #include <cmocka.h>
 
 #include "cases.h"
-#include "core/topo.h"
-#include "core/sched_registry.h"
+#include "core/plan/topo.h"
+#include "core/plan/sched_registry.h"
 #include "planin.h"
 #include "refexec.h"
 

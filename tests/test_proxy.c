@@ -1,5 +1,5 @@
 /*
- * test_proxy.c - the proxy thread (core/proxy.c) over a counting fake
+ * test_proxy.c - the proxy thread (core/ctrl/proxy.c) over a counting fake
  * transport: while a calling thread drives, the proxy thread stays off
  * the transport, parked on the driving word; the last driver's stop
  * (rmacoll__proxy_drive(px, 0)) wakes it and it posts what was handed
@@ -27,7 +27,7 @@
 
 #include <cmocka.h>
 
-#include "core/proxy.h"
+#include "core/ctrl/proxy.h"
 
 #define LONG_PARK_NS (60L * 1000000000L)
 #define BOUND_MS 10000u

@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "cases.h"
-#include "core/topo.h"
+#include "core/plan/topo.h"
 #include "refexec.h"
 
 static const char *const scheds[] = {"shift", "node_shift", "xor", "random"};

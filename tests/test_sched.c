@@ -20,8 +20,8 @@
 
 #include <cmocka.h>
 
-#include "core/sched_registry.h"
-#include "core/topo.h"
+#include "core/plan/sched_registry.h"
+#include "core/plan/topo.h"
 
 #define NTOPO_MAX 128
 

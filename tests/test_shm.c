@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "core/shm.h"
+#include "core/base/shm.h"
 
 #define SEG_BYTES 8192
 

@@ -18,9 +18,9 @@
 
 #include "case_file.h"
 
-#include "core/config_internal.h"
+#include "core/config/config_internal.h"
 
-#include "core/transport.h"
+#include "core/xport/transport.h"
 #include "e2e_body.h"
 #include "mprun.h"
 

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "core/validate.h"
+#include "core/plan/validate.h"
 #include "rmacoll.h"
 
 #define N 6

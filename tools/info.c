@@ -19,10 +19,10 @@
 #include <string.h>
 
 #include "cases.h"
-#include "core/config_internal.h"
-#include "core/plan.h"
-#include "core/topo.h"
-#include "core/transport.h"
+#include "core/config/config_internal.h"
+#include "core/plan/plan.h"
+#include "core/plan/topo.h"
+#include "core/xport/transport.h"
 #include "rmacoll.h"
 #include "rmacoll_sched.h"
 #include "rmacoll_transport.h"
@@ -423,11 +423,11 @@ int main(int argc, char **argv)
  * missing library is reported rather than fatal: libfabric providers and
  * FI_HMEM, RDMA devices (libibverbs), GPUs and their NVLink links (CUDA
  * runtime, NVML), library versions, and every environment variable
- * rmacoll reads (core/env.c) with its value here.
+ * rmacoll reads (core/config/env.c) with its value here.
  * ================================================================== */
 #include <dlfcn.h>
 
-#include "core/env.h"
+#include "core/config/env.h"
 
 #if defined(__has_include)
 #if __has_include(<rdma/fabric.h>)

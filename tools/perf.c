@@ -35,7 +35,7 @@
 #include "launch.h"
 #include "perfrun.h"
 #include "rmacoll.h"
-#include "core/bootstrap.h" /* unique id <-> hex text for spawned ranks */
+#include "core/oob/bootstrap.h" /* unique id <-> hex text for spawned ranks */
 
 /* Exit codes: 0 all right, 1 a rank failed, 2 wrong data, 64 bad usage or
  * configuration (sysexits' EX_USAGE), so scripts can tell them apart. */

@@ -19,10 +19,10 @@
 #include <time.h>
 
 #include "cases.h"
-#include "core/ctrl.h"
-#include "core/plan.h"
-#include "core/sched_registry.h"
-#include "core/topo.h"
+#include "core/ctrl/ctrl.h"
+#include "core/plan/plan.h"
+#include "core/plan/sched_registry.h"
+#include "core/plan/topo.h"
 #include "planin.h"
 #include "rmacoll.h"
 #include "refexec.h"

@@ -5,7 +5,7 @@
 #    as words in core/ only in config.c (the config table's defaults);
 #  - a transport includes only its own folder and transports/common/.
 set(_bad "")
-file(GLOB _core ${SRC}/core/*.c ${SRC}/core/*.h)
+file(GLOB_RECURSE _core ${SRC}/core/*.c ${SRC}/core/*.h)
 foreach(f ${_core})
   file(READ ${f} _t)
   get_filename_component(_n ${f} NAME)

@@ -4,7 +4,7 @@
  */
 #include "cases.h"
 
-#include "core/config_internal.h" /* rmacoll__config_parse_size */
+#include "core/config/config_internal.h" /* rmacoll__config_parse_size */
 
 #include <ctype.h>
 #include <errno.h>

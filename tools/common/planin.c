@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/topo.h"
+#include "core/plan/topo.h"
 
 rmacoll_status_t planin_ctx_create(planin_ctx_t *ctx, const rmacoll_case_t *c,
                                    const rmacoll_topo_t *topo,

@@ -1,5 +1,5 @@
 /*
- * planin.h - one rank's planner input (rmacoll__plan_input_t, core/plan.h)
+ * planin.h - one rank's planner input (rmacoll__plan_input_t, core/plan/plan.h)
  * assembled from a global count matrix, without building every rank's
  * plan: what rmacoll-plan --rank, its planner benchmark (--bench) and the
  * fabric simulator (sim.h) use at 1k-16k ranks, where the reference
@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "cases.h"
-#include "core/plan.h"
+#include "core/plan/plan.h"
 
 /** What is shared by every rank's input of one case. */
 typedef struct planin_ctx {

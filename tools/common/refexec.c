@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/ctrl.h"
-#include "core/sched_registry.h"
-#include "core/topo.h"
+#include "core/ctrl/ctrl.h"
+#include "core/plan/sched_registry.h"
+#include "core/plan/topo.h"
 
 #define RX_NWIN 4
 

@@ -2,7 +2,7 @@
  * refexec.h - the reference executor: an in-process simulation of one
  * communicator that builds the plans of all ranks (rmacoll__plan_build,
  * with each rank's planner input assembled from the global count matrices
- * exactly as core/plan.h describes) and runs them against in-memory
+ * exactly as core/plan/plan.h describes) and runs them against in-memory
  * windows, checking the protocol as it goes:
  *  - every PUT stays inside its source and target windows (guards around
  *    each window are sentinel-filled and checked), a PUT into a receive
@@ -44,7 +44,7 @@
 #include <stdint.h>
 
 #include "cases.h"
-#include "core/plan.h"
+#include "core/plan/plan.h"
 
 typedef struct refexec_opts {
     const char *scheduler;        /* built-in name; default "shift" */

@@ -15,8 +15,8 @@
 
 #include <cyaml/cyaml.h>
 
-#include "core/sched_registry.h"
-#include "core/topo.h"
+#include "core/plan/sched_registry.h"
+#include "core/plan/topo.h"
 #include "planin.h"
 
 /* ------------------------------------------------------------- model */

@@ -17,7 +17,7 @@
  * flow gets the smallest (bandwidth / active flows) over its links (a
  * bottleneck fair share, not full max-min).
  *
- * Execution, as core/exec.c runs a plan: batches in order; at a batch's
+ * Execution, as core/exec/exec.c runs a plan: batches in order; at a batch's
  * start the proxy puts are posted (host cost put_s each, in order) and
  * start when their (src, dst) queue pair is free (puts of one pair are
  * FIFO, different pairs run concurrently); the CE puts run one after the
@@ -36,7 +36,7 @@
 #include <stdio.h>
 
 #include "cases.h"
-#include "core/plan.h"
+#include "core/plan/plan.h"
 
 /** Link classes of a rank. */
 typedef enum sim_link_class {

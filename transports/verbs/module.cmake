@@ -5,8 +5,8 @@
 # It is built as a loadable module, librmacoll-verbs.so, next to
 # librmacoll.so (and installed next to it): librmacoll does not link
 # libibverbs, and the core loads the module by name when the config asks for
-# verbs (core/transport.c, rmacoll__tops_module_path). The module carries its
-# own copy of the status strings (core/status.c) and of its key table, so it
+# verbs (core/xport/transport.c, rmacoll__tops_module_path). The module carries its
+# own copy of the status strings (core/base/status.c) and of its key table, so it
 # needs nothing of librmacoll at load time. In a CUDA build it links
 # libcudart for the GPUDirect helpers (transports/common/cuda_common.h, whose
 # driver entry-point lookup it shares with ce and nvlink_kernel).
@@ -16,7 +16,7 @@ if(RMACOLL_ENABLE_VERBS)
   check_include_file(infiniband/verbs.h RMACOLL_HAVE_VERBS_H)
   if(IBVERBS_LIB AND RMACOLL_HAVE_VERBS_H)
     add_library(rmacoll-verbs MODULE ${CMAKE_CURRENT_LIST_DIR}/verbs.c
-                ${CMAKE_CURRENT_LIST_DIR}/verbs_keys.c ${PROJECT_SOURCE_DIR}/core/status.c)
+                ${CMAKE_CURRENT_LIST_DIR}/verbs_keys.c ${PROJECT_SOURCE_DIR}/core/base/status.c)
     set_target_properties(rmacoll-verbs PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
     target_include_directories(rmacoll-verbs PRIVATE ${PROJECT_SOURCE_DIR}/include
                                                      ${PROJECT_SOURCE_DIR})

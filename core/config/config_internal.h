@@ -1,0 +1,99 @@
+/*
+ * config_internal.h - internal view of the configuration (core/config/config.c):
+ * the table of every key (for rmacoll-info and the docs), a YAML-ish dump,
+ * the hash every rank compares at create, a whole-struct check for configs
+ * the embedder fills itself, and the size parser ("64MiB").
+ */
+#ifndef RMACOLL_CORE_CONFIG_INTERNAL_H
+#define RMACOLL_CORE_CONFIG_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rmacoll.h"
+#include "rmacoll_transport.h"
+
+/* One configuration key. */
+typedef struct rmacoll__config_key {
+    const char *key;         /* dotted YAML path, e.g. "relay.slots" */
+    const char *type;        /* "size", "u32", "bool", "enum(a|b|c)", ... */
+    const char *default_str; /* default value as written in YAML, e.g. "64MiB" */
+    const char *meaning;     /* one line */
+} rmacoll__config_key_t;
+
+/**
+ * Every configuration key, in a fixed order (the order of the dump);
+ * *n receives the count. The environment variable of a key is
+ * "RMACOLL_" + key upper-cased with dots as underscores. Thread-safe.
+ */
+const rmacoll__config_key_t *rmacoll__config_keys(size_t *n);
+
+/**
+ * The full name of transport `transport`'s key `name` (rmacoll_transport_key_t):
+ * "<transport>.<name>", or name itself when it already starts with
+ * "<transport>_" or "<transport>.". 0, or -1 when it does not fit in len.
+ */
+int rmacoll__config_key_name(const char *transport, const char *name, char *buf, size_t len);
+
+/**
+ * Makes the keys a transport plugin declares known to the configuration
+ * (YAML, environment, rmacoll_config_set/get), under the names
+ * rmacoll__config_key_name gives; the strings are copied. Keys already
+ * known are skipped, and so are malformed ones (bad type, a default that
+ * does not parse). Called by the plugin loader (core/xport/transport.c).
+ * Thread-safe.
+ */
+void rmacoll__config_add_keys(const char *transport, const rmacoll_transport_key_t *keys,
+                              size_t nkeys);
+
+/**
+ * Writes the value of key number `index` (of rmacoll__config_keys) in cfg
+ * into buf as it would be written in YAML ("64MiB", "true", "[core, plan]",
+ * strings unquoted). Returns the length it needed (snprintf-style), or -1
+ * for a bad index.
+ */
+int rmacoll__config_value_string(const rmacoll_config_t *cfg, size_t index,
+                                 char *buf, size_t len);
+
+/**
+ * Reads the size key `key` (dotted name, e.g. "relay.buffer_bytes") of cfg
+ * into *bytes. RMACOLL_ERR_CONFIG when there is no such key or it is not
+ * a size. Thread-safe.
+ */
+rmacoll_status_t rmacoll__config_get_size(const rmacoll_config_t *cfg, const char *key,
+                                          uint64_t *bytes);
+
+/**
+ * Writes cfg as YAML (nested mappings, one key a line) into buf (always
+ * NUL-terminated when len > 0). The text loads back to the same config.
+ * Returns the length it needed, snprintf-style.
+ */
+int rmacoll__config_to_string(const rmacoll_config_t *cfg, char *buf, size_t len);
+
+/**
+ * FNV-1a (64-bit) over every field except log.level and log.subsystems
+ * (which may differ between ranks); strings hash up to their NUL, numbers
+ * as 8 little-endian bytes, so padding and bytes after a string's NUL do
+ * not matter. Equal configs give equal hashes.
+ */
+uint64_t rmacoll__config_hash(const rmacoll_config_t *cfg);
+
+/**
+ * Checks a whole struct (e.g. the one an embedder passes to
+ * rmacoll_comm_create): enums, non-empty scheduler, NUL-terminated strings,
+ * the ranges of rmacoll_config_load. RMACOLL_ERR_CONFIG with a message
+ * naming the key, or RMACOLL_ERR_INVALID_ARG for a NULL cfg or a
+ * struct_size smaller than this library's struct.
+ */
+rmacoll_status_t rmacoll__config_check(const rmacoll_config_t *cfg, char *errbuf,
+                                       size_t errlen);
+
+/**
+ * Parses a byte size: a decimal integer, optionally followed by a binary
+ * suffix (B, K, KB, KiB, M, MB, MiB, G, GB, GiB, T, TB, TiB; case-
+ * insensitive; 1K = 1024), spaces allowed between. RMACOLL_ERR_CONFIG if
+ * malformed, RMACOLL_ERR_OVERFLOW if it exceeds UINT64_MAX.
+ */
+rmacoll_status_t rmacoll__config_parse_size(const char *text, uint64_t *bytes);
+
+#endif /* RMACOLL_CORE_CONFIG_INTERNAL_H */

@@ -1,0 +1,392 @@
+/*
+ * proxy.c - the proxy of a communicator (proxy.h): its thread, the job
+ * ring, and every call into the network transport.
+ */
+#include "core/ctrl/proxy.h"
+
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* futex(2) on a word of this process (FUTEX_PRIVATE_FLAG): sleep while
+ * *w == val (at most timeout_ns), wake one sleeper. */
+static void futex_wait(_Atomic int *w, int val, long timeout_ns)
+{
+    struct timespec ts = {timeout_ns / 1000000000L, timeout_ns % 1000000000L};
+
+    (void)syscall(SYS_futex, (int *)w, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+}
+
+static void futex_wake(_Atomic int *w)
+{
+    (void)syscall(SYS_futex, (int *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static rmacoll_status_t proxy_fail(rmacoll__proxy_t *px, rmacoll_status_t st,
+                                   const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static rmacoll_status_t proxy_fail(rmacoll__proxy_t *px, rmacoll_status_t st,
+                                   const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(px->errbuf, px->errlen, fmt, ap);
+    va_end(ap);
+    rmacoll__log(px->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_PROXY, "%s", px->errbuf);
+    return st;
+}
+
+static void proxy_set_error(rmacoll__proxy_t *px, rmacoll_status_t st)
+{
+    int expected = RMACOLL_SUCCESS;
+    int peer = px->ops->base.error_peer(px->tp);
+
+    atomic_store(&px->err_peer, peer);
+    atomic_compare_exchange_strong(&px->status, &expected, (int)st);
+}
+
+/*
+ * Posts the jobs handed over so far, in order, then drives progress once.
+ * Called with the lock held, by the proxy thread or by a calling thread
+ * that is waiting anyway (on a host with fewer cores than threads, the
+ * waiter doing the work beats waking the proxy). Returns 1 if it posted.
+ */
+static int proxy_drive_locked(rmacoll__proxy_t *px)
+{
+    uint64_t posted = atomic_load_explicit(&px->jobs_posted, memory_order_acquire);
+    uint64_t next = atomic_load_explicit(&px->jobs_done, memory_order_relaxed);
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+    int worked = 0;
+
+    while (next < posted) {
+        const rmacoll__proxy_job_t *job = &px->ring[next % RMACOLL__PROXY_RING];
+        if (st == RMACOLL_SUCCESS && atomic_load(&px->status) == RMACOLL_SUCCESS) {
+            st = px->ops->host.post_puts(px->tp, job->puts, job->n);
+        }
+        next++;
+        atomic_store_explicit(&px->jobs_done, next, memory_order_release);
+        worked = 1;
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = px->ops->base.progress(px->tp);
+    }
+    if (st != RMACOLL_SUCCESS) {
+        proxy_set_error(px, st);
+    }
+    return worked;
+}
+
+void rmacoll__proxy_init(rmacoll__proxy_t *px, int rank, uint64_t timeout_ms,
+                         rmacoll__logger_t *log, char *errbuf, size_t errlen)
+{
+    memset(px, 0, sizeof(*px));
+    px->rank = rank;
+    px->timeout_ms = timeout_ms;
+    px->log = log;
+    px->errbuf = errbuf;
+    px->errlen = errlen;
+    px->park_ns = RMACOLL__PROXY_PARK_NS;
+    atomic_store(&px->err_peer, -1);
+    pthread_mutex_init(&px->lock, NULL);
+}
+
+int rmacoll__proxy_bound(const rmacoll__proxy_t *px)
+{
+    return px->tp != NULL;
+}
+
+void rmacoll__proxy_poll(rmacoll__proxy_t *px)
+{
+    /* trylock: a holder is the proxy thread finishing its last turn before
+     * it saw `driving` (progress all the same); blocking on it would stall
+     * this thread whenever that thread is preempted with the lock */
+    if (px->started && pthread_mutex_trylock(&px->lock) == 0) {
+        proxy_drive_locked(px);
+        pthread_mutex_unlock(&px->lock);
+    }
+}
+
+/* Wakes the thread if it is parked, once no thread drives. seq_cst pairs
+ * with proxy_main's store of parked and the futex's own check of driving:
+ * either the wake finds the thread parked, or its wait sees driving
+ * already changed and returns at once. */
+static void proxy_wake_parked(rmacoll__proxy_t *px)
+{
+    if (atomic_load(&px->driving) == 0 && atomic_load(&px->parked)) {
+        futex_wake(&px->driving);
+    }
+}
+
+void rmacoll__proxy_drive(rmacoll__proxy_t *px, int on)
+{
+    if (on) {
+        atomic_fetch_add(&px->driving, 1);
+    } else {
+        atomic_fetch_sub(&px->driving, 1);
+        proxy_wake_parked(px);
+    }
+}
+
+void rmacoll__proxy_drive_end(rmacoll__proxy_t *px)
+{
+    atomic_fetch_sub(&px->driving, 1);
+}
+
+static void *proxy_main(void *arg)
+{
+    rmacoll__proxy_t *px = arg;
+    unsigned idle = 0;
+
+    while (!atomic_load_explicit(&px->stop, memory_order_acquire)) {
+        int worked;
+
+        int d = atomic_load(&px->driving);
+
+        if (d > 0) {
+            /* off the calling thread's path: parked on the driving word
+             * until a wake-up (proxy_wake_parked) or the park's bound */
+            atomic_store(&px->parked, 1);
+            if (atomic_load(&px->driving) == d &&
+                !atomic_load_explicit(&px->stop, memory_order_acquire)) {
+                futex_wait(&px->driving, d, px->park_ns);
+            }
+            atomic_store(&px->parked, 0);
+            continue;
+        }
+        pthread_mutex_lock(&px->lock);
+        worked = proxy_drive_locked(px);
+        pthread_mutex_unlock(&px->lock);
+        /* poll hard while a call is in flight, gently between calls */
+        if (worked) {
+            idle = 0;
+        } else if (++idle >= RMACOLL__POLLS_BEFORE_YIELD) {
+            if (atomic_load_explicit(&px->active, memory_order_relaxed)) {
+                sched_yield();
+            } else {
+                struct timespec ts = {0, 200000};
+                nanosleep(&ts, NULL);
+            }
+        }
+    }
+    return NULL;
+}
+
+rmacoll_status_t rmacoll__proxy_start(rmacoll__proxy_t *px,
+                                      const rmacoll__tops_t *ops,
+                                      rmacoll_transport_t *tp)
+{
+    int rc;
+
+    px->ops = ops;
+    px->tp = tp;
+    atomic_store(&px->stop, 0);
+    atomic_store(&px->status, RMACOLL_SUCCESS);
+    atomic_store(&px->err_peer, -1);
+    rc = pthread_create(&px->thread, NULL, proxy_main, px);
+    if (rc != 0) {
+        return proxy_fail(px, RMACOLL_ERR_NO_MEMORY,
+                          "rank %d: cannot start the proxy thread: %s", px->rank,
+                          strerror(rc));
+    }
+    px->started = 1;
+    return RMACOLL_SUCCESS;
+}
+
+void rmacoll__proxy_fini(rmacoll__proxy_t *px)
+{
+    if (px->started) {
+        atomic_store_explicit(&px->stop, 1, memory_order_release);
+        futex_wake(&px->driving);
+        pthread_join(px->thread, NULL);
+        px->started = 0;
+    }
+    pthread_mutex_destroy(&px->lock);
+}
+
+void rmacoll__proxy_set_active(rmacoll__proxy_t *px, int active)
+{
+    atomic_store(&px->active, active);
+    /* a call that no thread drives needs the thread now, not after the
+     * park left by the last blocking call (RMACOLL__PROXY_PARK_NS) */
+    if (active) {
+        proxy_wake_parked(px);
+    }
+}
+
+rmacoll_status_t rmacoll__proxy_error(rmacoll__proxy_t *px, int *peer)
+{
+    int st = px->started ? atomic_load(&px->status) : RMACOLL_SUCCESS;
+
+    *peer = st != RMACOLL_SUCCESS ? atomic_load(&px->err_peer) : -1;
+    return (rmacoll_status_t)st;
+}
+
+rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t *puts,
+                                       size_t n)
+{
+    uint64_t posted = atomic_load_explicit(&px->jobs_posted, memory_order_relaxed);
+    uint64_t start = now_ms();
+    uint64_t done_seen = atomic_load_explicit(&px->jobs_done, memory_order_acquire);
+
+    if (n == 0) {
+        return RMACOLL_SUCCESS;
+    }
+
+    /* ring full: drive it from here (bounded by the timeout, counted from
+     * the last job completed) */
+    while (posted - atomic_load_explicit(&px->jobs_done, memory_order_acquire) >=
+           RMACOLL__PROXY_RING) {
+        uint64_t d = atomic_load_explicit(&px->jobs_done, memory_order_acquire);
+        if (d != done_seen) {
+            done_seen = d;
+            start = now_ms();
+        }
+        if (now_ms() - start > px->timeout_ms) {
+            return proxy_fail(px, RMACOLL_ERR_TIMEOUT,
+                              "rank %d: proxy thread stalled for %llu ms", px->rank,
+                              (unsigned long long)px->timeout_ms);
+        }
+        rmacoll__proxy_poll(px);
+        sched_yield();
+    }
+    px->ring[posted % RMACOLL__PROXY_RING].puts = puts;
+    px->ring[posted % RMACOLL__PROXY_RING].n = n;
+    atomic_store_explicit(&px->jobs_posted, posted + 1, memory_order_release);
+    return RMACOLL_SUCCESS;
+}
+
+rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
+{
+    uint64_t start = now_ms();
+    uint64_t posted = atomic_load(&px->jobs_posted);
+    size_t last_pending = SIZE_MAX;
+    unsigned spins = 0;
+
+    if (!px->started) {
+        return RMACOLL_SUCCESS;
+    }
+    rmacoll__proxy_drive(px, 1);
+    for (;;) {
+        int st = atomic_load(&px->status);
+        size_t pending = 1;
+        if (st != RMACOLL_SUCCESS) {
+            int peer = atomic_load(&px->err_peer);
+            rmacoll__proxy_drive(px, 0);
+            if (peer >= 0 && st == RMACOLL_ERR_TIMEOUT) {
+                return proxy_fail(px, (rmacoll_status_t)st,
+                                  "rank %d: network transport failed towards rank %d "
+                                  "(silent rank %d): %s", px->rank, peer, peer,
+                                  rmacoll_status_string(st));
+            }
+            if (peer >= 0) {
+                return proxy_fail(px, (rmacoll_status_t)st,
+                                  "rank %d: network transport failed towards rank %d: %s",
+                                  px->rank, peer, rmacoll_status_string(st));
+            }
+            return proxy_fail(px, (rmacoll_status_t)st, "rank %d: network transport failed: %s",
+                              px->rank, rmacoll_status_string(st));
+        }
+        pthread_mutex_lock(&px->lock);
+        proxy_drive_locked(px);
+        if (atomic_load_explicit(&px->jobs_done, memory_order_acquire) >= posted) {
+            pending = px->ops->base.pending(px->tp);
+        }
+        pthread_mutex_unlock(&px->lock);
+        if (pending == 0) {
+            rmacoll__proxy_drive(px, 0);
+            return RMACOLL_SUCCESS;
+        }
+        if (pending < last_pending) {
+            last_pending = pending; /* progress: the timeout counts silence */
+            start = now_ms();
+        }
+        /* a quarter more than a transport's own limit on incomplete puts
+         * (timeout_ms), whose error names the silent peer */
+        if (now_ms() - start > px->timeout_ms + px->timeout_ms / 4) {
+            rmacoll__proxy_drive(px, 0);
+            return proxy_fail(px, RMACOLL_ERR_TIMEOUT,
+                              "rank %d: %zu network puts still incomplete after "
+                              "%llu ms", px->rank, pending,
+                              (unsigned long long)(now_ms() - start));
+        }
+        if (++spins >= RMACOLL__POLLS_BEFORE_YIELD) {
+            sched_yield();
+        }
+    }
+}
+
+rmacoll_status_t rmacoll__proxy_register(rmacoll__proxy_t *px, const void *buf,
+                                         uint64_t bytes, rmacoll_mem_t **mem,
+                                         rmacoll_rkey_t *rkey)
+{
+    return rmacoll__proxy_register_type(px, buf, bytes, RMACOLL_MEM_HOST, mem, rkey);
+}
+
+rmacoll_status_t rmacoll__proxy_register_type(rmacoll__proxy_t *px, const void *buf,
+                                              uint64_t bytes, rmacoll_memtype_t type,
+                                              rmacoll_mem_t **mem, rmacoll_rkey_t *rkey)
+{
+    rmacoll_status_t st;
+
+    if (px->tp == NULL || bytes == 0 || buf == NULL) {
+        return RMACOLL_SUCCESS;
+    }
+    pthread_mutex_lock(&px->lock);
+    st = px->ops->mem.mem_register(px->tp, (void *)buf, bytes, type, mem, rkey);
+    pthread_mutex_unlock(&px->lock);
+    return st;
+}
+
+void rmacoll__proxy_deregister(rmacoll__proxy_t *px, rmacoll_mem_t *mem)
+{
+    if (mem != NULL && px->tp != NULL) {
+        pthread_mutex_lock(&px->lock);
+        px->ops->mem.mem_deregister(px->tp, mem);
+        pthread_mutex_unlock(&px->lock);
+    }
+}
+
+rmacoll_status_t rmacoll__proxy_revoke(rmacoll__proxy_t *px, rmacoll_mem_t *mem,
+                                       const char *what)
+{
+    rmacoll_status_t st;
+
+    if (mem == NULL || px->tp == NULL) {
+        return RMACOLL_SUCCESS;
+    }
+    pthread_mutex_lock(&px->lock);
+    if (px->started) {
+        proxy_drive_locked(px); /* the abort puts go out first */
+    }
+    st = px->ops->mem.mem_revoke(px->tp, mem);
+    pthread_mutex_unlock(&px->lock);
+    if (st == RMACOLL_ERR_UNSUPPORTED) {
+        rmacoll__log(px->log, RMACOLL_LOG_WARN, RMACOLL_LOG_SUBSYS_PROXY,
+                     "rank %d: transport %s cannot revoke the registration of the %s: "
+                     "a network peer that resumes may still write into it", px->rank,
+                     px->ops->name, what);
+    } else if (st != RMACOLL_SUCCESS) {
+        rmacoll__log(px->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_PROXY,
+                     "rank %d: revoking the registration of the %s with %s failed: %s: "
+                     "a network peer may still write into it", px->rank, what,
+                     px->ops->name, rmacoll_status_string(st));
+    }
+    return st;
+}

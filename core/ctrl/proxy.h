@@ -1,0 +1,136 @@
+/*
+ * proxy.h - the proxy of a communicator: the one owner of every call into
+ * the network (PROXY-path) transport. Its thread posts the proxyPut queues
+ * a calling thread hands it (in order, through a single-producer ring) and
+ * drives progress() continuously, so that manual-progress providers
+ * deliver incoming data and signals even while the calling thread copies
+ * or waits. A waiting thread may drive it too (rmacoll__proxy_poll).
+ *
+ * Threading: one producer (the thread making the call, or the staging
+ * worker while it runs a call) submits; lock serialises every transport
+ * call; status and err_peer are read by any thread.
+ */
+#ifndef RMACOLL_CORE_PROXY_H
+#define RMACOLL_CORE_PROXY_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/base/log.h"
+#include "core/xport/transport.h"
+
+#define RMACOLL__PROXY_RING 1024
+
+/* Polls of the network a waiting thread makes before each sched_yield.
+ * A poll of tcp;ofi_rxm is a poll(2) over its sockets (about 3 us); on a
+ * host with more busy ranks than cores, a waiter that polls 256 times
+ * before yielding keeps its core about 1 ms while the peer it waits for
+ * sits in the same run queue (4 ranks on 2 cores, 1 KiB per rank over
+ * tcp;ofi_rxm: 930 us per call at 256 polls, about 210 us at 8). With a
+ * core to itself, sched_yield returns at once (a syscall, ~0.3 us). */
+#define RMACOLL__POLLS_BEFORE_YIELD 8
+
+/* While a calling thread drives, the proxy thread parks on a futex
+ * instead of waking to check (no wake-up of it competes with the ranks
+ * for their cores). The last driver's stop wakes it at once (a hand-over
+ * to a long copy in run_host.c, the end of a device call's wait), as does
+ * a call no thread drives (set_active); a blocking call's end does not
+ * (drive_end: a context switch per call saved), and it resumes its
+ * between-calls polling within this bound. Measured: docs/protocol.md,
+ * who drives. */
+#define RMACOLL__PROXY_PARK_NS 5000000L
+
+/* A waiter checks the bootstrap connection for a dead rank's report every
+ * RMACOLL__BS_POLL_MS (one recv with MSG_PEEK), and fails
+ * RMACOLL__BS_GRACE_MS after the report if its word has not come. */
+#define RMACOLL__BS_POLL_MS 10
+#define RMACOLL__BS_GRACE_MS 100
+
+typedef struct rmacoll__proxy_job {
+    const rmacoll_put_t *puts;
+    size_t n;
+} rmacoll__proxy_job_t;
+
+typedef struct rmacoll__proxy {
+    const rmacoll__tops_t *ops;       /* the network transport, or NULL */
+    rmacoll_transport_t *tp;
+    int rank;
+    uint64_t timeout_ms;
+    rmacoll__logger_t *log;
+    char *errbuf;                     /* the communicator's last error */
+    size_t errlen;
+
+    pthread_t thread;
+    int started;
+    pthread_mutex_t lock;             /* every call into the transport */
+    _Atomic int stop;
+    _Atomic int active;               /* a call is in flight: poll hard */
+    _Atomic int driving;              /* a calling thread drives: stay off
+                                       * (the thread parks on this word) */
+    _Atomic int parked;               /* the thread sleeps on `driving` */
+    long park_ns;                     /* RMACOLL__PROXY_PARK_NS (tests raise it) */
+    _Atomic uint64_t jobs_posted;     /* written by the producer */
+    _Atomic uint64_t jobs_done;       /* written by whoever drives */
+    _Atomic int status;               /* first error of the transport */
+    _Atomic int err_peer;
+    rmacoll__proxy_job_t ring[RMACOLL__PROXY_RING];
+} rmacoll__proxy_t;
+
+/** Initialises px without a transport (every op a no-op until bound). */
+void rmacoll__proxy_init(rmacoll__proxy_t *px, int rank, uint64_t timeout_ms,
+                         rmacoll__logger_t *log, char *errbuf, size_t errlen);
+/** Binds the network transport and starts the thread. */
+rmacoll_status_t rmacoll__proxy_start(rmacoll__proxy_t *px,
+                                      const rmacoll__tops_t *ops,
+                                      rmacoll_transport_t *tp);
+/** Joins the thread (if started) and releases the lock. */
+void rmacoll__proxy_fini(rmacoll__proxy_t *px);
+/** Non-zero when a network transport is bound. */
+int rmacoll__proxy_bound(const rmacoll__proxy_t *px);
+
+/** Hands a queue of puts to the proxy, in order; puts stay borrowed until
+ * rmacoll__proxy_flush returned. */
+rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px,
+                                       const rmacoll_put_t *puts, size_t n);
+/** Drives the network once from a waiting thread, unless another thread
+ * is driving it right now (trylock). */
+void rmacoll__proxy_poll(rmacoll__proxy_t *px);
+/** A calling thread starts (1) or stops (0) driving the network itself
+ * while it waits: the proxy thread stays off the lock (parked)
+ * meanwhile, and is woken when the last driver stops. */
+void rmacoll__proxy_drive(rmacoll__proxy_t *px, int on);
+/** rmacoll__proxy_drive(px, 0) at a blocking call's end: the parked
+ * proxy thread is not woken (it resumes within RMACOLL__PROXY_PARK_NS). */
+void rmacoll__proxy_drive_end(rmacoll__proxy_t *px);
+/** Waits until every job is posted and no put is pending (sources
+ * reusable); fails with the transport's error or after timeout_ms. */
+rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px);
+/** The transport's first error (RMACOLL_SUCCESS if none); *peer receives
+ * the rank it names, or -1. */
+rmacoll_status_t rmacoll__proxy_error(rmacoll__proxy_t *px, int *peer);
+/** Marks a call in flight (1) or not (0): the thread polls hard or gently.
+ * Marking one in flight while no thread drives wakes a parked thread. */
+void rmacoll__proxy_set_active(rmacoll__proxy_t *px, int active);
+
+/** mem_register / mem_deregister of the network transport under the lock;
+ * no-op success without a transport, a zero size or a NULL buffer. */
+rmacoll_status_t rmacoll__proxy_register(rmacoll__proxy_t *px, const void *buf,
+                                         uint64_t bytes, rmacoll_mem_t **mem,
+                                         rmacoll_rkey_t *rkey);
+/** The same for memory of `type` (RMACOLL_MEM_CUDA: device memory, for a
+ * transport with RMACOLL_TCAP_HMEM). */
+rmacoll_status_t rmacoll__proxy_register_type(rmacoll__proxy_t *px, const void *buf,
+                                              uint64_t bytes, rmacoll_memtype_t type,
+                                              rmacoll_mem_t **mem, rmacoll_rkey_t *rkey);
+void rmacoll__proxy_deregister(rmacoll__proxy_t *px, rmacoll_mem_t *mem);
+/** After a failure that broke the communicator: posts the jobs handed over
+ * so far (the abort puts), then revokes mem (mem_revoke: no remote write
+ * lands in it from now on). `what` names the memory in the log. Returns
+ * RMACOLL_ERR_UNSUPPORTED when the transport cannot (logged at WARN);
+ * no-op success for a NULL mem or without a transport. */
+rmacoll_status_t rmacoll__proxy_revoke(rmacoll__proxy_t *px, rmacoll_mem_t *mem,
+                                       const char *what);
+
+#endif /* RMACOLL_CORE_PROXY_H */

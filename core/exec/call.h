@@ -1,0 +1,179 @@
+/*
+ * call.h - one AlltoAllV call as a pipeline over a per-call object:
+ *
+ *   validate -> prepare (runner) -> control exchange -> plan
+ *   -> agree -> run (runner) -> commit signal state
+ *
+ * exec.c drives the steps; meta.c is the control exchange and the
+ * agreement (over the control plane, ctrl.h); a runner is the memory mode
+ * of the call (host, stream, staged), chosen per call, behind the small
+ * interface below (run_host.c, run_stream.c, run_staged.c).
+ *
+ * Dependencies go one way: exec.c, meta.c, request.c and the runners
+ * include comm.h (the communicator), which includes this header; this
+ * header includes neither comm.h nor any .c module's header.
+ */
+#ifndef RMACOLL_CORE_CALL_H
+#define RMACOLL_CORE_CALL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/ctrl/ctrl.h"
+#include "core/plan/plan.h"
+#include "rmacoll_transport.h"
+
+typedef struct rmacoll__runner rmacoll__runner_t;
+
+/* The state of one call, on the caller's stack (blocking) or in a request
+ * (rmacoll_alltoallv_start). User buffers and arrays are borrowed. */
+typedef struct rmacoll__call {
+    rmacoll_comm_t *comm;
+    const rmacoll__runner_t *runner;
+    /* arguments */
+    const void *sendbuf;
+    const int64_t *sendcounts, *sdispls;
+    void *recvbuf;
+    const int64_t *recvcounts, *rdispls;
+    rmacoll_datatype_t dtype;
+    size_t esize;                     /* element size, bytes (0 if unknown) */
+    void *stream;                     /* cudaStream_t or NULL (host memory) */
+    /* derived */
+    uint64_t epoch;                   /* this call's epoch (>= 1) */
+    int par;                          /* parity of the control records */
+    uint64_t send_extent, recv_extent; /* bytes the blocks span */
+    const void *hsend;                /* buffers the host machinery works on: */
+    void *hrecv;                      /* the user's, or staging buffers */
+    rmacoll_mem_t *send_mem, *recv_mem; /* network registrations (or NULL) */
+    rmacoll_rkey_t recv_rkey;         /* sent to network peers */
+    rmacoll__status_rec_t local;      /* this rank's outcome so far */
+    rmacoll__status_rec_t acc;        /* lowest-ranked outcome known */
+    int one_round;                    /* the exchange gave every rank the verdict: no
+                                       * agreement round (meta.c) */
+    uint64_t eager_max;               /* the plan's eager_max_bytes: non-zero when the
+                                       * records carried eager payloads (meta.c) */
+    uint64_t node_eager_max;          /* the plan's node_eager_max_bytes: non-zero when
+                                       * the local records carried node payloads */
+    uint64_t direct_min;              /* the plan's direct_min_bytes: non-zero on calls
+                                       * with the one-round verdict whose
+                                       * communicator takes direct streams */
+    uint64_t node_eager_send_max;     /* limit of this rank's own node payload: the
+                                       * layout's, or RMACOLL__NODE_EAGER_SHARED_MAX when
+                                       * its send buffer is shared memory (plan.h) */
+    int drives;                       /* this thread drives the network (host call) */
+    int plan_failed;                  /* planning (or runner planned) failed here */
+    char msg[512];                    /* a step's error message */
+    uint64_t prof[5];                 /* stage timestamps (TRACE), ns */
+} rmacoll__call_t;
+
+/**
+ * A memory mode. prepare and planned report a local error by returning it
+ * with call->msg set (it then travels to every rank); run's errors break
+ * the communicator. release undoes prepare (after run or on failure).
+ */
+struct rmacoll__runner {
+    const char *name;
+    rmacoll_status_t (*prepare)(rmacoll__call_t *call);
+    rmacoll_status_t (*planned)(rmacoll__call_t *call);
+    rmacoll_status_t (*run)(rmacoll__call_t *call);
+    void (*release)(rmacoll__call_t *call);
+};
+
+extern const rmacoll__runner_t rmacoll__run_host;   /* host memory: blocking */
+extern const rmacoll__runner_t rmacoll__run_stream; /* device memory, one node */
+extern const rmacoll__runner_t rmacoll__run_staged; /* device memory across nodes */
+extern const rmacoll__runner_t rmacoll__run_hmem;   /* the same, registered: no staging */
+
+/* ---- the pipeline (exec.c) ---- */
+
+/** Opens a call on comm into *call (comm NULL, a request in flight, a
+ * previous staged call that failed, a broken communicator: returned here;
+ * nothing else is done then). Advances the epoch. */
+rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *call, rmacoll_comm_t *comm,
+                                     const void *sendbuf, const int64_t *sendcounts,
+                                     const int64_t *sdispls, void *recvbuf,
+                                     const int64_t *recvcounts, const int64_t *rdispls,
+                                     rmacoll_datatype_t dtype, void *stream);
+/** Runs an opened call to its end: validate -> prepare -> control exchange
+ * -> plan -> agree -> run -> commit. Returns the call's status (the same
+ * on every rank for argument errors). */
+rmacoll_status_t rmacoll__call_pipeline(rmacoll__call_t *call);
+
+/* A non-blocking call (request.c): one per communicator at a time. */
+struct rmacoll_request {
+    rmacoll__call_t call;
+    rmacoll_status_t status;          /* the call's, once done */
+    _Atomic int done;
+};
+
+/* ---- control exchange and agreement (meta.c) ---- */
+
+/** Publishes the call's metadata to node and network peers and waits for
+ * theirs. Errors here break the communicator. */
+rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *call);
+/** Merges every rank's planning outcome into call->acc (node, rail, node). */
+rmacoll_status_t rmacoll__meta_agree(rmacoll__call_t *call);
+/** Fills the planner's peer inputs from the records (after the exchange). */
+void rmacoll__meta_inputs(rmacoll__call_t *call);
+/** The eager payload of this call's metadata record from network peer
+ * `sender` (the plan's RMACOLL__WIN_EAGER of tasks whose origin it is). */
+const void *rmacoll__meta_payload(rmacoll_comm_t *comm, int sender);
+/** The node payload of node peer `sender` for the current call (in its
+ * control window, mapped here): the source of RMACOLL__WIN_NODE_EAGER. */
+const void *rmacoll__meta_node_payload(rmacoll_comm_t *comm, int sender);
+/** Adds a successful call's eager bytes (sent in its records, copied by
+ * its plan) to comm's counters. */
+void rmacoll__meta_eager_count(rmacoll__call_t *call);
+
+/* ---- shared by the runners ---- */
+
+/** Task -> transport put for the host path or the stream path. */
+void rmacoll__translate(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
+                        const rmacoll__task_t *t, const void *sendbuf, void *recvbuf,
+                        rmacoll_mem_t *send_mem, rmacoll_put_t *put);
+/** Grows comm's put array to n entries. */
+rmacoll_status_t rmacoll__grow_puts(rmacoll_comm_t *comm, size_t n);
+/** Runs comm's plan from a host thread (the host runner, the staging
+ * worker) on buffers of type mem: host buffers, or (RMACOLL_MEM_CUDA, the
+ * hmem runner) device buffers, copied to node peers by the CE x cuda
+ * control transport's host data path and relayed through the device relay
+ * buffer. Blocking; completes the proxy's puts. */
+rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
+                                        const void *sendbuf, void *recvbuf,
+                                        rmacoll_mem_t *send_mem);
+/** Waits until *word >= value; names `peer` and `what` on timeout or on a
+ * transport failure. */
+rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
+                                    const volatile uint64_t *word, uint64_t value,
+                                    int peer, const char *what);
+
+/** Raises this rank's progress count (ctrl.h): a completed wait or batch
+ * of copies, seen by node peers waiting on this rank. */
+void rmacoll__progress_bump(rmacoll_comm_t *comm);
+/** Opens this rank's receive gate for call epoch `epoch` (ctrl.h). */
+void rmacoll__gate_open(rmacoll_comm_t *comm, uint64_t epoch);
+/** Closes the receive gate and waits (up to timeout_ms) until no node peer
+ * is between its check of the gate and the end of its copy; returns 0, or
+ * the number of writers still inside after the wait (logged). */
+int rmacoll__gate_close(rmacoll_comm_t *comm);
+
+/** Checks the communicator can take device memory on call->stream
+ * (run_stream.c); on error call->msg says why. */
+rmacoll_status_t rmacoll__stream_usable(rmacoll__call_t *call);
+/** Exports the device receive buffer for node peers into this call's
+ * control record (run_stream.c); on error call->msg says why. */
+rmacoll_status_t rmacoll__stream_export_recv(rmacoll__call_t *call);
+/** Maps node peer j's device receive buffer of this call (its export) into
+ * comm->peer_recv_addr[j] (run_stream.c); on error call->msg says why. */
+rmacoll_status_t rmacoll__stream_map_peer(rmacoll__call_t *call, int j);
+
+/* ---- the staging worker (run_staged.c) ---- */
+
+/** Waits until the previous staged call's receive blocks are back on the
+ * device; returns its error, if any. No-op when none is in flight. */
+rmacoll_status_t rmacoll__staged_drain(rmacoll_comm_t *comm);
+/** Joins the worker and frees the staging buffers. */
+void rmacoll__staged_fini(rmacoll_comm_t *comm);
+
+#endif /* RMACOLL_CORE_CALL_H */

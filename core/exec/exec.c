@@ -1,0 +1,383 @@
+/*
+ * exec.c - one AlltoAllV call as a pipeline (call.h):
+ *   validate -> prepare (runner) -> control exchange -> plan -> agree
+ *   -> run (runner) -> commit signal state.
+ * A local error (bad arguments, a buffer that cannot be registered, a plan
+ * that finds a count mismatch) does not stop the pipeline: it travels with
+ * the control exchange and the agreement, so every rank returns the same
+ * error and no data is written. An error of the exchange itself or of the
+ * data phase breaks the communicator.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/exec/call.h"
+#include "core/comm/comm.h"
+#include "core/plan/validate.h"
+
+/* Per-call stage timing, logged at TRACE (cheap when off). */
+static uint64_t prof_ns(const rmacoll_comm_t *comm)
+{
+    struct timespec ts;
+
+    if (comm->log.level < RMACOLL_LOG_TRACE) {
+        return 0;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The memory mode of a call. */
+static const rmacoll__runner_t *choose_runner(const rmacoll_comm_t *comm, void *stream)
+{
+    if (stream == NULL) {
+        return &rmacoll__run_host;
+    }
+    if (comm->topo->nnodes == 1) {
+        return &rmacoll__run_stream;
+    }
+    return comm->hmem ? &rmacoll__run_hmem : &rmacoll__run_staged; /* chosen at create */
+}
+
+/* Opens a call on comm: the previous staged call is drained, a broken
+ * communicator refused; the epoch advances. */
+rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *c, rmacoll_comm_t *comm,
+                                   const void *sendbuf, const int64_t *sendcounts,
+                                   const int64_t *sdispls, void *recvbuf,
+                                   const int64_t *recvcounts, const int64_t *rdispls,
+                                   rmacoll_datatype_t dtype, void *stream)
+{
+    rmacoll_status_t st;
+
+    if (comm == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (comm->async.busy) {
+        /* logged, not recorded: the call in flight owns last_error */
+        rmacoll__log(&comm->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE,
+                     "rank %d: a call started with rmacoll_alltoallv_start is in flight "
+                     "on this communicator: complete it with rmacoll_test or "
+                     "rmacoll_wait first", comm->rank);
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    st = rmacoll__staged_drain(comm);
+    if (st != RMACOLL_SUCCESS) {
+        return rmacoll__comm_fail(comm, st, "rank %d: the previous call on device "
+                                  "buffers failed: %s", comm->rank,
+                                  rmacoll_status_string(st));
+    }
+    if (comm->broken) {
+        return rmacoll__comm_fail(comm, RMACOLL_ERR_PEER,
+                                  "rank %d: the communicator failed in an earlier call "
+                                  "and must be destroyed", comm->rank);
+    }
+    memset(c, 0, sizeof(*c));
+    c->comm = comm;
+    c->runner = choose_runner(comm, stream);
+    c->sendbuf = sendbuf;
+    c->sendcounts = sendcounts;
+    c->sdispls = sdispls;
+    c->recvbuf = recvbuf;
+    c->recvcounts = recvcounts;
+    c->rdispls = rdispls;
+    c->dtype = dtype;
+    c->esize = rmacoll_datatype_size(dtype);
+    c->stream = stream;
+    c->hsend = sendbuf;
+    c->hrecv = recvbuf;
+    comm->last_error[0] = '\0';
+    c->epoch = ++comm->epoch;
+    c->par = (int)(c->epoch & 1);
+    c->local.rank = comm->rank;
+    /* a blocking call drives the network itself; the proxy thread stays
+     * off the lock (run_host.c lets it in while this thread copies).
+     * Driving first: marking the call active then leaves a proxy thread
+     * parked since the last call asleep; a stream call, which does not
+     * drive, wakes it (rmacoll__proxy_set_active). */
+    c->drives = stream == NULL;
+    if (c->drives) {
+        rmacoll__proxy_drive(&comm->proxy, 1);
+    }
+    rmacoll__proxy_set_active(&comm->proxy, 1);
+    c->prof[0] = prof_ns(comm);
+    return RMACOLL_SUCCESS;
+}
+
+/* Validates the arguments, then lets the runner ready the buffers; the
+ * outcome goes to call->local. */
+static void call_validate(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    rmacoll_status_t st;
+
+    st = rmacoll__validate_args(comm->nranks, comm->rank, c->sendbuf, c->sendcounts,
+                                c->sdispls, c->recvbuf, c->recvcounts, c->rdispls,
+                                c->dtype, comm->scratch, &c->send_extent, &c->recv_extent,
+                                c->msg, sizeof(c->msg));
+    if (st == RMACOLL_SUCCESS) {
+        st = c->runner->prepare(c);
+    }
+    if (st != RMACOLL_SUCCESS) {
+        rmacoll__status_set(&c->local, st, comm->rank, c->msg);
+    }
+    c->prof[1] = prof_ns(comm);
+}
+
+/* Builds the plan if every rank's arguments were valid; the outcome goes
+ * to call->acc. */
+static void call_plan(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    rmacoll__plan_input_t in;
+    rmacoll_status_t st;
+
+    c->prof[2] = prof_ns(comm);
+    if (c->acc.code != RMACOLL_SUCCESS) {
+        return;
+    }
+    rmacoll__meta_inputs(c);
+    in.topo = comm->topo;
+    in.rank = comm->rank;
+    in.esize = c->esize;
+    in.cfg = &comm->pcfg;
+    in.sched = &comm->sched;
+    in.sendcounts = c->sendcounts;
+    in.sdispls = c->sdispls;
+    in.recvcounts = c->recvcounts;
+    in.rdispls = c->rdispls;
+    in.peer_rcount = comm->peer_rcount;
+    in.peer_rdispl = comm->peer_rdispl;
+    in.chan_sendcount = comm->chan_sendcount;
+    in.chan_rcount = comm->chan_rcount;
+    in.chan_rdispl = comm->chan_rdispl;
+    in.eager_max_bytes = c->eager_max;
+    in.eager_in_off = comm->eager_in_off;
+    in.node_eager_max_bytes = c->node_eager_max;
+    in.node_eager_off = comm->node_eager_off;
+    in.node_eager_send_max = c->node_eager_send_max;
+    in.direct_min_bytes = c->direct_min;
+    in.direct_in = comm->direct_in;
+    st = rmacoll__plan_build(&in, comm->sig, comm->sig_next, &comm->plan);
+    if (st == RMACOLL_ERR_NO_MEMORY) {
+        snprintf(c->msg, sizeof(c->msg), "rank %d: out of memory building the plan (%zu "
+                 "tasks so far; max_task_bytes = %llu)", comm->rank, comm->plan.ntasks,
+                 (unsigned long long)comm->cfg.max_task_bytes);
+    } else if (st != RMACOLL_SUCCESS) {
+        snprintf(c->msg, sizeof(c->msg), "rank %d: %s", comm->rank, comm->plan.errmsg);
+    } else {
+        rmacoll__log(&comm->log, RMACOLL_LOG_TRACE, RMACOLL_LOG_SUBSYS_PLAN,
+                     "rank %d: call %llu planned: %zu tasks in %zu batches", comm->rank,
+                     (unsigned long long)c->epoch, comm->plan.ntasks, comm->plan.nbatches);
+        st = c->runner->planned(c);
+    }
+    if (st != RMACOLL_SUCCESS) {
+        rmacoll__status_set(&c->acc, st, comm->rank, c->msg);
+        c->plan_failed = 1;
+    }
+    c->prof[3] = prof_ns(comm);
+}
+
+static void log_profile(const rmacoll__call_t *c)
+{
+    const uint64_t *p = c->prof;
+    uint64_t end;
+
+    if (p[0] == 0) {
+        return;
+    }
+    end = prof_ns(c->comm);
+    rmacoll__log(&c->comm->log, RMACOLL_LOG_TRACE, RMACOLL_LOG_SUBSYS_CORE,
+                 "call %llu: validate %.1f us, metadata %.1f us, plan %.1f us, "
+                 "agreement %.1f us, data %.1f us (%s)", (unsigned long long)c->epoch,
+                 (p[1] - p[0]) / 1e3, (p[2] - p[1]) / 1e3, (p[3] - p[2]) / 1e3,
+                 (p[4] - p[3]) / 1e3, (end - p[4]) / 1e3,
+                 c->stream != NULL ? "enqueued" : "completed");
+}
+
+/* Closes the call: st is the pipeline's own failure (the communicator
+ * breaks), else call->acc is the agreed outcome; on success the signal
+ * state after the call becomes the state before the next. */
+static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
+{
+    rmacoll_comm_t *comm = c->comm;
+    int me = comm->rank;
+
+    if (c->drives) {
+        rmacoll__proxy_drive_end(&comm->proxy);
+        c->drives = 0;
+    }
+
+
+    if (c->runner == &rmacoll__run_host) {
+        if (st != RMACOLL_SUCCESS) {
+            /* peers still waiting stop at once, and late writers see the
+             * gate closed before they copy */
+            rmacoll__abort_broadcast(comm, st);
+        }
+        if (rmacoll__gate_close(comm) > 0) {
+            /* a node peer stopped inside a copy into this rank: what it
+             * still copies must not land in this rank's shared allocations
+             * (rmacoll_mem_alloc) once the call has returned */
+            rmacoll__tinst_t *t = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_HOST);
+            rmacoll_status_t ust = t != NULL && t->tp != NULL
+                                       ? t->ops->mem.mem_unshare(t->tp, c->hrecv,
+                                                                 (size_t)c->recv_extent)
+                                       : RMACOLL_ERR_UNSUPPORTED;
+
+            rmacoll__log(&comm->log, ust == RMACOLL_SUCCESS ? RMACOLL_LOG_WARN
+                                                            : RMACOLL_LOG_INFO,
+                         RMACOLL_LOG_SUBSYS_CORE,
+                         "rank %d: the receive buffer's shared allocations %s", me,
+                         ust == RMACOLL_SUCCESS
+                             ? "are no longer shared with node peers (late copies land "
+                               "elsewhere)"
+                             : "were not unshared (none, or it failed)");
+        }
+    }
+
+    if (st == RMACOLL_SUCCESS && c->acc.code != RMACOLL_SUCCESS) {
+        /* everyone returns the same error; nothing was written */
+        rmacoll__proxy_flush(&comm->proxy);
+        c->runner->release(c);
+        rmacoll__proxy_set_active(&comm->proxy, 0);
+        if (c->acc.rank == me) {
+            return rmacoll__comm_fail(comm, (rmacoll_status_t)c->acc.code, "%s",
+                                      c->acc.msg);
+        }
+        return rmacoll__comm_fail(comm, (rmacoll_status_t)c->acc.code,
+                                  "rank %d: call failed on rank %d: %s", me, c->acc.rank,
+                                  c->acc.msg);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        log_profile(c);
+        if (c->eager_max != 0 || c->node_eager_max != 0 || c->direct_min != 0) {
+            rmacoll__meta_eager_count(c);
+        }
+    }
+    if (st != RMACOLL_SUCCESS && c->runner != &rmacoll__run_host) {
+        /* the first failure propagates: peers still waiting stop at once */
+        rmacoll__abort_broadcast(comm, st);
+    }
+    if (st != RMACOLL_SUCCESS) {
+        /* a paused network peer that resumes must not write into the
+         * receive buffer once this call returned: revoke its registration */
+        (void)rmacoll__proxy_revoke(&comm->proxy, c->recv_mem, "receive buffer");
+    }
+    c->runner->release(c);
+    rmacoll__proxy_set_active(&comm->proxy, 0);
+    if (st != RMACOLL_SUCCESS) {
+        comm->broken = 1;
+        return st;
+    }
+    {
+        rmacoll__sigstate_t *t = comm->sig;
+        comm->sig = comm->sig_next;
+        comm->sig_next = t;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+rmacoll_status_t rmacoll__call_pipeline(rmacoll__call_t *call)
+{
+    rmacoll_status_t st;
+
+    /* node peers may copy into the receive buffer during this call only
+     * (host memory: the gate closes before the call returns; device
+     * memory is not gated) */
+    rmacoll__gate_open(call->comm, call->runner == &rmacoll__run_host ? call->epoch
+                                                                      : UINT64_MAX);
+    call_validate(call);                   /* + runner prepare: call->local */
+    st = rmacoll__meta_exchange(call);     /* control exchange: call->acc */
+    if (st == RMACOLL_SUCCESS) {
+        call_plan(call);                   /* + runner planned */
+        st = rmacoll__meta_agree(call);    /* every rank's outcome */
+    }
+    call->prof[4] = prof_ns(call->comm);
+    if (st == RMACOLL_SUCCESS && call->acc.code == RMACOLL_SUCCESS) {
+        st = call->runner->run(call);      /* data rounds */
+    }
+    return call_end(call, st);             /* commit signal state */
+}
+
+rmacoll_status_t rmacoll__enter(rmacoll_comm_t *comm, const char *fn)
+{
+    if (atomic_exchange_explicit(&comm->entered, 1, memory_order_acquire)) {
+        rmacoll__log(&comm->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE,
+                     "rank %d: %s: communicator %p (rank %d of %d) is in use by another "
+                     "thread: calls on one communicator must not overlap", comm->rank,
+                     fn, (void *)comm, comm->rank, comm->nranks);
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+void rmacoll__leave(rmacoll_comm_t *comm)
+{
+    atomic_store_explicit(&comm->entered, 0, memory_order_release);
+}
+
+/* rmacoll_alltoallv once comm is entered. */
+static rmacoll_status_t alltoallv_entered(const void *sendbuf, const int64_t *sendcounts,
+                                          const int64_t *sdispls, void *recvbuf,
+                                          const int64_t *recvcounts,
+                                          const int64_t *rdispls, rmacoll_datatype_t dtype,
+                                          rmacoll_comm_t *comm, void *stream)
+{
+    rmacoll__call_t call;
+    rmacoll_status_t st = rmacoll__call_begin(&call, comm, sendbuf, sendcounts, sdispls,
+                                              recvbuf, recvcounts, rdispls, dtype, stream);
+
+    return st == RMACOLL_SUCCESS ? rmacoll__call_pipeline(&call) : st;
+}
+
+rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcounts,
+                                   const int64_t *sdispls, void *recvbuf,
+                                   const int64_t *recvcounts, const int64_t *rdispls,
+                                   rmacoll_datatype_t dtype, rmacoll_comm_t *comm,
+                                   void *stream)
+{
+    rmacoll_status_t st;
+
+    if (comm == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    st = rmacoll__enter(comm, "rmacoll_alltoallv");
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    st = alltoallv_entered(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
+                           dtype, comm, stream);
+    rmacoll__leave(comm);
+    return st;
+}
+
+rmacoll_status_t rmacoll_alltoall(const void *sendbuf, void *recvbuf, int64_t count,
+                                  rmacoll_datatype_t dtype, rmacoll_comm_t *comm,
+                                  void *stream)
+{
+    rmacoll_status_t st;
+    int64_t *arr;
+    int n;
+
+    if (comm == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    st = rmacoll__enter(comm, "rmacoll_alltoall"); /* before comm->uniform is written */
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    n = comm->nranks;
+    arr = comm->uniform; /* counts, then displacements */
+    for (int r = 0; r < n; r++) {
+        arr[r] = count;
+        /* an overflowing displacement becomes -1, which validation turns
+         * into RMACOLL_ERR_OVERFLOW on every rank */
+        arr[n + r] = (count < 0 || (r > 0 && count > INT64_MAX / r)) ? -1 : count * r;
+    }
+    st = alltoallv_entered(sendbuf, arr, arr + n, recvbuf, arr, arr + n, dtype, comm,
+                           stream);
+    rmacoll__leave(comm);
+    return st;
+}
