@@ -5,10 +5,12 @@
 # through the fake context's ops table instead. Without the verbs transport
 # the test is built as a stub that reports "skipped" (exit 77).
 # The transport is a module (librmacoll-verbs.so); the test links its
-# source directly, so the wraps reach it.
+# sources directly (transports/verbs/module.cmake lists them), so the wraps
+# reach them.
 if(TARGET rmacoll-verbs)
+  get_target_property(_verbs_sources rmacoll-verbs RMACOLL_TRANSPORT_SOURCES)
   target_sources(test_verbs PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support_verbs/fake_verbs.c
-                                    ${PROJECT_SOURCE_DIR}/transports/verbs/verbs.c)
+                                    ${_verbs_sources})
   target_link_libraries(test_verbs PRIVATE ${IBVERBS_LIB})
   target_include_directories(test_verbs PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support_verbs)
   target_compile_definitions(test_verbs PRIVATE RMACOLL_TEST_HAVE_VERBS=1)

@@ -2,7 +2,8 @@
  * ce.h - private to the copy-engine transport ("ce"): the instance shared by
  * its backends, and the hooks a backend provides.
  *
- * The ops table rmacoll_transport_ce_ops lives in ce_host.c. Its ops take
+ * The ops table rmacoll_transport_ce_ops lives in ce_host.c, init and
+ * finalize (the probe of every node peer) in ce_init.c. Its ops take
  * the memory type of the buffers involved (mem_register's `type`, the
  * queue's memory type for post_puts) and dispatch: RMACOLL_MEM_HOST to the
  * host backend in ce_host.c (cross-memory attach), RMACOLL_MEM_CUDA to the
@@ -22,6 +23,7 @@
 #include <sys/types.h>
 
 #include "rmacoll_transport.h"
+#include "transports/common/tlog.h"
 
 /* Default largest single process_vm_writev length (bytes). The kernel caps
  * one call at MAX_RW_COUNT (2 GiB - 4 KiB); larger puts are split. */
@@ -91,6 +93,19 @@ struct rmacoll_transport {
  */
 rmacoll_status_t rmacoll__ce_set_iov_max(rmacoll_transport_t *tp,
                                          uint64_t bytes);
+
+/* Logs through the core's logger (tlog.h), tp a ce instance. */
+#define CE_LOG(tp, lvl, ...) RMACOLL__TLOG((tp)->env, lvl, __VA_ARGS__)
+
+/* ce_init.c: base.init and base.finalize (the ops table is ce_host.c's). */
+rmacoll_status_t rmacoll__ce_init(const rmacoll_transport_env_t *env,
+                                  rmacoll_transport_t **tpp);
+void rmacoll__ce_finalize(rmacoll_transport_t *tp);
+/* ce_init.c: strerror_r's message of err (in buf or static); the contents
+ * of /proc/sys/kernel/yama/ptrace_scope, or "absent" (for the messages of
+ * refused cross-memory attach). */
+const char *rmacoll__ce_strerror(int err, char *buf, size_t len);
+void rmacoll__ce_ptrace_scope(char *out, size_t len);
 
 /*
  * Shared host allocations (ce_shared.c; see its file comment).

@@ -45,7 +45,6 @@
 
 #define CE_CUDA_BLOB_MAGIC 0x63654331u /* "ceC1" */
 
-#define CC_LOG(tp_, lvl, ...) RMACOLL__TLOG((tp_)->env, lvl, __VA_ARGS__)
 
 struct rmacoll__ce_cuda {
     rmacoll__cu_t *cu;
@@ -54,7 +53,7 @@ struct rmacoll__ce_cuda {
 /* The backend is off: log why (every call that needed it) and return. */
 static rmacoll_status_t cc_off(rmacoll_transport_t *tp, const char *op)
 {
-    CC_LOG(tp, RMACOLL_LOG_ERROR, "ce: %s on CUDA memory impossible: %s", op,
+    CE_LOG(tp, RMACOLL_LOG_ERROR, "ce: %s on CUDA memory impossible: %s", op,
            tp->cuda_why[0] != '\0' ? tp->cuda_why : "no usable GPU");
     return tp->cuda_status != RMACOLL_SUCCESS ? tp->cuda_status
                                               : RMACOLL_ERR_NO_DEVICE;
@@ -82,12 +81,12 @@ rmacoll_status_t rmacoll__ce_cuda_init(rmacoll_transport_t *tp)
         }
         tp->cuda->cu = cu;
         tp->cuda_status = RMACOLL_SUCCESS;
-        CC_LOG(tp, RMACOLL_LOG_DEBUG, "ce: cuda backend on device %d, %d host "
+        CE_LOG(tp, RMACOLL_LOG_DEBUG, "ce: cuda backend on device %d, %d host "
                "ranges of signal words registered", cu->device, cu->nregs);
         return RMACOLL_SUCCESS;
     }
     tp->cuda_status = st;
-    CC_LOG(tp, st == RMACOLL_ERR_NO_DEVICE ? RMACOLL_LOG_DEBUG : RMACOLL_LOG_WARN,
+    CE_LOG(tp, st == RMACOLL_ERR_NO_DEVICE ? RMACOLL_LOG_DEBUG : RMACOLL_LOG_WARN,
            "ce: cuda backend off, device buffers unsupported: %s", tp->cuda_why);
     return RMACOLL_SUCCESS;
 }
@@ -139,7 +138,7 @@ rmacoll_status_t rmacoll__ce_cuda_host_pin(rmacoll_transport_t *tp, void *addr,
     }
     e = cudaHostRegister(addr, bytes, cudaHostRegisterPortable);
     if (e != cudaSuccess) {
-        CC_LOG(tp, RMACOLL_LOG_ERROR, "ce: cudaHostRegister of %zu bytes at %p "
+        CE_LOG(tp, RMACOLL_LOG_ERROR, "ce: cudaHostRegister of %zu bytes at %p "
                "failed: %s", bytes, addr, cudaGetErrorString(e));
         free(m);
         return RMACOLL_ERR_CUDA;

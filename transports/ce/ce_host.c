@@ -1,5 +1,6 @@
 /*
- * ce_host.c - the copy-engine transport ("ce") and its host backend.
+ * ce_host.c - the copy-engine transport ("ce"): its ops table, the
+ * dispatch on memory type, and the host backend's puts (init: ce_init.c).
  *
  * Node peers only. A put writes its bytes straight into the peer's process
  * at dst_addr (a virtual address in the PEER's address space: its receive
@@ -33,298 +34,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "rmacoll_transport.h"
 #include "transports/ce/ce.h"
 #include "transports/common/tops.h"
 
-#define CE_BLOB_VERSION 2u
 #define CE_MAX_STALLS 16 /* retries of a call that moved no byte */
-
-#define CE_LOG(tp_env, lvl, ...)                                           \
-    do {                                                                   \
-        if ((tp_env)->log != NULL) {                                       \
-            (tp_env)->log((tp_env)->log_ctx, (lvl),                        \
-                          RMACOLL_LOG_SUBSYS_TRANSPORT, __VA_ARGS__);      \
-        }                                                                  \
-    } while (0)
-
-/* What every rank contributes to init's first allgather. */
-typedef struct ce_blob {
-    uint64_t version;     /* CE_BLOB_VERSION */
-    uint64_t pid;
-    uint64_t probe_addr;  /* &tp->probe_word in that process */
-    uint64_t nonce;       /* value of that word */
-    int64_t dir_fd;       /* its shared-allocation directory's fd, or -1 */
-} ce_blob_t;
-
-/* What every rank contributes to init's second allgather. */
-typedef struct ce_verdict {
-    int32_t ok;        /* 1: reached every node peer */
-    int32_t bad_peer;  /* first peer it could not reach, or -1 */
-} ce_verdict_t;
-
-static const char *ce_strerror(int err, char *buf, size_t len)
-{
-    return strerror_r(err, buf, len); /* GNU variant: returns the string */
-}
-
-/* Contents of /proc/sys/kernel/yama/ptrace_scope, or "absent". */
-static void ce_ptrace_scope(char *out, size_t len)
-{
-    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
-    int v;
-
-    if (f != NULL && fscanf(f, "%d", &v) == 1) {
-        snprintf(out, len, "%d", v);
-    } else {
-        snprintf(out, len, "absent");
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
-}
-
-static uint64_t ce_make_nonce(const void *salt)
-{
-    uint64_t n = 0;
-    struct timespec ts;
-
-    if (getrandom(&n, sizeof(n), GRND_NONBLOCK) != (ssize_t)sizeof(n)) {
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        n = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
-            ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)salt;
-        n *= 0x9e3779b97f4a7c15ull;
-    }
-    return n != 0 ? n : 0x5a5a5a5a5a5a5a5aull;
-}
-
-/* Logs why cross-memory attach towards `peer` failed at init. */
-static void ce_log_probe_failure(const rmacoll_transport_t *tp, int peer,
-                                 pid_t pid, uint64_t addr, const char *what,
-                                 int err)
-{
-    char ebuf[128];
-    char scope[16];
-    const char *e = ce_strerror(err, ebuf, sizeof(ebuf));
-
-    switch (err) {
-    case EPERM:
-    case EACCES:
-        ce_ptrace_scope(scope, sizeof(scope));
-        CE_LOG(tp->env, RMACOLL_LOG_ERROR,
-               "ce: cross-memory attach to peer %d (pid %d) not permitted "
-               "(%s probe: %s): it needs ptrace permission; set "
-               "/proc/sys/kernel/yama/ptrace_scope to 0 (now %s) or grant "
-               "CAP_SYS_PTRACE, and run all ranks of a node as one user",
-               peer, (int)pid, what, e, scope);
-        break;
-    case ESRCH:
-        CE_LOG(tp->env, RMACOLL_LOG_ERROR,
-               "ce: peer %d (pid %d) not found (%s probe: %s): it exited, "
-               "or it runs in another pid namespace",
-               peer, (int)pid, what, e);
-        break;
-    case ENOSYS:
-        CE_LOG(tp->env, RMACOLL_LOG_ERROR,
-               "ce: cross-memory attach to peer %d (pid %d) unavailable "
-               "(%s probe: %s): kernel without CONFIG_CROSS_MEMORY_ATTACH "
-               "or blocked by seccomp",
-               peer, (int)pid, what, e);
-        break;
-    default:
-        CE_LOG(tp->env, RMACOLL_LOG_ERROR,
-               "ce: cross-memory attach to peer %d (pid %d) failed "
-               "(%s probe of 8 bytes at 0x%llx: %s)",
-               peer, (int)pid, what, (unsigned long long)addr, e);
-        break;
-    }
-}
-
-/*
- * Checks that this rank can write into peer's process: reads the peer's
- * probe word (it must hold the nonce the peer published, else the pid
- * names another process) and writes the same value back.
- * Errors: RMACOLL_ERR_TRANSPORT (logged, naming the peer and the cause).
- */
-static rmacoll_status_t ce_probe_peer(rmacoll_transport_t *tp, int peer,
-                                      const ce_blob_t *b)
-{
-    pid_t pid = (pid_t)b->pid;
-    uint64_t seen = 0;
-    struct iovec l = {&seen, sizeof(seen)};
-    struct iovec r = {(void *)(uintptr_t)b->probe_addr, sizeof(seen)};
-    ssize_t rc;
-
-    do {
-        rc = process_vm_readv(pid, &l, 1, &r, 1, 0);
-    } while (rc < 0 && errno == EINTR);
-    if (rc != (ssize_t)sizeof(seen)) {
-        ce_log_probe_failure(tp, peer, pid, b->probe_addr, "read",
-                             rc < 0 ? errno : EIO);
-        return RMACOLL_ERR_TRANSPORT;
-    }
-    if (seen != b->nonce) {
-        CE_LOG(tp->env, RMACOLL_LOG_ERROR,
-               "ce: pid %d published by peer %d belongs to another process "
-               "(probe word 0x%llx, expected 0x%llx): ranks of one node "
-               "must share a pid namespace",
-               (int)pid, peer, (unsigned long long)seen,
-               (unsigned long long)b->nonce);
-        return RMACOLL_ERR_TRANSPORT;
-    }
-    do {
-        rc = process_vm_writev(pid, &l, 1, &r, 1, 0);
-    } while (rc < 0 && errno == EINTR);
-    if (rc != (ssize_t)sizeof(seen)) {
-        ce_log_probe_failure(tp, peer, pid, b->probe_addr, "write",
-                             rc < 0 ? errno : EIO);
-        return RMACOLL_ERR_TRANSPORT;
-    }
-    return RMACOLL_SUCCESS;
-}
-
-static void ce_free(rmacoll_transport_t *tp)
-{
-    if (tp != NULL) {
-        if (tp->pidfd != NULL) {
-            rmacoll__ce_shared_finalize(tp);
-        }
-        free(tp->pids);
-        free(tp);
-    }
-}
-
-static rmacoll_status_t ce_init(const rmacoll_transport_env_t *env,
-                                rmacoll_transport_t **tpp)
-{
-    rmacoll_transport_t *tp;
-    ce_blob_t mine;
-    ce_blob_t *all = NULL;
-    ce_verdict_t verdict = {1, -1};
-    ce_verdict_t *verdicts = NULL;
-    rmacoll_status_t st;
-    int bad_rank = -1;
-
-    tp = rmacoll__tops_new(env, tpp, 1, sizeof(*tp), &st);
-    if (tp == NULL) {
-        return st;
-    }
-    tp->env = env;
-    tp->rank = env->rank;
-    tp->nranks = env->nranks;
-    tp->iov_max = RMACOLL__CE_IOV_MAX_DEFAULT;
-    tp->error_peer = -1;
-    tp->probe_nonce = ce_make_nonce(tp);
-    tp->probe_word = tp->probe_nonce;
-    tp->pids = calloc((size_t)env->nranks, sizeof(*tp->pids));
-    all = calloc((size_t)env->nranks, sizeof(*all));
-    verdicts = calloc((size_t)env->nranks, sizeof(*verdicts));
-    if (tp->pids == NULL || all == NULL || verdicts == NULL ||
-        rmacoll__ce_shared_init(tp) != RMACOLL_SUCCESS) {
-        /* Every rank allocates the same sizes; failing here is collective
-         * only by luck, which the core's own timeouts must cover. */
-        CE_LOG(env, RMACOLL_LOG_ERROR,
-               "ce: out of memory for %d ranks' addresses", env->nranks);
-        st = RMACOLL_ERR_NO_MEMORY;
-        goto out;
-    }
-
-    /* 1. Exchange pids and probe addresses (collective). */
-    memset(&mine, 0, sizeof(mine));
-    mine.version = CE_BLOB_VERSION;
-    mine.pid = (uint64_t)getpid();
-    mine.probe_addr = (uint64_t)(uintptr_t)&tp->probe_word;
-    mine.nonce = tp->probe_nonce;
-    mine.dir_fd = tp->dir_fd;
-    st = env->allgather(env->oob_ctx, &mine, all, sizeof(mine));
-    if (st != RMACOLL_SUCCESS) {
-        CE_LOG(env, RMACOLL_LOG_ERROR,
-               "ce: allgather of %zu-byte addresses failed: %s", sizeof(mine),
-               rmacoll_status_string(st));
-        goto out;
-    }
-
-    /* 2. Probe every node peer (local: no communication). */
-    for (int p = 0; p < env->nranks; p++) {
-        tp->pids[p] = (pid_t)all[p].pid;
-        if (p == env->rank || !env->peers[p] || verdict.ok == 0) {
-            continue;
-        }
-        if (all[p].version != CE_BLOB_VERSION || all[p].pid == 0) {
-            CE_LOG(env, RMACOLL_LOG_ERROR,
-                   "ce: peer %d sent address version %llu, this rank "
-                   "expects %u (mixed library builds?)",
-                   p, (unsigned long long)all[p].version, CE_BLOB_VERSION);
-            verdict.ok = 0;
-            verdict.bad_peer = p;
-            continue;
-        }
-        if (ce_probe_peer(tp, p, &all[p]) != RMACOLL_SUCCESS) {
-            verdict.ok = 0;
-            verdict.bad_peer = p;
-        }
-        rmacoll__ce_shared_peer(tp, p, all[p].dir_fd);
-    }
-
-    /* 3. Agree (collective): all ranks fail if one cannot reach a peer.
-     * This also keeps every probe word alive until all probes are done. */
-    st = env->allgather(env->oob_ctx, &verdict, verdicts, sizeof(verdict));
-    if (st != RMACOLL_SUCCESS) {
-        CE_LOG(env, RMACOLL_LOG_ERROR,
-               "ce: allgather of %zu-byte init verdicts failed: %s",
-               sizeof(verdict), rmacoll_status_string(st));
-        goto out;
-    }
-    for (int p = 0; p < env->nranks; p++) {
-        if (!verdicts[p].ok) {
-            bad_rank = p;
-            break;
-        }
-    }
-    if (bad_rank >= 0) {
-        if (bad_rank != env->rank || verdict.ok) {
-            CE_LOG(env, RMACOLL_LOG_ERROR,
-                   "ce: init fails on all ranks: rank %d cannot reach peer "
-                   "%d by cross-memory attach (cause in rank %d's log)",
-                   bad_rank, verdicts[bad_rank].bad_peer, bad_rank);
-        }
-        st = RMACOLL_ERR_TRANSPORT;
-        goto out;
-    }
-
-#ifdef RMACOLL_HAVE_CE_CUDA
-    st = rmacoll__ce_cuda_init(tp);
-    if (st != RMACOLL_SUCCESS) {
-        goto out;
-    }
-#endif
-    st = RMACOLL_SUCCESS;
-out:
-    free(all);
-    free(verdicts);
-    if (st != RMACOLL_SUCCESS) {
-        ce_free(tp);
-        return st;
-    }
-    *tpp = tp;
-    return RMACOLL_SUCCESS;
-}
-
-static void ce_finalize(rmacoll_transport_t *tp)
-{
-    if (tp == NULL) {
-        return;
-    }
-#ifdef RMACOLL_HAVE_CE_CUDA
-    rmacoll__ce_cuda_finalize(tp);
-#endif
-    ce_free(tp);
-}
 
 rmacoll_status_t rmacoll__ce_set_iov_max(rmacoll_transport_t *tp,
                                          uint64_t bytes)
@@ -369,7 +86,7 @@ static rmacoll_status_t ce_mem_register(rmacoll_transport_t *tp, void *addr,
 #ifdef RMACOLL_HAVE_CE_CUDA
         return rmacoll__ce_cuda_mem_register(tp, addr, bytes, mem, rkey);
 #else
-        CE_LOG(tp->env, RMACOLL_LOG_ERROR,
+        CE_LOG(tp, RMACOLL_LOG_ERROR,
                "ce: cannot register %zu bytes of CUDA memory at %p: this "
                "build has no CUDA backend", bytes, addr);
         return RMACOLL_ERR_UNSUPPORTED;
@@ -436,14 +153,14 @@ static rmacoll_status_t ce_cma_error(rmacoll_transport_t *tp, int peer,
 {
     char ebuf[128];
     char scope[16];
-    const char *e = ce_strerror(err, ebuf, sizeof(ebuf));
+    const char *e = rmacoll__ce_strerror(err, ebuf, sizeof(ebuf));
     pid_t pid = tp->pids[peer];
 
     tp->error_peer = -1;
     switch (err) {
     case ESRCH:
         tp->error_peer = peer;
-        CE_LOG(tp->env, RMACOLL_LOG_ERROR,
+        CE_LOG(tp, RMACOLL_LOG_ERROR,
                "ce: peer %d (pid %d) is gone: put of %llu bytes to 0x%llx "
                "stopped after %llu bytes: %s",
                peer, (int)pid, (unsigned long long)bytes,
@@ -454,7 +171,7 @@ static rmacoll_status_t ce_cma_error(rmacoll_transport_t *tp, int peer,
          * longer mapped in the peer (it freed its receive buffer, most
          * likely after an error of its own) */
         tp->error_peer = peer;
-        CE_LOG(tp->env, RMACOLL_LOG_ERROR,
+        CE_LOG(tp, RMACOLL_LOG_ERROR,
                "ce: put of %llu bytes to peer %d (pid %d) at 0x%llx faulted after "
                "%llu bytes: %s (the destination is not mapped in the peer: it freed "
                "or unmapped its receive buffer, or this rank's source is unreadable)",
@@ -462,22 +179,22 @@ static rmacoll_status_t ce_cma_error(rmacoll_transport_t *tp, int peer,
                (unsigned long long)done, e);
         return RMACOLL_ERR_PEER;
     case ENOMEM:
-        CE_LOG(tp->env, RMACOLL_LOG_ERROR,
+        CE_LOG(tp, RMACOLL_LOG_ERROR,
                "ce: put of %llu bytes to peer %d at 0x%llx: out of kernel "
                "memory after %llu bytes", (unsigned long long)bytes, peer,
                (unsigned long long)dst, (unsigned long long)done);
         return RMACOLL_ERR_NO_MEMORY;
     case EPERM:
     case EACCES:
-        ce_ptrace_scope(scope, sizeof(scope));
-        CE_LOG(tp->env, RMACOLL_LOG_ERROR,
+        rmacoll__ce_ptrace_scope(scope, sizeof(scope));
+        CE_LOG(tp, RMACOLL_LOG_ERROR,
                "ce: put of %llu bytes to peer %d (pid %d) not permitted: %s "
                "(ptrace permission; /proc/sys/kernel/yama/ptrace_scope is "
                "%s, or CAP_SYS_PTRACE)",
                (unsigned long long)bytes, peer, (int)pid, e, scope);
         return RMACOLL_ERR_TRANSPORT;
     default:
-        CE_LOG(tp->env, RMACOLL_LOG_ERROR,
+        CE_LOG(tp, RMACOLL_LOG_ERROR,
                "ce: put of %llu bytes to peer %d (pid %d) at 0x%llx failed "
                "after %llu bytes: %s",
                (unsigned long long)bytes, peer, (int)pid,
@@ -535,7 +252,7 @@ static rmacoll_status_t ce_check_put(rmacoll_transport_t *tp,
 
     *words = NULL;
     if (p->peer < 0 || p->peer >= tp->nranks) {
-        CE_LOG(env, RMACOLL_LOG_ERROR,
+        CE_LOG(tp, RMACOLL_LOG_ERROR,
                "ce: put %zu names peer %d, outside [0, %d)", i, p->peer,
                tp->nranks);
         return RMACOLL_ERR_INVALID_ARG;
@@ -543,7 +260,7 @@ static rmacoll_status_t ce_check_put(rmacoll_transport_t *tp,
     if (p->bytes > 0 &&
         (p->src == NULL || p->dst_addr == 0 ||
          p->dst_addr + p->bytes < p->dst_addr)) {
-        CE_LOG(env, RMACOLL_LOG_ERROR,
+        CE_LOG(tp, RMACOLL_LOG_ERROR,
                "ce: put %zu of %llu bytes to peer %d has src %p, dst 0x%llx",
                i, (unsigned long long)p->bytes, p->peer, p->src,
                (unsigned long long)p->dst_addr);
@@ -551,7 +268,7 @@ static rmacoll_status_t ce_check_put(rmacoll_transport_t *tp,
     }
     if (p->peer != tp->rank && (!env->peers[p->peer] ||
                                 tp->pids[p->peer] <= 0)) {
-        CE_LOG(env, RMACOLL_LOG_ERROR,
+        CE_LOG(tp, RMACOLL_LOG_ERROR,
                "ce: put %zu of %llu bytes names peer %d, which is not a "
                "node peer of this ce instance",
                i, (unsigned long long)p->bytes, p->peer);
@@ -569,7 +286,7 @@ static rmacoll_status_t ce_check_put(rmacoll_transport_t *tp,
                  ? env->peer_nsignals[p->peer]
                  : env->nsignals;
     if (*words == NULL || p->sig_index >= nwords) {
-        CE_LOG(env, RMACOLL_LOG_ERROR,
+        CE_LOG(tp, RMACOLL_LOG_ERROR,
                "ce: put %zu to peer %d signals word %u of %u%s", i, p->peer,
                p->sig_index, nwords,
                *words == NULL ? ", but the peer's signal words are not mapped"
@@ -684,7 +401,7 @@ const rmacoll_transport_ops_t rmacoll_transport_ce_ops = {
     .desc = "node peers: cross-memory attach into the peer process (host memory)",
     .caps = RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_HOST,
 #endif
-    .base = RMACOLL__TOPS_BASE(.init = ce_init, .finalize = ce_finalize,
+    .base = RMACOLL__TOPS_BASE(.init = rmacoll__ce_init, .finalize = rmacoll__ce_finalize,
                                .progress = ce_progress, .pending = ce_pending,
                                .error_peer = ce_error_peer),
 #ifdef RMACOLL_HAVE_CE_CUDA

@@ -58,14 +58,6 @@
 #define SYS_pidfd_getfd 438
 #endif
 
-#define CE_LOG(tp, lvl, ...)                                               \
-    do {                                                                   \
-        if ((tp)->env->log != NULL) {                                      \
-            (tp)->env->log((tp)->env->log_ctx, (lvl),                      \
-                           RMACOLL_LOG_SUBSYS_TRANSPORT, __VA_ARGS__);     \
-        }                                                                  \
-    } while (0)
-
 typedef struct ce_dir_slot {
     uint64_t seq;    /* even: stable, odd: the owner is changing the slot */
     uint64_t addr;   /* in the owner's address space; 0: free slot */

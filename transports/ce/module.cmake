@@ -9,6 +9,7 @@
 # Included from transports/CMakeLists.txt in the same scope.
 if(RMACOLL_ENABLE_CE)
   list(APPEND RMACOLL_SOURCES ${CMAKE_CURRENT_LIST_DIR}/ce_host.c
+                              ${CMAKE_CURRENT_LIST_DIR}/ce_init.c
                               ${CMAKE_CURRENT_LIST_DIR}/ce_shared.c)
   list(APPEND RMACOLL_DEFINES RMACOLL_HAVE_CE=1)
   list(APPEND RMACOLL_TRANSPORT_SYMBOLS rmacoll_transport_ce_ops)

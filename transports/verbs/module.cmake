@@ -15,9 +15,15 @@ if(RMACOLL_ENABLE_VERBS)
   include(CheckIncludeFile)
   check_include_file(infiniband/verbs.h RMACOLL_HAVE_VERBS_H)
   if(IBVERBS_LIB AND RMACOLL_HAVE_VERBS_H)
-    add_library(rmacoll-verbs MODULE ${CMAKE_CURRENT_LIST_DIR}/verbs.c
+    # the transport's own files; tests/cmake/test_verbs.cmake links them
+    # too (property RMACOLL_TRANSPORT_SOURCES)
+    set(_verbs_sources ${CMAKE_CURRENT_LIST_DIR}/verbs.c ${CMAKE_CURRENT_LIST_DIR}/verbs_device.c
+        ${CMAKE_CURRENT_LIST_DIR}/verbs_init.c ${CMAKE_CURRENT_LIST_DIR}/verbs_mr.c
+        ${CMAKE_CURRENT_LIST_DIR}/verbs_put.c)
+    add_library(rmacoll-verbs MODULE ${_verbs_sources}
                 ${CMAKE_CURRENT_LIST_DIR}/verbs_keys.c ${PROJECT_SOURCE_DIR}/core/base/status.c)
-    set_target_properties(rmacoll-verbs PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
+    set_target_properties(rmacoll-verbs PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}
+                                                   RMACOLL_TRANSPORT_SOURCES "${_verbs_sources}")
     target_include_directories(rmacoll-verbs PRIVATE ${PROJECT_SOURCE_DIR}/include
                                                      ${PROJECT_SOURCE_DIR})
     target_compile_definitions(rmacoll-verbs PRIVATE RMACOLL_VERBS_MODULE=1)
