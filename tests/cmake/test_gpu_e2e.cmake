@@ -5,6 +5,11 @@
 # was built with its NCCL bootstrap (cmake/nccl.cmake: RMACOLL_HAVE_NCCL).
 if(RMACOLL_HAVE_CUDA AND TARGET CUDA::cudart)
   target_link_libraries(test_gpu_e2e PRIVATE CUDA::cudart)
+  if(TARGET rmacoll_emunic) # test_cross_node_emunic
+    target_compile_definitions(test_gpu_e2e PRIVATE
+      RMACOLL_TEST_EMUNIC_PLUGIN="$<TARGET_FILE:rmacoll_emunic>")
+    add_dependencies(test_gpu_e2e rmacoll_emunic)
+  endif()
   if(RMACOLL_HAVE_NCCL AND NCCL_LIB AND NCCL_INCLUDE_DIR)
     target_compile_definitions(test_gpu_e2e PRIVATE RMACOLL_TEST_HAVE_NCCL=1)
     target_include_directories(test_gpu_e2e PRIVATE ${NCCL_INCLUDE_DIR})
