@@ -19,19 +19,6 @@
 
 #define NODE_KEY_BYTES 128
 
-rmacoll_status_t rmacoll__comm_fail(rmacoll_comm_t *comm, rmacoll_status_t st,
-                                    const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(comm->last_error, sizeof(comm->last_error), fmt, ap);
-    va_end(ap);
-    rmacoll__log(&comm->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE, "%s",
-                 comm->last_error);
-    return st;
-}
-
 static void env_log(void *ctx, rmacoll_log_level_t level, uint32_t subsys,
                     const char *fmt, ...)
 {
@@ -45,30 +32,6 @@ static void env_log(void *ctx, rmacoll_log_level_t level, uint32_t subsys,
 const char *rmacoll_build_transports(void)
 {
     return rmacoll__tops_builtin_names();
-}
-
-rmacoll__tinst_t *rmacoll__comm_bound(rmacoll_comm_t *comm, int path,
-                                      rmacoll_memtype_t mem, const rmacoll__task_t *t,
-                                      size_t n)
-{
-    const rmacoll__binding_t *b = &comm->bp.bind[path][mem];
-    uint64_t largest = 0;
-    int i;
-
-    if (b->n > 1) { /* size-bounded candidates: the queue's largest put picks */
-        for (size_t k = 0; k < n; k++) {
-            largest = t[k].bytes > largest ? t[k].bytes : largest;
-        }
-    }
-    i = rmacoll__bind_pick(b, largest);
-    return i >= 0 ? &comm->inst[i] : NULL;
-}
-
-rmacoll__tinst_t *rmacoll__comm_ctl(rmacoll_comm_t *comm, int path, rmacoll_memtype_t mem)
-{
-    int i = comm->bp.bind[path][mem].ctl;
-
-    return i >= 0 && i < comm->bp.ninst ? &comm->inst[i] : NULL;
 }
 
 const char *rmacoll_build_schedulers(void)
@@ -204,11 +167,11 @@ static rmacoll_status_t check_config(rmacoll_comm_t *comm, rmacoll_status_t cfg_
             if (all[r].code != RMACOLL_SUCCESS) {
                 all[r].msg[sizeof(all[r].msg) - 1] = '\0';
                 st = r == comm->rank
-                         ? rmacoll__comm_fail(comm, (rmacoll_status_t)all[r].code,
-                                              "rank %d: %s", r, all[r].msg)
-                         : rmacoll__comm_fail(comm, (rmacoll_status_t)all[r].code,
-                                              "rank %d: the configuration of rank %d is "
-                                              "invalid: %s", comm->rank, r, all[r].msg);
+                         ? rmacoll__fail(&comm->fail, (rmacoll_status_t)all[r].code,
+                                         "rank %d: %s", r, all[r].msg)
+                         : rmacoll__fail(&comm->fail, (rmacoll_status_t)all[r].code,
+                                         "rank %d: the configuration of rank %d is "
+                                         "invalid: %s", comm->rank, r, all[r].msg);
             }
         }
         for (int r = 0; r < comm->nranks && st == RMACOLL_SUCCESS; r++) {
@@ -223,15 +186,15 @@ static rmacoll_status_t check_config(rmacoll_comm_t *comm, rmacoll_status_t cfg_
                     }
                 }
                 st = key != NULL
-                         ? rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
-                                              "rank %d: the configuration differs between "
-                                              "ranks: key %s is %s here and differs on rank "
-                                              "%d (every rank must load the same config)",
-                                              comm->rank, key, v, comm->rank == r ? 0 : r)
-                         : rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG,
-                                              "rank %d: configuration differs from rank 0's "
-                                              "(every rank must load the same config)",
-                                              r);
+                         ? rmacoll__fail(&comm->fail, RMACOLL_ERR_CONFIG,
+                                         "rank %d: the configuration differs between "
+                                         "ranks: key %s is %s here and differs on rank "
+                                         "%d (every rank must load the same config)",
+                                         comm->rank, key, v, comm->rank == r ? 0 : r)
+                         : rmacoll__fail(&comm->fail, RMACOLL_ERR_CONFIG,
+                                         "rank %d: configuration differs from rank 0's "
+                                         "(every rank must load the same config)",
+                                         r);
             }
         }
     }
@@ -248,7 +211,7 @@ static rmacoll_status_t check_relay_slots(rmacoll_comm_t *comm)
     char why[384];
 
     if (!rmacoll__plan_relay_rule(comm->topo, &comm->pcfg, NULL, why, sizeof(why))) {
-        return rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG, "rank %d: %s", comm->rank, why);
+        return rmacoll__fail(&comm->fail, RMACOLL_ERR_CONFIG, "rank %d: %s", comm->rank, why);
     }
     return RMACOLL_SUCCESS;
 }
@@ -272,8 +235,8 @@ static rmacoll_status_t setup_ctrl(rmacoll_comm_t *comm)
     rmacoll__shm_sweep_stale(RMACOLL__CTRL_MAGIC, RMACOLL__CTRL_PID_OFF);
     st = rmacoll__shm_create(name, comm->lay.bytes, &comm->ctrl);
     if (st != RMACOLL_SUCCESS) {
-        return rmacoll__comm_fail(comm, st, "rank %d: cannot create control window "
-                                  "%s of %zu bytes", comm->rank, name, comm->lay.bytes);
+        return rmacoll__fail(&comm->fail, st, "rank %d: cannot create control window "
+                             "%s of %zu bytes", comm->rank, name, comm->lay.bytes);
     }
     /* pid first: a sweeper that sees the magic also sees the pid */
     *(uint64_t *)((char *)comm->ctrl.addr + RMACOLL__CTRL_PID_OFF) = (uint64_t)getpid();
@@ -299,8 +262,8 @@ static rmacoll_status_t setup_ctrl(rmacoll_comm_t *comm)
         st = rmacoll__shm_attach(name, lay.bytes, comm->cfg.timeout_ms,
                                  &comm->peer_ctrl[j]);
         if (st != RMACOLL_SUCCESS) {
-            return rmacoll__comm_fail(comm, st, "rank %d: cannot map the control "
-                                      "window of node peer %d (%s)", comm->rank, j, name);
+            return rmacoll__fail(&comm->fail, st, "rank %d: cannot map the control "
+                                 "window of node peer %d (%s)", comm->rank, j, name);
         }
         comm->peer_signals[j] =
             (volatile uint64_t *)((char *)comm->peer_ctrl[j].addr + lay.off_sig);
@@ -374,7 +337,7 @@ static rmacoll_status_t setup_net_peers(rmacoll_comm_t *comm)
 static rmacoll_status_t setup_direct(rmacoll_comm_t *comm)
 {
     const rmacoll_topo_t *topo = comm->topo;
-    rmacoll__tinst_t *net = rmacoll__comm_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
+    rmacoll__tinst_t *net = rmacoll__inst_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
     char mine[NIC_NAME_MAX], *all;
     int differ;
     rmacoll_status_t st;
@@ -454,7 +417,7 @@ static rmacoll_status_t load_avail(rmacoll_comm_t *comm)
         st = rmacoll__tops_adopt(rmacoll__builtin_transports[i],
                                  &comm->avail[comm->navail], err, sizeof(err));
         if (st != RMACOLL_SUCCESS) {
-            return rmacoll__comm_fail(comm, st, "rank %d: built-in %s", comm->rank, err);
+            return rmacoll__fail(&comm->fail, st, "rank %d: built-in %s", comm->rank, err);
         }
         comm->navail++;
     }
@@ -470,7 +433,7 @@ static rmacoll_status_t load_avail(rmacoll_comm_t *comm)
         st = rmacoll__tops_find(spec[k], what[k], &comm->avail[comm->navail], err,
                                 sizeof(err));
         if (st != RMACOLL_SUCCESS) {
-            return rmacoll__comm_fail(comm, st, "rank %d: %s", comm->rank, err);
+            return rmacoll__fail(&comm->fail, st, "rank %d: %s", comm->rank, err);
         }
         comm->navail++;
     }
@@ -492,7 +455,7 @@ static rmacoll_status_t setup_transports(rmacoll_comm_t *comm)
     st = rmacoll__bind_resolve(comm->avail, comm->navail, &comm->cfg, topo->nnodes > 1,
                                comm->rank, &comm->bp, err, sizeof(err));
     if (st != RMACOLL_SUCCESS) {
-        return rmacoll__comm_fail(comm, st, "%s", err);
+        return rmacoll__fail(&comm->fail, st, "%s", err);
     }
     for (int l = 0; l < topo->node_size[A]; l++) {
         comm->path_peers[RMACOLL__PATH_CE][rmacoll__topo_rank(topo, A, l)] = 1;
@@ -505,12 +468,12 @@ static rmacoll_status_t setup_transports(rmacoll_comm_t *comm)
         st = ti->ops->base.init(&ti->env, &ti->tp);
         if (st != RMACOLL_SUCCESS) {
             ti->tp = NULL;
-            return rmacoll__comm_fail(comm, st, "rank %d: transport %s (%s) failed to "
-                                      "initialise: %s", comm->rank, ti->ops->name,
-                                      comm->bp.path[i] == RMACOLL__PATH_PROXY
-                                          ? "transports.inter_node"
-                                          : "transports.intra_node",
-                                      rmacoll_status_string(st));
+            return rmacoll__fail(&comm->fail, st, "rank %d: transport %s (%s) failed to "
+                                 "initialise: %s", comm->rank, ti->ops->name,
+                                 comm->bp.path[i] == RMACOLL__PATH_PROXY
+                                     ? "transports.inter_node"
+                                     : "transports.intra_node",
+                                 rmacoll_status_string(st));
         }
     }
     return RMACOLL_SUCCESS;
@@ -540,8 +503,8 @@ static rmacoll__devnet_mode_t devnet_mode(const rmacoll_config_t *cfg)
  */
 static rmacoll_status_t setup_device_path(rmacoll_comm_t *comm)
 {
-    rmacoll__tinst_t *net = rmacoll__comm_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
-    rmacoll__tinst_t *ce = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    rmacoll__tinst_t *net = rmacoll__inst_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
+    rmacoll__tinst_t *ce = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
     rmacoll__devnet_mode_t mode = devnet_mode(&comm->cfg);
     char desc[256], reason[640];
     int32_t mine = 0, *all;
@@ -578,12 +541,12 @@ static rmacoll_status_t setup_device_path(rmacoll_comm_t *comm)
     for (int r = 0; st == RMACOLL_SUCCESS && r < comm->nranks; r++) {
         if (all[r] == -1) {
             if (r == comm->rank) {
-                st = rmacoll__comm_fail(comm, lst, "rank %d: %s", comm->rank, reason);
+                st = rmacoll__fail(&comm->fail, lst, "rank %d: %s", comm->rank, reason);
             } else {
-                st = rmacoll__comm_fail(comm, RMACOLL_ERR_CONFIG, "rank %d: rank %d cannot "
-                                        "take device buffers across nodes without staging "
-                                        "(transports.device_inter_node = hmem; its log says "
-                                        "why)", comm->rank, r);
+                st = rmacoll__fail(&comm->fail, RMACOLL_ERR_CONFIG, "rank %d: rank %d cannot "
+                                   "take device buffers across nodes without staging "
+                                   "(transports.device_inter_node = hmem; its log says "
+                                   "why)", comm->rank, r);
             }
             break;
         }
@@ -664,7 +627,7 @@ static rmacoll_status_t dsig_hand_out(rmacoll_comm_t *comm, int probe, char *why
  */
 static rmacoll_status_t setup_device_signals(rmacoll_comm_t *comm)
 {
-    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    rmacoll__tinst_t *ctl = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
     size_t bytes = (size_t)comm->lay.nsig * sizeof(uint64_t);
     dsig_card_t mine, *all;
     int32_t ok2 = 0, *all2 = NULL;
@@ -781,34 +744,34 @@ static rmacoll_status_t setup_registrations(rmacoll_comm_t *comm)
     rmacoll_rkey_t *all;
     rmacoll_status_t st;
 
-    rmacoll__tinst_t *net = rmacoll__comm_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
+    rmacoll__tinst_t *net = rmacoll__inst_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
 
     memset(mine, 0, sizeof(mine));
     if (net != NULL) {
         st = net->ops->mem.mem_register(net->tp, comm->ctrl.addr, comm->lay.bytes,
                                         RMACOLL_MEM_HOST, &comm->ctrl_mem, &mine[0]);
         if (st != RMACOLL_SUCCESS) {
-            return rmacoll__comm_fail(comm, st, "rank %d: cannot register the control "
-                                      "window (%zu bytes)", comm->rank, comm->lay.bytes);
+            return rmacoll__fail(&comm->fail, st, "rank %d: cannot register the control "
+                                 "window (%zu bytes)", comm->rank, comm->lay.bytes);
         }
         if (comm->relay_bytes > 0) {
             st = net->ops->mem.mem_register(net->tp, comm->relay_buf, comm->relay_bytes,
                                             RMACOLL_MEM_HOST, &comm->relay_mem, &mine[1]);
             if (st != RMACOLL_SUCCESS) {
-                return rmacoll__comm_fail(comm, st, "rank %d: cannot register the "
-                                          "relay buffer (%llu bytes)", comm->rank,
-                                          (unsigned long long)comm->relay_bytes);
+                return rmacoll__fail(&comm->fail, st, "rank %d: cannot register the "
+                                     "relay buffer (%llu bytes)", comm->rank,
+                                     (unsigned long long)comm->relay_bytes);
             }
         }
         if (comm->drelay_buf != NULL) {
             st = net->ops->mem.mem_register(net->tp, comm->drelay_buf, comm->relay_bytes,
                                             RMACOLL_MEM_CUDA, &comm->drelay_mem, &mine[2]);
             if (st != RMACOLL_SUCCESS) {
-                return rmacoll__comm_fail(comm, st, "rank %d: cannot register the relay "
-                                          "buffer in device memory (%llu bytes) with %s",
-                                          comm->rank,
-                                          (unsigned long long)comm->relay_bytes,
-                                          net->ops->name);
+                return rmacoll__fail(&comm->fail, st, "rank %d: cannot register the relay "
+                                     "buffer in device memory (%llu bytes) with %s",
+                                     comm->rank,
+                                     (unsigned long long)comm->relay_bytes,
+                                     net->ops->name);
             }
             atomic_fetch_add(&comm->stats.device_registered_bytes, comm->relay_bytes);
         }
@@ -889,7 +852,7 @@ static void comm_free(rmacoll_comm_t *comm)
     rmacoll__async_fini(comm);
     rmacoll__staged_fini(comm);
     rmacoll__proxy_fini(&comm->proxy);
-    net = rmacoll__comm_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
+    net = rmacoll__inst_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
     if (net != NULL && net->tp != NULL) {
         if (comm->relay_mem != NULL) {
             net->ops->mem.mem_deregister(net->tp, comm->relay_mem);
@@ -902,12 +865,12 @@ static void comm_free(rmacoll_comm_t *comm)
         }
     }
     if (comm->drelay_buf != NULL) {
-        rmacoll__tinst_t *ce = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+        rmacoll__tinst_t *ce = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
         ce->ops->mem.mem_free(ce->tp, comm->drelay_buf, RMACOLL_MEM_CUDA);
     }
     rmacoll__mem_fini(comm);
     if (comm->dsig_buf != NULL) { /* node peers passed the destroy barrier */
-        rmacoll__tinst_t *ce = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+        rmacoll__tinst_t *ce = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
         ce->ops->mem.mem_free(ce->tp, comm->dsig_buf, RMACOLL_MEM_CUDA);
     }
     for (int i = comm->bp.ninst - 1; i >= 0; i--) { /* reverse of init */
@@ -1019,6 +982,8 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
     comm->fail_culprit = -1;
     rmacoll__logger_default(&comm->log);
     comm->log.rank = comm->rank;
+    rmacoll__fail_init(&comm->fail, comm->last_error, sizeof(comm->last_error), &comm->log,
+                       comm->rank, RMACOLL_LOG_SUBSYS_CORE);
     rmacoll__proxy_init(&comm->proxy, comm->rank, 0, &comm->log, comm->last_error,
                         sizeof(comm->last_error));
     if (params->config != NULL) {
@@ -1080,7 +1045,7 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
                                  comm->topo, comm->cfg.scheduler_seed, &comm->sched,
                                  err, sizeof(err));
         if (st != RMACOLL_SUCCESS) {
-            rmacoll__comm_fail(comm, st, "rank %d: %s", comm->rank, err);
+            rmacoll__fail(&comm->fail, st, "rank %d: %s", comm->rank, err);
         } else {
             comm->sched_open = 1;
             rmacoll__log(&comm->log, RMACOLL_LOG_DEBUG, RMACOLL_LOG_SUBSYS_SCHED,
@@ -1100,10 +1065,10 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
     if (st == RMACOLL_SUCCESS && comm->nin > 0) {
         comm->relay_bytes = comm->cfg.relay_buffer_bytes;
         if (posix_memalign(&comm->relay_buf, 4096, comm->relay_bytes) != 0) {
-            st = rmacoll__comm_fail(comm, RMACOLL_ERR_NO_MEMORY,
-                                    "rank %d: cannot allocate the relay buffer "
-                                    "(relay.buffer_bytes = %llu)", comm->rank,
-                                    (unsigned long long)comm->relay_bytes);
+            st = rmacoll__fail(&comm->fail, RMACOLL_ERR_NO_MEMORY,
+                               "rank %d: cannot allocate the relay buffer "
+                               "(relay.buffer_bytes = %llu)", comm->rank,
+                               (unsigned long long)comm->relay_bytes);
         } else {
             memset(comm->relay_buf, 0, comm->relay_bytes);
         }
@@ -1147,13 +1112,14 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
         st = setup_device_path(comm);
     }
     if (st == RMACOLL_SUCCESS) {
+        rmacoll__runners_bind(comm);
         st = setup_device_signals(comm);
     }
     if (st == RMACOLL_SUCCESS) {
         st = setup_registrations(comm);
     }
     if (st == RMACOLL_SUCCESS) {
-        rmacoll__tinst_t *net = rmacoll__comm_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
+        rmacoll__tinst_t *net = rmacoll__inst_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
         if (net != NULL) {
             st = rmacoll__proxy_start(&comm->proxy, net->ops, net->tp);
         }
@@ -1163,8 +1129,8 @@ rmacoll_status_t rmacoll_comm_create(const rmacoll_comm_params_t *params,
     }
     if (st != RMACOLL_SUCCESS) {
         if (comm->last_error[0] == '\0') {
-            rmacoll__comm_fail(comm, st, "rank %d: communicator creation failed: %s",
-                               comm->rank, rmacoll_status_string(st));
+            rmacoll__fail(&comm->fail, st, "rank %d: communicator creation failed: %s",
+                          comm->rank, rmacoll_status_string(st));
         }
         comm_free(comm);
         return st;

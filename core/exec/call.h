@@ -67,13 +67,27 @@ typedef struct rmacoll__call {
     uint64_t prof[5];                 /* stage timestamps (TRACE), ns */
 } rmacoll__call_t;
 
+/* rmacoll__runner_t.caps */
+#define RMACOLL__RUNNER_GRAPH 0x1u /* its calls may be captured into a CUDA graph
+                                    * (graph mode, run_stream.c) */
+
 /**
- * A memory mode. prepare and planned report a local error by returning it
- * with call->msg set (it then travels to every rank); run's errors break
- * the communicator. release undoes prepare (after run or on failure).
+ * A memory mode: the ops of one executor, {name, ...ops} as the transports'
+ * tables. The communicator's table (state.h: comm->runner, filled at bind
+ * time by rmacoll__runners_bind) picks one per call from the memory type of
+ * its buffers; the pipeline reads what it needs to know of a runner from
+ * mem and caps, never from which runner it is.
+ *
+ * prepare and planned report a local error by returning it with call->msg
+ * set (it then travels to every rank); run's errors break the
+ * communicator. release undoes prepare (after run or on failure).
  */
 struct rmacoll__runner {
     const char *name;
+    rmacoll_memtype_t mem;            /* the user's buffers: RMACOLL_MEM_HOST calls
+                                       * block, are gated (ctrl.h) and may take the
+                                       * eager paths; RMACOLL_MEM_CUDA calls do not */
+    uint32_t caps;                    /* RMACOLL__RUNNER_* */
     rmacoll_status_t (*prepare)(rmacoll__call_t *call);
     rmacoll_status_t (*planned)(rmacoll__call_t *call);
     rmacoll_status_t (*run)(rmacoll__call_t *call);

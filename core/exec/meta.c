@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "core/exec/call.h"
-#include "core/comm/comm.h"
+#include "core/exec/state.h"
 #include "core/plan/topo.h"
 
 static uint64_t now_ms(void)
@@ -235,20 +235,20 @@ static rmacoll_status_t wait_word_for(rmacoll_comm_t *comm, const volatile uint6
         if (pst != RMACOLL_SUCCESS) {
             comm->fail_culprit = ep;
             if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
-                st = rmacoll__comm_fail(comm, RMACOLL_ERR_PEER,
-                                        "rank %d: %s; then the network transport failed "
-                                        "(peer %d) while waiting for rank %d (%s)",
-                                        comm->rank, sec, ep, peer, what);
+                st = rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER,
+                                   "rank %d: %s; then the network transport failed "
+                                   "(peer %d) while waiting for rank %d (%s)",
+                                   comm->rank, sec, ep, peer, what);
             } else {
                 char silent[32] = "";
                 if (pst == RMACOLL_ERR_TIMEOUT && ep >= 0) {
                     snprintf(silent, sizeof(silent), ", silent rank %d", ep);
                 }
-                st = rmacoll__comm_fail(comm, pst,
-                                        "rank %d: network transport failed (peer %d%s) "
-                                        "while waiting for rank %d (%s): %s",
-                                        comm->rank, ep, silent, peer, what,
-                                        rmacoll_status_string(pst));
+                st = rmacoll__fail(&comm->fail, pst,
+                                   "rank %d: network transport failed (peer %d%s) "
+                                   "while waiting for rank %d (%s): %s",
+                                   comm->rank, ep, silent, peer, what,
+                                   rmacoll_status_string(pst));
             }
             break;
         }
@@ -257,9 +257,9 @@ static rmacoll_status_t wait_word_for(rmacoll_comm_t *comm, const volatile uint6
             continue;
         }
         if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
-            st = rmacoll__comm_fail(comm, RMACOLL_ERR_PEER,
-                                    "rank %d: %s; stopped waiting for rank %d (%s)",
-                                    comm->rank, sec, peer, what);
+            st = rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER,
+                               "rank %d: %s; stopped waiting for rank %d (%s)",
+                               comm->rank, sec, peer, what);
             break;
         }
         now = now_ms();
@@ -279,10 +279,10 @@ static rmacoll_status_t wait_word_for(rmacoll_comm_t *comm, const volatile uint6
                 }
             } else if (now - dead_at >= RMACOLL__BS_GRACE_MS) {
                 comm->fail_culprit = dead >= 0 ? dead : peer;
-                st = rmacoll__comm_fail(comm, RMACOLL_ERR_PEER,
-                                        "rank %d: the bootstrap root reports: %s; stopped "
-                                        "waiting for rank %d (%s)", comm->rank, sec, peer,
-                                        what);
+                st = rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER,
+                                   "rank %d: the bootstrap root reports: %s; stopped "
+                                   "waiting for rank %d (%s)", comm->rank, sec, peer,
+                                   what);
                 break;
             }
         }
@@ -308,14 +308,14 @@ static rmacoll_status_t wait_word_for(rmacoll_comm_t *comm, const volatile uint6
                     snprintf(via, sizeof(via), ", which waits for rank %d", end);
                 }
                 comm->fail_culprit = end;
-                st = rmacoll__comm_fail(comm, RMACOLL_ERR_TIMEOUT,
-                                        "rank %d: timed out waiting for rank %d%s "
-                                        "(silent rank %d): no progress for %llu ms (%s: "
-                                        "signal at %llu, expected %llu)",
-                                        comm->rank, peer, via, end,
-                                        (unsigned long long)(now - last_change), what,
-                                        (unsigned long long)load_acquire(word),
-                                        (unsigned long long)value);
+                st = rmacoll__fail(&comm->fail, RMACOLL_ERR_TIMEOUT,
+                                   "rank %d: timed out waiting for rank %d%s "
+                                   "(silent rank %d): no progress for %llu ms (%s: "
+                                   "signal at %llu, expected %llu)",
+                                   comm->rank, peer, via, end,
+                                   (unsigned long long)(now - last_change), what,
+                                   (unsigned long long)load_acquire(word),
+                                   (unsigned long long)value);
                 break;
             }
         }
@@ -838,7 +838,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
     int n = comm->nranks;
     int64_t *cnt = rmacoll__ctrl_local_counts(lr);
     int one = rmacoll__ctrl_one_round(topo);
-    int host = c->runner == &rmacoll__run_host;
+    int host = c->runner->mem == RMACOLL_MEM_HOST;
     char sec[160];
 
     /* node peers read it from the control window ... */
@@ -933,8 +933,8 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
             /* a peer gave up on this call (e.g. it timed out waiting for
              * this rank): a call that needs nothing more from its peers
              * (payloads) must not succeed where they failed */
-            return rmacoll__comm_fail(comm, RMACOLL_ERR_PEER, "rank %d: %s; stopped after "
-                                      "the metadata round", comm->rank, sec);
+            return rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: %s; stopped after "
+                                 "the metadata round", comm->rank, sec);
         }
         return RMACOLL_SUCCESS;
     }
@@ -1037,8 +1037,8 @@ rmacoll_status_t rmacoll__meta_agree(rmacoll__call_t *c)
          * find after it (out of memory) is this rank's alone, so it breaks
          * the communicator instead of failing the call on every rank */
         if (c->plan_failed) {
-            return rmacoll__comm_fail(comm, (rmacoll_status_t)c->acc.code, "%s",
-                                      c->acc.msg);
+            return rmacoll__fail(&comm->fail, (rmacoll_status_t)c->acc.code, "%s",
+                                 c->acc.msg);
         }
         return RMACOLL_SUCCESS;
     }

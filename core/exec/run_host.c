@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/exec/call.h"
-#include "core/comm/comm.h"
+#include "core/exec/state.h"
 
 /* Copies of a batch from this many bytes on let the proxy thread drive
  * the network meanwhile (a copy this long outlasts its wake-up). */
@@ -161,8 +161,8 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t 
         if (st == RMACOLL_SUCCESS && n) {
             uint32_t f = bt->first[RMACOLL__Q_CE_PUT];
             rmacoll__tinst_t *ti = mem == RMACOLL_MEM_CUDA
-                                       ? rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, mem)
-                                       : rmacoll__comm_bound(comm, RMACOLL__PATH_CE, mem,
+                                       ? rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, mem)
+                                       : rmacoll__inst_bound(comm, RMACOLL__PATH_CE, mem,
                                                              &plan->tasks[f], n);
             long closed = gate_enter(comm, &comm->puts[f], n);
             if (closed >= 0) {
@@ -172,16 +172,16 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t 
                 const rmacoll_put_t *cp = &comm->puts[f + (uint32_t)closed];
                 gate_leave(comm, &comm->puts[f], n);
                 if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
-                    return rmacoll__comm_fail(comm, RMACOLL_ERR_PEER, "rank %d: %s; rank "
-                                              "%d closed its receive buffer, %llu bytes "
-                                              "not copied", comm->rank, sec, cp->peer,
-                                              (unsigned long long)cp->bytes);
+                    return rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: %s; rank "
+                                         "%d closed its receive buffer, %llu bytes "
+                                         "not copied", comm->rank, sec, cp->peer,
+                                         (unsigned long long)cp->bytes);
                 }
                 comm->fail_culprit = cp->peer;
-                return rmacoll__comm_fail(comm, RMACOLL_ERR_PEER, "rank %d: rank %d closed "
-                                          "its receive buffer (its call ended): %llu bytes "
-                                          "not copied", comm->rank, cp->peer,
-                                          (unsigned long long)cp->bytes);
+                return rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: rank %d closed "
+                                     "its receive buffer (its call ended): %llu bytes "
+                                     "not copied", comm->rank, cp->peer,
+                                     (unsigned long long)cp->bytes);
             }
             /* during a long copy the proxy thread keeps the network moving
              * (it stays off while this thread waits or makes short copies) */
@@ -207,13 +207,13 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t 
                 comm->fail_culprit = ep;
                 if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
                     /* the peer likely freed its buffer after its own error */
-                    st = rmacoll__comm_fail(comm, RMACOLL_ERR_PEER, "rank %d: %s; then "
-                                            "the copy to rank %d failed: %s", comm->rank,
-                                            sec, ep, rmacoll_status_string(st));
+                    st = rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: %s; then "
+                                       "the copy to rank %d failed: %s", comm->rank,
+                                       sec, ep, rmacoll_status_string(st));
                 } else {
-                    st = rmacoll__comm_fail(comm, st, "rank %d: copy to rank %d failed: "
-                                            "%s", comm->rank, ep,
-                                            rmacoll_status_string(st));
+                    st = rmacoll__fail(&comm->fail, st, "rank %d: copy to rank %d failed: "
+                                       "%s", comm->rank, ep,
+                                       rmacoll_status_string(st));
                 }
             }
         }
@@ -279,6 +279,7 @@ static void host_release(rmacoll__call_t *c)
 
 const rmacoll__runner_t rmacoll__run_host = {
     .name = "host",
+    .mem = RMACOLL_MEM_HOST,
     .prepare = host_prepare,
     .planned = host_planned,
     .run = host_run,
