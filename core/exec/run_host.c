@@ -1,7 +1,7 @@
 /*
  * run_host.c - the host-memory runner: the call blocks; CE queues run on
  * the calling thread, proxy queues through the proxy, waits spin on the
- * control window. Also the put translation both data paths share.
+ * control window.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,67 +13,6 @@
 /* Copies of a batch from this many bytes on let the proxy thread drive
  * the network meanwhile (a copy this long outlasts its wake-up). */
 #define HOST_HANDOVER_BYTES (256u * 1024u)
-
-rmacoll_status_t rmacoll__grow_puts(rmacoll_comm_t *comm, size_t n)
-{
-    if (n > comm->puts_cap) {
-        rmacoll_put_t *p = realloc(comm->puts, n * sizeof(*p));
-        if (p == NULL) {
-            return RMACOLL_ERR_NO_MEMORY;
-        }
-        comm->puts = p;
-        comm->puts_cap = n;
-    }
-    return RMACOLL_SUCCESS;
-}
-
-void rmacoll__translate(rmacoll_comm_t *comm, rmacoll_memtype_t mem, const rmacoll__task_t *t,
-                        const void *sendbuf, void *recvbuf, rmacoll_mem_t *send_mem,
-                        rmacoll_put_t *put)
-{
-    /* device buffers across nodes without staging relay through device
-     * memory: the communicator's path (every rank alike), not whether this
-     * rank has a device relay buffer of its own (only ranks that relay
-     * for someone allocate one; a sender without one, e.g. local rank 2
-     * of a 3 + 2 topology, put its chunks into the relay's host buffer
-     * while the relay forwarded from its device buffer) */
-    int dev = mem == RMACOLL_MEM_CUDA && comm->hmem;
-    const char *src_base = t->src_win == RMACOLL__WIN_EAGER ? rmacoll__meta_payload(comm,
-                                                                                   t->origin)
-                           : t->src_win == RMACOLL__WIN_NODE_EAGER
-                               ? rmacoll__meta_node_payload(comm, t->origin)
-                           : t->src_win != RMACOLL__WIN_RELAY ? sendbuf
-                           : dev ? comm->drelay_buf : comm->relay_buf;
-
-    memset(put, 0, sizeof(*put));
-    put->peer = t->peer;
-    put->src = t->bytes ? src_base + t->src_off : NULL;
-    put->bytes = t->bytes;
-    put->sig_index = (t->flags & RMACOLL__TASK_SIGNAL) ? t->sig : RMACOLL_NO_SIGNAL;
-    put->sig_value = t->sig_value;
-    if (t->path == RMACOLL__PATH_CE) {
-        uint64_t base = t->peer == comm->rank ? (uint64_t)(uintptr_t)recvbuf
-                                              : comm->peer_recv_addr[t->peer];
-        put->dst_addr = base + t->dst_off;
-        return;
-    }
-    put->src_mem = t->src_win != RMACOLL__WIN_RELAY ? send_mem
-                   : dev ? comm->drelay_mem : comm->relay_mem;
-    if (t->dst_win == RMACOLL__WIN_RECV) {
-        put->dst_rkey = &comm->peer_recv_rkey[t->peer];
-    } else if (t->dst_win == RMACOLL__WIN_RELAY) {
-        put->dst_rkey = dev ? &comm->peer_drelay_rkey[t->peer] : &comm->peer_relay_rkey[t->peer];
-    } else {
-        /* signal-only credit: a zero-length PutSignal (the transport
-         * contract's signal-only put), aimed at the peer's control window */
-        put->dst_rkey = &comm->peer_ctrl_rkey[t->peer];
-        put->src = NULL;
-        put->src_mem = NULL;
-        put->dst_addr = put->dst_rkey->addr;
-        return;
-    }
-    put->dst_addr = put->dst_rkey->addr + t->dst_off;
-}
 
 static rmacoll_status_t wait_task(rmacoll_comm_t *comm, const rmacoll__task_t *t)
 {

@@ -14,10 +14,12 @@
  *          rmacoll_mem_alloc (mem.c); and this state.
  *   calls  base, config, oob, plan, xport, ctrl (never comm/: failures go
  *          through base/fail.h, instances through xport/bind.h).
- *   files, lowest first (each calls only those before it):
- *          state.h, call.h (types) -> wait.c -> mem.c -> put.c -> meta.c,
- *          verdict.c -> run_host.c -> run_stream.c -> run_staged.c
- *          -> runners.c -> exec.c -> request.c
+ *   files, lowest first (each calls only those before it; the layering
+ *   check, tests/layers, holds them to it):
+ *          state.h, call.h, records.h (types, inline lookups)
+ *          -> wait.c -> mem.c -> put.c -> verdict.c -> meta.c
+ *          -> run_host.c -> run_stream.c -> run_staged.c -> runners.c
+ *          -> exec.c -> request.c
  */
 #ifndef RMACOLL_CORE_STATE_H
 #define RMACOLL_CORE_STATE_H
@@ -209,7 +211,7 @@ struct rmacoll_comm {
     rmacoll__async_t async;           /* rmacoll_alltoallv_start */
 };
 
-/* run_staged.c: after device puts posted on ti's host data path, drives
+/* put.c: after device puts posted on ti's host data path, drives
  * ti (and the proxy) until they are complete, their sources reusable;
  * fails (recorded in last_error) after timeout_ms without completion. */
 rmacoll_status_t rmacoll__device_copies_wait(rmacoll_comm_t *comm, rmacoll__tinst_t *ti);
@@ -248,12 +250,12 @@ int rmacoll__mem_shared(rmacoll_comm_t *comm, const void *p, size_t bytes);
 rmacoll_status_t rmacoll__enter(rmacoll_comm_t *comm, const char *fn);
 void rmacoll__leave(rmacoll_comm_t *comm);
 
-/* meta.c: after a failure of this rank (code st) that breaks comm: sets
+/* wait.c: after a failure of this rank (code st) that breaks comm: sets
  * the abort word in its own window (unless one is set already, which is
  * then passed on unchanged) and writes it into every node peer's window
  * and, by an 8-byte put, every network peer's (best effort). */
 void rmacoll__abort_broadcast(rmacoll_comm_t *comm, rmacoll_status_t st);
-/* meta.c: 1 when an abort word is set in this rank's window; buf then says
+/* wait.c: 1 when an abort word is set in this rank's window; buf then says
  * "secondary error: rank R failed first (CODE, ...)". */
 int rmacoll__abort_seen(const rmacoll_comm_t *comm, char *buf, size_t len);
 
