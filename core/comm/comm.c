@@ -84,6 +84,8 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     return RMACOLL_SUCCESS;
 }
 
+/* Over 80 lines: a flat list of releases, in the reverse order of creation;
+ * nothing to name between them. */
 static void comm_free(rmacoll_comm_t *comm)
 {
     rmacoll__tinst_t *net;

@@ -298,21 +298,16 @@ static rmacoll_status_t wait_held_records(rmacoll_comm_t *comm)
     return RMACOLL_SUCCESS;
 }
 
-rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
+/* This rank's local record for node peers: receive address, count rows,
+ * flags and (node eager path) its node payload; then published (stage A). */
+static void exchange_local(rmacoll__call_t *c, rmacoll__local_rec_t *lr)
 {
     rmacoll_comm_t *comm = c->comm;
-    const rmacoll_topo_t *topo = comm->topo;
-    rmacoll__local_rec_t *lr = rmacoll__rec_local(comm, comm->rank, c->par);
     int ok = c->local.code == RMACOLL_SUCCESS;
-    rmacoll_status_t st;
-
     int n = comm->nranks;
     int64_t *cnt = rmacoll__ctrl_local_counts(lr);
-    int one = rmacoll__ctrl_one_round(topo);
     int host = c->runner->mem == RMACOLL_MEM_HOST;
-    char sec[160];
 
-    /* node peers read it from the control window ... */
     lr->recv_addr = (uint64_t)(uintptr_t)c->hrecv;
     lr->esize = ok ? c->esize : 0;
     lr->flags = host ? 0 : RMACOLL__REC_F_DEVICE;
@@ -334,9 +329,22 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
         fill_node_eager(c, lr);
     }
     publish(comm, c->par, RMACOLL__CTRL_A, &c->local);
-    /* ... network peers get a record, at once: on two nodes it carries this
-     * rank's own status and rows (the one-round verdict needs no node
-     * stage A before it) */
+}
+
+/* This rank's record for each network peer (in the outbox): status, its
+ * counts for the peer's node, the receive key; on two nodes its rows, and
+ * (eager path) its blocks for the peer's node. */
+static void exchange_records(rmacoll__call_t *c, rmacoll__local_rec_t *lr)
+{
+    rmacoll_comm_t *comm = c->comm;
+    const rmacoll_topo_t *topo = comm->topo;
+    int ok = c->local.code == RMACOLL_SUCCESS;
+    int n = comm->nranks;
+    const int64_t *cnt = rmacoll__ctrl_local_counts(lr);
+    int host = c->runner->mem == RMACOLL_MEM_HOST;
+
+    /* on two nodes the record carries this rank's own status and rows (the
+     * one-round verdict needs no node stage A before it) */
     for (int k = 0; k < comm->nnet; k++) {
         int p = comm->net_list[k];
         int B = topo->node_of[p];
@@ -374,6 +382,15 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
             }
         }
     }
+}
+
+/* Sends the records and waits for the node peers' local records and the
+ * network peers' records (on two nodes, also those held by node peers). */
+static rmacoll_status_t exchange_wait(rmacoll__call_t *c, int one)
+{
+    rmacoll_comm_t *comm = c->comm;
+    rmacoll_status_t st;
+
     st = comm->nnet ? send_records(comm, c->par, RMACOLL__REC_META) : RMACOLL_SUCCESS;
     if (st == RMACOLL_SUCCESS) {
         st = wait_node(comm, c->par, RMACOLL__CTRL_A);
@@ -384,6 +401,20 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
     if (st == RMACOLL_SUCCESS && one && comm->lay.matrix) {
         st = wait_held_records(comm);
     }
+    return st;
+}
+
+rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    rmacoll__local_rec_t *lr = rmacoll__rec_local(comm, comm->rank, c->par);
+    int one = rmacoll__ctrl_one_round(comm->topo);
+    rmacoll_status_t st;
+    char sec[160];
+
+    exchange_local(c, lr);    /* node peers read it from the control window ... */
+    exchange_records(c, lr);  /* ... network peers get a record, at once */
+    st = exchange_wait(c, one);
     if (st != RMACOLL_SUCCESS) {
         return st;
     }

@@ -202,6 +202,9 @@ rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
     return rmacoll__wait_word_for(comm, word, value, peer, what, comm->cfg.timeout_ms);
 }
 
+/* Over 80 lines: the one spin loop every wait takes; each check (transport
+ * error, abort word, dead rank, silence) must run inside it in this order,
+ * at its own period. */
 rmacoll_status_t rmacoll__wait_word_for(rmacoll_comm_t *comm, const volatile uint64_t *word,
                                         uint64_t value, int peer, const char *what,
                                         uint64_t timeout_ms)

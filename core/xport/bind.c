@@ -52,6 +52,8 @@ static void add(rmacoll__bind_plan_t *out, rmacoll__binding_t *b, const rmacoll_
     }
 }
 
+/* Over 80 lines: the binding rules of bind.h in their order, each a few
+ * lines; the rules read best as one list. */
 rmacoll_status_t rmacoll__bind_resolve(const rmacoll__tops_t *avail, int navail,
                                        const rmacoll_config_t *cfg, int multinode,
                                        int rank, rmacoll__bind_plan_t *out, char *err,
