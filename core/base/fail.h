@@ -8,6 +8,11 @@
  *
  * Thread-safety: one writer at a time per buffer (the owner's calls do not
  * overlap, rmacoll__enter); the logger may be shared.
+ *
+ * core/base - what every layer needs (README):
+ *   owns   status codes and their strings (status.c), the version, logging
+ *          (log.c), the error path (fail.c), shared-memory segments (shm.c).
+ *   calls  libc only; every other folder may call it.
  */
 #ifndef RMACOLL_CORE_FAIL_H
 #define RMACOLL_CORE_FAIL_H

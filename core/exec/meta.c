@@ -244,7 +244,8 @@ void rmacoll__meta_eager_count(rmacoll__call_t *c)
     int direct_node = comm->plan.direct_node; /* what the plan decided */
 
     for (int k = 0; k < comm->nnet && c->eager_max != 0; k++) {
-        sent += ((const rmacoll__net_rec_t *)rmacoll__rec_own(comm, RMACOLL__REC_META, 1, k, c->par))
+        sent += ((const rmacoll__net_rec_t *)rmacoll__rec_own(comm, RMACOLL__REC_META, 1, k,
+                                                               c->par))
                     ->eager_bytes;
     }
     if (c->node_eager_max != 0) {
@@ -289,8 +290,8 @@ static rmacoll_status_t wait_held_records(rmacoll_comm_t *comm)
          * rank a's record), the chain of waits leads to rank a */
         snprintf(what, sizeof(what), "metadata record of rank %d at rank %d", a,
                  comm->rec_holder[a]);
-        st = rmacoll__wait_word_for(comm, rmacoll__rec_held_word(comm, a), comm->epoch, comm->rec_holder[a], what,
-                           2 * comm->cfg.timeout_ms);
+        st = rmacoll__wait_word_for(comm, rmacoll__rec_held_word(comm, a), comm->epoch,
+                                    comm->rec_holder[a], what, 2 * comm->cfg.timeout_ms);
         if (st != RMACOLL_SUCCESS) {
             return st;
         }
@@ -517,10 +518,12 @@ void rmacoll__meta_inputs(rmacoll__call_t *c)
     const rmacoll__plan_topo_t *pt = rmacoll__plan_topo(&comm->plan, topo, &comm->pcfg, me);
     for (int ch = 0; ch < comm->nin; ch++) {
         int i = pt != NULL ? pt->chan_src[ch] : rmacoll__plan_chan_src(topo, me, ch);
-        rmacoll__net_rec_t *rec = rmacoll__rec_own(comm, RMACOLL__REC_META, 0, comm->net_index[i], par);
+        rmacoll__net_rec_t *rec = rmacoll__rec_own(comm, RMACOLL__REC_META, 0,
+                                                   comm->net_index[i], par);
         const int64_t *sc = (const int64_t *)(rec + 1);
         for (int l = 0; l < ls; l++) {
-            rmacoll__local_rec_t *lr = rmacoll__rec_local(comm, rmacoll__topo_rank(topo, A, l), par);
+            rmacoll__local_rec_t *lr = rmacoll__rec_local(comm, rmacoll__topo_rank(topo, A, l),
+                                                          par);
             const int64_t *cnt = rmacoll__ctrl_local_counts(lr);
             comm->chan_sendcount[(size_t)ch * ls + l] = sc[l];
             comm->chan_rcount[(size_t)ch * ls + l] = cnt[i];

@@ -18,8 +18,8 @@ static inline rmacoll__local_rec_t *rmacoll__rec_local(rmacoll_comm_t *comm, int
 }
 
 /* Own network record k of `kind`, in the inbox or the outbox. */
-static inline void *rmacoll__rec_own(rmacoll_comm_t *comm, rmacoll__rec_kind_t kind, int outbox, int k,
-                     int par)
+static inline void *rmacoll__rec_own(rmacoll_comm_t *comm, rmacoll__rec_kind_t kind, int outbox,
+                                     int k, int par)
 {
     return (char *)comm->ctrl.addr + rmacoll__ctrl_rec_off(&comm->lay, kind, outbox, k, par);
 }

@@ -23,7 +23,7 @@
  * replays (rmacoll.h says what may change between replays).
  *
  * Signal words. When the communicator has device-resident signal words
- * (comm->dsig, set up at create by comm.c: every rank of the node has an
+ * (comm->dsig, set up at create by comm_xport.c: every rank of the node has an
  * array in its device memory and has mapped every other's), every index
  * this runner hands the transports carries RMACOLL_SIG_DEVICE: READY and
  * data words are stored and polled in device memory, and no stream write,

@@ -140,7 +140,7 @@ struct rmacoll_comm {
      * here, or this rank with the relay off) and the record's slot there;
      * -1 for ranks of this node */
     int *rec_holder, *rec_slot;     /* [nranks] */
-    struct rmacoll__rank_view *views; /* [nranks]: the verdict's inputs (meta.c) */
+    struct rmacoll__rank_view *views; /* [nranks]: the verdict's inputs (verdict.c) */
 
     /* rmacoll_mem_alloc's allocations (mem.c), under mem_lock */
     pthread_mutex_t mem_lock;
@@ -171,7 +171,7 @@ struct rmacoll_comm {
      * above) */
     const rmacoll__runner_t *runner[2]; /* [rmacoll_memtype_t] */
     /* device-resident signal words of device calls on one node
-     * (RMACOLL_SIG_DEVICE, comm.c: setup_device_signals): own array (from
+     * (RMACOLL_SIG_DEVICE, comm/comm_xport.c: set up at create): own array (from
      * the CE x cuda control transport's mem_alloc, lay.nsig words), every
      * rank's device address here (node peers' mapped) and word count; dsig
      * = 1 when every rank of the node has its array mapped by every other:

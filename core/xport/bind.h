@@ -23,6 +23,14 @@
  *    registered with the
  *    network transport (the hmem runner) or staged through pinned host
  *    memory (the staged runner).
+ *
+ * core/xport - transports seen from the core (README):
+ *   owns   the transport registry (transport.c: built-ins, plugins, ABI and
+ *          size checks, typed stubs) and the bindings of (path, memory) to
+ *          transport instances (bind.c), with the lookups the executors
+ *          use (rmacoll__bind_bound, rmacoll__bind_ctl).
+ *   calls  base, config, plan. Transports themselves live in transports/
+ *          and see only include/rmacoll_transport.h.
  */
 #ifndef RMACOLL_CORE_BIND_H
 #define RMACOLL_CORE_BIND_H
