@@ -1,244 +1,52 @@
 /*
- * comm.h - the communicator object: what rmacoll_comm_create (comm.c)
- * builds once and every call reads. The control plane's layout and records
- * are ctrl.h, the proxy's state proxy.h, one call's steps call.h.
+ * comm.h - what the files of core/comm share.
+ *
+ * core/comm - the public API's entry points (README):
+ *   owns   the communicator's life: rmacoll_comm_create / _destroy and the
+ *          small accessors (comm.c), the steps of creation (bootstrap,
+ *          topology, config agreement, control windows, transports, the
+ *          device path: comm_setup.c, comm_xport.c), the NCCL-id
+ *          bootstrap (nccl_oob.c, which only calls the public API).
+ *   calls  every layer below: base, config, oob, plan, xport, ctrl, exec
+ *          (the communicator's state is exec/state.h). Nothing calls comm/.
  */
 #ifndef RMACOLL_CORE_COMM_H
 #define RMACOLL_CORE_COMM_H
 
-#include <pthread.h>
-#include <stdatomic.h>
+#include "core/exec/state.h"
 
-#include "core/xport/bind.h"
-#include "core/oob/bootstrap.h"
-#include "core/exec/call.h"
-#include "core/ctrl/ctrl.h"
-#include "core/base/log.h"
-#include "core/plan/plan.h"
-#include "core/ctrl/proxy.h"
-#include "core/base/shm.h"
-#include "core/xport/transport.h"
-#include "rmacoll_transport.h"
+/* ---- creation steps before the transports (comm_setup.c) ---- */
 
-/* Device memory across nodes: pinned host staging and its worker thread. */
-typedef struct rmacoll__stage {
-    void *send, *recv;
-    uint64_t send_bytes, recv_bytes;
-    rmacoll_mem_t *send_pin, *recv_pin; /* pinned by the CE transport */
-    rmacoll_mem_t *send_mem, *recv_mem; /* network registrations of the call */
-    pthread_t thread;
-    int started;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    uint64_t job;                     /* epoch handed to the worker, 0 = none */
-    uint64_t last;                    /* epoch of the last staged call */
-    int stop;
-    _Atomic uint64_t finished;        /* last epoch the worker completed */
-    _Atomic int status;               /* first error of the worker */
-    /* what the worker runs the plan on: the staging buffers (host), or the
-     * user's device buffers (the hmem runner) */
-    rmacoll_memtype_t run_mem;
-    const void *run_send;
-    void *run_recv;
-    uint64_t hmem_seq;                /* hmem calls made: the READY value */
-    uint64_t run_seq;                 /* of the call handed to the worker */
-    rmacoll_put_t *ready_puts;        /* [nranks]: hmem READY signals */
-} rmacoll__stage_t;
+/** Node keys of all ranks (params->node_key, RMACOLL_NODE_ID or the host
+ * name) -> comm->topo. */
+rmacoll_status_t rmacoll__comm_topology(rmacoll_comm_t *comm,
+                                        const rmacoll_comm_params_t *params);
+/** Every rank must run with the same, valid configuration: cfg_st /
+ * cfg_err are this rank's validation outcome; a bad value on one rank
+ * fails every rank, naming that rank and the key. Sets comm->comm_id. */
+rmacoll_status_t rmacoll__comm_check_config(rmacoll_comm_t *comm, rmacoll_status_t cfg_st,
+                                            const char *cfg_err);
+/** Every relay's slots hold one element of the widest type (the planner's
+ * relay rule on this topology); alike on every rank. */
+rmacoll_status_t rmacoll__comm_check_relay(rmacoll_comm_t *comm);
+/** Own control window, then the node peers' (between two barriers). */
+rmacoll_status_t rmacoll__comm_setup_ctrl(rmacoll_comm_t *comm);
+/** The network peers, the records' slots and holders. */
+rmacoll_status_t rmacoll__comm_setup_net_peers(rmacoll_comm_t *comm);
+/** Keeps direct streams only where every rank of each node names one
+ * network interface (after the transports are up). */
+rmacoll_status_t rmacoll__comm_setup_direct(rmacoll_comm_t *comm);
 
-/* Counters of rmacoll_comm_get_stats (atomic: read by any thread). */
-typedef struct rmacoll__stats {
-    _Atomic uint64_t staged_bytes;
-    _Atomic uint64_t device_registered_bytes;
-    _Atomic uint64_t device_calls_staged;
-    _Atomic uint64_t device_calls_hmem;
-    _Atomic uint64_t device_calls_dsig;
-    _Atomic uint64_t eager_bytes_sent;
-    _Atomic uint64_t eager_bytes_copied;
-    _Atomic uint64_t node_eager_bytes_sent;
-    _Atomic uint64_t node_eager_bytes_copied;
-    _Atomic uint64_t direct_bytes_sent;
-} rmacoll__stats_t;
+/* ---- creation steps of the transports (comm_xport.c) ---- */
 
-/* The transports a communicator may choose from: the built-ins and the
- * plugins its config names (intra_node, inter_node). */
-#define RMACOLL__MAX_AVAIL 16
-
-/* One transport instance of a communicator. */
-typedef struct rmacoll__tinst {
-    const rmacoll__tops_t *ops;       /* complete (no NULL op) */
-    rmacoll_transport_t *tp;
-    rmacoll_transport_env_t env;
-} rmacoll__tinst_t;
-
-/* Non-blocking calls: the communicator's own thread runs a started call
- * (request.c). */
-typedef struct rmacoll__async {
-    pthread_t thread;
-    int started;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;              /* a job queued, or a job done */
-    int stop;
-    int queued;                       /* req waits for the thread */
-    int busy;                         /* started, not completed by test/wait */
-    struct rmacoll_request req;       /* the one request of the communicator */
-} rmacoll__async_t;
-
-struct rmacoll_comm {
-    int rank, nranks;
-    rmacoll_config_t cfg;
-    rmacoll__logger_t log;
-    rmacoll__bootstrap_t *bs;
-    rmacoll_topo_t *topo;
-    rmacoll__plan_cfg_t pcfg;
-    rmacoll__sched_t sched;
-    int sched_open;
-    uint64_t comm_id;
-    uint64_t epoch;                 /* calls made (successful or not) */
-    uint64_t agree_rounds;          /* calls that ran the network agreement: the value
-                                     * of the AGREE words (meta.c), which lag the epoch
-                                     * once a one-round call skipped it */
-    int broken;                     /* a data phase failed: comm unusable */
-    _Atomic int entered;            /* a thread is inside a call (rmacoll__enter) */
-    int fail_culprit;               /* the peer a failure of this rank names, or -1 */
-    rmacoll_put_t *abort_puts;      /* [nranks]: the abort word to network peers */
-    char last_error[512];
-
-    /* control windows */
-    rmacoll__ctrl_layout_t lay;     /* own */
-    rmacoll__shm_t ctrl;            /* own segment */
-    rmacoll__shm_t *peer_ctrl;      /* [nranks]: node peers' segments */
-    volatile uint64_t **peer_signals; /* [nranks] */
-    volatile uint64_t *signals;     /* own */
-    rmacoll__ctrl_layout_t *peer_lay; /* [nranks]: node and network peers */
-    uint32_t *peer_nsig;              /* [nranks]: their signal-word counts */
-
-    /* relay buffer (own) */
-    void *relay_buf;
-    uint64_t relay_bytes;
-    int nin;
-
-    /* network peers (symmetric set), sorted */
-    int nnet;
-    int *net_list;
-    int *net_slot_at;               /* [nnet]: my index in that peer's list */
-    int *net_index;                 /* [nranks]: index in net_list or -1 */
-    /* two nodes (one-round verdict): for a rank of the other node, the rank
-     * of this node whose inbox receives its metadata record (its relay
-     * here, or this rank with the relay off) and the record's slot there;
-     * -1 for ranks of this node */
-    int *rec_holder, *rec_slot;     /* [nranks] */
-    struct rmacoll__rank_view *views; /* [nranks]: the verdict's inputs (meta.c) */
-
-    /* rmacoll_mem_alloc's allocations (mem.c), under mem_lock */
-    pthread_mutex_t mem_lock;
-    struct rmacoll__alloc *allocs;
-
-    /* transports: what could serve (built-ins, plugins the config names),
-     * the instances made, and the bindings over them (bind.h) */
-    rmacoll__tops_t avail[RMACOLL__MAX_AVAIL];
-    int navail;
-    rmacoll__bind_plan_t bp;
-    rmacoll__tinst_t inst[RMACOLL__MAX_INST]; /* bp.ninst */
-    uint8_t *path_peers[2];           /* [rmacoll__path_t][nranks]: peers to reach */
-    rmacoll_mem_t *ctrl_mem, *relay_mem; /* network registrations */
-    rmacoll_rkey_t *peer_ctrl_rkey;   /* [nranks] */
-    rmacoll_rkey_t *peer_relay_rkey;  /* [nranks] */
-    /* device buffers across nodes (bind.h: rmacoll__bind_device_net): 1 =
-     * registered with the network (the hmem runner), 0 = staged; with it
-     * a relay buffer in device memory (from the CE x cuda transport's
-     * mem_alloc, registered with the network) */
-    int hmem;
-    void *drelay_buf;
-    rmacoll_mem_t *drelay_mem;
-    rmacoll_rkey_t *peer_drelay_rkey; /* [nranks] */
-    rmacoll__stats_t stats;
-    /* device-resident signal words of device calls on one node
-     * (RMACOLL_SIG_DEVICE, comm.c: setup_device_signals): own array (from
-     * the CE x cuda control transport's mem_alloc, lay.nsig words), every
-     * rank's device address here (node peers' mapped) and word count; dsig
-     * = 1 when every rank of the node has its array mapped by every other:
-     * run_stream.c then sets RMACOLL_SIG_DEVICE on every index it passes */
-    int dsig;
-    void *dsig_buf;
-    uint64_t *dsig_addr;              /* [nranks] */
-    uint32_t *dsig_n;                 /* [nranks] */
-
-    /* per-call state (sized at create; the data path does not malloc
-     * except to grow the plan and put arrays) */
-    int64_t *scratch;                 /* 2 * nranks */
-    int64_t *uniform;                 /* 2 * nranks: rmacoll_alltoall's arrays */
-    int64_t *peer_rcount, *peer_rdispl; /* [nranks] */
-    uint64_t *peer_recv_addr;         /* [nranks] */
-    uint64_t *eager_in_off;           /* [nranks]: own block's offset in the eager
-                                       * payload of each rank of the other node */
-    uint64_t *node_eager_off;         /* [own node size]: own block's offset in each
-                                       * node member's node payload (planner input) */
-    rmacoll_rkey_t *peer_recv_rkey;   /* [nranks] */
-    uint8_t *direct_in;               /* [nranks]: the stream of each rank of the other
-                                       * node to this node goes direct (planner input) */
-    int64_t *chan_sendcount, *chan_rcount, *chan_rdispl; /* [nin * ls] */
-    rmacoll__sigstate_t *sig;         /* state before the call */
-    rmacoll__sigstate_t *sig_next;    /* state after it, kept on success */
-    rmacoll__plan_t plan;
-    rmacoll_put_t *puts;
-    size_t puts_cap;
-    uint32_t *wait_idx;               /* stream waits of one batch */
-    uint64_t *wait_val;
-    int *wait_peer;                   /* the writer of each (one-launch path) */
-    size_t wait_cap;
-    rmacoll_put_t *meta_puts;         /* [2][nranks]: metadata, agreement */
-
-    rmacoll__stage_t stage;           /* device memory across nodes */
-    rmacoll__proxy_t proxy;           /* owns the network transport's progress */
-    rmacoll__async_t async;           /* rmacoll_alltoallv_start */
-};
-
-/* run_staged.c: after device puts posted on ti's host data path, drives
- * ti (and the proxy) until they are complete, their sources reusable;
- * fails (recorded in last_error) after timeout_ms without completion. */
-rmacoll_status_t rmacoll__device_copies_wait(rmacoll_comm_t *comm, rmacoll__tinst_t *ti);
-
-/* request.c: completes a request in flight (comm destroy) and joins the
- * thread. */
-void rmacoll__async_fini(rmacoll_comm_t *comm);
-
-/* comm.c: the instance bound to (path, mem) for a queue of n tasks (its
- * largest put selects among size-bounded candidates), or NULL if none. */
-rmacoll__tinst_t *rmacoll__comm_bound(rmacoll_comm_t *comm, int path,
-                                      rmacoll_memtype_t mem, const rmacoll__task_t *t,
-                                      size_t n);
-/* comm.c: the control instance of (path, mem): mappings, stream waits and
- * signals, staging pins; NULL if none. */
-rmacoll__tinst_t *rmacoll__comm_ctl(rmacoll_comm_t *comm, int path, rmacoll_memtype_t mem);
-
-/* rmacoll_mem_alloc's allocations still live at destroy: logged and left
- * mapped (mem.c); called before the transports finalize. */
-void rmacoll__mem_fini(rmacoll_comm_t *comm);
-/** Non-zero when [p, p + bytes) lies inside one live rmacoll_mem_alloc
- * allocation of comm that its intra-node transport shares with the node
- * peers (not an ordinary fallback). bytes 0 or p NULL: 0. Takes
- * comm->mem_lock; O(live allocations). */
-int rmacoll__mem_shared(rmacoll_comm_t *comm, const void *p, size_t bytes);
-
-/* exec.c: marks comm as entered by the calling thread; a second thread
- * entering before rmacoll__leave gets RMACOLL_ERR_INVALID_ARG (logged,
- * naming fn, the communicator and the rank; last_error belongs to the call
- * inside). */
-rmacoll_status_t rmacoll__enter(rmacoll_comm_t *comm, const char *fn);
-void rmacoll__leave(rmacoll_comm_t *comm);
-
-/* meta.c: after a failure of this rank (code st) that breaks comm: sets
- * the abort word in its own window (unless one is set already, which is
- * then passed on unchanged) and writes it into every node peer's window
- * and, by an 8-byte put, every network peer's (best effort). */
-void rmacoll__abort_broadcast(rmacoll_comm_t *comm, rmacoll_status_t st);
-/* meta.c: 1 when an abort word is set in this rank's window; buf then says
- * "secondary error: rank R failed first (CODE, ...)". */
-int rmacoll__abort_seen(const rmacoll_comm_t *comm, char *buf, size_t len);
-
-/* comm.c: records st with a message in comm->last_error and logs it. */
-rmacoll_status_t rmacoll__comm_fail(rmacoll_comm_t *comm, rmacoll_status_t st,
-                                    const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/** The transports to choose from, the bindings, one instance each. */
+rmacoll_status_t rmacoll__comm_setup_transports(rmacoll_comm_t *comm);
+/** How device buffers cross nodes (comm->hmem), agreed by every rank. */
+rmacoll_status_t rmacoll__comm_setup_device_path(rmacoll_comm_t *comm);
+/** Device-resident signal words for device calls on one node (comm->dsig). */
+rmacoll_status_t rmacoll__comm_setup_device_signals(rmacoll_comm_t *comm);
+/** The control window and relay buffers registered with the network; every
+ * rank's keys to all. */
+rmacoll_status_t rmacoll__comm_setup_registrations(rmacoll_comm_t *comm);
 
 #endif /* RMACOLL_CORE_COMM_H */

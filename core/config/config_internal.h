@@ -3,6 +3,9 @@
  * the table of every key (for rmacoll-info and the docs), a YAML-ish dump,
  * the hash every rank compares at create, a whole-struct check for configs
  * the embedder fills itself, and the size parser ("64MiB").
+ *
+ * core/config - the configuration (README): owns the config table, the
+ * YAML loader and the environment keys (config.c, env.c); calls base.
  */
 #ifndef RMACOLL_CORE_CONFIG_INTERNAL_H
 #define RMACOLL_CORE_CONFIG_INTERNAL_H

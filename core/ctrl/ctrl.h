@@ -34,8 +34,16 @@
  * the planner's own functions (plan.h), the others only here. Every word
  * rises by exactly one per signal, from a single writer, and is never reset.
  * Device calls on one node may use a second array of nsig words with the
- * same map in the rank's device memory instead (comm.c,
- * setup_device_signals; RMACOLL_SIG_DEVICE in rmacoll_transport.h).
+ * same map in the rank's device memory instead (comm/comm_xport.c,
+ * rmacoll__comm_setup_device_signals; RMACOLL_SIG_DEVICE in rmacoll_transport.h).
+ *
+ * core/ctrl - the control plane (README):
+ *   owns   the control window's layout, signal-word map and records
+ *          (ctrl.c), and the proxy thread that owns the network
+ *          transport's progress (proxy.c, proxy.h).
+ *   calls  base, config, oob, plan, xport. Never exec/ or comm/: the proxy
+ *          records its failures through base/fail.h into the buffer its
+ *          owner hands it.
  */
 #ifndef RMACOLL_CORE_CTRL_H
 #define RMACOLL_CORE_CTRL_H
@@ -149,7 +157,7 @@ typedef struct rmacoll__net_rec {
     uint64_t eager_bytes;
 } rmacoll__net_rec_t;
 
-/* What the one-round verdict reads of one rank (meta.c): its local record
+/* What the one-round verdict reads of one rank (verdict.c): its local record
  * (a rank of this node) or its metadata record (a rank of the other node,
  * in the inbox of its relay here). */
 typedef struct rmacoll__rank_view {
@@ -187,7 +195,7 @@ typedef struct rmacoll__ctrl_layout {
     size_t bytes;         /* whole window */
 } rmacoll__ctrl_layout_t;
 
-/* The one-round verdict (meta.c) is used on one node of at most
+/* The one-round verdict (verdict.c) is used on one node of at most
  * RMACOLL__ONE_ROUND_NODE_MAX ranks and on two nodes of at most
  * RMACOLL__ONE_ROUND_PAIR_MAX ranks each (records carry 2 * nranks counts,
  * every rank checks every pair); otherwise the agreement. */

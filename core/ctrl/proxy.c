@@ -37,22 +37,6 @@ static void futex_wake(_Atomic int *w)
     (void)syscall(SYS_futex, (int *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-static rmacoll_status_t proxy_fail(rmacoll__proxy_t *px, rmacoll_status_t st,
-                                   const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static rmacoll_status_t proxy_fail(rmacoll__proxy_t *px, rmacoll_status_t st,
-                                   const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(px->errbuf, px->errlen, fmt, ap);
-    va_end(ap);
-    rmacoll__log(px->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_PROXY, "%s", px->errbuf);
-    return st;
-}
-
 static void proxy_set_error(rmacoll__proxy_t *px, rmacoll_status_t st)
 {
     int expected = RMACOLL_SUCCESS;
@@ -100,8 +84,7 @@ void rmacoll__proxy_init(rmacoll__proxy_t *px, int rank, uint64_t timeout_ms,
     px->rank = rank;
     px->timeout_ms = timeout_ms;
     px->log = log;
-    px->errbuf = errbuf;
-    px->errlen = errlen;
+    rmacoll__fail_init(&px->fail, errbuf, errlen, log, rank, RMACOLL_LOG_SUBSYS_PROXY);
     px->park_ns = RMACOLL__PROXY_PARK_NS;
     atomic_store(&px->err_peer, -1);
     pthread_mutex_init(&px->lock, NULL);
@@ -201,9 +184,9 @@ rmacoll_status_t rmacoll__proxy_start(rmacoll__proxy_t *px,
     atomic_store(&px->err_peer, -1);
     rc = pthread_create(&px->thread, NULL, proxy_main, px);
     if (rc != 0) {
-        return proxy_fail(px, RMACOLL_ERR_NO_MEMORY,
-                          "rank %d: cannot start the proxy thread: %s", px->rank,
-                          strerror(rc));
+        return rmacoll__fail(&px->fail, RMACOLL_ERR_NO_MEMORY,
+                             "rank %d: cannot start the proxy thread: %s", px->rank,
+                             strerror(rc));
     }
     px->started = 1;
     return RMACOLL_SUCCESS;
@@ -259,9 +242,9 @@ rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t
             start = now_ms();
         }
         if (now_ms() - start > px->timeout_ms) {
-            return proxy_fail(px, RMACOLL_ERR_TIMEOUT,
-                              "rank %d: proxy thread stalled for %llu ms", px->rank,
-                              (unsigned long long)px->timeout_ms);
+            return rmacoll__fail(&px->fail, RMACOLL_ERR_TIMEOUT,
+                                 "rank %d: proxy thread stalled for %llu ms", px->rank,
+                                 (unsigned long long)px->timeout_ms);
         }
         rmacoll__proxy_poll(px);
         sched_yield();
@@ -290,18 +273,19 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
             int peer = atomic_load(&px->err_peer);
             rmacoll__proxy_drive(px, 0);
             if (peer >= 0 && st == RMACOLL_ERR_TIMEOUT) {
-                return proxy_fail(px, (rmacoll_status_t)st,
-                                  "rank %d: network transport failed towards rank %d "
-                                  "(silent rank %d): %s", px->rank, peer, peer,
-                                  rmacoll_status_string(st));
+                return rmacoll__fail(&px->fail, (rmacoll_status_t)st,
+                                     "rank %d: network transport failed towards rank %d "
+                                     "(silent rank %d): %s", px->rank, peer, peer,
+                                     rmacoll_status_string(st));
             }
             if (peer >= 0) {
-                return proxy_fail(px, (rmacoll_status_t)st,
-                                  "rank %d: network transport failed towards rank %d: %s",
-                                  px->rank, peer, rmacoll_status_string(st));
+                return rmacoll__fail(&px->fail, (rmacoll_status_t)st,
+                                     "rank %d: network transport failed towards rank %d: %s",
+                                     px->rank, peer, rmacoll_status_string(st));
             }
-            return proxy_fail(px, (rmacoll_status_t)st, "rank %d: network transport failed: %s",
-                              px->rank, rmacoll_status_string(st));
+            return rmacoll__fail(&px->fail, (rmacoll_status_t)st,
+                                 "rank %d: network transport failed: %s",
+                                 px->rank, rmacoll_status_string(st));
         }
         pthread_mutex_lock(&px->lock);
         proxy_drive_locked(px);
@@ -321,10 +305,10 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
          * (timeout_ms), whose error names the silent peer */
         if (now_ms() - start > px->timeout_ms + px->timeout_ms / 4) {
             rmacoll__proxy_drive(px, 0);
-            return proxy_fail(px, RMACOLL_ERR_TIMEOUT,
-                              "rank %d: %zu network puts still incomplete after "
-                              "%llu ms", px->rank, pending,
-                              (unsigned long long)(now_ms() - start));
+            return rmacoll__fail(&px->fail, RMACOLL_ERR_TIMEOUT,
+                                 "rank %d: %zu network puts still incomplete after "
+                                 "%llu ms", px->rank, pending,
+                                 (unsigned long long)(now_ms() - start));
         }
         if (++spins >= RMACOLL__POLLS_BEFORE_YIELD) {
             sched_yield();

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/base/fail.h"
 #include "core/base/log.h"
 #include "core/xport/transport.h"
 
@@ -59,8 +60,7 @@ typedef struct rmacoll__proxy {
     int rank;
     uint64_t timeout_ms;
     rmacoll__logger_t *log;
-    char *errbuf;                     /* the communicator's last error */
-    size_t errlen;
+    rmacoll__fail_t fail;             /* into the communicator's last error */
 
     pthread_t thread;
     int started;

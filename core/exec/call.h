@@ -6,12 +6,14 @@
  *
  * exec.c drives the steps; meta.c is the control exchange and the
  * agreement (over the control plane, ctrl.h); a runner is the memory mode
- * of the call (host, stream, staged), chosen per call, behind the small
- * interface below (run_host.c, run_stream.c, run_staged.c).
+ * of the call (host, stream, staged, hmem), taken from the communicator's
+ * runner table, behind the small interface below (run_host.c,
+ * run_stream.c, run_staged.c).
  *
- * Dependencies go one way: exec.c, meta.c, request.c and the runners
- * include comm.h (the communicator), which includes this header; this
- * header includes neither comm.h nor any .c module's header.
+ * Dependencies go one way: the files of core/exec include state.h (the
+ * communicator), which includes this header; this header includes no
+ * other exec header. The declarations below come in the order of the
+ * files (state.h says it), lowest first.
  */
 #ifndef RMACOLL_CORE_CALL_H
 #define RMACOLL_CORE_CALL_H
@@ -67,13 +69,27 @@ typedef struct rmacoll__call {
     uint64_t prof[5];                 /* stage timestamps (TRACE), ns */
 } rmacoll__call_t;
 
+/* rmacoll__runner_t.caps */
+#define RMACOLL__RUNNER_GRAPH 0x1u /* its calls may be captured into a CUDA graph
+                                    * (graph mode, run_stream.c) */
+
 /**
- * A memory mode. prepare and planned report a local error by returning it
- * with call->msg set (it then travels to every rank); run's errors break
- * the communicator. release undoes prepare (after run or on failure).
+ * A memory mode: the ops of one executor, {name, ...ops} as the transports'
+ * tables. The communicator's table (state.h: comm->runner, filled at bind
+ * time by rmacoll__runners_bind) picks one per call from the memory type of
+ * its buffers; the pipeline reads what it needs to know of a runner from
+ * mem and caps, never from which runner it is.
+ *
+ * prepare and planned report a local error by returning it with call->msg
+ * set (it then travels to every rank); run's errors break the
+ * communicator. release undoes prepare (after run or on failure).
  */
 struct rmacoll__runner {
     const char *name;
+    rmacoll_memtype_t mem;            /* the user's buffers: RMACOLL_MEM_HOST calls
+                                       * block, are gated (ctrl.h) and may take the
+                                       * eager paths; RMACOLL_MEM_CUDA calls do not */
+    uint32_t caps;                    /* RMACOLL__RUNNER_* */
     rmacoll_status_t (*prepare)(rmacoll__call_t *call);
     rmacoll_status_t (*planned)(rmacoll__call_t *call);
     rmacoll_status_t (*run)(rmacoll__call_t *call);
@@ -84,6 +100,87 @@ extern const rmacoll__runner_t rmacoll__run_host;   /* host memory: blocking */
 extern const rmacoll__runner_t rmacoll__run_stream; /* device memory, one node */
 extern const rmacoll__runner_t rmacoll__run_staged; /* device memory across nodes */
 extern const rmacoll__runner_t rmacoll__run_hmem;   /* the same, registered: no staging */
+
+/* ---- waits on signal words, the receive gate (wait.c) ---- */
+
+/** Waits until *word >= value; names `peer` and `what` on timeout or on a
+ * transport failure. */
+rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
+                                    const volatile uint64_t *word, uint64_t value,
+                                    int peer, const char *what);
+/** rmacoll__wait_word with its own silence limit, timeout_ms. */
+rmacoll_status_t rmacoll__wait_word_for(rmacoll_comm_t *comm, const volatile uint64_t *word,
+                                        uint64_t value, int peer, const char *what,
+                                        uint64_t timeout_ms);
+/** Raises this rank's progress count (ctrl.h): a completed wait or batch
+ * of copies, seen by node peers waiting on this rank. */
+void rmacoll__progress_bump(rmacoll_comm_t *comm);
+/** Opens this rank's receive gate for call epoch `epoch` (ctrl.h). */
+void rmacoll__gate_open(rmacoll_comm_t *comm, uint64_t epoch);
+/** Closes the receive gate and waits (up to timeout_ms) until no node peer
+ * is between its check of the gate and the end of its copy; returns 0, or
+ * the number of writers still inside after the wait (logged). */
+int rmacoll__gate_close(rmacoll_comm_t *comm);
+
+/* ---- shared by the runners (put.c) ---- */
+
+/** Task -> transport put for the host path or the stream path. */
+void rmacoll__translate(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
+                        const rmacoll__task_t *t, const void *sendbuf, void *recvbuf,
+                        rmacoll_mem_t *send_mem, rmacoll_put_t *put);
+/** Grows comm's put array to n entries. */
+rmacoll_status_t rmacoll__grow_puts(rmacoll_comm_t *comm, size_t n);
+/** The eager payload of this call's metadata record from network peer
+ * `sender` (the plan's RMACOLL__WIN_EAGER of tasks whose origin it is). */
+const void *rmacoll__meta_payload(rmacoll_comm_t *comm, int sender);
+/** The node payload of node peer `sender` for the current call (in its
+ * control window, mapped here): the source of RMACOLL__WIN_NODE_EAGER. */
+const void *rmacoll__meta_node_payload(rmacoll_comm_t *comm, int sender);
+
+/* ---- control exchange and agreement (meta.c, verdict.c) ---- */
+
+/** Publishes the call's metadata to node and network peers and waits for
+ * theirs. Errors here break the communicator. */
+rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *call);
+/** Merges every rank's planning outcome into call->acc (node, rail, node). */
+rmacoll_status_t rmacoll__meta_agree(rmacoll__call_t *call);
+/** Fills the planner's peer inputs from the records (after the exchange). */
+void rmacoll__meta_inputs(rmacoll__call_t *call);
+/** Adds a successful call's eager bytes (sent in its records, copied by
+ * its plan) to comm's counters. */
+void rmacoll__meta_eager_count(rmacoll__call_t *call);
+/** One-round verdict (verdict.c): points comm->views at every rank's
+ * status and rows for this call (their records are in). */
+void rmacoll__verdict_views(rmacoll__call_t *call);
+/** One-round verdict: every rank's outcome into call->acc from the views;
+ * sets call->one_round unless a rank is on device memory. */
+void rmacoll__verdict(rmacoll__call_t *call);
+
+/* ---- the runners' own entry points ---- */
+
+/** Runs comm's plan from a host thread (the host runner, the staging
+ * worker) on buffers of type mem: host buffers, or (RMACOLL_MEM_CUDA, the
+ * hmem runner) device buffers, copied to node peers by the CE x cuda
+ * control transport's host data path and relayed through the device relay
+ * buffer. Blocking; completes the proxy's puts (run_host.c). */
+rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
+                                        const void *sendbuf, void *recvbuf,
+                                        rmacoll_mem_t *send_mem);
+/** Checks the communicator can take device memory on call->stream
+ * (run_stream.c); on error call->msg says why. */
+rmacoll_status_t rmacoll__stream_usable(rmacoll__call_t *call);
+/** Exports the device receive buffer for node peers into this call's
+ * control record (run_stream.c); on error call->msg says why. */
+rmacoll_status_t rmacoll__stream_export_recv(rmacoll__call_t *call);
+/** Maps node peer j's device receive buffer of this call (its export) into
+ * comm->peer_recv_addr[j] (run_stream.c); on error call->msg says why. */
+rmacoll_status_t rmacoll__stream_map_peer(rmacoll__call_t *call, int j);
+/** Waits until the previous staged call's receive blocks are back on the
+ * device; returns its error, if any. No-op when none is in flight
+ * (run_staged.c). */
+rmacoll_status_t rmacoll__staged_drain(rmacoll_comm_t *comm);
+/** Joins the staging worker and frees the staging buffers (run_staged.c). */
+void rmacoll__staged_fini(rmacoll_comm_t *comm);
 
 /* ---- the pipeline (exec.c) ---- */
 
@@ -106,74 +203,5 @@ struct rmacoll_request {
     rmacoll_status_t status;          /* the call's, once done */
     _Atomic int done;
 };
-
-/* ---- control exchange and agreement (meta.c) ---- */
-
-/** Publishes the call's metadata to node and network peers and waits for
- * theirs. Errors here break the communicator. */
-rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *call);
-/** Merges every rank's planning outcome into call->acc (node, rail, node). */
-rmacoll_status_t rmacoll__meta_agree(rmacoll__call_t *call);
-/** Fills the planner's peer inputs from the records (after the exchange). */
-void rmacoll__meta_inputs(rmacoll__call_t *call);
-/** The eager payload of this call's metadata record from network peer
- * `sender` (the plan's RMACOLL__WIN_EAGER of tasks whose origin it is). */
-const void *rmacoll__meta_payload(rmacoll_comm_t *comm, int sender);
-/** The node payload of node peer `sender` for the current call (in its
- * control window, mapped here): the source of RMACOLL__WIN_NODE_EAGER. */
-const void *rmacoll__meta_node_payload(rmacoll_comm_t *comm, int sender);
-/** Adds a successful call's eager bytes (sent in its records, copied by
- * its plan) to comm's counters. */
-void rmacoll__meta_eager_count(rmacoll__call_t *call);
-
-/* ---- shared by the runners ---- */
-
-/** Task -> transport put for the host path or the stream path. */
-void rmacoll__translate(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
-                        const rmacoll__task_t *t, const void *sendbuf, void *recvbuf,
-                        rmacoll_mem_t *send_mem, rmacoll_put_t *put);
-/** Grows comm's put array to n entries. */
-rmacoll_status_t rmacoll__grow_puts(rmacoll_comm_t *comm, size_t n);
-/** Runs comm's plan from a host thread (the host runner, the staging
- * worker) on buffers of type mem: host buffers, or (RMACOLL_MEM_CUDA, the
- * hmem runner) device buffers, copied to node peers by the CE x cuda
- * control transport's host data path and relayed through the device relay
- * buffer. Blocking; completes the proxy's puts. */
-rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
-                                        const void *sendbuf, void *recvbuf,
-                                        rmacoll_mem_t *send_mem);
-/** Waits until *word >= value; names `peer` and `what` on timeout or on a
- * transport failure. */
-rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
-                                    const volatile uint64_t *word, uint64_t value,
-                                    int peer, const char *what);
-
-/** Raises this rank's progress count (ctrl.h): a completed wait or batch
- * of copies, seen by node peers waiting on this rank. */
-void rmacoll__progress_bump(rmacoll_comm_t *comm);
-/** Opens this rank's receive gate for call epoch `epoch` (ctrl.h). */
-void rmacoll__gate_open(rmacoll_comm_t *comm, uint64_t epoch);
-/** Closes the receive gate and waits (up to timeout_ms) until no node peer
- * is between its check of the gate and the end of its copy; returns 0, or
- * the number of writers still inside after the wait (logged). */
-int rmacoll__gate_close(rmacoll_comm_t *comm);
-
-/** Checks the communicator can take device memory on call->stream
- * (run_stream.c); on error call->msg says why. */
-rmacoll_status_t rmacoll__stream_usable(rmacoll__call_t *call);
-/** Exports the device receive buffer for node peers into this call's
- * control record (run_stream.c); on error call->msg says why. */
-rmacoll_status_t rmacoll__stream_export_recv(rmacoll__call_t *call);
-/** Maps node peer j's device receive buffer of this call (its export) into
- * comm->peer_recv_addr[j] (run_stream.c); on error call->msg says why. */
-rmacoll_status_t rmacoll__stream_map_peer(rmacoll__call_t *call, int j);
-
-/* ---- the staging worker (run_staged.c) ---- */
-
-/** Waits until the previous staged call's receive blocks are back on the
- * device; returns its error, if any. No-op when none is in flight. */
-rmacoll_status_t rmacoll__staged_drain(rmacoll_comm_t *comm);
-/** Joins the worker and frees the staging buffers. */
-void rmacoll__staged_fini(rmacoll_comm_t *comm);
 
 #endif /* RMACOLL_CORE_CALL_H */

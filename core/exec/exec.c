@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "core/exec/call.h"
-#include "core/comm/comm.h"
+#include "core/exec/state.h"
 #include "core/plan/validate.h"
 
 /* Per-call stage timing, logged at TRACE (cheap when off). */
@@ -27,18 +27,6 @@ static uint64_t prof_ns(const rmacoll_comm_t *comm)
     }
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* The memory mode of a call. */
-static const rmacoll__runner_t *choose_runner(const rmacoll_comm_t *comm, void *stream)
-{
-    if (stream == NULL) {
-        return &rmacoll__run_host;
-    }
-    if (comm->topo->nnodes == 1) {
-        return &rmacoll__run_stream;
-    }
-    return comm->hmem ? &rmacoll__run_hmem : &rmacoll__run_staged; /* chosen at create */
 }
 
 /* Opens a call on comm: the previous staged call is drained, a broken
@@ -64,18 +52,18 @@ rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *c, rmacoll_comm_t *comm,
     }
     st = rmacoll__staged_drain(comm);
     if (st != RMACOLL_SUCCESS) {
-        return rmacoll__comm_fail(comm, st, "rank %d: the previous call on device "
-                                  "buffers failed: %s", comm->rank,
-                                  rmacoll_status_string(st));
+        return rmacoll__fail(&comm->fail, st, "rank %d: the previous call on device "
+                             "buffers failed: %s", comm->rank,
+                             rmacoll_status_string(st));
     }
     if (comm->broken) {
-        return rmacoll__comm_fail(comm, RMACOLL_ERR_PEER,
-                                  "rank %d: the communicator failed in an earlier call "
-                                  "and must be destroyed", comm->rank);
+        return rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER,
+                             "rank %d: the communicator failed in an earlier call "
+                             "and must be destroyed", comm->rank);
     }
     memset(c, 0, sizeof(*c));
     c->comm = comm;
-    c->runner = choose_runner(comm, stream);
+    c->runner = comm->runner[stream == NULL ? RMACOLL_MEM_HOST : RMACOLL_MEM_CUDA];
     c->sendbuf = sendbuf;
     c->sendcounts = sendcounts;
     c->sdispls = sdispls;
@@ -209,8 +197,7 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
         c->drives = 0;
     }
 
-
-    if (c->runner == &rmacoll__run_host) {
+    if (c->runner->mem == RMACOLL_MEM_HOST) {
         if (st != RMACOLL_SUCCESS) {
             /* peers still waiting stop at once, and late writers see the
              * gate closed before they copy */
@@ -220,7 +207,7 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
             /* a node peer stopped inside a copy into this rank: what it
              * still copies must not land in this rank's shared allocations
              * (rmacoll_mem_alloc) once the call has returned */
-            rmacoll__tinst_t *t = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_HOST);
+            rmacoll__tinst_t *t = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_HOST);
             rmacoll_status_t ust = t != NULL && t->tp != NULL
                                        ? t->ops->mem.mem_unshare(t->tp, c->hrecv,
                                                                  (size_t)c->recv_extent)
@@ -243,12 +230,12 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
         c->runner->release(c);
         rmacoll__proxy_set_active(&comm->proxy, 0);
         if (c->acc.rank == me) {
-            return rmacoll__comm_fail(comm, (rmacoll_status_t)c->acc.code, "%s",
-                                      c->acc.msg);
+            return rmacoll__fail(&comm->fail, (rmacoll_status_t)c->acc.code, "%s",
+                                 c->acc.msg);
         }
-        return rmacoll__comm_fail(comm, (rmacoll_status_t)c->acc.code,
-                                  "rank %d: call failed on rank %d: %s", me, c->acc.rank,
-                                  c->acc.msg);
+        return rmacoll__fail(&comm->fail, (rmacoll_status_t)c->acc.code,
+                             "rank %d: call failed on rank %d: %s", me, c->acc.rank,
+                             c->acc.msg);
     }
     if (st == RMACOLL_SUCCESS) {
         log_profile(c);
@@ -256,7 +243,7 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
             rmacoll__meta_eager_count(c);
         }
     }
-    if (st != RMACOLL_SUCCESS && c->runner != &rmacoll__run_host) {
+    if (st != RMACOLL_SUCCESS && c->runner->mem != RMACOLL_MEM_HOST) {
         /* the first failure propagates: peers still waiting stop at once */
         rmacoll__abort_broadcast(comm, st);
     }
@@ -286,8 +273,8 @@ rmacoll_status_t rmacoll__call_pipeline(rmacoll__call_t *call)
     /* node peers may copy into the receive buffer during this call only
      * (host memory: the gate closes before the call returns; device
      * memory is not gated) */
-    rmacoll__gate_open(call->comm, call->runner == &rmacoll__run_host ? call->epoch
-                                                                      : UINT64_MAX);
+    rmacoll__gate_open(call->comm, call->runner->mem == RMACOLL_MEM_HOST ? call->epoch
+                                                                         : UINT64_MAX);
     call_validate(call);                   /* + runner prepare: call->local */
     st = rmacoll__meta_exchange(call);     /* control exchange: call->acc */
     if (st == RMACOLL_SUCCESS) {

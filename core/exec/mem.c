@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/comm/comm.h"
+#include "core/exec/state.h"
 #include "core/base/log.h"
 
 typedef struct rmacoll__alloc {
@@ -55,7 +55,7 @@ rmacoll_status_t rmacoll_mem_alloc(rmacoll_comm_t *comm, size_t bytes, void **pt
     if (a == NULL) {
         return RMACOLL_ERR_NO_MEMORY;
     }
-    t = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_HOST);
+    t = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_HOST);
     if (t != NULL && t->tp != NULL) {
         st = t->ops->mem.mem_alloc(t->tp, bytes, RMACOLL_MEM_HOST, &p);
     }

@@ -1,6 +1,6 @@
 /*
- * meta.c - the control exchange and the agreement of one call, and the
- * one wait on a signal word every step uses.
+ * meta.c - the control exchange and the agreement of one call (the
+ * one-round verdict is verdict.c, the waits on signal words wait.c).
  *
  * Metadata round (DESIGN.md, step 2): every rank publishes its receive
  * address and recvcounts/rdispls in its control window for node peers,
@@ -19,342 +19,11 @@
 #include <time.h>
 
 #include "core/exec/call.h"
-#include "core/comm/comm.h"
+#include "core/exec/records.h"
+#include "core/exec/state.h"
 #include "core/plan/topo.h"
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static uint64_t load_acquire(const volatile uint64_t *w)
-{
-    return __atomic_load_n(w, __ATOMIC_ACQUIRE);
-}
-
-/* The progress count in the header of a control window. */
-static volatile uint64_t *progress_word(void *ctrl_base)
-{
-    return (volatile uint64_t *)((char *)ctrl_base + RMACOLL__CTRL_PROGRESS_OFF);
-}
-
-/*
- * What a waiter can see of progress, summed: the awaited word itself (a
- * transfer in chunks raises it once per chunk), every signal word of this
- * rank (any peer still delivering to it), and, when the awaited peer is a
- * node peer, that peer's progress count (a relay busy forwarding for other
- * ranks raises it with each wait it completes). A network peer's own
- * progress is visible only through the words it raises here.
- */
-static uint64_t progress_seen(const rmacoll_comm_t *comm, const volatile uint64_t *word,
-                              int peer)
-{
-    uint64_t sum = load_acquire(word);
-
-    for (uint32_t k = 0; k < comm->lay.nsig; k++) {
-        sum += __atomic_load_n(&comm->signals[k], __ATOMIC_RELAXED);
-    }
-    if (peer >= 0 && peer < comm->nranks && peer != comm->rank &&
-        comm->peer_ctrl[peer].addr != NULL) {
-        sum += __atomic_load_n(progress_word(comm->peer_ctrl[peer].addr), __ATOMIC_RELAXED);
-    }
-    return sum;
-}
-
-static volatile uint64_t *hdr_word(void *ctrl_base, size_t off)
-{
-    return (volatile uint64_t *)((char *)ctrl_base + off);
-}
-
-int rmacoll__abort_seen(const rmacoll_comm_t *comm, char *buf, size_t len)
-{
-    uint64_t w = __atomic_load_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_ABORT_OFF),
-                                 __ATOMIC_ACQUIRE);
-    int culprit;
-
-    if (w == 0) {
-        return 0;
-    }
-    culprit = rmacoll__abort_culprit(w);
-    if (culprit >= 0) {
-        snprintf(buf, len, "secondary error: rank %d failed first (%s, silent rank %d)",
-                 rmacoll__abort_origin(w),
-                 rmacoll_status_name((rmacoll_status_t)rmacoll__abort_code(w)), culprit);
-    } else {
-        snprintf(buf, len, "secondary error: rank %d failed first (%s)",
-                 rmacoll__abort_origin(w),
-                 rmacoll_status_name((rmacoll_status_t)rmacoll__abort_code(w)));
-    }
-    return 1;
-}
-
-void rmacoll__abort_broadcast(rmacoll_comm_t *comm, rmacoll_status_t st)
-{
-    volatile uint64_t *own = hdr_word(comm->ctrl.addr, RMACOLL__CTRL_ABORT_OFF);
-    const rmacoll_topo_t *topo = comm->topo;
-    int A = topo->node_of[comm->rank];
-    uint64_t w = rmacoll__abort_word((int)st, comm->rank, comm->fail_culprit);
-    uint64_t zero = 0;
-
-    /* the first failure known here wins: a secondary one passes it on */
-    __atomic_compare_exchange_n(own, &zero, w, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-    w = __atomic_load_n(own, __ATOMIC_ACQUIRE);
-    for (int l = 0; l < topo->node_size[A]; l++) {
-        int j = rmacoll__topo_rank(topo, A, l);
-        if (j != comm->rank && comm->peer_ctrl[j].addr != NULL) {
-            zero = 0;
-            __atomic_compare_exchange_n(hdr_word(comm->peer_ctrl[j].addr,
-                                                 RMACOLL__CTRL_ABORT_OFF),
-                                        &zero, w, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-        }
-    }
-    if (comm->nnet > 0 && comm->proxy.started && comm->ctrl_mem != NULL) {
-        for (int k = 0; k < comm->nnet; k++) {
-            int p = comm->net_list[k];
-            rmacoll_put_t *put = &comm->abort_puts[k];
-            memset(put, 0, sizeof(*put));
-            put->peer = p;
-            put->src = (const char *)comm->ctrl.addr + RMACOLL__CTRL_ABORT_OFF;
-            put->src_mem = comm->ctrl_mem;
-            put->bytes = 8;
-            put->dst_rkey = &comm->peer_ctrl_rkey[p];
-            put->dst_addr = put->dst_rkey->addr + RMACOLL__CTRL_ABORT_OFF;
-            put->sig_index = RMACOLL_NO_SIGNAL;
-        }
-        /* best effort: a failed network is the likely cause */
-        if (rmacoll__proxy_submit(&comm->proxy, comm->abort_puts, (size_t)comm->nnet) ==
-            RMACOLL_SUCCESS) {
-            rmacoll__proxy_poll(&comm->proxy);
-        }
-    }
-}
-
-void rmacoll__gate_open(rmacoll_comm_t *comm, uint64_t epoch)
-{
-    __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_OPEN_OFF), epoch,
-                     __ATOMIC_SEQ_CST);
-}
-
-int rmacoll__gate_close(rmacoll_comm_t *comm)
-{
-    volatile uint64_t *busy = hdr_word(comm->ctrl.addr, RMACOLL__CTRL_BUSY_OFF);
-    uint64_t start = now_ms(), n;
-
-    __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_OPEN_OFF), 0,
-                     __ATOMIC_SEQ_CST);
-    while ((n = __atomic_load_n(busy, __ATOMIC_SEQ_CST)) != 0) {
-        if (now_ms() - start > comm->cfg.timeout_ms) {
-            rmacoll__log(&comm->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE,
-                         "rank %d: %llu node peer(s) still inside a copy into this "
-                         "rank's receive buffer after %llu ms (stopped between their "
-                         "check and their copy): it may still be written",
-                         comm->rank, (unsigned long long)n,
-                         (unsigned long long)comm->cfg.timeout_ms);
-            return (int)n;
-        }
-        sched_yield();
-    }
-    return 0;
-}
-
-/* The rank at the end of a chain of waits that starts at node peer
- * `peer` (each waiting rank publishes whom it waits for): the silent rank
- * itself, or the first rank of the chain that is not a node peer. */
-static int wait_chain_end(const rmacoll_comm_t *comm, int peer)
-{
-    int x = peer;
-
-    /* a live waiter samples every timeout_ms / 16: a heartbeat older than
-     * a quarter of the timeout is a stopped (or dead) one */
-    uint64_t stale = comm->cfg.timeout_ms / 4 + 20;
-
-    for (int step = 0; step < comm->nranks; step++) {
-        uint64_t w, hb;
-        int y;
-        if (x < 0 || x >= comm->nranks || x == comm->rank ||
-            comm->peer_ctrl[x].addr == NULL) {
-            break;
-        }
-        w = __atomic_load_n(hdr_word(comm->peer_ctrl[x].addr, RMACOLL__CTRL_WAITING_OFF),
-                            __ATOMIC_RELAXED);
-        hb = __atomic_load_n(hdr_word(comm->peer_ctrl[x].addr,
-                                      RMACOLL__CTRL_HEARTBEAT_OFF), __ATOMIC_RELAXED);
-        y = (int)w - 1;
-        if (w == 0 || y == comm->rank || y == x || y < 0 || y >= comm->nranks ||
-            now_ms() - hb > stale) {
-            break;
-        }
-        x = y;
-    }
-    return x;
-}
-
-/*
- * The timeout counts silence, not total time: the wait fails when nothing
- * it can see (progress_seen) has moved for timeout_ms. A slow transfer
- * that keeps delivering chunks never times out; a stopped or dead peer is
- * reported timeout_ms (+ one sampling period, timeout_ms / 16) after its
- * last sign of life. A timeout names the awaited peer and, when that node
- * peer is itself waiting, the rank at the end of the chain ("silent rank
- * S"); the abort word of a rank that failed first ends the wait at once
- * (a secondary error, RMACOLL_ERR_PEER, naming that rank and its cause).
- */
-static rmacoll_status_t wait_word_for(rmacoll_comm_t *comm, const volatile uint64_t *word,
-                                      uint64_t value, int peer, const char *what,
-                                      uint64_t timeout_ms);
-
-rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
-                                    const volatile uint64_t *word,
-                                    uint64_t value, int peer, const char *what)
-{
-    return wait_word_for(comm, word, value, peer, what, comm->cfg.timeout_ms);
-}
-
-/* rmacoll__wait_word with its own silence limit. */
-static rmacoll_status_t wait_word_for(rmacoll_comm_t *comm, const volatile uint64_t *word,
-                                      uint64_t value, int peer, const char *what,
-                                      uint64_t timeout_ms)
-{
-    volatile uint64_t *waiting = hdr_word(comm->ctrl.addr, RMACOLL__CTRL_WAITING_OFF);
-    uint64_t last_change = 0, next_sample = 0, seen = 0;
-    uint64_t period = timeout_ms / 16 ? timeout_ms / 16 : 1;
-    uint64_t next_bs = 0, dead_at = 0;
-    unsigned spins = 0;
-    rmacoll_status_t st = RMACOLL_SUCCESS;
-    int dead = -1;
-    char sec[160];
-
-    rmacoll__proxy_drive(&comm->proxy, 1);
-    while (load_acquire(word) < value) {
-        int ep;
-        rmacoll_status_t pst = rmacoll__proxy_error(&comm->proxy, &ep);
-        uint64_t now;
-        if (pst != RMACOLL_SUCCESS) {
-            comm->fail_culprit = ep;
-            if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
-                st = rmacoll__comm_fail(comm, RMACOLL_ERR_PEER,
-                                        "rank %d: %s; then the network transport failed "
-                                        "(peer %d) while waiting for rank %d (%s)",
-                                        comm->rank, sec, ep, peer, what);
-            } else {
-                char silent[32] = "";
-                if (pst == RMACOLL_ERR_TIMEOUT && ep >= 0) {
-                    snprintf(silent, sizeof(silent), ", silent rank %d", ep);
-                }
-                st = rmacoll__comm_fail(comm, pst,
-                                        "rank %d: network transport failed (peer %d%s) "
-                                        "while waiting for rank %d (%s): %s",
-                                        comm->rank, ep, silent, peer, what,
-                                        rmacoll_status_string(pst));
-            }
-            break;
-        }
-        rmacoll__proxy_poll(&comm->proxy);
-        if (++spins < RMACOLL__POLLS_BEFORE_YIELD) {
-            continue;
-        }
-        if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
-            st = rmacoll__comm_fail(comm, RMACOLL_ERR_PEER,
-                                    "rank %d: %s; stopped waiting for rank %d (%s)",
-                                    comm->rank, sec, peer, what);
-            break;
-        }
-        now = now_ms();
-        /* A rank whose process died: the bootstrap root saw its connection
-         * close and says so to every rank (rmacoll__bootstrap_poll_error),
-         * long before timeout_ms of silence. Writes complete locally on
-         * ordered providers (FI_INJECT_COMPLETE), so the network says
-         * nothing once they are out. Checked every RMACOLL__BS_POLL_MS; the
-         * wait goes on RMACOLL__BS_GRACE_MS more for what the rank sent
-         * before it died. */
-        if (now >= next_bs) {
-            next_bs = now + RMACOLL__BS_POLL_MS;
-            if (dead_at == 0) {
-                if (rmacoll__bootstrap_poll_error(comm->bs, &dead, sec, sizeof(sec)) !=
-                    RMACOLL_SUCCESS) {
-                    dead_at = now;
-                }
-            } else if (now - dead_at >= RMACOLL__BS_GRACE_MS) {
-                comm->fail_culprit = dead >= 0 ? dead : peer;
-                st = rmacoll__comm_fail(comm, RMACOLL_ERR_PEER,
-                                        "rank %d: the bootstrap root reports: %s; stopped "
-                                        "waiting for rank %d (%s)", comm->rank, sec, peer,
-                                        what);
-                break;
-            }
-        }
-        if (last_change == 0) {
-            last_change = now;
-            next_sample = now + period;
-            seen = progress_seen(comm, word, peer);
-            __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_HEARTBEAT_OFF), now,
-                             __ATOMIC_RELAXED);
-            __atomic_store_n(waiting, (uint64_t)(peer + 1), __ATOMIC_RELAXED);
-        } else if (now >= next_sample) {
-            uint64_t p = progress_seen(comm, word, peer);
-            next_sample = now + period;
-            __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_HEARTBEAT_OFF), now,
-                             __ATOMIC_RELAXED);
-            if (p != seen) {
-                seen = p;
-                last_change = now;
-            } else if (now - last_change > timeout_ms) {
-                int end = wait_chain_end(comm, peer);
-                char via[64] = "";
-                if (end != peer) {
-                    snprintf(via, sizeof(via), ", which waits for rank %d", end);
-                }
-                comm->fail_culprit = end;
-                st = rmacoll__comm_fail(comm, RMACOLL_ERR_TIMEOUT,
-                                        "rank %d: timed out waiting for rank %d%s "
-                                        "(silent rank %d): no progress for %llu ms (%s: "
-                                        "signal at %llu, expected %llu)",
-                                        comm->rank, peer, via, end,
-                                        (unsigned long long)(now - last_change), what,
-                                        (unsigned long long)load_acquire(word),
-                                        (unsigned long long)value);
-                break;
-            }
-        }
-        if (spins > 4096) {
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
-        } else {
-            sched_yield();
-        }
-    }
-    rmacoll__proxy_drive(&comm->proxy, 0);
-    if (last_change != 0) {
-        __atomic_store_n(waiting, 0, __ATOMIC_RELAXED);
-    }
-    if (st == RMACOLL_SUCCESS) {
-        /* a satisfied wait is this rank's progress, for node peers waiting on it */
-        rmacoll__progress_bump(comm);
-    }
-    return st;
-}
-
-void rmacoll__progress_bump(rmacoll_comm_t *comm)
-{
-    volatile uint64_t *pw = progress_word(comm->ctrl.addr);
-
-    __atomic_store_n(pw, __atomic_load_n(pw, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
-}
-
-static rmacoll__local_rec_t *local_rec(rmacoll_comm_t *comm, int j, int par)
-{
-    return rmacoll__ctrl_local(comm->peer_ctrl[j].addr, &comm->peer_lay[j], par);
-}
-
-/* Own network record k of `kind`, in the inbox or the outbox. */
-static void *own_rec(rmacoll_comm_t *comm, rmacoll__rec_kind_t kind, int outbox, int k,
-                     int par)
-{
-    return (char *)comm->ctrl.addr + rmacoll__ctrl_rec_off(&comm->lay, kind, outbox, k, par);
-}
 
 /* Sends record `kind` to every network peer, raising META(slot) or
  * AGREE(slot) there. */
@@ -375,7 +44,7 @@ static rmacoll_status_t send_records(rmacoll_comm_t *comm, int par,
         memset(put, 0, sizeof(*put));
         put->peer = p;
         put->src_mem = comm->ctrl_mem;
-        put->src = own_rec(comm, kind, 1, k, par);
+        put->src = rmacoll__rec_own(comm, kind, 1, k, par);
         put->bytes = kind == RMACOLL__REC_META
                          ? rmacoll__ctrl_meta_bytes(pl) +
                                ((const rmacoll__net_rec_t *)put->src)->eager_bytes
@@ -407,7 +76,7 @@ static rmacoll_status_t wait_records(rmacoll_comm_t *comm, rmacoll__rec_kind_t k
     }
     for (int k = 0; k < comm->nnet; k++) {
         uint32_t idx = rmacoll__ctrl_sig_rec(&comm->lay, kind, k);
-        rmacoll_status_t st = wait_word_for(
+        rmacoll_status_t st = rmacoll__wait_word_for(
             comm, &comm->signals[idx],
             kind == RMACOLL__REC_AGREE ? comm->agree_rounds : comm->epoch, comm->net_list[k],
             kind == RMACOLL__REC_AGREE ? "agreement record" : "metadata record", limit);
@@ -426,7 +95,7 @@ static rmacoll_status_t wait_node(rmacoll_comm_t *comm, int par, int stage)
 
     for (int l = 0; l < topo->node_size[A]; l++) {
         int j = rmacoll__topo_rank(topo, A, l);
-        rmacoll__local_rec_t *lr = local_rec(comm, j, par);
+        rmacoll__local_rec_t *lr = rmacoll__rec_local(comm, j, par);
         rmacoll_status_t st;
         if (j == comm->rank) {
             continue;
@@ -447,7 +116,7 @@ static void node_merge(rmacoll_comm_t *comm, int par, int stage,
     int A = topo->node_of[comm->rank];
 
     for (int l = 0; l < topo->node_size[A]; l++) {
-        rmacoll__local_rec_t *lr = local_rec(comm, rmacoll__topo_rank(topo, A, l), par);
+        rmacoll__local_rec_t *lr = rmacoll__rec_local(comm, rmacoll__topo_rank(topo, A, l), par);
         rmacoll__status_merge(acc, &lr->st[stage]);
     }
 }
@@ -456,7 +125,7 @@ static void node_merge(rmacoll_comm_t *comm, int par, int stage,
 static void publish(rmacoll_comm_t *comm, int par, int stage,
                     const rmacoll__status_rec_t *st)
 {
-    rmacoll__local_rec_t *lr = local_rec(comm, comm->rank, par);
+    rmacoll__local_rec_t *lr = rmacoll__rec_local(comm, comm->rank, par);
 
     lr->st[stage] = *st;
     atomic_store_explicit(&lr->epoch[stage], comm->epoch, memory_order_release);
@@ -496,14 +165,14 @@ static void check_esize(rmacoll__call_t *c)
     }
     for (int l = 0; l < topo->node_size[A]; l++) {
         int j = rmacoll__topo_rank(topo, A, l);
-        const rmacoll__local_rec_t *lr = local_rec(comm, j, c->par);
+        const rmacoll__local_rec_t *lr = rmacoll__rec_local(comm, j, c->par);
         if (j != comm->rank && lr->esize != 0 && lr->esize != c->esize) {
             esize_error(c, j, lr->esize);
             return;
         }
     }
     for (int k = 0; k < comm->nnet; k++) {
-        const rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 0, k, c->par);
+        const rmacoll__net_rec_t *rec = rmacoll__rec_own(comm, RMACOLL__REC_META, 0, k, c->par);
         if (rec->esize != 0 && rec->esize != c->esize) {
             esize_error(c, comm->net_list[k], rec->esize);
             return;
@@ -511,192 +180,6 @@ static void check_esize(rmacoll__call_t *c)
     }
 }
 
-/* ---- the one-round verdict (one or two nodes, rmacoll__ctrl_one_round) ----
- *
- * On a communicator of one or two (small) nodes the metadata exchange alone
- * gives every rank everything the agreement would: the local records of
- * its node (after node stage A) hold every node peer's validation status,
- * element size and count rows; on two nodes every rank also sends each
- * network peer its own status and rows in its record, at once (not after
- * stage A), and every rank of the other node has sent one to its relay on
- * this node, whose inbox node peers read. So every rank sees every rank's
- * status and rows, computes the same checks over the same data in the same
- * order and reaches the same verdict: no status round is needed. Priority:
- * validation, then datatype, then counts (lowest rank first).
- */
-
-/* The metadata record of rank a of the other node in the inbox of its
- * holder on this node (comm->rec_holder), and the word its arrival raises. */
-static rmacoll__net_rec_t *held_rec(rmacoll_comm_t *comm, int a, int par)
-{
-    int b = comm->rec_holder[a];
-
-    return (rmacoll__net_rec_t *)((char *)comm->peer_ctrl[b].addr +
-                                  rmacoll__ctrl_rec_off(&comm->peer_lay[b], RMACOLL__REC_META,
-                                                        0, comm->rec_slot[a], par));
-}
-
-static const volatile uint64_t *held_word(rmacoll_comm_t *comm, int a)
-{
-    int b = comm->rec_holder[a];
-
-    return &comm->peer_signals[b][rmacoll__ctrl_sig_rec(&comm->peer_lay[b], RMACOLL__REC_META,
-                                                        comm->rec_slot[a])];
-}
-
-static void set_datatype_error(rmacoll__status_rec_t *out, int a, uint64_t ea, int b,
-                               uint64_t eb)
-{
-    char msg[256];
-
-    if (b < a) {
-        int t = a;
-        uint64_t te = ea;
-        a = b;
-        ea = eb;
-        b = t;
-        eb = te;
-    }
-    snprintf(msg, sizeof(msg), "rank %d: the datatype differs between ranks: rank %d "
-             "has %llu-byte elements, rank %d has %llu-byte elements", a, a,
-             (unsigned long long)ea, b, (unsigned long long)eb);
-    rmacoll__status_set(out, RMACOLL_ERR_DATATYPE, a, msg);
-}
-
-static void set_count_error(rmacoll__status_rec_t *out, int s, int r, int64_t sent,
-                            int64_t expected)
-{
-    char msg[256];
-
-    snprintf(msg, sizeof(msg), "rank %d: count mismatch: rank %d sends %lld elements to "
-             "rank %d, which expects %lld", s, s, (long long)sent, r,
-             (long long)expected);
-    rmacoll__status_set(out, RMACOLL_ERR_MISMATCH, s, msg);
-}
-
-/* The views of every rank for this call (the records it needs are in). */
-static void build_views(rmacoll__call_t *c)
-{
-    rmacoll_comm_t *comm = c->comm;
-    const rmacoll_topo_t *topo = comm->topo;
-    int n = comm->nranks, X = topo->node_of[comm->rank];
-
-    for (int j = 0; j < n; j++) {
-        rmacoll__rank_view_t *v = &comm->views[j];
-        if (topo->node_of[j] == X) {
-            rmacoll__local_rec_t *lr = local_rec(comm, j, c->par);
-            const int64_t *cnt = rmacoll__ctrl_local_counts(lr);
-            v->st = &lr->st[RMACOLL__CTRL_A];
-            v->esize = lr->esize;
-            v->flags = lr->flags;
-            v->recv = cnt;
-            v->rdispl = cnt + (size_t)n;
-            v->send = cnt + 2 * (size_t)n;
-        } else {
-            rmacoll__net_rec_t *rec = held_rec(comm, j, c->par);
-            const int64_t *rows =
-                rmacoll__ctrl_rec_rows(rec, &comm->peer_lay[comm->rec_holder[j]]);
-            v->st = &rec->st;
-            v->esize = rec->esize;
-            v->flags = rec->flags;
-            v->send = rows;
-            v->recv = rows + n;
-            v->rdispl = rows + 2 * (size_t)n;
-        }
-    }
-}
-
-/* The first datatype or count error inside node N: element sizes against
- * its lowest rank's, then every pair, senders then receivers in local-rank
- * order. */
-static void node_check(const rmacoll_topo_t *topo, const rmacoll__rank_view_t *v, int N,
-                       rmacoll__status_rec_t *out)
-{
-    int ls = topo->node_size[N];
-    int j0 = rmacoll__topo_rank(topo, N, 0);
-
-    for (int l = 1; l < ls; l++) {
-        int j = rmacoll__topo_rank(topo, N, l);
-        if (v[j].esize != v[j0].esize) {
-            set_datatype_error(out, j0, v[j0].esize, j, v[j].esize);
-            return;
-        }
-    }
-    for (int a = 0; a < ls; a++) {
-        int s = rmacoll__topo_rank(topo, N, a);
-        for (int b = 0; b < ls; b++) {
-            int r = rmacoll__topo_rank(topo, N, b);
-            if (v[s].send[r] != v[r].recv[s]) {
-                set_count_error(out, s, r, v[s].send[r], v[r].recv[s]);
-                return;
-            }
-        }
-    }
-}
-
-/* The first count mismatch between the two nodes: senders in rank order,
- * each against the other node's ranks in local-rank order. */
-static void cross_check(const rmacoll_topo_t *topo, const rmacoll__rank_view_t *v,
-                        rmacoll__status_rec_t *out)
-{
-    for (int s = 0; s < topo->nranks; s++) {
-        int M = 1 - topo->node_of[s];
-        for (int b = 0; b < topo->node_size[M]; b++) {
-            int r = rmacoll__topo_rank(topo, M, b);
-            if (v[s].send[r] != v[r].recv[s]) {
-                set_count_error(out, s, r, v[s].send[r], v[r].recv[s]);
-                return;
-            }
-        }
-    }
-}
-
-/* The verdict from every rank's view (build_views). */
-static void one_round_verdict(rmacoll__call_t *c)
-{
-    rmacoll_comm_t *comm = c->comm;
-    const rmacoll_topo_t *topo = comm->topo;
-    const rmacoll__rank_view_t *v = comm->views;
-    rmacoll__status_rec_t res = {0};
-    uint64_t flags = 0;
-
-    for (int j = 0; j < comm->nranks; j++) {
-        rmacoll__status_merge(&res, v[j].st);
-        flags |= v[j].flags;
-    }
-    if (res.code == RMACOLL_SUCCESS) {
-        rmacoll__status_rec_t dt = {0}, cnt = {0};
-        for (int N = 0; N < topo->nnodes; N++) {
-            rmacoll__status_rec_t chk = {0};
-            node_check(topo, v, N, &chk);
-            if (chk.code != RMACOLL_SUCCESS) {
-                rmacoll__status_merge(chk.code == RMACOLL_ERR_DATATYPE ? &dt : &cnt, &chk);
-            }
-        }
-        if (topo->nnodes == 2) {
-            int a = rmacoll__topo_rank(topo, 0, 0), b = rmacoll__topo_rank(topo, 1, 0);
-            if (v[a].esize != v[b].esize) {
-                rmacoll__status_rec_t x;
-                set_datatype_error(&x, a, v[a].esize, b, v[b].esize);
-                rmacoll__status_merge(&dt, &x);
-            }
-        }
-        if (dt.code != RMACOLL_SUCCESS) {
-            res = dt;
-        } else {
-            if (topo->nnodes == 2) {
-                rmacoll__status_rec_t x = {0};
-                cross_check(topo, v, &x);
-                rmacoll__status_merge(&cnt, &x);
-            }
-            res = cnt;
-        }
-    }
-    c->acc = res;
-    /* device runners may still fail after planning (mapping peers' buffers):
-     * those calls keep the agreement */
-    c->one_round = !(flags & RMACOLL__REC_F_DEVICE);
-}
 
 /* The eager payload of a record to another node (rec in the outbox): the
  * call's blocks for members[0, lsB) in that order when the plan's rule says
@@ -753,18 +236,6 @@ static void fill_node_eager(rmacoll__call_t *c, rmacoll__local_rec_t *lr)
     }
 }
 
-const void *rmacoll__meta_node_payload(rmacoll_comm_t *comm, int sender)
-{
-    return rmacoll__ctrl_local_payload(local_rec(comm, sender, (int)(comm->epoch & 1)),
-                                       &comm->peer_lay[sender]);
-}
-
-const void *rmacoll__meta_payload(rmacoll_comm_t *comm, int sender)
-{
-    return rmacoll__ctrl_rec_payload(held_rec(comm, sender, (int)(comm->epoch & 1)),
-                                     &comm->peer_lay[comm->rec_holder[sender]]);
-}
-
 void rmacoll__meta_eager_count(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
@@ -773,11 +244,12 @@ void rmacoll__meta_eager_count(rmacoll__call_t *c)
     int direct_node = comm->plan.direct_node; /* what the plan decided */
 
     for (int k = 0; k < comm->nnet && c->eager_max != 0; k++) {
-        sent += ((const rmacoll__net_rec_t *)own_rec(comm, RMACOLL__REC_META, 1, k, c->par))
+        sent += ((const rmacoll__net_rec_t *)rmacoll__rec_own(comm, RMACOLL__REC_META, 1, k,
+                                                               c->par))
                     ->eager_bytes;
     }
     if (c->node_eager_max != 0) {
-        nsent = local_rec(comm, comm->rank, c->par)->node_eager_bytes;
+        nsent = rmacoll__rec_local(comm, comm->rank, c->par)->node_eager_bytes;
     }
     for (size_t k = 0; k < comm->plan.ntasks; k++) {
         const rmacoll__task_t *t = &comm->plan.tasks[k];
@@ -810,7 +282,7 @@ static rmacoll_status_t wait_held_records(rmacoll_comm_t *comm)
         char what[64];
         rmacoll_status_t st;
         if (topo->node_of[a] == X || comm->rec_holder[a] == comm->rank ||
-            __atomic_load_n(held_word(comm, a), __ATOMIC_ACQUIRE) >= comm->epoch) {
+            __atomic_load_n(rmacoll__rec_held_word(comm, a), __ATOMIC_ACQUIRE) >= comm->epoch) {
             continue;
         }
         /* the holder (a node peer) is the one waited for: when it has
@@ -818,8 +290,8 @@ static rmacoll_status_t wait_held_records(rmacoll_comm_t *comm)
          * rank a's record), the chain of waits leads to rank a */
         snprintf(what, sizeof(what), "metadata record of rank %d at rank %d", a,
                  comm->rec_holder[a]);
-        st = wait_word_for(comm, held_word(comm, a), comm->epoch, comm->rec_holder[a], what,
-                           2 * comm->cfg.timeout_ms);
+        st = rmacoll__wait_word_for(comm, rmacoll__rec_held_word(comm, a), comm->epoch,
+                                    comm->rec_holder[a], what, 2 * comm->cfg.timeout_ms);
         if (st != RMACOLL_SUCCESS) {
             return st;
         }
@@ -827,21 +299,16 @@ static rmacoll_status_t wait_held_records(rmacoll_comm_t *comm)
     return RMACOLL_SUCCESS;
 }
 
-rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
+/* This rank's local record for node peers: receive address, count rows,
+ * flags and (node eager path) its node payload; then published (stage A). */
+static void exchange_local(rmacoll__call_t *c, rmacoll__local_rec_t *lr)
 {
     rmacoll_comm_t *comm = c->comm;
-    const rmacoll_topo_t *topo = comm->topo;
-    rmacoll__local_rec_t *lr = local_rec(comm, comm->rank, c->par);
     int ok = c->local.code == RMACOLL_SUCCESS;
-    rmacoll_status_t st;
-
     int n = comm->nranks;
     int64_t *cnt = rmacoll__ctrl_local_counts(lr);
-    int one = rmacoll__ctrl_one_round(topo);
-    int host = c->runner == &rmacoll__run_host;
-    char sec[160];
+    int host = c->runner->mem == RMACOLL_MEM_HOST;
 
-    /* node peers read it from the control window ... */
     lr->recv_addr = (uint64_t)(uintptr_t)c->hrecv;
     lr->esize = ok ? c->esize : 0;
     lr->flags = host ? 0 : RMACOLL__REC_F_DEVICE;
@@ -863,13 +330,26 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
         fill_node_eager(c, lr);
     }
     publish(comm, c->par, RMACOLL__CTRL_A, &c->local);
-    /* ... network peers get a record, at once: on two nodes it carries this
-     * rank's own status and rows (the one-round verdict needs no node
-     * stage A before it) */
+}
+
+/* This rank's record for each network peer (in the outbox): status, its
+ * counts for the peer's node, the receive key; on two nodes its rows, and
+ * (eager path) its blocks for the peer's node. */
+static void exchange_records(rmacoll__call_t *c, rmacoll__local_rec_t *lr)
+{
+    rmacoll_comm_t *comm = c->comm;
+    const rmacoll_topo_t *topo = comm->topo;
+    int ok = c->local.code == RMACOLL_SUCCESS;
+    int n = comm->nranks;
+    const int64_t *cnt = rmacoll__ctrl_local_counts(lr);
+    int host = c->runner->mem == RMACOLL_MEM_HOST;
+
+    /* on two nodes the record carries this rank's own status and rows (the
+     * one-round verdict needs no node stage A before it) */
     for (int k = 0; k < comm->nnet; k++) {
         int p = comm->net_list[k];
         int B = topo->node_of[p];
-        rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 1, k, c->par);
+        rmacoll__net_rec_t *rec = rmacoll__rec_own(comm, RMACOLL__REC_META, 1, k, c->par);
         int64_t *sc = (int64_t *)(rec + 1);
         rec->epoch = comm->epoch;
         rec->st = c->local;
@@ -903,6 +383,15 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
             }
         }
     }
+}
+
+/* Sends the records and waits for the node peers' local records and the
+ * network peers' records (on two nodes, also those held by node peers). */
+static rmacoll_status_t exchange_wait(rmacoll__call_t *c, int one)
+{
+    rmacoll_comm_t *comm = c->comm;
+    rmacoll_status_t st;
+
     st = comm->nnet ? send_records(comm, c->par, RMACOLL__REC_META) : RMACOLL_SUCCESS;
     if (st == RMACOLL_SUCCESS) {
         st = wait_node(comm, c->par, RMACOLL__CTRL_A);
@@ -913,12 +402,26 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
     if (st == RMACOLL_SUCCESS && one && comm->lay.matrix) {
         st = wait_held_records(comm);
     }
+    return st;
+}
+
+rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    rmacoll__local_rec_t *lr = rmacoll__rec_local(comm, comm->rank, c->par);
+    int one = rmacoll__ctrl_one_round(comm->topo);
+    rmacoll_status_t st;
+    char sec[160];
+
+    exchange_local(c, lr);    /* node peers read it from the control window ... */
+    exchange_records(c, lr);  /* ... network peers get a record, at once */
+    st = exchange_wait(c, one);
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
     if (one) {
-        build_views(c);
-        one_round_verdict(c);
+        rmacoll__verdict_views(c);
+        rmacoll__verdict(c);
         /* every record carried its payload exactly when the plan's rule
          * says so: all ranks valid and on host memory (c->one_round) */
         c->eager_max = c->one_round && c->acc.code == RMACOLL_SUCCESS
@@ -933,8 +436,8 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
             /* a peer gave up on this call (e.g. it timed out waiting for
              * this rank): a call that needs nothing more from its peers
              * (payloads) must not succeed where they failed */
-            return rmacoll__comm_fail(comm, RMACOLL_ERR_PEER, "rank %d: %s; stopped after "
-                                      "the metadata round", comm->rank, sec);
+            return rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: %s; stopped after "
+                                 "the metadata round", comm->rank, sec);
         }
         return RMACOLL_SUCCESS;
     }
@@ -942,7 +445,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
     c->acc = c->local;
     node_merge(comm, c->par, RMACOLL__CTRL_A, &c->acc);
     for (int k = 0; k < comm->nnet; k++) {
-        rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 0, k, c->par);
+        rmacoll__net_rec_t *rec = rmacoll__rec_own(comm, RMACOLL__REC_META, 0, k, c->par);
         rmacoll__status_merge(&c->acc, &rec->st);
     }
     check_esize(c);
@@ -959,7 +462,7 @@ void rmacoll__meta_inputs(rmacoll__call_t *c)
 
     for (int l = 0; l < ls; l++) {
         int j = rmacoll__topo_rank(topo, A, l);
-        rmacoll__local_rec_t *lr = local_rec(comm, j, par);
+        rmacoll__local_rec_t *lr = rmacoll__rec_local(comm, j, par);
         comm->peer_rcount[j] = rmacoll__ctrl_local_counts(lr)[me];
         comm->peer_rdispl[j] = rmacoll__ctrl_local_counts(lr)[comm->nranks + me];
         comm->peer_recv_addr[j] = lr->recv_addr;
@@ -1002,12 +505,12 @@ void rmacoll__meta_inputs(rmacoll__call_t *c)
             }
             comm->peer_rcount[a] = v->recv[me];
             comm->peer_rdispl[a] = v->rdispl[me];
-            comm->peer_recv_rkey[a] = held_rec(comm, a, par)->recv_rkey;
+            comm->peer_recv_rkey[a] = rmacoll__rec_held(comm, a, par)->recv_rkey;
         }
     }
     for (int k = 0; k < comm->nnet; k++) {
         int p = comm->net_list[k];
-        rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 0, k, par);
+        rmacoll__net_rec_t *rec = rmacoll__rec_own(comm, RMACOLL__REC_META, 0, k, par);
         comm->peer_rcount[p] = rec->rcount;
         comm->peer_rdispl[p] = rec->rdispl;
         comm->peer_recv_rkey[p] = rec->recv_rkey;
@@ -1015,10 +518,12 @@ void rmacoll__meta_inputs(rmacoll__call_t *c)
     const rmacoll__plan_topo_t *pt = rmacoll__plan_topo(&comm->plan, topo, &comm->pcfg, me);
     for (int ch = 0; ch < comm->nin; ch++) {
         int i = pt != NULL ? pt->chan_src[ch] : rmacoll__plan_chan_src(topo, me, ch);
-        rmacoll__net_rec_t *rec = own_rec(comm, RMACOLL__REC_META, 0, comm->net_index[i], par);
+        rmacoll__net_rec_t *rec = rmacoll__rec_own(comm, RMACOLL__REC_META, 0,
+                                                   comm->net_index[i], par);
         const int64_t *sc = (const int64_t *)(rec + 1);
         for (int l = 0; l < ls; l++) {
-            rmacoll__local_rec_t *lr = local_rec(comm, rmacoll__topo_rank(topo, A, l), par);
+            rmacoll__local_rec_t *lr = rmacoll__rec_local(comm, rmacoll__topo_rank(topo, A, l),
+                                                          par);
             const int64_t *cnt = rmacoll__ctrl_local_counts(lr);
             comm->chan_sendcount[(size_t)ch * ls + l] = sc[l];
             comm->chan_rcount[(size_t)ch * ls + l] = cnt[i];
@@ -1037,8 +542,8 @@ rmacoll_status_t rmacoll__meta_agree(rmacoll__call_t *c)
          * find after it (out of memory) is this rank's alone, so it breaks
          * the communicator instead of failing the call on every rank */
         if (c->plan_failed) {
-            return rmacoll__comm_fail(comm, (rmacoll_status_t)c->acc.code, "%s",
-                                      c->acc.msg);
+            return rmacoll__fail(&comm->fail, (rmacoll_status_t)c->acc.code, "%s",
+                                 c->acc.msg);
         }
         return RMACOLL_SUCCESS;
     }
@@ -1054,7 +559,7 @@ rmacoll_status_t rmacoll__meta_agree(rmacoll__call_t *c)
          * part of the verdict): the count agrees too */
         comm->agree_rounds++;
         for (int k = 0; k < comm->nnet; k++) {
-            *(rmacoll__status_rec_t *)own_rec(comm, RMACOLL__REC_AGREE, 1, k, c->par) =
+            *(rmacoll__status_rec_t *)rmacoll__rec_own(comm, RMACOLL__REC_AGREE, 1, k, c->par) =
                 c->acc;
         }
         st = send_records(comm, c->par, RMACOLL__REC_AGREE);
@@ -1066,7 +571,7 @@ rmacoll_status_t rmacoll__meta_agree(rmacoll__call_t *c)
         }
         for (int k = 0; k < comm->nnet; k++) {
             rmacoll__status_merge(&c->acc,
-                                  own_rec(comm, RMACOLL__REC_AGREE, 0, k, c->par));
+                                  rmacoll__rec_own(comm, RMACOLL__REC_AGREE, 0, k, c->par));
         }
     }
     /* one node: after stage B every rank holds every status already */

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "core/exec/call.h"
-#include "core/comm/comm.h"
+#include "core/exec/state.h"
 
 static void *async_main(void *arg)
 {
@@ -53,8 +53,8 @@ rmacoll_status_t rmacoll_alltoallv_start(const void *sendbuf, const int64_t *sen
         *req = NULL;
     }
     if (comm == NULL || req == NULL) {
-        return comm != NULL ? rmacoll__comm_fail(comm, RMACOLL_ERR_INVALID_ARG,
-                                                 "rank %d: req: NULL", comm->rank)
+        return comm != NULL ? rmacoll__fail(&comm->fail, RMACOLL_ERR_INVALID_ARG,
+                                            "rank %d: req: NULL", comm->rank)
                             : RMACOLL_ERR_INVALID_ARG;
     }
     as = &comm->async;
@@ -71,8 +71,8 @@ rmacoll_status_t rmacoll_alltoallv_start(const void *sendbuf, const int64_t *sen
     if (!as->started) {
         if (pthread_create(&as->thread, NULL, async_main, comm) != 0) {
             comm->broken = 1; /* the epoch advanced without the call: peers wait */
-            st = rmacoll__comm_fail(comm, RMACOLL_ERR_NO_MEMORY, "rank %d: cannot start "
-                                    "the thread of non-blocking calls", comm->rank);
+            st = rmacoll__fail(&comm->fail, RMACOLL_ERR_NO_MEMORY, "rank %d: cannot start "
+                               "the thread of non-blocking calls", comm->rank);
             rmacoll__leave(comm);
             return st;
         }

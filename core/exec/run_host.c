@@ -1,79 +1,18 @@
 /*
  * run_host.c - the host-memory runner: the call blocks; CE queues run on
  * the calling thread, proxy queues through the proxy, waits spin on the
- * control window. Also the put translation both data paths share.
+ * control window.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/exec/call.h"
-#include "core/comm/comm.h"
+#include "core/exec/state.h"
 
 /* Copies of a batch from this many bytes on let the proxy thread drive
  * the network meanwhile (a copy this long outlasts its wake-up). */
 #define HOST_HANDOVER_BYTES (256u * 1024u)
-
-rmacoll_status_t rmacoll__grow_puts(rmacoll_comm_t *comm, size_t n)
-{
-    if (n > comm->puts_cap) {
-        rmacoll_put_t *p = realloc(comm->puts, n * sizeof(*p));
-        if (p == NULL) {
-            return RMACOLL_ERR_NO_MEMORY;
-        }
-        comm->puts = p;
-        comm->puts_cap = n;
-    }
-    return RMACOLL_SUCCESS;
-}
-
-void rmacoll__translate(rmacoll_comm_t *comm, rmacoll_memtype_t mem, const rmacoll__task_t *t,
-                        const void *sendbuf, void *recvbuf, rmacoll_mem_t *send_mem,
-                        rmacoll_put_t *put)
-{
-    /* device buffers across nodes without staging relay through device
-     * memory: the communicator's path (every rank alike), not whether this
-     * rank has a device relay buffer of its own (only ranks that relay
-     * for someone allocate one; a sender without one, e.g. local rank 2
-     * of a 3 + 2 topology, put its chunks into the relay's host buffer
-     * while the relay forwarded from its device buffer) */
-    int dev = mem == RMACOLL_MEM_CUDA && comm->hmem;
-    const char *src_base = t->src_win == RMACOLL__WIN_EAGER ? rmacoll__meta_payload(comm,
-                                                                                   t->origin)
-                           : t->src_win == RMACOLL__WIN_NODE_EAGER
-                               ? rmacoll__meta_node_payload(comm, t->origin)
-                           : t->src_win != RMACOLL__WIN_RELAY ? sendbuf
-                           : dev ? comm->drelay_buf : comm->relay_buf;
-
-    memset(put, 0, sizeof(*put));
-    put->peer = t->peer;
-    put->src = t->bytes ? src_base + t->src_off : NULL;
-    put->bytes = t->bytes;
-    put->sig_index = (t->flags & RMACOLL__TASK_SIGNAL) ? t->sig : RMACOLL_NO_SIGNAL;
-    put->sig_value = t->sig_value;
-    if (t->path == RMACOLL__PATH_CE) {
-        uint64_t base = t->peer == comm->rank ? (uint64_t)(uintptr_t)recvbuf
-                                              : comm->peer_recv_addr[t->peer];
-        put->dst_addr = base + t->dst_off;
-        return;
-    }
-    put->src_mem = t->src_win != RMACOLL__WIN_RELAY ? send_mem
-                   : dev ? comm->drelay_mem : comm->relay_mem;
-    if (t->dst_win == RMACOLL__WIN_RECV) {
-        put->dst_rkey = &comm->peer_recv_rkey[t->peer];
-    } else if (t->dst_win == RMACOLL__WIN_RELAY) {
-        put->dst_rkey = dev ? &comm->peer_drelay_rkey[t->peer] : &comm->peer_relay_rkey[t->peer];
-    } else {
-        /* signal-only credit: a zero-length PutSignal (the transport
-         * contract's signal-only put), aimed at the peer's control window */
-        put->dst_rkey = &comm->peer_ctrl_rkey[t->peer];
-        put->src = NULL;
-        put->src_mem = NULL;
-        put->dst_addr = put->dst_rkey->addr;
-        return;
-    }
-    put->dst_addr = put->dst_rkey->addr + t->dst_off;
-}
 
 static rmacoll_status_t wait_task(rmacoll_comm_t *comm, const rmacoll__task_t *t)
 {
@@ -129,6 +68,9 @@ static void gate_leave(rmacoll_comm_t *comm, const rmacoll_put_t *puts, uint32_t
     }
 }
 
+/* Over 80 lines: one loop over the batches, its four queues in the order the
+ * plan fixes (proxy puts, CE puts with the gate, then the waits); split,
+ * each part would need the loop's state (st, the batch, the put window). */
 rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
                                         const void *sendbuf, void *recvbuf,
                                         rmacoll_mem_t *send_mem)
@@ -161,8 +103,8 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t 
         if (st == RMACOLL_SUCCESS && n) {
             uint32_t f = bt->first[RMACOLL__Q_CE_PUT];
             rmacoll__tinst_t *ti = mem == RMACOLL_MEM_CUDA
-                                       ? rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, mem)
-                                       : rmacoll__comm_bound(comm, RMACOLL__PATH_CE, mem,
+                                       ? rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, mem)
+                                       : rmacoll__inst_bound(comm, RMACOLL__PATH_CE, mem,
                                                              &plan->tasks[f], n);
             long closed = gate_enter(comm, &comm->puts[f], n);
             if (closed >= 0) {
@@ -172,16 +114,16 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t 
                 const rmacoll_put_t *cp = &comm->puts[f + (uint32_t)closed];
                 gate_leave(comm, &comm->puts[f], n);
                 if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
-                    return rmacoll__comm_fail(comm, RMACOLL_ERR_PEER, "rank %d: %s; rank "
-                                              "%d closed its receive buffer, %llu bytes "
-                                              "not copied", comm->rank, sec, cp->peer,
-                                              (unsigned long long)cp->bytes);
+                    return rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: %s; rank "
+                                         "%d closed its receive buffer, %llu bytes "
+                                         "not copied", comm->rank, sec, cp->peer,
+                                         (unsigned long long)cp->bytes);
                 }
                 comm->fail_culprit = cp->peer;
-                return rmacoll__comm_fail(comm, RMACOLL_ERR_PEER, "rank %d: rank %d closed "
-                                          "its receive buffer (its call ended): %llu bytes "
-                                          "not copied", comm->rank, cp->peer,
-                                          (unsigned long long)cp->bytes);
+                return rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: rank %d closed "
+                                     "its receive buffer (its call ended): %llu bytes "
+                                     "not copied", comm->rank, cp->peer,
+                                     (unsigned long long)cp->bytes);
             }
             /* during a long copy the proxy thread keeps the network moving
              * (it stays off while this thread waits or makes short copies) */
@@ -207,13 +149,13 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t 
                 comm->fail_culprit = ep;
                 if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
                     /* the peer likely freed its buffer after its own error */
-                    st = rmacoll__comm_fail(comm, RMACOLL_ERR_PEER, "rank %d: %s; then "
-                                            "the copy to rank %d failed: %s", comm->rank,
-                                            sec, ep, rmacoll_status_string(st));
+                    st = rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: %s; then "
+                                       "the copy to rank %d failed: %s", comm->rank,
+                                       sec, ep, rmacoll_status_string(st));
                 } else {
-                    st = rmacoll__comm_fail(comm, st, "rank %d: copy to rank %d failed: "
-                                            "%s", comm->rank, ep,
-                                            rmacoll_status_string(st));
+                    st = rmacoll__fail(&comm->fail, st, "rank %d: copy to rank %d failed: "
+                                       "%s", comm->rank, ep,
+                                       rmacoll_status_string(st));
                 }
             }
         }
@@ -279,6 +221,7 @@ static void host_release(rmacoll__call_t *c)
 
 const rmacoll__runner_t rmacoll__run_host = {
     .name = "host",
+    .mem = RMACOLL_MEM_HOST,
     .prepare = host_prepare,
     .planned = host_planned,
     .run = host_run,

@@ -35,7 +35,7 @@
 #include <time.h>
 
 #include "core/exec/call.h"
-#include "core/comm/comm.h"
+#include "core/exec/state.h"
 #include "core/plan/topo.h"
 
 static volatile uint64_t *stage_word(rmacoll_comm_t *comm, int w)
@@ -52,7 +52,7 @@ static rmacoll_status_t hmem_ready(rmacoll_comm_t *comm, uint64_t seq)
     const rmacoll__plan_t *plan = &comm->plan;
     rmacoll_put_t *rp = comm->stage.ready_puts;
     int me = comm->rank, A = topo->node_of[me];
-    rmacoll__tinst_t *ce = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_HOST);
+    rmacoll__tinst_t *ce = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_HOST);
     size_t k = 0, knet;
     rmacoll_status_t st = RMACOLL_SUCCESS;
 
@@ -82,9 +82,9 @@ static rmacoll_status_t hmem_ready(rmacoll_comm_t *comm, uint64_t seq)
         st = rmacoll__proxy_submit(&comm->proxy, rp + knet, k - knet); /* flushed by the plan */
     }
     if (st != RMACOLL_SUCCESS) {
-        return rmacoll__comm_fail(comm, st, "rank %d: cannot signal its peers that its "
-                                  "device receive buffer is ready: %s", me,
-                                  rmacoll_status_string(st));
+        return rmacoll__fail(&comm->fail, st, "rank %d: cannot signal its peers that its "
+                             "device receive buffer is ready: %s", me,
+                             rmacoll_status_string(st));
     }
     for (size_t t = 0; st == RMACOLL_SUCCESS && t < plan->ntasks; t++) {
         const rmacoll__task_t *tk = &plan->tasks[t];
@@ -197,7 +197,7 @@ void rmacoll__staged_fini(rmacoll_comm_t *comm)
         pthread_join(sg->thread, NULL);
         sg->started = 0;
     }
-    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    rmacoll__tinst_t *ctl = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
 
     /* a broken communicator may still hold a call's registrations */
     rmacoll__proxy_deregister(&comm->proxy, sg->send_mem);
@@ -224,7 +224,7 @@ void rmacoll__staged_fini(rmacoll_comm_t *comm)
 static rmacoll_status_t stage_grow(rmacoll_comm_t *comm, void **buf, uint64_t *cap,
                                    rmacoll_mem_t **pin, uint64_t bytes)
 {
-    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    rmacoll__tinst_t *ctl = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
     rmacoll_status_t st;
     void *p = NULL;
 
@@ -296,7 +296,7 @@ static rmacoll_status_t stage_handoff(rmacoll__call_t *c, rmacoll_memtype_t mem,
     void *stream = c->stream;
     uint32_t w;
     uint64_t e = comm->epoch;
-    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    rmacoll__tinst_t *ctl = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
     rmacoll_status_t st;
 
     /* the worker owns the registrations until rmacoll__staged_drain */
@@ -323,14 +323,14 @@ static rmacoll_status_t stage_handoff(rmacoll__call_t *c, rmacoll_memtype_t mem,
             stream);
     }
     if (st != RMACOLL_SUCCESS) {
-        return rmacoll__comm_fail(comm, st, "rank %d: enqueueing the %s call on the "
-                                  "stream failed: %s", me, c->runner->name,
-                                  rmacoll_status_string(st));
+        return rmacoll__fail(&comm->fail, st, "rank %d: enqueueing the %s call on the "
+                             "stream failed: %s", me, c->runner->name,
+                             rmacoll_status_string(st));
     }
     if (!sg->started) {
         if (pthread_create(&sg->thread, NULL, stage_main, comm) != 0) {
-            return rmacoll__comm_fail(comm, RMACOLL_ERR_NO_MEMORY, "rank %d: cannot start "
-                                      "the staging thread", me);
+            return rmacoll__fail(&comm->fail, RMACOLL_ERR_NO_MEMORY, "rank %d: cannot start "
+                                 "the staging thread", me);
         }
         sg->started = 1;
     }
@@ -379,8 +379,8 @@ static rmacoll_status_t staged_run(rmacoll__call_t *c)
     rmacoll_status_t st = rmacoll__grow_puts(comm, 2 * n);
 
     if (st != RMACOLL_SUCCESS) {
-        return rmacoll__comm_fail(comm, st, "rank %d: no memory for the staging copies",
-                                  comm->rank);
+        return rmacoll__fail(&comm->fail, st, "rank %d: no memory for the staging copies",
+                             comm->rank);
     }
     /* send blocks: device -> host; receive blocks: host -> device */
     nin = stage_copies(c, c->sendcounts, c->sdispls, c->sendbuf, sg->send, comm->puts,
@@ -403,6 +403,7 @@ static void staged_release(rmacoll__call_t *c)
 
 const rmacoll__runner_t rmacoll__run_staged = {
     .name = "staged",
+    .mem = RMACOLL_MEM_CUDA,
     .prepare = staged_prepare,
     .planned = staged_planned,
     .run = staged_run,
@@ -479,45 +480,9 @@ static rmacoll_status_t hmem_run(rmacoll__call_t *c)
 
 const rmacoll__runner_t rmacoll__run_hmem = {
     .name = "hmem",
+    .mem = RMACOLL_MEM_CUDA,
     .prepare = hmem_prepare,
     .planned = hmem_planned,
     .run = hmem_run,
     .release = staged_release,
 };
-
-static uint64_t copies_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-rmacoll_status_t rmacoll__device_copies_wait(rmacoll_comm_t *comm, rmacoll__tinst_t *ti)
-{
-    uint64_t start = 0;
-    rmacoll_status_t st = RMACOLL_SUCCESS;
-
-    for (unsigned spins = 0; ti->ops->base.pending(ti->tp) > 0; spins++) {
-        st = ti->ops->base.progress(ti->tp);
-        if (st != RMACOLL_SUCCESS) {
-            return rmacoll__comm_fail(comm, st, "rank %d: device copies to node peers "
-                                      "failed: %s", comm->rank, rmacoll_status_string(st));
-        }
-        rmacoll__proxy_poll(&comm->proxy); /* the network keeps moving meanwhile */
-        if (spins % 256 == 255) {
-            uint64_t now = copies_now_ms();
-            if (start == 0) {
-                start = now;
-            } else if (now - start > comm->cfg.timeout_ms) {
-                return rmacoll__comm_fail(comm, RMACOLL_ERR_TIMEOUT, "rank %d: device "
-                                          "copies to node peers not complete after %llu ms "
-                                          "(%zu pending)", comm->rank,
-                                          (unsigned long long)(now - start),
-                                          ti->ops->base.pending(ti->tp));
-            }
-            sched_yield();
-        }
-    }
-    return st;
-}

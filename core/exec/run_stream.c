@@ -23,7 +23,7 @@
  * replays (rmacoll.h says what may change between replays).
  *
  * Signal words. When the communicator has device-resident signal words
- * (comm->dsig, set up at create by comm.c: every rank of the node has an
+ * (comm->dsig, set up at create by comm_xport.c: every rank of the node has an
  * array in its device memory and has mapped every other's), every index
  * this runner hands the transports carries RMACOLL_SIG_DEVICE: READY and
  * data words are stored and polled in device memory, and no stream write,
@@ -39,7 +39,7 @@
 #include <string.h>
 
 #include "core/exec/call.h"
-#include "core/comm/comm.h"
+#include "core/exec/state.h"
 #include "core/plan/topo.h"
 
 static int graph_mode_on;
@@ -66,7 +66,7 @@ static int graph_mode(void)
 static rmacoll_status_t stream_probe(rmacoll__call_t *c, int allow_capture)
 {
     rmacoll_comm_t *comm = c->comm;
-    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    rmacoll__tinst_t *ctl = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
     rmacoll_status_t st;
 
     /* device memory: a transport bound to node peers x CUDA memory */
@@ -85,7 +85,7 @@ static rmacoll_status_t stream_probe(rmacoll__call_t *c, int allow_capture)
         snprintf(c->msg, sizeof(c->msg), "rank %d: stream: cannot enqueue on this "
                  "stream%s: %s", comm->rank,
                  st != RMACOLL_ERR_UNSUPPORTED ? ""
-                 : c->runner == &rmacoll__run_stream
+                 : c->runner->caps & RMACOLL__RUNNER_GRAPH
                      ? " (being captured into a CUDA graph: that needs RMACOLL_CUDA_GRAPH=1)"
                      : " (being captured into a CUDA graph: supported on one node only)",
                  rmacoll_status_string(st));
@@ -102,7 +102,7 @@ rmacoll_status_t rmacoll__stream_export_recv(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
     rmacoll__local_rec_t *lr = rmacoll__ctrl_local(comm->ctrl.addr, &comm->lay, c->par);
-    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    rmacoll__tinst_t *ctl = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
     rmacoll_status_t st = RMACOLL_SUCCESS;
 
     if (c->recv_extent > 0) {
@@ -126,7 +126,7 @@ static rmacoll_status_t stream_prepare(rmacoll__call_t *c)
 rmacoll_status_t rmacoll__stream_map_peer(rmacoll__call_t *c, int j)
 {
     rmacoll_comm_t *comm = c->comm;
-    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    rmacoll__tinst_t *ctl = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
     rmacoll__local_rec_t *lr = rmacoll__ctrl_local(comm->peer_ctrl[j].addr,
                                                    &comm->peer_lay[j], c->par);
     rmacoll_status_t st = ctl->ops->mem.mem_import(ctl->tp, j, lr->recv_blob,
@@ -238,6 +238,9 @@ static void translate_puts(rmacoll__call_t *c)
  * RMACOLL_ERR_UNSUPPORTED: not taken, nothing enqueued, comm->puts to be
  * translated again (compacted here).
  */
+/* Over 80 lines: the eligibility scan, the READY lists and the compaction
+ * fill one rmacoll_stream_call_t and share its bounds (ONE_MAX); read top to
+ * bottom it is the call as one launch sees it. */
 static rmacoll_status_t stream_whole_call(rmacoll__call_t *c, int graph,
                                           rmacoll__tinst_t **tip)
 {
@@ -262,7 +265,7 @@ static rmacoll_status_t stream_whole_call(rmacoll__call_t *c, int graph,
             return RMACOLL_ERR_UNSUPPORTED;
         }
         if (n) {
-            rmacoll__tinst_t *t = rmacoll__comm_bound(
+            rmacoll__tinst_t *t = rmacoll__inst_bound(
                 comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA,
                 &plan->tasks[bt->first[RMACOLL__Q_CE_PUT]], n);
             if (seen_wait || t == NULL || (ti != NULL && t != ti)) {
@@ -332,6 +335,9 @@ static rmacoll_status_t stream_whole_call(rmacoll__call_t *c, int graph,
     return ti->ops->stream.call_stream(ti->tp, &call, c->stream);
 }
 
+/* Over 80 lines: the split path's stream order (READY, READY waits, per
+ * batch puts then waits, graph-mode resets) in one place: the order is the
+ * protocol, and it reads as a list. */
 static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
@@ -339,7 +345,7 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
     const rmacoll_topo_t *topo = comm->topo;
     int me = comm->rank, A = topo->node_of[me];
     void *stream = c->stream;
-    rmacoll__tinst_t *ctl = rmacoll__comm_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    rmacoll__tinst_t *ctl = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
     rmacoll_status_t st = rmacoll__grow_puts(comm, plan->ntasks);
     size_t nw = 0, nreset = 0;
     int graph = graph_mode();
@@ -366,13 +372,13 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
 
         if (peer >= 0) {
             comm->fail_culprit = peer;
-            return rmacoll__comm_fail(comm, st, "rank %d: enqueueing the call on the stream "
-                                      "(one launch) failed: %s (an earlier call's kernel "
-                                      "waited in vain for rank %d)", me,
-                                      rmacoll_status_string(st), peer);
+            return rmacoll__fail(&comm->fail, st, "rank %d: enqueueing the call on the stream "
+                                 "(one launch) failed: %s (an earlier call's kernel "
+                                 "waited in vain for rank %d)", me,
+                                 rmacoll_status_string(st), peer);
         }
-        return rmacoll__comm_fail(comm, st, "rank %d: enqueueing the call on the stream "
-                                  "(one launch) failed: %s", me, rmacoll_status_string(st));
+        return rmacoll__fail(&comm->fail, st, "rank %d: enqueueing the call on the stream "
+                             "(one launch) failed: %s", me, rmacoll_status_string(st));
     }
     translate_puts(c); /* the whole-call attempt compacted them */
     st = RMACOLL_SUCCESS;
@@ -408,7 +414,7 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
             return RMACOLL_ERR_INTERNAL; /* excluded before the call */
         }
         if (n) { /* the binding picks by the queue's largest put */
-            rmacoll__tinst_t *ti = rmacoll__comm_bound(comm, RMACOLL__PATH_CE,
+            rmacoll__tinst_t *ti = rmacoll__inst_bound(comm, RMACOLL__PATH_CE,
                                                        RMACOLL_MEM_CUDA, &plan->tasks[f], n);
             st = ti->ops->stream.post_puts_stream(ti->tp, &comm->puts[f], n, stream);
         }
@@ -433,8 +439,8 @@ static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)
         st = reset_words(comm, ctl, reset_idx, nreset, stream);
     }
     if (st != RMACOLL_SUCCESS) {
-        return rmacoll__comm_fail(comm, st, "rank %d: enqueueing the call on the stream "
-                                  "failed: %s", me, rmacoll_status_string(st));
+        return rmacoll__fail(&comm->fail, st, "rank %d: enqueueing the call on the stream "
+                             "failed: %s", me, rmacoll_status_string(st));
     }
     if (comm->dsig) {
         atomic_fetch_add(&comm->stats.device_calls_dsig, 1);
@@ -448,6 +454,8 @@ static void stream_release(rmacoll__call_t *c)
 
 const rmacoll__runner_t rmacoll__run_stream = {
     .name = "stream",
+    .mem = RMACOLL_MEM_CUDA,
+    .caps = RMACOLL__RUNNER_GRAPH,
     .prepare = stream_prepare,
     .planned = stream_planned,
     .run = stream_enqueue,

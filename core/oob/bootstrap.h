@@ -26,6 +26,9 @@
  * once; distinct handles (and the functions without a handle) are
  * thread-safe. Sockets are opened with SOCK_CLOEXEC and written with
  * MSG_NOSIGNAL (no SIGPIPE).
+ *
+ * core/oob - out of band (README): owns the bootstrap (TCP root, PMIx, the
+ * embedder's out-of-band calls, the unique id); calls base and config.
  */
 #ifndef RMACOLL_CORE_BOOTSTRAP_H
 #define RMACOLL_CORE_BOOTSTRAP_H

@@ -40,6 +40,12 @@
  * raises XDATA(p) at j: DATA(p) there stays the relay's alone, so that each
  * word keeps one writer as streams switch between relay and direct.
  * Every word rises by exactly one per signal, from a single writer.
+ *
+ * core/plan - planning (README): owns tasks, batches, queues and the pure
+ * planner (plan.c), topology (topo.c), the scheduler registry
+ * (sched_registry.c) and argument validation (validate.c); calls base and
+ * config. Schedulers themselves live in sched/ and see only
+ * include/rmacoll_sched.h.
  */
 #ifndef RMACOLL_CORE_PLAN_H
 #define RMACOLL_CORE_PLAN_H

@@ -52,6 +52,8 @@ static void add(rmacoll__bind_plan_t *out, rmacoll__binding_t *b, const rmacoll_
     }
 }
 
+/* Over 80 lines: the binding rules of bind.h in their order, each a few
+ * lines; the rules read best as one list. */
 rmacoll_status_t rmacoll__bind_resolve(const rmacoll__tops_t *avail, int navail,
                                        const rmacoll_config_t *cfg, int multinode,
                                        int rank, rmacoll__bind_plan_t *out, char *err,
@@ -202,4 +204,29 @@ rmacoll_status_t rmacoll__bind_device_net(const char *net_name, uint64_t net_cap
     }
     snprintf(reason, len, "device path across nodes: host staging (%s)", why);
     return RMACOLL_SUCCESS;
+}
+
+rmacoll__tinst_t *rmacoll__bind_bound(const rmacoll__bind_plan_t *bp, rmacoll__tinst_t *inst,
+                                      int path, rmacoll_memtype_t mem,
+                                      const rmacoll__task_t *t, size_t n)
+{
+    const rmacoll__binding_t *b = &bp->bind[path][mem];
+    uint64_t largest = 0;
+    int i;
+
+    if (b->n > 1) { /* size-bounded candidates: the queue's largest put picks */
+        for (size_t k = 0; k < n; k++) {
+            largest = t[k].bytes > largest ? t[k].bytes : largest;
+        }
+    }
+    i = rmacoll__bind_pick(b, largest);
+    return i >= 0 ? &inst[i] : NULL;
+}
+
+rmacoll__tinst_t *rmacoll__bind_ctl(const rmacoll__bind_plan_t *bp, rmacoll__tinst_t *inst,
+                                    int path, rmacoll_memtype_t mem)
+{
+    int i = bp->bind[path][mem].ctl;
+
+    return i >= 0 && i < bp->ninst ? &inst[i] : NULL;
 }

@@ -23,10 +23,19 @@
  *    registered with the
  *    network transport (the hmem runner) or staged through pinned host
  *    memory (the staged runner).
+ *
+ * core/xport - transports seen from the core (README):
+ *   owns   the transport registry (transport.c: built-ins, plugins, ABI and
+ *          size checks, typed stubs) and the bindings of (path, memory) to
+ *          transport instances (bind.c), with the lookups the executors
+ *          use (rmacoll__bind_bound, rmacoll__bind_ctl).
+ *   calls  base, config, plan. Transports themselves live in transports/
+ *          and see only include/rmacoll_transport.h.
  */
 #ifndef RMACOLL_CORE_BIND_H
 #define RMACOLL_CORE_BIND_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/plan/plan.h"
@@ -95,5 +104,25 @@ rmacoll_status_t rmacoll__bind_device_net(const char *net_name, uint64_t net_cap
 /** The instance for a queue whose largest put is `largest` bytes, or -1
  * when the binding is empty. */
 int rmacoll__bind_pick(const rmacoll__binding_t *b, uint64_t largest);
+
+/* One transport instance of a communicator: inst[i] is the instance of
+ * bp->ops[i] (the communicator initialises them in that order). */
+typedef struct rmacoll__tinst {
+    const rmacoll__tops_t *ops;       /* complete (no NULL op) */
+    rmacoll_transport_t *tp;
+    rmacoll_transport_env_t env;
+} rmacoll__tinst_t;
+
+/** The instance of inst[0, bp->ninst) bound to (path, mem) for a queue of
+ * the n tasks t (its largest put selects among size-bounded candidates),
+ * or NULL if none. O(n) when the binding has several candidates, else
+ * O(1). */
+rmacoll__tinst_t *rmacoll__bind_bound(const rmacoll__bind_plan_t *bp, rmacoll__tinst_t *inst,
+                                      int path, rmacoll_memtype_t mem,
+                                      const rmacoll__task_t *t, size_t n);
+/** The control instance of (path, mem): mappings, stream waits and
+ * signals, staging pins; NULL if none. */
+rmacoll__tinst_t *rmacoll__bind_ctl(const rmacoll__bind_plan_t *bp, rmacoll__tinst_t *inst,
+                                    int path, rmacoll_memtype_t mem);
 
 #endif /* RMACOLL_CORE_BIND_H */

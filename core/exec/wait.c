@@ -1,0 +1,336 @@
+/*
+ * wait.c - the one wait on a signal word every step uses (its silence
+ * timeout, the chain of waits that names a silent rank, the abort word and
+ * the bootstrap's report of a dead rank), the abort word itself, the
+ * receive gate and the progress count (the header words of the control
+ * window, ctrl.h).
+ */
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/exec/call.h"
+#include "core/exec/state.h"
+#include "core/plan/topo.h"
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t load_acquire(const volatile uint64_t *w)
+{
+    return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+}
+
+/* The progress count in the header of a control window. */
+static volatile uint64_t *progress_word(void *ctrl_base)
+{
+    return (volatile uint64_t *)((char *)ctrl_base + RMACOLL__CTRL_PROGRESS_OFF);
+}
+
+/*
+ * What a waiter can see of progress, summed: the awaited word itself (a
+ * transfer in chunks raises it once per chunk), every signal word of this
+ * rank (any peer still delivering to it), and, when the awaited peer is a
+ * node peer, that peer's progress count (a relay busy forwarding for other
+ * ranks raises it with each wait it completes). A network peer's own
+ * progress is visible only through the words it raises here.
+ */
+static uint64_t progress_seen(const rmacoll_comm_t *comm, const volatile uint64_t *word,
+                              int peer)
+{
+    uint64_t sum = load_acquire(word);
+
+    for (uint32_t k = 0; k < comm->lay.nsig; k++) {
+        sum += __atomic_load_n(&comm->signals[k], __ATOMIC_RELAXED);
+    }
+    if (peer >= 0 && peer < comm->nranks && peer != comm->rank &&
+        comm->peer_ctrl[peer].addr != NULL) {
+        sum += __atomic_load_n(progress_word(comm->peer_ctrl[peer].addr), __ATOMIC_RELAXED);
+    }
+    return sum;
+}
+
+static volatile uint64_t *hdr_word(void *ctrl_base, size_t off)
+{
+    return (volatile uint64_t *)((char *)ctrl_base + off);
+}
+
+int rmacoll__abort_seen(const rmacoll_comm_t *comm, char *buf, size_t len)
+{
+    uint64_t w = __atomic_load_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_ABORT_OFF),
+                                 __ATOMIC_ACQUIRE);
+    int culprit;
+
+    if (w == 0) {
+        return 0;
+    }
+    culprit = rmacoll__abort_culprit(w);
+    if (culprit >= 0) {
+        snprintf(buf, len, "secondary error: rank %d failed first (%s, silent rank %d)",
+                 rmacoll__abort_origin(w),
+                 rmacoll_status_name((rmacoll_status_t)rmacoll__abort_code(w)), culprit);
+    } else {
+        snprintf(buf, len, "secondary error: rank %d failed first (%s)",
+                 rmacoll__abort_origin(w),
+                 rmacoll_status_name((rmacoll_status_t)rmacoll__abort_code(w)));
+    }
+    return 1;
+}
+
+void rmacoll__abort_broadcast(rmacoll_comm_t *comm, rmacoll_status_t st)
+{
+    volatile uint64_t *own = hdr_word(comm->ctrl.addr, RMACOLL__CTRL_ABORT_OFF);
+    const rmacoll_topo_t *topo = comm->topo;
+    int A = topo->node_of[comm->rank];
+    uint64_t w = rmacoll__abort_word((int)st, comm->rank, comm->fail_culprit);
+    uint64_t zero = 0;
+
+    /* the first failure known here wins: a secondary one passes it on */
+    __atomic_compare_exchange_n(own, &zero, w, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    w = __atomic_load_n(own, __ATOMIC_ACQUIRE);
+    for (int l = 0; l < topo->node_size[A]; l++) {
+        int j = rmacoll__topo_rank(topo, A, l);
+        if (j != comm->rank && comm->peer_ctrl[j].addr != NULL) {
+            zero = 0;
+            __atomic_compare_exchange_n(hdr_word(comm->peer_ctrl[j].addr,
+                                                 RMACOLL__CTRL_ABORT_OFF),
+                                        &zero, w, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+        }
+    }
+    if (comm->nnet > 0 && comm->proxy.started && comm->ctrl_mem != NULL) {
+        for (int k = 0; k < comm->nnet; k++) {
+            int p = comm->net_list[k];
+            rmacoll_put_t *put = &comm->abort_puts[k];
+            memset(put, 0, sizeof(*put));
+            put->peer = p;
+            put->src = (const char *)comm->ctrl.addr + RMACOLL__CTRL_ABORT_OFF;
+            put->src_mem = comm->ctrl_mem;
+            put->bytes = 8;
+            put->dst_rkey = &comm->peer_ctrl_rkey[p];
+            put->dst_addr = put->dst_rkey->addr + RMACOLL__CTRL_ABORT_OFF;
+            put->sig_index = RMACOLL_NO_SIGNAL;
+        }
+        /* best effort: a failed network is the likely cause */
+        if (rmacoll__proxy_submit(&comm->proxy, comm->abort_puts, (size_t)comm->nnet) ==
+            RMACOLL_SUCCESS) {
+            rmacoll__proxy_poll(&comm->proxy);
+        }
+    }
+}
+
+void rmacoll__gate_open(rmacoll_comm_t *comm, uint64_t epoch)
+{
+    __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_OPEN_OFF), epoch,
+                     __ATOMIC_SEQ_CST);
+}
+
+int rmacoll__gate_close(rmacoll_comm_t *comm)
+{
+    volatile uint64_t *busy = hdr_word(comm->ctrl.addr, RMACOLL__CTRL_BUSY_OFF);
+    uint64_t start = now_ms(), n;
+
+    __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_OPEN_OFF), 0,
+                     __ATOMIC_SEQ_CST);
+    while ((n = __atomic_load_n(busy, __ATOMIC_SEQ_CST)) != 0) {
+        if (now_ms() - start > comm->cfg.timeout_ms) {
+            rmacoll__log(&comm->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE,
+                         "rank %d: %llu node peer(s) still inside a copy into this "
+                         "rank's receive buffer after %llu ms (stopped between their "
+                         "check and their copy): it may still be written",
+                         comm->rank, (unsigned long long)n,
+                         (unsigned long long)comm->cfg.timeout_ms);
+            return (int)n;
+        }
+        sched_yield();
+    }
+    return 0;
+}
+
+/* The rank at the end of a chain of waits that starts at node peer
+ * `peer` (each waiting rank publishes whom it waits for): the silent rank
+ * itself, or the first rank of the chain that is not a node peer. */
+static int wait_chain_end(const rmacoll_comm_t *comm, int peer)
+{
+    int x = peer;
+
+    /* a live waiter samples every timeout_ms / 16: a heartbeat older than
+     * a quarter of the timeout is a stopped (or dead) one */
+    uint64_t stale = comm->cfg.timeout_ms / 4 + 20;
+
+    for (int step = 0; step < comm->nranks; step++) {
+        uint64_t w, hb;
+        int y;
+        if (x < 0 || x >= comm->nranks || x == comm->rank ||
+            comm->peer_ctrl[x].addr == NULL) {
+            break;
+        }
+        w = __atomic_load_n(hdr_word(comm->peer_ctrl[x].addr, RMACOLL__CTRL_WAITING_OFF),
+                            __ATOMIC_RELAXED);
+        hb = __atomic_load_n(hdr_word(comm->peer_ctrl[x].addr,
+                                      RMACOLL__CTRL_HEARTBEAT_OFF), __ATOMIC_RELAXED);
+        y = (int)w - 1;
+        if (w == 0 || y == comm->rank || y == x || y < 0 || y >= comm->nranks ||
+            now_ms() - hb > stale) {
+            break;
+        }
+        x = y;
+    }
+    return x;
+}
+
+/*
+ * The timeout counts silence, not total time: the wait fails when nothing
+ * it can see (progress_seen) has moved for timeout_ms. A slow transfer
+ * that keeps delivering chunks never times out; a stopped or dead peer is
+ * reported timeout_ms (+ one sampling period, timeout_ms / 16) after its
+ * last sign of life. A timeout names the awaited peer and, when that node
+ * peer is itself waiting, the rank at the end of the chain ("silent rank
+ * S"); the abort word of a rank that failed first ends the wait at once
+ * (a secondary error, RMACOLL_ERR_PEER, naming that rank and its cause).
+ */
+rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
+                                    const volatile uint64_t *word,
+                                    uint64_t value, int peer, const char *what)
+{
+    return rmacoll__wait_word_for(comm, word, value, peer, what, comm->cfg.timeout_ms);
+}
+
+/* Over 80 lines: the one spin loop every wait takes; each check (transport
+ * error, abort word, dead rank, silence) must run inside it in this order,
+ * at its own period. */
+rmacoll_status_t rmacoll__wait_word_for(rmacoll_comm_t *comm, const volatile uint64_t *word,
+                                        uint64_t value, int peer, const char *what,
+                                        uint64_t timeout_ms)
+{
+    volatile uint64_t *waiting = hdr_word(comm->ctrl.addr, RMACOLL__CTRL_WAITING_OFF);
+    uint64_t last_change = 0, next_sample = 0, seen = 0;
+    uint64_t period = timeout_ms / 16 ? timeout_ms / 16 : 1;
+    uint64_t next_bs = 0, dead_at = 0;
+    unsigned spins = 0;
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+    int dead = -1;
+    char sec[160];
+
+    rmacoll__proxy_drive(&comm->proxy, 1);
+    while (load_acquire(word) < value) {
+        int ep;
+        rmacoll_status_t pst = rmacoll__proxy_error(&comm->proxy, &ep);
+        uint64_t now;
+        if (pst != RMACOLL_SUCCESS) {
+            comm->fail_culprit = ep;
+            if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
+                st = rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER,
+                                   "rank %d: %s; then the network transport failed "
+                                   "(peer %d) while waiting for rank %d (%s)",
+                                   comm->rank, sec, ep, peer, what);
+            } else {
+                char silent[32] = "";
+                if (pst == RMACOLL_ERR_TIMEOUT && ep >= 0) {
+                    snprintf(silent, sizeof(silent), ", silent rank %d", ep);
+                }
+                st = rmacoll__fail(&comm->fail, pst,
+                                   "rank %d: network transport failed (peer %d%s) "
+                                   "while waiting for rank %d (%s): %s",
+                                   comm->rank, ep, silent, peer, what,
+                                   rmacoll_status_string(pst));
+            }
+            break;
+        }
+        rmacoll__proxy_poll(&comm->proxy);
+        if (++spins < RMACOLL__POLLS_BEFORE_YIELD) {
+            continue;
+        }
+        if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
+            st = rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER,
+                               "rank %d: %s; stopped waiting for rank %d (%s)",
+                               comm->rank, sec, peer, what);
+            break;
+        }
+        now = now_ms();
+        /* A rank whose process died: the bootstrap root saw its connection
+         * close and says so to every rank (rmacoll__bootstrap_poll_error),
+         * long before timeout_ms of silence. Writes complete locally on
+         * ordered providers (FI_INJECT_COMPLETE), so the network says
+         * nothing once they are out. Checked every RMACOLL__BS_POLL_MS; the
+         * wait goes on RMACOLL__BS_GRACE_MS more for what the rank sent
+         * before it died. */
+        if (now >= next_bs) {
+            next_bs = now + RMACOLL__BS_POLL_MS;
+            if (dead_at == 0) {
+                if (rmacoll__bootstrap_poll_error(comm->bs, &dead, sec, sizeof(sec)) !=
+                    RMACOLL_SUCCESS) {
+                    dead_at = now;
+                }
+            } else if (now - dead_at >= RMACOLL__BS_GRACE_MS) {
+                comm->fail_culprit = dead >= 0 ? dead : peer;
+                st = rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER,
+                                   "rank %d: the bootstrap root reports: %s; stopped "
+                                   "waiting for rank %d (%s)", comm->rank, sec, peer,
+                                   what);
+                break;
+            }
+        }
+        if (last_change == 0) {
+            last_change = now;
+            next_sample = now + period;
+            seen = progress_seen(comm, word, peer);
+            __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_HEARTBEAT_OFF), now,
+                             __ATOMIC_RELAXED);
+            __atomic_store_n(waiting, (uint64_t)(peer + 1), __ATOMIC_RELAXED);
+        } else if (now >= next_sample) {
+            uint64_t p = progress_seen(comm, word, peer);
+            next_sample = now + period;
+            __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_HEARTBEAT_OFF), now,
+                             __ATOMIC_RELAXED);
+            if (p != seen) {
+                seen = p;
+                last_change = now;
+            } else if (now - last_change > timeout_ms) {
+                int end = wait_chain_end(comm, peer);
+                char via[64] = "";
+                if (end != peer) {
+                    snprintf(via, sizeof(via), ", which waits for rank %d", end);
+                }
+                comm->fail_culprit = end;
+                st = rmacoll__fail(&comm->fail, RMACOLL_ERR_TIMEOUT,
+                                   "rank %d: timed out waiting for rank %d%s "
+                                   "(silent rank %d): no progress for %llu ms (%s: "
+                                   "signal at %llu, expected %llu)",
+                                   comm->rank, peer, via, end,
+                                   (unsigned long long)(now - last_change), what,
+                                   (unsigned long long)load_acquire(word),
+                                   (unsigned long long)value);
+                break;
+            }
+        }
+        if (spins > 4096) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        } else {
+            sched_yield();
+        }
+    }
+    rmacoll__proxy_drive(&comm->proxy, 0);
+    if (last_change != 0) {
+        __atomic_store_n(waiting, 0, __ATOMIC_RELAXED);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        /* a satisfied wait is this rank's progress, for node peers waiting on it */
+        rmacoll__progress_bump(comm);
+    }
+    return st;
+}
+
+void rmacoll__progress_bump(rmacoll_comm_t *comm)
+{
+    volatile uint64_t *pw = progress_word(comm->ctrl.addr);
+
+    __atomic_store_n(pw, __atomic_load_n(pw, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
