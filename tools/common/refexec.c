@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/ctrl/ctrl.h"
+#include "core/ctrl/paths.h"
 #include "core/plan/sched_registry.h"
 #include "core/plan/topo.h"
 
@@ -560,6 +561,22 @@ static void res_reset(refexec_t *ex, refexec_result_t *res)
     ex->failed = 0;
 }
 
+/* Rank a's sendcounts (rmacoll__plan_rows_t). */
+static const int64_t *rx_send_row(const void *ex, int a)
+{
+    return ((const refexec_t *)ex)->rk[a].sendcounts;
+}
+
+static int rx_max_node_size(const rmacoll_topo_t *topo)
+{
+    int m = 0;
+
+    for (int b = 0; b < topo->nnodes; b++) {
+        m = topo->node_size[b] > m ? topo->node_size[b] : m;
+    }
+    return m;
+}
+
 /* Same partition of ranks into nodes (ids may be numbered differently). */
 static int rx_same_topology(const refexec_t *ex, const rmacoll_case_t *c)
 {
@@ -583,6 +600,9 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
     int n = ex->n;
     const rmacoll_topo_t *topo = ex->topo;
     int64_t gap = ex->opts.gapped ? 3 : 0;
+    const rmacoll__plan_rows_t rows = {rx_send_row, ex};
+    rmacoll__plan_paths_t lim;
+    uint64_t *scratch;
 
     res_reset(ex, res);
     ex->prepared = 0;
@@ -633,6 +653,11 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
         }
     }
     /* plans */
+    rmacoll__ctrl_host_paths(topo, &ex->cfg, &lim);
+    scratch = calloc((size_t)rx_max_node_size(topo) + 1, sizeof(uint64_t));
+    if (scratch == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
     for (int r = 0; r < n; r++) {
         rx_rank_t *k = &ex->rk[r];
         rmacoll__plan_input_t in;
@@ -653,49 +678,11 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
         in.chan_sendcount = k->chan_sendcount;
         in.chan_rcount = k->chan_rcount;
         in.chan_rdispl = k->chan_rdispl;
-        /* as the runtime: two nodes within the one-round limits (ctrl.c) */
-        in.eager_max_bytes = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo)
-                                 ? rmacoll__ctrl_eager_threshold(topo, &ex->cfg) : 0;
-        in.eager_in_off = k->eager_in_off;
-        for (int a = 0; a < n && in.eager_max_bytes != 0; a++) {
-            int A = topo->node_of[r];
-            k->eager_in_off[a] =
-                topo->node_of[a] == A ? RMACOLL__NO_EAGER
-                : ex->cfg.relay_enabled
-                    ? rmacoll__plan_eager_off(ex->rk[a].sendcounts,
-                                              topo->node_members + topo->node_first[A],
-                                              topo->node_size[A], topo->local_rank[r],
-                                              ex->esize, in.eager_max_bytes)
-                    : rmacoll__plan_eager_off(ex->rk[a].sendcounts, &r, 1, 0, ex->esize,
-                                              in.eager_max_bytes);
-        }
-        /* direct streams, as the runtime: relay on, two nodes within the
-         * one-round limits; each sender's rule over its row */
-        in.direct_min_bytes = rmacoll__ctrl_direct_min(topo, &ex->cfg);
-        in.direct_in = k->direct_in;
-        for (int a = 0; a < n && in.direct_min_bytes != 0; a++) {
-            k->direct_in[a] = (uint8_t)rmacoll__plan_direct_in(
-                topo, r, a, ex->rk[a].sendcounts, ex->esize, in.eager_max_bytes,
-                in.direct_min_bytes);
-        }
-        in.node_eager_max_bytes = rmacoll__ctrl_node_eager_cap(topo, &ex->cfg);
-        in.node_eager_off = k->node_eager_off;
-        if (in.node_eager_max_bytes != 0) {
-            /* what the local records tell: each member's own rule */
-            int A = topo->node_of[r], ls = topo->node_size[A];
-            const int *members = topo->node_members + topo->node_first[A];
-            uint64_t *offs = calloc((size_t)ls, sizeof(uint64_t));
-            if (offs == NULL) {
-                return RMACOLL_ERR_NO_MEMORY;
-            }
-            for (int l = 0; l < ls; l++) {
-                (void)rmacoll__plan_node_eager_bytes(ex->rk[members[l]].sendcounts, members,
-                                                     ls, l, ex->esize,
-                                                     in.node_eager_max_bytes, offs);
-                k->node_eager_off[l] = offs[topo->local_rank[r]];
-            }
-            free(offs);
-        }
+        /* the eager path, node eager path and direct streams as the
+         * runtime gives them a valid host call (core/ctrl/paths.h), from
+         * the rows each rank learns (core/plan/plan_in.h) */
+        rmacoll__plan_in_paths(&in, &rows, &lim, k->eager_in_off, k->direct_in,
+                               k->node_eager_off, scratch);
         rmacoll__sigstate_copy(k->stn, k->st);
         st = rmacoll__plan_build(&in, k->st, k->stn, &k->plan);
         k->plan_ok = st == RMACOLL_SUCCESS;
@@ -709,6 +696,7 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
             res->nfail_ranks++;
         }
     }
+    free(scratch);
     ex->prepared = res->status == RMACOLL_SUCCESS;
     return res->status;
 }
@@ -798,6 +786,7 @@ static int rx_eager_src(refexec_t *ex, int me, const rmacoll__task_t *t, const c
     int A = topo->node_of[me], o = t->origin;
     uint64_t pos = 0, total = 0;
     int found = 0;
+    rmacoll__plan_paths_t lim;
 
     if (!(t->flags & RMACOLL__TASK_EAGER) || o < 0 || o >= ex->n ||
         topo->node_of[o] == A || t->peer != me) {
@@ -819,7 +808,8 @@ static int rx_eager_src(refexec_t *ex, int me, const rmacoll__task_t *t, const c
         pos += b;
         total += b;
     }
-    if (total > rmacoll__ctrl_eager_threshold(topo, &ex->cfg)) {
+    rmacoll__ctrl_host_paths(topo, &ex->cfg, &lim);
+    if (total > lim.eager_max) {
         rx_fail(ex, "%s: eager payload of %" PRIu64 " bytes over eager_max_bytes", desc, total);
         return -1;
     }
