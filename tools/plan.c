@@ -25,6 +25,7 @@
 #include "core/plan/sched_registry.h"
 #include "core/plan/topo.h"
 #include "planin.h"
+#include "planjson.h"
 #include "rmacoll.h"
 #include "refexec.h"
 #include "sim.h"
@@ -338,7 +339,7 @@ static int print_plans(const rmacoll__plan_t *const *plans,
             }
             printf("%s", first ? "" : ",");
             fflush(stdout);
-            rmacoll__plan_print_json(stdout, plans[r], topo);
+            planjson_print(stdout, plans[r], topo);
             first = 0;
         }
         printf("],");
