@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "cases.h"
+#include "core/config/config_internal.h"
 #include "core/ctrl/ctrl.h"
 #include "core/ctrl/paths.h"
 #include "core/plan/plan.h"
@@ -852,23 +853,19 @@ int main(int argc, char **argv)
     o.relay_buffer_bytes = cfg.relay_buffer_bytes;
     o.relay_slots = cfg.relay_slots;
     o.max_task_bytes = cfg.max_task_bytes;
-    {
-        /* the eager path of two-node host calls, as the library plans it */
-        char ev[64];
-        if (rmacoll_config_get(&cfg, "eager_max_bytes", ev, sizeof(ev)) != RMACOLL_SUCCESS ||
-            rmacoll_parse_size(ev, &o.eager_max_bytes) != RMACOLL_SUCCESS) {
-            o.eager_max_bytes = 0;
-        }
-        if (rmacoll_config_get(&cfg, "node_eager_max_bytes", ev, sizeof(ev)) !=
-                RMACOLL_SUCCESS ||
-            rmacoll_parse_size(ev, &o.node_eager_max_bytes) != RMACOLL_SUCCESS) {
-            o.node_eager_max_bytes = 0;
-        }
-        if (rmacoll_config_get(&cfg, "relay.direct_min_bytes", ev, sizeof(ev)) !=
-                RMACOLL_SUCCESS ||
-            rmacoll_parse_size(ev, &o.direct_min_bytes) != RMACOLL_SUCCESS) {
-            o.direct_min_bytes = 0;
-        }
+    /* the eager paths and direct streams of host calls, as the library
+     * reads them (its size parser, core/config) */
+    if (rmacoll__config_get_size(&cfg, "eager_max_bytes", &o.eager_max_bytes) !=
+        RMACOLL_SUCCESS) {
+        o.eager_max_bytes = 0;
+    }
+    if (rmacoll__config_get_size(&cfg, "node_eager_max_bytes", &o.node_eager_max_bytes) !=
+        RMACOLL_SUCCESS) {
+        o.node_eager_max_bytes = 0;
+    }
+    if (rmacoll__config_get_size(&cfg, "relay.direct_min_bytes", &o.direct_min_bytes) !=
+        RMACOLL_SUCCESS) {
+        o.direct_min_bytes = 0;
     }
     if (relay != NULL) {
         if (strcmp(relay, "on") != 0 && strcmp(relay, "off") != 0) {
