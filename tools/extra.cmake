@@ -175,7 +175,7 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
     add_test(NAME rmacoll_info_level_upper COMMAND rmacoll-info --json)
     set_tests_properties(rmacoll_info_level_upper PROPERTIES TIMEOUT 60
       ENVIRONMENT "RMACOLL_CONFIG=;RMACOLL_LOG_LEVEL=INFO;RMACOLL_LOG_SUBSYSTEMS=Bootstrap,CORE"
-      PASS_REGULAR_EXPRESSION "\"key\": \"log.level\", \"type\": \"[^\"]*\", \"default\": \"warn\", \"value\": \"info\"")
+      PASS_REGULAR_EXPRESSION "\"key\": ?\"log.level\", ?\"type\": ?\"[^\"]*\", ?\"default\": ?\"warn\", ?\"value\": ?\"info\"")
   endif()
   # Usage errors exit 64 before any rank starts (no "rank(s) failed").
   foreach(_bad "inter;--inter;bogus" "scheduler;--scheduler;nope"

@@ -26,6 +26,7 @@
 #include "rmacoll.h"
 #include "rmacoll_sched.h"
 #include "rmacoll_transport.h"
+#include "tjson.h"
 
 static const struct {
     uint64_t bit;
@@ -126,20 +127,22 @@ static void info_caps_words(uint64_t caps, const char *sep, int quote, char *buf
     }
 }
 
-static void json_str(const char *s)
+/* A comma-separated list (info_caps_words, info_keys with ", ") as a JSON
+ * array of strings. */
+static cJSON *info_words_json(const char *list)
 {
-    putchar('"');
-    for (; s != NULL && *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            printf("\\%c", c);
-        } else if (c < 0x20) {
-            printf("\\u%04x", c);
-        } else {
-            putchar(c);
-        }
+    cJSON *arr = cJSON_CreateArray();
+
+    while (arr != NULL && *list != '\0') {
+        size_t len = strcspn(list, ",");
+        char word[128];
+
+        snprintf(word, sizeof(word), "%.*s", (int)len, list);
+        cJSON_AddItemToArray(arr, cJSON_CreateString(word));
+        list += len;
+        list += strspn(list, ", ");
     }
-    putchar('"');
+    return arr;
 }
 
 static const char *info_or(const char *s, const char *dflt)
@@ -219,65 +222,63 @@ static void info_json(const rmacoll_config_t *cfg, const char *file, const char 
 {
     size_t nkeys = 0;
     const rmacoll__config_key_t *keys = rmacoll__config_keys(&nkeys);
-    char caps[256];
+    cJSON *doc = cJSON_CreateObject();
+    cJSON *arr;
+    char buf[768];
 
-    printf("{\n  \"version\": \"%d.%d.%d\",\n", RMACOLL_VERSION_MAJOR, RMACOLL_VERSION_MINOR,
-           RMACOLL_VERSION_PATCH);
-    printf("  \"transports\": [");
-    for (int n = 0; rmacoll__builtin_transports[n] != NULL; n++) {
+    if (doc == NULL) {
+        return;
+    }
+    snprintf(buf, sizeof(buf), "%d.%d.%d", RMACOLL_VERSION_MAJOR, RMACOLL_VERSION_MINOR,
+             RMACOLL_VERSION_PATCH);
+    tjson_str(doc, "version", buf);
+    arr = cJSON_AddArrayToObject(doc, "transports");
+    for (int n = 0; arr != NULL && rmacoll__builtin_transports[n] != NULL; n++) {
         const rmacoll_transport_ops_t *t = rmacoll__builtin_transports[n];
-        char tkeys[768];
-        info_caps_words(t->caps, ", ", 1, caps, sizeof(caps));
-        info_transport_keys(t, 1, tkeys, sizeof(tkeys));
-        printf("%s\n    {\"name\": ", n ? "," : "");
-        json_str(t->name);
-        printf(", \"desc\": ");
-        json_str(t->desc);
-        printf(", \"caps\": [%s], \"keys\": [%s]}", caps, tkeys);
+        cJSON *o = cJSON_CreateObject();
+        if (o == NULL) {
+            break;
+        }
+        tjson_str(o, "name", t->name);
+        tjson_str(o, "desc", t->desc);
+        info_caps_words(t->caps, ", ", 0, buf, sizeof(buf));
+        cJSON_AddItemToObject(o, "caps", info_words_json(buf));
+        info_transport_keys(t, 0, buf, sizeof(buf));
+        cJSON_AddItemToObject(o, "keys", info_words_json(buf));
+        cJSON_AddItemToArray(arr, o);
     }
-    printf("%s],\n  \"schedulers\": [", rmacoll__builtin_transports[0] ? "\n  " : "");
-    for (int n = 0; rmacoll__builtin_schedulers[n] != NULL; n++) {
+    arr = cJSON_AddArrayToObject(doc, "schedulers");
+    for (int n = 0; arr != NULL && rmacoll__builtin_schedulers[n] != NULL; n++) {
         const rmacoll_sched_ops_t *s = rmacoll__builtin_schedulers[n];
-        printf("%s\n    {\"name\": ", n ? "," : "");
-        json_str(s->name);
-        printf(", \"desc\": ");
-        json_str(s->desc);
-        printf("}");
+        cJSON *o = cJSON_CreateObject();
+        if (o == NULL) {
+            break;
+        }
+        tjson_str(o, "name", s->name);
+        tjson_str(o, "desc", s->desc);
+        cJSON_AddItemToArray(arr, o);
     }
-    printf("%s],\n  \"config_file\": ", rmacoll__builtin_schedulers[0] ? "\n  " : "");
-    if (file != NULL) {
-        json_str(file);
-    } else {
-        printf("null");
-    }
-    printf(",\n  \"config_error\": ");
-    if (load_err != NULL) {
-        json_str(load_err);
-    } else {
-        printf("null");
-    }
-    printf(",\n  \"config\": [");
-    for (size_t i = 0; i < nkeys; i++) {
+    tjson_str(doc, "config_file", file);
+    tjson_str(doc, "config_error", load_err);
+    arr = cJSON_AddArrayToObject(doc, "config");
+    for (size_t i = 0; arr != NULL && i < nkeys; i++) {
         char val[512];
         char env[96];
-
+        cJSON *o = cJSON_CreateObject();
+        if (o == NULL) {
+            break;
+        }
         rmacoll__config_value_string(cfg, i, val, sizeof(val));
         info_env_name(keys[i].key, env, sizeof(env));
-        printf("%s\n    {\"key\": ", i ? "," : "");
-        json_str(keys[i].key);
-        printf(", \"type\": ");
-        json_str(keys[i].type);
-        printf(", \"default\": ");
-        json_str(keys[i].default_str);
-        printf(", \"value\": ");
-        json_str(val);
-        printf(", \"env\": ");
-        json_str(env);
-        printf(", \"meaning\": ");
-        json_str(keys[i].meaning);
-        printf("}");
+        tjson_str(o, "key", keys[i].key);
+        tjson_str(o, "type", keys[i].type);
+        tjson_str(o, "default", keys[i].default_str);
+        tjson_str(o, "value", val);
+        tjson_str(o, "env", env);
+        tjson_str(o, "meaning", keys[i].meaning);
+        cJSON_AddItemToArray(arr, o);
     }
-    printf("\n  ]\n}\n");
+    tjson_print(stdout, doc, 0, 1);
 }
 
 /* --topology: per relay, its channels and slot bytes, and the minimum
@@ -301,27 +302,36 @@ static int info_topology(const rmacoll_config_t *cfg, const char *spec, int json
     rmacoll__plan_cfg_from(cfg, &pcfg);
     rc = rmacoll__plan_relay_rule(topo, &pcfg, &rule, NULL, 0) ? 0 : 1;
     if (json) {
-        int first = 1;
+        cJSON *doc = cJSON_CreateObject();
+        cJSON *relays;
 
-        printf("{\"topology\": ");
-        json_str(spec);
-        printf(", \"nranks\": %d, \"nnodes\": %d, \"relay\": %s, \"relay_slots\": %u, "
-               "\"relay_buffer_bytes\": %llu, \"relays\": [", n, topo->nnodes,
-               cfg->relay_enabled ? "true" : "false", cfg->relay_slots,
-               (unsigned long long)cfg->relay_buffer_bytes);
-        for (int r = 0; r < n; r++) {
+        if (doc == NULL) {
+            rmacoll__topo_destroy(topo);
+            return 2;
+        }
+        tjson_str(doc, "topology", spec);
+        tjson_i64(doc, "nranks", n);
+        tjson_i64(doc, "nnodes", topo->nnodes);
+        cJSON_AddBoolToObject(doc, "relay", cfg->relay_enabled);
+        tjson_u64(doc, "relay_slots", cfg->relay_slots);
+        tjson_u64(doc, "relay_buffer_bytes", cfg->relay_buffer_bytes);
+        relays = cJSON_AddArrayToObject(doc, "relays");
+        for (int r = 0; relays != NULL && r < n; r++) {
             int nin = rmacoll__plan_nin(topo, &pcfg, r);
+            cJSON *o = nin > 0 ? cJSON_CreateObject() : NULL;
 
-            if (nin > 0) {
-                printf("%s{\"rank\": %d, \"node\": %d, \"channels\": %d, "
-                       "\"slot_bytes\": %llu}", first ? "" : ", ", r, topo->node_of[r], nin,
-                       (unsigned long long)rmacoll__plan_slot_bytes(topo, &pcfg, r));
-                first = 0;
+            if (o != NULL) {
+                tjson_i64(o, "rank", r);
+                tjson_i64(o, "node", topo->node_of[r]);
+                tjson_i64(o, "channels", nin);
+                tjson_u64(o, "slot_bytes", rmacoll__plan_slot_bytes(topo, &pcfg, r));
+                cJSON_AddItemToArray(relays, o);
             }
         }
-        printf("], \"min_relay_buffer_bytes\": %llu, \"min_at_rank\": %d, "
-               "\"buffer_too_small\": %s}\n", (unsigned long long)rule.min_buffer_bytes,
-               rule.relay, rc ? "true" : "false");
+        tjson_u64(doc, "min_relay_buffer_bytes", rule.min_buffer_bytes);
+        tjson_i64(doc, "min_at_rank", rule.relay);
+        cJSON_AddBoolToObject(doc, "buffer_too_small", rc != 0);
+        tjson_print(stdout, doc, 0, 1);
         rmacoll__topo_destroy(topo);
         return rc;
     }
@@ -458,18 +468,18 @@ static void *info_open(const char *const *names, const char **which)
 }
 
 typedef struct info_out {
-    int json;
-    int first;   /* JSON: no comma before the next member */
+    cJSON *doc;   /* JSON: the report's object; NULL: text */
 } info_out_t;
 
-static void info_begin(info_out_t *o, const char *section)
+/* A section: its heading (text), or its array in the report (JSON; NULL
+ * for text). */
+static cJSON *info_begin(info_out_t *o, const char *section)
 {
-    if (o->json) {
-        printf("%s\n  \"%s\": ", o->first ? "" : ",", section);
-        o->first = 0;
-    } else {
+    if (o->doc == NULL) {
         printf("\n%s:\n", section);
+        return NULL;
     }
+    return cJSON_AddArrayToObject(o->doc, section);
 }
 
 static void info_rt_versions(info_out_t *o)
@@ -509,12 +519,17 @@ static void info_rt_versions(info_out_t *o)
         if (gv != NULL && gv(&v) == 0)
             snprintf(ncv, sizeof(ncv), "%d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
     }
-    info_begin(o, "versions");
-    if (o->json) {
-        printf("{\"rmacoll\": \"%s\", \"libfabric\": \"%s\", \"cuda_runtime\": \"%s\", "
-               "\"cuda_driver\": \"%s\", \"nccl\": \"%s\"}",
-               rmacoll_version_string(), fabv, rtv, drv, ncv);
+    if (o->doc != NULL) {
+        cJSON *v = cJSON_AddObjectToObject(o->doc, "versions");
+        if (v != NULL) {
+            tjson_str(v, "rmacoll", rmacoll_version_string());
+            tjson_str(v, "libfabric", fabv);
+            tjson_str(v, "cuda_runtime", rtv);
+            tjson_str(v, "cuda_driver", drv);
+            tjson_str(v, "nccl", ncv);
+        }
     } else {
+        printf("\nversions:\n");
         printf("  rmacoll       %s (header %d.%d.%d)\n", rmacoll_version_string(),
                RMACOLL_VERSION_MAJOR, RMACOLL_VERSION_MINOR, RMACOLL_VERSION_PATCH);
         printf("  libfabric     %s\n", fabv[0] ? fabv : "not found");
@@ -530,10 +545,8 @@ static void info_rt_fabric(info_out_t *o)
     const char *w = NULL;
     void *h = info_open(fab, &w);
     int n = 0;
+    cJSON *arr = info_begin(o, "libfabric_providers");
 
-    info_begin(o, "libfabric_providers");
-    if (o->json)
-        printf("[");
 #ifdef INFO_HAVE_FABRIC_H
     if (h != NULL) {
         int (*gi)(uint32_t, const char *, const char *, uint64_t, const struct fi_info *,
@@ -563,12 +576,14 @@ static void info_rt_fabric(info_out_t *o)
                 if (dup || nseen == 64)
                     continue;
                 snprintf(seen[nseen++], sizeof(seen[0]), "%s", id);
-                if (o->json) {
-                    printf("%s{\"provider\": ", n ? ", " : "");
-                    json_str(prov);
-                    printf(", \"domain\": ");
-                    json_str(dom);
-                    printf(", \"fi_hmem\": %s}", hmem ? "true" : "false");
+                if (o->doc != NULL) {
+                    cJSON *e = cJSON_CreateObject();
+                    if (e != NULL) {
+                        tjson_str(e, "provider", prov);
+                        tjson_str(e, "domain", dom);
+                        cJSON_AddBoolToObject(e, "fi_hmem", hmem);
+                        cJSON_AddItemToArray(arr, e);
+                    }
                 } else {
                     printf("  %-22s domain %-16s FI_HMEM %s\n", prov, dom, hmem ? "yes" : "no");
                 }
@@ -578,9 +593,8 @@ static void info_rt_fabric(info_out_t *o)
         }
     }
 #endif
-    if (o->json)
-        printf("]");
-    else if (n == 0)
+    (void)arr;
+    if (o->doc == NULL && n == 0)
         printf("  (none: %s)\n", h == NULL ? "libfabric not found" : "fi_getinfo found no provider");
 }
 
@@ -590,10 +604,8 @@ static void info_rt_rdma(info_out_t *o)
     const char *w = NULL;
     void *h = info_open(ibv, &w);
     int n = 0;
+    cJSON *arr = info_begin(o, "rdma_devices");
 
-    info_begin(o, "rdma_devices");
-    if (o->json)
-        printf("[");
     if (h != NULL) {
         void **(*list)(int *) = NULL;
         void (*freel)(void **) = NULL;
@@ -607,9 +619,8 @@ static void info_rt_rdma(info_out_t *o)
         devs = list != NULL ? list(&num) : NULL;
         for (int i = 0; devs != NULL && i < num; i++) {
             const char *nm = name != NULL ? name(devs[i]) : "?";
-            if (o->json) {
-                printf("%s", n ? ", " : "");
-                json_str(nm);
+            if (o->doc != NULL) {
+                cJSON_AddItemToArray(arr, cJSON_CreateString(nm));
             } else {
                 printf("  %s\n", nm);
             }
@@ -618,9 +629,7 @@ static void info_rt_rdma(info_out_t *o)
         if (devs != NULL && freel != NULL)
             freel(devs);
     }
-    if (o->json)
-        printf("]");
-    else if (n == 0)
+    if (o->doc == NULL && n == 0)
         printf("  (none%s)\n", h == NULL ? ": libibverbs not found" : "");
 }
 
@@ -642,13 +651,13 @@ static void info_rt_gpus(info_out_t *o)
     INFO_SYM(hn, int, "nvmlInit_v2", ninit);
     INFO_SYM(hn, int, "nvmlDeviceGetHandleByIndex_v2", nhandle);
     INFO_SYM(hn, int, "nvmlDeviceGetNvLinkState", nlink);
+    cJSON *arr;
+
     if (count == NULL || count(&ndev) != 0)
         ndev = 0;
     if (ninit == NULL || ninit() != 0)
         nhandle = NULL;
-    info_begin(o, "gpus");
-    if (o->json)
-        printf("[");
+    arr = info_begin(o, "gpus");
     for (int d = 0; d < ndev; d++) {
         char id[32] = "?", peers[256] = "";
         int links = -1;
@@ -670,18 +679,28 @@ static void info_rt_gpus(info_out_t *o)
                     links++;
             }
         }
-        if (o->json) {
-            printf("%s{\"device\": %d, \"pci_bus_id\": ", d ? ", " : "", d);
-            json_str(id);
-            printf(", \"p2p_peers\": [%s], \"nvlink_active_links\": %d}", peers, links);
+        if (o->doc != NULL) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON *pa = cJSON_CreateArray();
+            for (const char *p = peers; pa != NULL && *p != '\0'; p += strspn(p, ",")) {
+                tjson_push_i64(pa, strtol(p, NULL, 10));
+                p += strcspn(p, ",");
+            }
+            if (e != NULL) {
+                tjson_i64(e, "device", d);
+                tjson_str(e, "pci_bus_id", id);
+                cJSON_AddItemToObject(e, "p2p_peers", pa);
+                tjson_i64(e, "nvlink_active_links", links);
+                cJSON_AddItemToArray(arr, e);
+            } else {
+                cJSON_Delete(pa);
+            }
         } else {
             printf("  GPU %d  %s  peers (CUDA P2P): %s  NVLink links up: %s%d\n", d, id,
                    peers[0] ? peers : "none", links < 0 ? "unknown " : "", links < 0 ? 0 : links);
         }
     }
-    if (o->json)
-        printf("]");
-    else if (ndev == 0)
+    if (o->doc == NULL && ndev == 0)
         printf("  (none%s)\n", h == NULL ? ": CUDA runtime not found" : "");
 }
 
@@ -690,11 +709,8 @@ static void info_rt_env(info_out_t *o)
     size_t nv = 0, nkeys = 0;
     const rmacoll__env_var_t *v = rmacoll__env_vars(&nv);
     const rmacoll__config_key_t *keys = rmacoll__config_keys(&nkeys);
-    int n = 0;
+    cJSON *arr = info_begin(o, "environment");
 
-    info_begin(o, "environment");
-    if (o->json)
-        printf("[");
     for (size_t i = 0; i < nkeys + nv; i++) {
         char name[96];
         const char *reader = "library", *meaning, *val;
@@ -708,28 +724,22 @@ static void info_rt_env(info_out_t *o)
             meaning = v[i - nkeys].meaning;
         }
         val = strchr(name, '*') == NULL ? getenv(name) : NULL;
-        if (o->json) {
-            printf("%s{\"name\": ", n ? ", " : "");
-            json_str(name);
-            printf(", \"read_by\": ");
-            json_str(reader);
-            printf(", \"config_key\": %s, \"meaning\": ", i < nkeys ? "true" : "false");
-            json_str(meaning);
-            printf(", \"value\": ");
-            if (val != NULL)
-                json_str(val);
-            else
-                printf("null");
-            printf("}");
+        if (o->doc != NULL) {
+            cJSON *e = cJSON_CreateObject();
+            if (e != NULL) {
+                tjson_str(e, "name", name);
+                tjson_str(e, "read_by", reader);
+                cJSON_AddBoolToObject(e, "config_key", i < nkeys);
+                tjson_str(e, "meaning", meaning);
+                tjson_str(e, "value", val);
+                cJSON_AddItemToArray(arr, e);
+            }
         } else {
             printf("  %-28s %-12s %s%s%s\n", name, reader, val ? "= " : "", val ? val : "",
                    val ? "" : "(unset)");
         }
-        n++;
     }
-    if (o->json)
-        printf("]");
-    else {
+    if (o->doc == NULL) {
         /* unknown RMACOLL_* variables set here */
         extern char **environ;
         for (char **e = environ; e != NULL && *e != NULL; e++) {
@@ -748,16 +758,17 @@ static void info_rt_env(info_out_t *o)
 /* The whole run-time report, text or one JSON object. */
 static void info_runtime(int json)
 {
-    info_out_t o = {json, 1};
+    info_out_t o = {json ? cJSON_CreateObject() : NULL};
 
-    if (json)
-        printf("{");
-    else
+    if (o.doc == NULL)
         printf("\nrun time (this machine):");
     info_rt_versions(&o);
     info_rt_fabric(&o);
     info_rt_rdma(&o);
     info_rt_gpus(&o);
     info_rt_env(&o);
-    printf(json ? "\n}\n" : "\n");
+    if (o.doc != NULL)
+        tjson_print(stdout, o.doc, 0, 1);
+    else
+        printf("\n");
 }

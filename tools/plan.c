@@ -19,11 +19,14 @@
 #include <time.h>
 
 #include "cases.h"
+#include "core/config/config_internal.h"
 #include "core/ctrl/ctrl.h"
+#include "core/ctrl/paths.h"
 #include "core/plan/plan.h"
 #include "core/plan/sched_registry.h"
 #include "core/plan/topo.h"
 #include "planin.h"
+#include "planjson.h"
 #include "rmacoll.h"
 #include "refexec.h"
 #include "sim.h"
@@ -234,38 +237,18 @@ static void plan_pcfg(const refexec_opts_t *op, rmacoll__plan_cfg_t *cfg)
     cfg->direct_min_bytes = op->direct_min_bytes;
 }
 
-/* The smallest direct stream the runtime gives a host call's planner on
- * this topology (relay on, two nodes within the one-round limits), else 0.
- * The library also needs every rank of each node on one network interface,
- * which a plan from a case file cannot know: the plan assumes it. */
-static uint64_t plan_direct_eff(const rmacoll_topo_t *topo, const refexec_opts_t *op)
+/* The eager path, node eager path and direct streams the runtime gives a
+ * host call's planner on this topology (rmacoll__ctrl_host_paths; 0: off).
+ * The library also needs every rank of each node on one network interface
+ * for direct streams, which a plan from a case file cannot know: the plan
+ * assumes it. */
+static void plan_paths(const rmacoll_topo_t *topo, const refexec_opts_t *op,
+                       rmacoll__plan_paths_t *lim)
 {
     rmacoll__plan_cfg_t cfg;
 
     plan_pcfg(op, &cfg);
-    return rmacoll__ctrl_direct_min(topo, &cfg);
-}
-
-/* The eager payload limit the runtime gives a host call's planner on this
- * topology (two nodes within the one-round limits; relay on or off), else 0
- * (rmacoll__ctrl_eager_threshold). */
-static uint64_t plan_eager_eff(const rmacoll_topo_t *topo, const refexec_opts_t *op)
-{
-    rmacoll__plan_cfg_t cfg;
-
-    plan_pcfg(op, &cfg);
-    return topo->nnodes == 2 && rmacoll__ctrl_one_round(topo)
-               ? rmacoll__ctrl_eager_threshold(topo, &cfg) : 0;
-}
-
-/* The node payload limit the runtime gives a host call's planner on this
- * topology (one or two nodes within the one-round limits), else 0. */
-static uint64_t plan_node_eager_eff(const rmacoll_topo_t *topo, const refexec_opts_t *op)
-{
-    rmacoll__plan_cfg_t cfg;
-
-    plan_pcfg(op, &cfg);
-    return rmacoll__ctrl_node_eager_cap(topo, &cfg);
+    rmacoll__ctrl_host_paths(topo, &cfg, lim);
 }
 
 /* The smallest relay.buffer_bytes of the case's topology under the options
@@ -319,10 +302,15 @@ static int print_plans(const rmacoll__plan_t *const *plans,
     plan_totals_t tot;
     /* the thresholds in effect (0: no such path on this topology), and
      * what the header prints for each: those, else the configured key */
-    uint64_t eager = plan_eager_eff(topo, op), node_eager = plan_node_eager_eff(topo, op);
-    uint64_t eager_shown = eager ? eager : op->eager_max_bytes;
-    uint64_t node_shown = node_eager ? node_eager : op->node_eager_max_bytes;
-    uint64_t direct = plan_direct_eff(topo, op);
+    rmacoll__plan_paths_t lim;
+    uint64_t eager, node_eager, direct, eager_shown, node_shown;
+
+    plan_paths(topo, op, &lim);
+    eager = lim.eager_max;
+    node_eager = lim.node_eager_max;
+    direct = lim.direct_min;
+    eager_shown = eager ? eager : op->eager_max_bytes;
+    node_shown = node_eager ? node_eager : op->node_eager_max_bytes;
 
     if (plan_totals(plans, c->nranks, only, &tot) != 0) {
         plan_totals_free(&tot);
@@ -352,7 +340,7 @@ static int print_plans(const rmacoll__plan_t *const *plans,
             }
             printf("%s", first ? "" : ",");
             fflush(stdout);
-            rmacoll__plan_print_json(stdout, plans[r], topo);
+            planjson_print(stdout, plans[r], topo);
             first = 0;
         }
         printf("],");
@@ -422,6 +410,7 @@ static int plan_one_rank(const rmacoll_case_t *c, const refexec_opts_t *op,
     rmacoll__plan_cfg_t cfg;
     rmacoll__sigstate_t *st0 = NULL, *st1 = NULL;
     rmacoll__plan_t plan;
+    rmacoll__plan_paths_t lim;
     planin_ctx_t ctx;
     planin_t pi;
     char err[512];
@@ -449,9 +438,8 @@ static int plan_one_rank(const rmacoll_case_t *c, const refexec_opts_t *op,
         fprintf(stderr, PLAN_NAME ": out of memory\n");
         goto out;
     }
-    if (planin_eager(&pi, &ctx, r, plan_eager_eff(topo, op),
-                     rmacoll__ctrl_node_eager_cap(topo, &cfg)) != RMACOLL_SUCCESS ||
-        planin_direct(&pi, &ctx, r, plan_direct_eff(topo, op)) != RMACOLL_SUCCESS) {
+    plan_paths(topo, op, &lim);
+    if (planin_paths(&pi, &ctx, r, &lim) != RMACOLL_SUCCESS) {
         fprintf(stderr, PLAN_NAME ": out of memory\n");
         goto out;
     }
@@ -865,23 +853,19 @@ int main(int argc, char **argv)
     o.relay_buffer_bytes = cfg.relay_buffer_bytes;
     o.relay_slots = cfg.relay_slots;
     o.max_task_bytes = cfg.max_task_bytes;
-    {
-        /* the eager path of two-node host calls, as the library plans it */
-        char ev[64];
-        if (rmacoll_config_get(&cfg, "eager_max_bytes", ev, sizeof(ev)) != RMACOLL_SUCCESS ||
-            rmacoll_parse_size(ev, &o.eager_max_bytes) != RMACOLL_SUCCESS) {
-            o.eager_max_bytes = 0;
-        }
-        if (rmacoll_config_get(&cfg, "node_eager_max_bytes", ev, sizeof(ev)) !=
-                RMACOLL_SUCCESS ||
-            rmacoll_parse_size(ev, &o.node_eager_max_bytes) != RMACOLL_SUCCESS) {
-            o.node_eager_max_bytes = 0;
-        }
-        if (rmacoll_config_get(&cfg, "relay.direct_min_bytes", ev, sizeof(ev)) !=
-                RMACOLL_SUCCESS ||
-            rmacoll_parse_size(ev, &o.direct_min_bytes) != RMACOLL_SUCCESS) {
-            o.direct_min_bytes = 0;
-        }
+    /* the eager paths and direct streams of host calls, as the library
+     * reads them (its size parser, core/config) */
+    if (rmacoll__config_get_size(&cfg, "eager_max_bytes", &o.eager_max_bytes) !=
+        RMACOLL_SUCCESS) {
+        o.eager_max_bytes = 0;
+    }
+    if (rmacoll__config_get_size(&cfg, "node_eager_max_bytes", &o.node_eager_max_bytes) !=
+        RMACOLL_SUCCESS) {
+        o.node_eager_max_bytes = 0;
+    }
+    if (rmacoll__config_get_size(&cfg, "relay.direct_min_bytes", &o.direct_min_bytes) !=
+        RMACOLL_SUCCESS) {
+        o.direct_min_bytes = 0;
     }
     if (relay != NULL) {
         if (strcmp(relay, "on") != 0 && strcmp(relay, "off") != 0) {

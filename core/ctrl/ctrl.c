@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "core/ctrl/paths.h"
 #include "core/plan/topo.h"
 
 static size_t align64(size_t x)
@@ -114,15 +115,17 @@ void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
                           rmacoll__ctrl_layout_t *lay)
 {
     size_t off;
+    rmacoll__plan_paths_t lim;
 
+    rmacoll__ctrl_host_paths(topo, pcfg, &lim);
     lay->nranks = topo->nranks;
     lay->nnet = rmacoll__net_peers(topo, pcfg, rank, NULL);
     lay->nsig_plan = rmacoll__sig_count(topo, pcfg, rank);
     lay->nsig = rmacoll__ctrl_sig_stage(lay, RMACOLL__NSTAGE_WORDS);
     lay->max_ls = max_node_size(topo);
     lay->matrix = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo);
-    lay->eager_cap = lay->matrix ? pcfg->eager_max_bytes : 0;
-    lay->node_eager_cap = rmacoll__ctrl_node_eager_cap(topo, pcfg);
+    lay->eager_cap = lim.eager_max;
+    lay->node_eager_cap = lim.node_eager_max;
     lay->local_rec_bytes = align64(sizeof(rmacoll__local_rec_t) +
                                    3 * (size_t)topo->nranks * sizeof(int64_t) +
                                    (lay->node_eager_cap != 0

@@ -21,6 +21,7 @@
 #include "core/exec/call.h"
 #include "core/exec/records.h"
 #include "core/exec/state.h"
+#include "core/plan/plan_in.h"
 #include "core/plan/topo.h"
 
 
@@ -452,9 +453,16 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
     return RMACOLL_SUCCESS;
 }
 
+/* Rank a's sendcounts row as this rank learned it (rmacoll__plan_rows_t). */
+static const int64_t *view_row(const void *views, int a)
+{
+    return ((const rmacoll__rank_view_t *)views)[a].send;
+}
+
 void rmacoll__meta_inputs(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
+    const rmacoll__plan_rows_t rows = {view_row, comm->views};
     const rmacoll_topo_t *topo = comm->topo;
     int me = comm->rank, par = c->par;
     int A = topo->node_of[me];
@@ -475,31 +483,19 @@ void rmacoll__meta_inputs(rmacoll__call_t *c)
                                                 lr, &comm->peer_lay[j])[topo->local_rank[me]];
         }
     }
-    if (c->eager_max != 0) {
-        /* where this rank's block is in the eager payload of each rank of
-         * the other node (its own rule, from its row in its record) */
-        const int *members = topo->node_members + topo->node_first[A];
-        for (int a = 0; a < comm->nranks; a++) {
-            comm->eager_in_off[a] =
-                topo->node_of[a] == A ? RMACOLL__NO_EAGER
-                : comm->pcfg.relay_enabled
-                    ? rmacoll__plan_eager_off(comm->views[a].send, members, ls,
-                                              topo->local_rank[me], c->esize, c->eager_max)
-                    /* relay off: a's record to this rank carries this
-                     * rank's block alone */
-                    : rmacoll__plan_eager_off(comm->views[a].send, &me, 1, 0, c->esize,
-                                              c->eager_max);
-        }
-    }
+    /* where this rank's block is in the eager payload of each rank of the
+     * other node (its own rule, from its row in its record; plan_in.h) */
+    rmacoll__plan_in_eager(topo, comm->pcfg.relay_enabled, me, &rows, c->esize, c->eager_max,
+                           comm->eager_in_off);
     if (c->direct_min != 0) {
         /* direct streams: which of the other node's ranks send here
          * straight (each one's rule over its row), and where this rank's
          * blocks go in each of their buffers (from their records, held by
          * their relays here) */
+        rmacoll__plan_in_direct(topo, me, &rows, c->esize, c->eager_max, c->direct_min,
+                                comm->direct_in);
         for (int a = 0; a < comm->nranks; a++) {
             const rmacoll__rank_view_t *v = &comm->views[a];
-            comm->direct_in[a] = (uint8_t)rmacoll__plan_direct_in(topo, me, a, v->send, c->esize,
-                                                                  c->eager_max, c->direct_min);
             if (topo->node_of[a] == A) {
                 continue;
             }

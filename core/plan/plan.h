@@ -444,17 +444,18 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
                                      rmacoll__sigstate_t *st_out,
                                      rmacoll__plan_t *plan);
 
-/** Printable names. */
+/** Printable names: queue q, window w, a task's kind ("self", "to_relay",
+ * "eager", "forward", "credit", "arrival", "data", "direct"). */
 const char *rmacoll__queue_name(int q);
 const char *rmacoll__win_name(int w);
+const char *rmacoll__task_kind(const rmacoll__task_t *t);
 
 /**
- * Prints a plan: readable text, or one JSON object. Totals per round and
- * per link (bytes put to each peer, split by path) are included.
+ * Prints a plan as readable text. Totals per round and per link (bytes put
+ * to each peer, split by path) are included. (Its JSON rendering is
+ * rmacoll-plan's, tools/common/planjson.c.)
  */
 void rmacoll__plan_print_text(FILE *out, const rmacoll__plan_t *plan,
-                              const rmacoll_topo_t *topo);
-void rmacoll__plan_print_json(FILE *out, const rmacoll__plan_t *plan,
                               const rmacoll_topo_t *topo);
 
 #endif /* RMACOLL_CORE_PLAN_H */

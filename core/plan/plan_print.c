@@ -1,5 +1,7 @@
-/* plan_print.c - readable text and JSON renderings of a plan, with totals
- * per round and per link (peer, path). Used by rmacoll-plan and logging. */
+/* plan_print.c - the readable text rendering of a plan, with totals per
+ * round and per link (peer, path), and the names of queues, windows and
+ * task kinds. Used by rmacoll-plan and logging; rmacoll-plan's JSON
+ * rendering is tools/common/planjson.c (the library writes no JSON). */
 #include <inttypes.h>
 #include <stdlib.h>
 
@@ -19,7 +21,7 @@ const char *rmacoll__win_name(int w)
     return (w >= 0 && w <= RMACOLL__WIN_NODE_EAGER) ? win_names[w] : "?";
 }
 
-static const char *task_kind(const rmacoll__task_t *t)
+const char *rmacoll__task_kind(const rmacoll__task_t *t)
 {
     if (t->flags & RMACOLL__TASK_SELF) {
         return "self";
@@ -95,12 +97,12 @@ void rmacoll__plan_print_text(FILE *out, const rmacoll__plan_t *plan,
                     fprintf(out,
                             "    %-9s %-8s -> %-3d %s+%" PRIu64 " -> %s+%" PRIu64
                             " %" PRIu64 " B",
-                            queue_names[q], task_kind(t), t->peer,
+                            queue_names[q], rmacoll__task_kind(t), t->peer,
                             win_names[t->src_win], t->src_off,
                             win_names[t->dst_win], t->dst_off, t->bytes);
                 } else {
                     fprintf(out, "    %-9s %-8s <- %-3d", queue_names[q],
-                            task_kind(t), t->peer);
+                            rmacoll__task_kind(t), t->peer);
                 }
                 if (t->sig != RMACOLL__NO_SIG) {
                     fprintf(out, " sig[%u]%s%" PRIu64, t->sig,
@@ -127,56 +129,5 @@ void rmacoll__plan_print_text(FILE *out, const rmacoll__plan_t *plan,
         }
     }
     fputc('\n', out);
-    free(links);
-}
-
-void rmacoll__plan_print_json(FILE *out, const rmacoll__plan_t *plan,
-                              const rmacoll_topo_t *topo)
-{
-    uint64_t *links = link_totals(plan, topo->nranks);
-    int first = 1;
-
-    fprintf(out, "{\"rank\":%d,\"node\":%d,\"local_rank\":%d,\"batches\":[",
-            plan->rank, topo->node_of[plan->rank], topo->local_rank[plan->rank]);
-    for (size_t bi = 0; bi < plan->nbatches; bi++) {
-        const rmacoll__batch_t *b = &plan->batches[bi];
-        fprintf(out, "%s{\"round\":%d,\"queues\":{", bi ? "," : "", b->round);
-        for (int q = 0; q < RMACOLL__NQUEUES; q++) {
-            fprintf(out, "%s\"%s\":[", q ? "," : "", queue_names[q]);
-            for (uint32_t k = 0; k < b->count[q]; k++) {
-                const rmacoll__task_t *t = &plan->tasks[b->first[q] + k];
-                fprintf(out,
-                        "%s{\"op\":\"%s\",\"kind\":\"%s\",\"peer\":%d,"
-                        "\"origin\":%d,\"src\":{\"win\":\"%s\",\"off\":%" PRIu64
-                        "},\"dst\":{\"win\":\"%s\",\"off\":%" PRIu64
-                        "},\"bytes\":%" PRIu64 ",\"seq\":%" PRIu64,
-                        k ? "," : "", t->op == RMACOLL__OP_PUT ? "put" : "wait",
-                        task_kind(t), t->peer, t->origin, win_names[t->src_win],
-                        t->src_off, win_names[t->dst_win], t->dst_off, t->bytes,
-                        t->seq);
-                if (t->sig != RMACOLL__NO_SIG) {
-                    fprintf(out, ",\"signal\":{\"index\":%u,\"value\":%" PRIu64 "}",
-                            t->sig, t->sig_value);
-                }
-                fputc('}', out);
-            }
-            fputc(']', out);
-        }
-        fprintf(out, "},\"bytes\":%" PRIu64 "}",
-                batch_bytes(plan, b, RMACOLL__Q_PROXY_PUT) +
-                    batch_bytes(plan, b, RMACOLL__Q_CE_PUT));
-    }
-    fprintf(out, "],\"links\":[");
-    for (int p = 0; links != NULL && p < topo->nranks; p++) {
-        for (int path = 0; path < 2; path++) {
-            uint64_t n = links[(size_t)p * 2 + path];
-            if (n) {
-                fprintf(out, "%s{\"src\":%d,\"dst\":%d,\"path\":\"%s\",\"bytes\":%" PRIu64 "}",
-                        first ? "" : ",", plan->rank, p, path ? "ce" : "proxy", n);
-                first = 0;
-            }
-        }
-    }
-    fprintf(out, "]}\n");
     free(links);
 }

@@ -72,69 +72,69 @@ void planin_fini(planin_t *pi)
     planin_init(pi);
 }
 
-rmacoll_status_t planin_eager(planin_t *pi, const planin_ctx_t *ctx, int r,
-                              uint64_t eager_max, uint64_t cap)
+/* Rank a's row of the case's send matrix (rmacoll__plan_rows_t). */
+static const int64_t *case_row(const void *ctx, int a)
 {
-    int relay = pi->in.cfg == NULL || pi->in.cfg->relay_enabled;
-    const rmacoll_topo_t *topo = ctx->topo;
-    int A = topo->node_of[r];
-    int ls = topo->node_size[A];
-    const int *members = topo->node_members + topo->node_first[A];
-    size_t n = (size_t)ctx->c->nranks;
-    uint64_t *off = realloc(pi->node_eager_off, (size_t)ls * sizeof(uint64_t));
+    const rmacoll_case_t *c = ((const planin_ctx_t *)ctx)->c;
 
-    if (off == NULL) {
+    return c->send + (size_t)a * (size_t)c->nranks;
+}
+
+/* The arrays of the eager and direct paths for rank r's node, grown. */
+static rmacoll_status_t grow_paths(planin_t *pi, const planin_ctx_t *ctx, int r)
+{
+    size_t n = (size_t)ctx->c->nranks;
+    size_t ls = (size_t)ctx->topo->node_size[ctx->topo->node_of[r]];
+    uint64_t *off;
+    uint8_t *d;
+
+    if ((off = realloc(pi->node_eager_off, ls * sizeof(uint64_t))) == NULL) {
         return RMACOLL_ERR_NO_MEMORY;
     }
     pi->node_eager_off = off;
-    off = realloc(pi->eager_scratch, (size_t)ls * sizeof(uint64_t));
-    if (off == NULL) {
+    if ((off = realloc(pi->eager_scratch, ls * sizeof(uint64_t))) == NULL) {
         return RMACOLL_ERR_NO_MEMORY;
     }
     pi->eager_scratch = off;
-    for (int l = 0; l < ls && cap != 0; l++) {
-        (void)rmacoll__plan_node_eager_bytes(ctx->c->send + (size_t)members[l] * n, members,
-                                             ls, l, ctx->esize, cap, pi->eager_scratch);
-        pi->node_eager_off[l] = pi->eager_scratch[topo->local_rank[r]];
-    }
-    pi->in.node_eager_max_bytes = cap;
-    pi->in.node_eager_off = cap != 0 ? pi->node_eager_off : NULL;
-    off = realloc(pi->eager_in_off, (n ? n : 1) * sizeof(uint64_t));
-    if (off == NULL) {
+    if ((off = realloc(pi->eager_in_off, (n ? n : 1) * sizeof(uint64_t))) == NULL) {
         return RMACOLL_ERR_NO_MEMORY;
     }
     pi->eager_in_off = off;
-    for (size_t a = 0; a < n && eager_max != 0; a++) {
-        off[a] = topo->node_of[a] == A ? RMACOLL__NO_EAGER
-                 : relay ? rmacoll__plan_eager_off(ctx->c->send + a * n, members, ls,
-                                                   topo->local_rank[r], ctx->esize, eager_max)
-                         /* relay off: a's record to r carries r's block alone */
-                         : rmacoll__plan_eager_off(ctx->c->send + a * n, &r, 1, 0, ctx->esize,
-                                                   eager_max);
+    if ((d = realloc(pi->direct_in, n ? n : 1)) == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
     }
-    pi->in.eager_max_bytes = eager_max;
-    pi->in.eager_in_off = eager_max != 0 ? pi->eager_in_off : NULL;
+    pi->direct_in = d;
     return RMACOLL_SUCCESS;
+}
+
+rmacoll_status_t planin_paths(planin_t *pi, const planin_ctx_t *ctx, int r,
+                              const rmacoll__plan_paths_t *lim)
+{
+    const rmacoll__plan_rows_t rows = {case_row, ctx};
+    rmacoll_status_t st = grow_paths(pi, ctx, r);
+
+    if (st == RMACOLL_SUCCESS) {
+        rmacoll__plan_in_paths(&pi->in, &rows, lim, pi->eager_in_off, pi->direct_in,
+                               pi->node_eager_off, pi->eager_scratch);
+    }
+    return st;
+}
+
+rmacoll_status_t planin_eager(planin_t *pi, const planin_ctx_t *ctx, int r,
+                              uint64_t eager_max, uint64_t cap)
+{
+    rmacoll__plan_paths_t lim = {eager_max, cap, pi->in.direct_min_bytes};
+
+    return planin_paths(pi, ctx, r, &lim);
 }
 
 rmacoll_status_t planin_direct(planin_t *pi, const planin_ctx_t *ctx, int r,
                                uint64_t direct_min)
 {
-    size_t n = (size_t)ctx->c->nranks;
-    uint8_t *d = realloc(pi->direct_in, n ? n : 1);
+    rmacoll__plan_paths_t lim = {pi->in.eager_max_bytes, pi->in.node_eager_max_bytes,
+                                 direct_min};
 
-    if (d == NULL) {
-        return RMACOLL_ERR_NO_MEMORY;
-    }
-    pi->direct_in = d;
-    for (size_t a = 0; a < n; a++) {
-        d[a] = (uint8_t)rmacoll__plan_direct_in(ctx->topo, r, (int)a, ctx->c->send + a * n,
-                                                ctx->esize, pi->in.eager_max_bytes,
-                                                direct_min);
-    }
-    pi->in.direct_min_bytes = direct_min;
-    pi->in.direct_in = direct_min != 0 ? pi->direct_in : NULL;
-    return RMACOLL_SUCCESS;
+    return planin_paths(pi, ctx, r, &lim);
 }
 
 static int grow(int64_t **a, size_t n)

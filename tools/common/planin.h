@@ -23,6 +23,7 @@
 
 #include "cases.h"
 #include "core/plan/plan.h"
+#include "core/plan/plan_in.h"
 
 /** What is shared by every rank's input of one case. */
 typedef struct planin_ctx {
@@ -60,17 +61,26 @@ void planin_init(planin_t *pi);
 /** Fills pi for rank r (arrays grown as needed). O(nranks + nin * ls). */
 rmacoll_status_t planin_fill(planin_t *pi, const planin_ctx_t *ctx, int r);
 void planin_fini(planin_t *pi);
+/** Sets the eager path, node eager path and direct streams of pi's input
+ * (rank r, filled) to the limits lim (0: off) with their arrays, from the
+ * case's rows as the runtime learns them from the records: the library's
+ * builder (rmacoll__plan_in_paths, core/plan/plan_in.h). The runtime's
+ * limits for a topology are rmacoll__ctrl_host_paths (core/ctrl/paths.h).
+ * O(ls^2 + nranks * ls). Errors: RMACOLL_ERR_NO_MEMORY. */
+rmacoll_status_t planin_paths(planin_t *pi, const planin_ctx_t *ctx, int r,
+                              const rmacoll__plan_paths_t *lim);
 /** Sets the eager paths of pi's input (rank r, filled): eager_max (0: off)
  * as eager_max_bytes with eager_in_off, and node_cap (0: off) as
  * node_eager_max_bytes with node_eager_off, from the case's rows as the
- * runtime learns them from the records. O(ls^2 + nranks * ls). Errors:
- * RMACOLL_ERR_NO_MEMORY. */
+ * runtime learns them from the records, its direct streams unchanged
+ * (planin_paths). O(ls^2 + nranks * ls). Errors: RMACOLL_ERR_NO_MEMORY. */
 rmacoll_status_t planin_eager(planin_t *pi, const planin_ctx_t *ctx, int r,
                               uint64_t eager_max, uint64_t node_cap);
 /** Sets the direct streams of pi's input (rank r, filled, its eager path
  * set): direct_min (0: off) as direct_min_bytes with direct_in, each
- * sender's rule (rmacoll__plan_direct_stream) over its row of the case.
- * O(nranks * ls). Errors: RMACOLL_ERR_NO_MEMORY. */
+ * sender's rule (rmacoll__plan_direct_stream) over its row of the case,
+ * its eager paths unchanged (planin_paths). O(ls^2 + nranks * ls).
+ * Errors: RMACOLL_ERR_NO_MEMORY. */
 rmacoll_status_t planin_direct(planin_t *pi, const planin_ctx_t *ctx, int r,
                                uint64_t direct_min);
 

@@ -1,7 +1,10 @@
 /*
  * refexec.c - the reference executor (see refexec.h): builds every rank's
  * plan from global count matrices and runs them against simulated
- * windows, signal words and relay slots, checking the protocol.
+ * windows, signal words and relay slots, checking the protocol. Creation,
+ * preparation and the run are here; the provenance intervals and windows
+ * are rx_mem.c, one task's execution rx_task.c, the checks after a call
+ * rx_check.c (refexec_int.h is what they share).
  */
 #include "refexec.h"
 
@@ -12,85 +15,14 @@
 #include <string.h>
 
 #include "core/ctrl/ctrl.h"
+#include "core/ctrl/paths.h"
 #include "core/plan/sched_registry.h"
 #include "core/plan/topo.h"
-
-#define RX_NWIN 4
-
-/* Provenance interval (virtual mode): bytes [off, off+len) of a window
- * came from origin's send buffer at [ooff, ooff+len). */
-typedef struct rx_iv {
-    uint64_t off, len;
-    int origin;
-    uint64_t ooff;
-} rx_iv_t;
-
-typedef struct rx_ivlist {
-    rx_iv_t *v;
-    size_t n, cap;
-} rx_ivlist_t;
-
-typedef struct rx_win {
-    uint64_t size;          /* window bytes, guards excluded */
-    unsigned char *mem;     /* data mode: guard | size | guard */
-    rx_ivlist_t iv;         /* virtual mode */
-} rx_win_t;
-
-enum { RX_FREE = 0, RX_FILLING = 1, RX_FULL = 2 };
-
-typedef struct rx_slot {
-    int state;
-    uint64_t filled, forwarded;
-} rx_slot_t;
-
-typedef struct rx_rank {
-    rmacoll__plan_t plan;
-    int plan_ok;
-    rmacoll__sigstate_t *st, *stn;    /* before / after the call */
-    uint64_t *sig;                    /* [nsig] signal words */
-    int *writer;                      /* [nsig] the only writer, or -1 */
-    uint32_t nsig;
-    rx_win_t win[RX_NWIN];
-    int nin;
-    uint64_t slot_bytes;
-    rx_slot_t *slots;                 /* [nin * S] */
-    uint64_t *arrived, *credited;     /* [nin] chunks per channel */
-    int64_t *sendcounts, *sdispls, *recvcounts, *rdispls;
-    int64_t *peer_rcount, *peer_rdispl;
-    int64_t *chan_sendcount, *chan_rcount, *chan_rdispl;
-    uint64_t *node_eager_off;         /* [own node size] planner input */
-    uint64_t *eager_in_off;           /* [nranks] planner input */
-    uint8_t *direct_in;               /* [nranks] planner input */
-    uint64_t recv_written;            /* bytes put into RECV this call */
-    /* execution */
-    size_t bi;
-    uint32_t qpos[2];
-    int done;
-} rx_rank_t;
-
-struct refexec {
-    refexec_opts_t opts;
-    rmacoll__plan_cfg_t cfg;
-    rmacoll_topo_t *topo;
-    rmacoll__sched_t sched;
-    int n;
-    rx_rank_t *rk;
-    size_t esize;
-    const rmacoll_case_t *c;     /* the prepared case */
-    int prepared;
-    uint64_t iter;               /* calls executed: fill iteration */
-    uint64_t rng;
-    int failed;
-    refexec_result_t *res;
-    refexec_stats_t stats;
-};
+#include "refexec_int.h"
 
 /* ------------------------------------------------------------ helpers */
 
-static void rx_fail(refexec_t *ex, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void rx_fail(refexec_t *ex, const char *fmt, ...)
+void rx_fail(refexec_t *ex, const char *fmt, ...)
 {
     va_list ap;
 
@@ -124,205 +56,6 @@ void refexec_opts_init(refexec_opts_t *o)
     o->seed = 1;
     o->ncalls = 1;
     o->guard_bytes = 64;
-}
-
-/* ------------------------------------------------- provenance intervals */
-
-static int iv_reserve(rx_ivlist_t *l, size_t n)
-{
-    if (l->n + n > l->cap) {
-        size_t cap = l->cap ? l->cap : 16;
-        rx_iv_t *v;
-
-        while (cap < l->n + n) {
-            cap *= 2;
-        }
-        v = realloc(l->v, cap * sizeof(*v));
-        if (v == NULL) {
-            return -1;
-        }
-        l->v = v;
-        l->cap = cap;
-    }
-    return 0;
-}
-
-/* Removes the coverage of [off, off+len). */
-static int iv_remove(rx_ivlist_t *l, uint64_t off, uint64_t len)
-{
-    uint64_t end = off + len;
-    size_t w = 0;
-    rx_iv_t *out;
-
-    if (len == 0 || l->n == 0) {
-        return 0;
-    }
-    out = malloc((l->n + 2) * sizeof(*out));
-    if (out == NULL) {
-        return -1;
-    }
-    for (size_t k = 0; k < l->n; k++) {
-        rx_iv_t a = l->v[k];
-        uint64_t aend = a.off + a.len;
-
-        if (aend <= off || a.off >= end) {
-            out[w++] = a;
-            continue;
-        }
-        if (a.off < off) {
-            rx_iv_t left = a;
-
-            left.len = off - a.off;
-            out[w++] = left;
-        }
-        if (aend > end) {
-            rx_iv_t right = a;
-
-            right.off = end;
-            right.len = aend - end;
-            right.ooff = a.ooff + (end - a.off);
-            out[w++] = right;
-        }
-    }
-    if (iv_reserve(l, w > l->n ? w - l->n : 0) != 0) {
-        free(out);
-        return -1;
-    }
-    memcpy(l->v, out, w * sizeof(*out));
-    l->n = w;
-    free(out);
-    return 0;
-}
-
-/* Inserts non-overlapping pieces (sorted by off) after removing their range;
- * merges neighbours that continue each other. */
-static int iv_write(rx_ivlist_t *l, uint64_t off, uint64_t len,
-                    const rx_iv_t *pieces, size_t np)
-{
-    size_t pos;
-
-    if (iv_remove(l, off, len) != 0 || iv_reserve(l, np) != 0) {
-        return -1;
-    }
-    for (size_t k = 0; k < np; k++) {
-        rx_iv_t p = pieces[k];
-
-        for (pos = 0; pos < l->n && l->v[pos].off < p.off; pos++) {
-        }
-        if (pos > 0) {
-            rx_iv_t *q = &l->v[pos - 1];
-
-            if (q->off + q->len == p.off && q->origin == p.origin &&
-                q->ooff + q->len == p.ooff) {
-                q->len += p.len;
-                continue;
-            }
-        }
-        memmove(&l->v[pos + 1], &l->v[pos], (l->n - pos) * sizeof(rx_iv_t));
-        l->v[pos] = p;
-        l->n++;
-    }
-    /* one merge pass with the right neighbours */
-    for (size_t k = 0; k + 1 < l->n;) {
-        rx_iv_t *q = &l->v[k], *r = &l->v[k + 1];
-
-        if (q->off + q->len == r->off && q->origin == r->origin &&
-            q->ooff + q->len == r->ooff) {
-            q->len += r->len;
-            memmove(r, r + 1, (l->n - k - 2) * sizeof(rx_iv_t));
-            l->n--;
-        } else {
-            k++;
-        }
-    }
-    return 0;
-}
-
-/* Pieces of [off, off+len) shifted by delta; returns uncovered bytes. */
-static uint64_t iv_extract(const rx_ivlist_t *l, uint64_t off, uint64_t len,
-                           uint64_t to, rx_iv_t **out, size_t *nout)
-{
-    uint64_t end = off + len, covered = 0;
-    size_t n = 0;
-    rx_iv_t *v = malloc((l->n + 1) * sizeof(*v));
-
-    *out = v;
-    *nout = 0;
-    if (v == NULL) {
-        return len;
-    }
-    for (size_t k = 0; k < l->n; k++) {
-        const rx_iv_t *a = &l->v[k];
-        uint64_t lo = a->off > off ? a->off : off;
-        uint64_t hi = a->off + a->len < end ? a->off + a->len : end;
-
-        if (lo >= hi) {
-            continue;
-        }
-        v[n].off = to + (lo - off);
-        v[n].len = hi - lo;
-        v[n].origin = a->origin;
-        v[n].ooff = a->ooff + (lo - a->off);
-        covered += hi - lo;
-        n++;
-    }
-    *nout = n;
-    return len - covered;
-}
-
-/* ----------------------------------------------------------- windows */
-
-static void win_free(rx_win_t *w)
-{
-    free(w->mem);
-    free(w->iv.v);
-    memset(w, 0, sizeof(*w));
-}
-
-static int win_alloc(refexec_t *ex, rx_win_t *w, uint64_t size)
-{
-    size_t g = ex->opts.guard_bytes;
-
-    win_free(w);
-    w->size = size;
-    if (ex->opts.virtual_mode) {
-        return 0;
-    }
-    w->mem = malloc((size_t)size + 2 * g);
-    if (w->mem == NULL) {
-        return -1;
-    }
-    memset(w->mem, RMACOLL_FILL_SENTINEL, (size_t)size + 2 * g);
-    return 0;
-}
-
-static unsigned char *win_ptr(refexec_t *ex, rx_win_t *w, uint64_t off)
-{
-    return w->mem + ex->opts.guard_bytes + off;
-}
-
-/* First guard byte that is not the sentinel, or -1. */
-static int64_t win_guard_bad(refexec_t *ex, const rx_win_t *w)
-{
-    size_t g = ex->opts.guard_bytes;
-
-    if (w->mem == NULL) {
-        return -1;
-    }
-    for (size_t k = 0; k < g; k++) {
-        if (w->mem[k] != RMACOLL_FILL_SENTINEL) {
-            return (int64_t)k;
-        }
-        if (w->mem[g + w->size + k] != RMACOLL_FILL_SENTINEL) {
-            return (int64_t)(g + w->size + k);
-        }
-    }
-    return -1;
-}
-
-static const char *win_name(int w)
-{
-    return rmacoll__win_name(w);
 }
 
 /* ------------------------------------------------------ create/destroy */
@@ -560,6 +293,22 @@ static void res_reset(refexec_t *ex, refexec_result_t *res)
     ex->failed = 0;
 }
 
+/* Rank a's sendcounts (rmacoll__plan_rows_t). */
+static const int64_t *rx_send_row(const void *ex, int a)
+{
+    return ((const refexec_t *)ex)->rk[a].sendcounts;
+}
+
+static int rx_max_node_size(const rmacoll_topo_t *topo)
+{
+    int m = 0;
+
+    for (int b = 0; b < topo->nnodes; b++) {
+        m = topo->node_size[b] > m ? topo->node_size[b] : m;
+    }
+    return m;
+}
+
 /* Same partition of ranks into nodes (ids may be numbered differently). */
 static int rx_same_topology(const refexec_t *ex, const rmacoll_case_t *c)
 {
@@ -583,6 +332,9 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
     int n = ex->n;
     const rmacoll_topo_t *topo = ex->topo;
     int64_t gap = ex->opts.gapped ? 3 : 0;
+    const rmacoll__plan_rows_t rows = {rx_send_row, ex};
+    rmacoll__plan_paths_t lim;
+    uint64_t *scratch;
 
     res_reset(ex, res);
     ex->prepared = 0;
@@ -633,6 +385,11 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
         }
     }
     /* plans */
+    rmacoll__ctrl_host_paths(topo, &ex->cfg, &lim);
+    scratch = calloc((size_t)rx_max_node_size(topo) + 1, sizeof(uint64_t));
+    if (scratch == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
     for (int r = 0; r < n; r++) {
         rx_rank_t *k = &ex->rk[r];
         rmacoll__plan_input_t in;
@@ -653,49 +410,11 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
         in.chan_sendcount = k->chan_sendcount;
         in.chan_rcount = k->chan_rcount;
         in.chan_rdispl = k->chan_rdispl;
-        /* as the runtime: two nodes within the one-round limits (ctrl.c) */
-        in.eager_max_bytes = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo)
-                                 ? rmacoll__ctrl_eager_threshold(topo, &ex->cfg) : 0;
-        in.eager_in_off = k->eager_in_off;
-        for (int a = 0; a < n && in.eager_max_bytes != 0; a++) {
-            int A = topo->node_of[r];
-            k->eager_in_off[a] =
-                topo->node_of[a] == A ? RMACOLL__NO_EAGER
-                : ex->cfg.relay_enabled
-                    ? rmacoll__plan_eager_off(ex->rk[a].sendcounts,
-                                              topo->node_members + topo->node_first[A],
-                                              topo->node_size[A], topo->local_rank[r],
-                                              ex->esize, in.eager_max_bytes)
-                    : rmacoll__plan_eager_off(ex->rk[a].sendcounts, &r, 1, 0, ex->esize,
-                                              in.eager_max_bytes);
-        }
-        /* direct streams, as the runtime: relay on, two nodes within the
-         * one-round limits; each sender's rule over its row */
-        in.direct_min_bytes = rmacoll__ctrl_direct_min(topo, &ex->cfg);
-        in.direct_in = k->direct_in;
-        for (int a = 0; a < n && in.direct_min_bytes != 0; a++) {
-            k->direct_in[a] = (uint8_t)rmacoll__plan_direct_in(
-                topo, r, a, ex->rk[a].sendcounts, ex->esize, in.eager_max_bytes,
-                in.direct_min_bytes);
-        }
-        in.node_eager_max_bytes = rmacoll__ctrl_node_eager_cap(topo, &ex->cfg);
-        in.node_eager_off = k->node_eager_off;
-        if (in.node_eager_max_bytes != 0) {
-            /* what the local records tell: each member's own rule */
-            int A = topo->node_of[r], ls = topo->node_size[A];
-            const int *members = topo->node_members + topo->node_first[A];
-            uint64_t *offs = calloc((size_t)ls, sizeof(uint64_t));
-            if (offs == NULL) {
-                return RMACOLL_ERR_NO_MEMORY;
-            }
-            for (int l = 0; l < ls; l++) {
-                (void)rmacoll__plan_node_eager_bytes(ex->rk[members[l]].sendcounts, members,
-                                                     ls, l, ex->esize,
-                                                     in.node_eager_max_bytes, offs);
-                k->node_eager_off[l] = offs[topo->local_rank[r]];
-            }
-            free(offs);
-        }
+        /* the eager path, node eager path and direct streams as the
+         * runtime gives them a valid host call (core/ctrl/paths.h), from
+         * the rows each rank learns (core/plan/plan_in.h) */
+        rmacoll__plan_in_paths(&in, &rows, &lim, k->eager_in_off, k->direct_in,
+                               k->node_eager_off, scratch);
         rmacoll__sigstate_copy(k->stn, k->st);
         st = rmacoll__plan_build(&in, k->st, k->stn, &k->plan);
         k->plan_ok = st == RMACOLL_SUCCESS;
@@ -709,6 +428,7 @@ rmacoll_status_t refexec_prepare(refexec_t *ex, const rmacoll_case_t *c,
             res->nfail_ranks++;
         }
     }
+    free(scratch);
     ex->prepared = res->status == RMACOLL_SUCCESS;
     return res->status;
 }
@@ -741,439 +461,6 @@ int refexec_corrupt(refexec_t *ex, int r, int op, uint32_t flags, size_t k,
     }
     return 0;
 }
-
-/* ------------------------------------------------------------ execute */
-
-/* Slot (c, s) of relay r holding [off, off+len), or -1. */
-static int rx_find_slot(refexec_t *ex, int r, uint64_t off, uint64_t len,
-                        int *c, uint32_t *s)
-{
-    rx_rank_t *k = &ex->rk[r];
-    uint32_t S = ex->cfg.relay_slots;
-
-    for (int ch = 0; ch < k->nin; ch++) {
-        for (uint32_t sl = 0; sl < S; sl++) {
-            uint64_t o = rmacoll__plan_slot_off(ex->topo, &ex->cfg, r, ch, sl);
-
-            if (off >= o && off < o + k->slot_bytes) {
-                *c = ch;
-                *s = sl;
-                return off + len <= o + k->slot_bytes ? 0 : -1;
-            }
-        }
-    }
-    return -1;
-}
-
-static void rx_describe(char *buf, size_t len, int me,
-                        const rmacoll__task_t *t)
-{
-    snprintf(buf, len, "rank %d round %d %s %s peer %d origin %d %s+%" PRIu64
-             " -> %s+%" PRIu64 " %" PRIu64 " B sig %d=%" PRIu64 " seq %" PRIu64,
-             me, t->round, t->op == RMACOLL__OP_PUT ? "put" : "wait",
-             (t->flags & RMACOLL__TASK_SELF)       ? "self"
-             : (t->flags & RMACOLL__TASK_TO_RELAY) ? "to_relay"
-             : (t->flags & RMACOLL__TASK_FORWARD)  ? "forward"
-             : (t->flags & RMACOLL__TASK_CREDIT)   ? "credit"
-                                                   : "direct",
-             t->peer, t->origin, win_name(t->src_win), t->src_off,
-             win_name(t->dst_win), t->dst_off, t->bytes,
-             t->sig == RMACOLL__NO_SIG ? -1 : (int)t->sig, t->sig_value,
-             t->seq);
-}
-
-/*
- * Where the bytes of an eager copy come from: the origin's metadata record
- * carries its blocks for this rank's node in local-rank order, contiguous,
- * taken from its send buffer; each receiver copies its own block out.
- * Sets *off to the offset in the origin's send window; fails when the copy
- * is not into this rank, the origin is on this node, its stream is not
- * eager (over eager_max_bytes, or empty) or the range is not inside this
- * rank's block.
- */
-static int rx_eager_src(refexec_t *ex, int me, const rmacoll__task_t *t, const char *desc,
-                        uint64_t *off)
-{
-    const rmacoll_topo_t *topo = ex->topo;
-    int A = topo->node_of[me], o = t->origin;
-    uint64_t pos = 0, total = 0;
-    int found = 0;
-
-    if (!(t->flags & RMACOLL__TASK_EAGER) || o < 0 || o >= ex->n ||
-        topo->node_of[o] == A || t->peer != me) {
-        rx_fail(ex, "%s: reads an eager payload that is not addressed to this rank", desc);
-        return -1;
-    }
-    /* relay on: the origin's blocks for this node in local-rank order (the
-     * record to its relay here); relay off: this rank's block alone */
-    for (int l = 0; l < topo->node_size[A]; l++) {
-        int m = ex->cfg.relay_enabled ? rmacoll__topo_rank(topo, A, l) : me;
-        uint64_t b = (uint64_t)ex->rk[o].sendcounts[m] * ex->esize;
-        if (!ex->cfg.relay_enabled && l > 0) {
-            break;
-        }
-        if (m == me && t->src_off >= pos && t->src_off + t->bytes <= pos + b) {
-            *off = (uint64_t)ex->rk[o].sdispls[m] * ex->esize + (t->src_off - pos);
-            found = 1;
-        }
-        pos += b;
-        total += b;
-    }
-    if (total > rmacoll__ctrl_eager_threshold(topo, &ex->cfg)) {
-        rx_fail(ex, "%s: eager payload of %" PRIu64 " bytes over eager_max_bytes", desc, total);
-        return -1;
-    }
-    if (!found) {
-        rx_fail(ex, "%s: not inside rank %d's block of rank %d's eager payload", desc, me, o);
-        return -1;
-    }
-    return 0;
-}
-
-/*
- * Where the bytes of a node eager copy come from: the origin (a node peer
- * of this rank) put its blocks for its node peers into its node payload
- * (rmacoll__plan_node_eager_bytes); this rank copies its own block out.
- * Sets *off to the offset in the origin's send window; fails when the
- * origin sends no node payload, the copy is not this rank's own or the
- * range is not inside this rank's block.
- */
-static int rx_node_eager_src(refexec_t *ex, int me, const rmacoll__task_t *t,
-                             const char *desc, uint64_t *off)
-{
-    const rmacoll_topo_t *topo = ex->topo;
-    int A = topo->node_of[me], o = t->origin;
-    int ls = topo->node_size[A];
-    const int *members = topo->node_members + topo->node_first[A];
-    uint64_t *offs, b, total;
-
-    if (!(t->flags & RMACOLL__TASK_EAGER) || o < 0 || o >= ex->n || o == me ||
-        topo->node_of[o] != A || t->peer != me) {
-        rx_fail(ex, "%s: node eager copy that is not from a node peer into this rank", desc);
-        return -1;
-    }
-    offs = calloc((size_t)ls, sizeof(uint64_t));
-    if (offs == NULL) {
-        rx_fail(ex, "out of memory");
-        return -1;
-    }
-    total = rmacoll__plan_node_eager_bytes(ex->rk[o].sendcounts, members, ls,
-                                           topo->local_rank[o], ex->esize,
-                                           rmacoll__ctrl_node_eager_cap(topo, &ex->cfg), offs);
-    b = offs[topo->local_rank[me]];
-    free(offs);
-    if (total == 0 || b == RMACOLL__NO_EAGER) {
-        rx_fail(ex, "%s: rank %d sends no node payload with a block for this rank", desc, o);
-        return -1;
-    }
-    if (t->src_off < b || t->src_off + t->bytes > b + (uint64_t)ex->rk[o].sendcounts[me] *
-                                                          ex->esize) {
-        rx_fail(ex, "%s: not inside this rank's block of rank %d's node payload", desc, o);
-        return -1;
-    }
-    *off = (uint64_t)ex->rk[o].sdispls[me] * ex->esize + (t->src_off - b);
-    return 0;
-}
-
-/* Copies the bytes of a put (data or provenance). */
-static void rx_copy(refexec_t *ex, int me, const rmacoll__task_t *t,
-                    const char *desc)
-{
-    int eager = t->src_win == RMACOLL__WIN_EAGER || t->src_win == RMACOLL__WIN_NODE_EAGER;
-    rx_win_t *src = &ex->rk[me].win[eager ? RMACOLL__WIN_SEND : t->src_win];
-    rx_win_t *dst = &ex->rk[t->peer].win[t->dst_win];
-    uint64_t src_off = t->src_off;
-    int src_rank = me;
-
-    if (t->bytes == 0) {
-        return;
-    }
-    if (eager) {
-        if ((t->src_win == RMACOLL__WIN_EAGER ? rx_eager_src(ex, me, t, desc, &src_off)
-                                              : rx_node_eager_src(ex, me, t, desc,
-                                                                  &src_off)) != 0) {
-            return;
-        }
-        src_rank = t->origin;
-        src = &ex->rk[src_rank].win[RMACOLL__WIN_SEND];
-    }
-    if (!ex->opts.virtual_mode) {
-        memmove(win_ptr(ex, dst, t->dst_off), win_ptr(ex, src, src_off),
-                (size_t)t->bytes);
-        return;
-    }
-    if (t->src_win == RMACOLL__WIN_SEND || eager) {
-        rx_iv_t p = {t->dst_off, t->bytes, src_rank, src_off};
-
-        if (iv_write(&dst->iv, t->dst_off, t->bytes, &p, 1) != 0) {
-            rx_fail(ex, "out of memory for provenance");
-        }
-    } else {
-        rx_iv_t *pieces;
-        size_t np;
-        uint64_t missing = iv_extract(&src->iv, t->src_off, t->bytes,
-                                      t->dst_off, &pieces, &np);
-
-        if (missing != 0) {
-            rx_fail(ex, "%s: reads %" PRIu64 " bytes that were never written",
-                    desc, missing);
-        } else if (iv_write(&dst->iv, t->dst_off, t->bytes, pieces, np) != 0) {
-            rx_fail(ex, "out of memory for provenance");
-        }
-        free(pieces);
-    }
-}
-
-static void rx_signal(refexec_t *ex, int me, const rmacoll__task_t *t,
-                      const char *desc)
-{
-    rx_rank_t *tk = &ex->rk[t->peer];
-    uint64_t cur;
-
-    if (t->sig >= tk->nsig) {
-        rx_fail(ex, "%s: signal word %u outside rank %d's %u words", desc,
-                t->sig, t->peer, tk->nsig);
-        return;
-    }
-    if (tk->writer[t->sig] >= 0 && tk->writer[t->sig] != me) {
-        rx_fail(ex, "%s: signal word %u of rank %d has two writers (%d and %d)",
-                desc, t->sig, t->peer, tk->writer[t->sig], me);
-        return;
-    }
-    tk->writer[t->sig] = me;
-    cur = tk->sig[t->sig];
-    if (t->sig_value != cur + 1) {
-        rx_fail(ex, "%s: signal word %u of rank %d goes from %" PRIu64
-                " to %" PRIu64 " (must rise by exactly 1)", desc, t->sig,
-                t->peer, cur, t->sig_value);
-        return;
-    }
-    tk->sig[t->sig] = t->sig_value;
-    ex->stats.signals++;
-}
-
-static void rx_put(refexec_t *ex, int me, const rmacoll__task_t *t)
-{
-    const rmacoll_topo_t *topo = ex->topo;
-    rx_rank_t *k = &ex->rk[me];
-    rx_rank_t *tk;
-    uint32_t S = ex->cfg.relay_slots;
-    char desc[320];
-    int c;
-    uint32_t s;
-
-    rx_describe(desc, sizeof(desc), me, t);
-    if (t->peer < 0 || t->peer >= ex->n) {
-        rx_fail(ex, "%s: target rank out of range", desc);
-        return;
-    }
-    tk = &ex->rk[t->peer];
-    if ((t->path == RMACOLL__PATH_CE) !=
-        (topo->node_of[t->peer] == topo->node_of[me])) {
-        rx_fail(ex, "%s: path %s to a rank on %s node", desc,
-                t->path == RMACOLL__PATH_CE ? "ce" : "proxy",
-                topo->node_of[t->peer] == topo->node_of[me] ? "the same"
-                                                            : "another");
-        return;
-    }
-    if (t->bytes > 0) {
-        if (t->src_win != RMACOLL__WIN_SEND && t->src_win != RMACOLL__WIN_RELAY &&
-            t->src_win != RMACOLL__WIN_EAGER && t->src_win != RMACOLL__WIN_NODE_EAGER) {
-            rx_fail(ex, "%s: bad source window", desc);
-            return;
-        }
-        if (t->dst_win != RMACOLL__WIN_RECV && t->dst_win != RMACOLL__WIN_RELAY) {
-            rx_fail(ex, "%s: writes a %s window", desc, win_name(t->dst_win));
-            return;
-        }
-        if (t->src_win != RMACOLL__WIN_EAGER && t->src_win != RMACOLL__WIN_NODE_EAGER &&
-            (t->src_off > k->win[t->src_win].size ||
-             t->bytes > k->win[t->src_win].size - t->src_off)) {
-            rx_fail(ex, "%s: reads outside its %s window (%" PRIu64 " bytes)",
-                    desc, win_name(t->src_win), k->win[t->src_win].size);
-            return;
-        }
-        if (t->dst_off > tk->win[t->dst_win].size ||
-            t->bytes > tk->win[t->dst_win].size - t->dst_off) {
-            rx_fail(ex, "%s: writes outside rank %d's %s window (%" PRIu64
-                    " bytes): guard hit", desc, t->peer, win_name(t->dst_win),
-                    tk->win[t->dst_win].size);
-            return;
-        }
-        if (t->origin < 0 || t->origin >= ex->n) {
-            rx_fail(ex, "%s: origin out of range", desc);
-            return;
-        }
-    }
-    if (t->bytes > 0 && t->dst_win == RMACOLL__WIN_RECV) {
-        int o = t->origin;
-
-        if (tk->done) {
-            rx_fail(ex, "%s: writes rank %d's receive buffer after its call "
-                    "returned", desc, t->peer);
-            return;
-        }
-        uint64_t b0 = (uint64_t)tk->rdispls[o] * ex->esize;
-        uint64_t bl = (uint64_t)tk->recvcounts[o] * ex->esize;
-
-        if (t->dst_off < b0 || t->dst_off + t->bytes > b0 + bl) {
-            rx_fail(ex, "%s: writes outside rank %d's receive block for rank "
-                    "%d ([%" PRIu64 ", %" PRIu64 "))", desc, t->peer, o, b0,
-                    b0 + bl);
-            return;
-        }
-        if ((t->flags & (RMACOLL__TASK_FORWARD | RMACOLL__TASK_EAGER)) == 0 && o != me) {
-            rx_fail(ex, "%s: a direct put carries another rank's data", desc);
-            return;
-        }
-        tk->recv_written += t->bytes;
-    }
-    if (t->bytes > 0 && t->dst_win == RMACOLL__WIN_RELAY) {
-        rx_slot_t *sl;
-
-        if (!(t->flags & RMACOLL__TASK_TO_RELAY) ||
-            t->src_win != RMACOLL__WIN_SEND) {
-            rx_fail(ex, "%s: writes a relay buffer but is not a stream chunk",
-                    desc);
-            return;
-        }
-        c = rmacoll__plan_chan_index(topo, t->peer, me);
-        if (c < 0) {
-            rx_fail(ex, "%s: rank %d is not this rank's relay", desc, t->peer);
-            return;
-        }
-        if (rx_find_slot(ex, t->peer, t->dst_off, t->bytes, &c, &s) != 0 ||
-            c != rmacoll__plan_chan_index(topo, t->peer, me)) {
-            rx_fail(ex, "%s: does not fit in one slot of its channel", desc);
-            return;
-        }
-        sl = &tk->slots[(size_t)c * S + s];
-        if (sl->state == RX_FULL) {
-            rx_fail(ex, "%s: slot overwritten before credit (channel %d slot "
-                    "%u of relay %d)", desc, c, s, t->peer);
-            return;
-        }
-        if (sl->state == RX_FREE) {
-            if (tk->arrived[c] % S != s) {
-                rx_fail(ex, "%s: chunk written to slot %u, but the next chunk "
-                        "of channel %d (%" PRIu64 ") belongs in slot %" PRIu64,
-                        desc, s, c, tk->arrived[c], tk->arrived[c] % S);
-                return;
-            }
-            sl->state = RX_FILLING;
-            sl->filled = 0;
-            sl->forwarded = 0;
-        }
-        sl->filled += t->bytes;
-    }
-    if (t->bytes > 0 && t->src_win == RMACOLL__WIN_RELAY) {
-        rx_slot_t *sl;
-
-        if (!(t->flags & RMACOLL__TASK_FORWARD)) {
-            rx_fail(ex, "%s: reads the relay buffer but is not a forward", desc);
-            return;
-        }
-        if (rx_find_slot(ex, me, t->src_off, t->bytes, &c, &s) != 0) {
-            rx_fail(ex, "%s: forward source is not inside one slot", desc);
-            return;
-        }
-        sl = &k->slots[(size_t)c * S + s];
-        if (sl->state != RX_FULL) {
-            rx_fail(ex, "%s: forward before arrival (channel %d slot %u is %s)",
-                    desc, c, s, sl->state == RX_FREE ? "free" : "filling");
-            return;
-        }
-        if (rmacoll__plan_chan_src(topo, me, c) != t->origin) {
-            rx_fail(ex, "%s: forwards channel %d (from rank %d) as rank %d's "
-                    "data", desc, c, rmacoll__plan_chan_src(topo, me, c),
-                    t->origin);
-            return;
-        }
-        sl->forwarded += t->bytes;
-    }
-    rx_copy(ex, me, t, desc);
-    if (ex->failed) {
-        return;
-    }
-    ex->stats.puts++;
-    if (t->path == RMACOLL__PATH_PROXY) {
-        ex->stats.bytes_proxy += t->bytes;
-    } else {
-        ex->stats.bytes_ce += t->bytes;
-    }
-    if (t->flags & RMACOLL__TASK_SELF) {
-        ex->stats.bytes_self += t->bytes;
-    } else if (t->flags & RMACOLL__TASK_TO_RELAY) {
-        ex->stats.bytes_to_relay += t->bytes;
-    } else if (t->flags & RMACOLL__TASK_FORWARD) {
-        ex->stats.bytes_forward += t->bytes;
-    } else {
-        ex->stats.bytes_direct += t->bytes;
-    }
-    if (!(t->flags & RMACOLL__TASK_SIGNAL)) {
-        if (t->flags & RMACOLL__TASK_CREDIT) {
-            rx_fail(ex, "%s: credit without a signal", desc);
-        }
-        return;
-    }
-    /* which word, by kind */
-    if (t->flags & RMACOLL__TASK_TO_RELAY) {
-        rx_slot_t *sl;
-
-        if (rx_find_slot(ex, t->peer, t->dst_off, t->bytes ? t->bytes : 1, &c,
-                         &s) != 0 ||
-            t->sig != rmacoll__sig_arrive(topo, &ex->cfg, c, s)) {
-            rx_fail(ex, "%s: chunk signals word %u, not the ARRIVE word of "
-                    "its slot", desc, t->sig);
-            return;
-        }
-        sl = &tk->slots[(size_t)c * S + s];
-        if (sl->state != RX_FILLING) {
-            rx_fail(ex, "%s: ARRIVE on a %s slot", desc,
-                    sl->state == RX_FULL ? "full" : "empty");
-            return;
-        }
-        sl->state = RX_FULL;
-        tk->arrived[c]++;
-    } else if (t->flags & RMACOLL__TASK_CREDIT) {
-        rx_slot_t *sl;
-
-        c = rmacoll__plan_chan_index(topo, me, t->peer);
-        if (c < 0 || t->sig != rmacoll__sig_credit(topo, topo->node_of[me])) {
-            rx_fail(ex, "%s: credit to a rank that has no channel here, or on "
-                    "the wrong word", desc);
-            return;
-        }
-        s = (uint32_t)(k->credited[c] % S);
-        sl = &k->slots[(size_t)c * S + s];
-        if (sl->state != RX_FULL) {
-            rx_fail(ex, "%s: credit for channel %d slot %u, which is %s", desc,
-                    c, s, sl->state == RX_FREE ? "free" : "still filling");
-            return;
-        }
-        if (sl->forwarded != sl->filled) {
-            rx_fail(ex, "%s: credit for channel %d slot %u after forwarding %"
-                    PRIu64 " of its %" PRIu64 " bytes", desc, c, s,
-                    sl->forwarded, sl->filled);
-            return;
-        }
-        sl->state = RX_FREE;
-        k->credited[c]++;
-    } else if (t->sig != rmacoll__sig_data(t->origin) &&
-               !(rmacoll__plan_has_xdata(ex->topo, &ex->cfg) && t->origin == me &&
-                 t->sig == rmacoll__sig_xdata(ex->topo, &ex->cfg, me) &&
-                 ex->topo->node_of[t->peer] != ex->topo->node_of[me] &&
-                 rmacoll__topo_relay(ex->topo, me, ex->topo->node_of[t->peer]) != t->peer)) {
-        /* XDATA(me): a direct stream's own put to a rank other than the
-         * relay (plan.h) */
-        rx_fail(ex, "%s: data of rank %d signals word %u, not DATA(%d)", desc,
-                t->origin, t->sig, t->origin);
-        return;
-    }
-    rx_signal(ex, me, t, desc);
-}
-
-static void rx_check_recv_done(refexec_t *ex, int r);
 
 /* 1 when every wait of rank r's current batch holds. */
 static int rx_waits_hold(refexec_t *ex, int r, char *why, size_t whylen)
@@ -1257,190 +544,6 @@ static int rx_step(refexec_t *ex, int r)
         rx_check_recv_done(ex, r);
     }
     return 1;
-}
-
-/* Checks batches are ordered and queues hold the right ops. */
-static void rx_check_plan_shape(refexec_t *ex, int r)
-{
-    const rmacoll__plan_t *p = &ex->rk[r].plan;
-
-    for (size_t bi = 0; bi < p->nbatches && !ex->failed; bi++) {
-        const rmacoll__batch_t *b = &p->batches[bi];
-
-        if (bi > 0 && b->round <= p->batches[bi - 1].round) {
-            rx_fail(ex, "rank %d: batch %zu round %d not after round %d", r,
-                    bi, b->round, p->batches[bi - 1].round);
-        }
-        for (int q = 0; q < RMACOLL__NQUEUES; q++) {
-            for (uint32_t i = 0; i < b->count[q]; i++) {
-                const rmacoll__task_t *t;
-
-                if ((size_t)b->first[q] + i >= p->ntasks) {
-                    rx_fail(ex, "rank %d: batch %zu queue %d past the tasks",
-                            r, bi, q);
-                    return;
-                }
-                t = &p->tasks[b->first[q] + i];
-                if (t->round != b->round ||
-                    (t->op == RMACOLL__OP_PUT) != (q < RMACOLL__Q_PROXY_WAIT) ||
-                    (t->path == RMACOLL__PATH_CE) != (q % 2 == 1)) {
-                    rx_fail(ex, "rank %d: task of round %d op %d path %d in "
-                            "batch of round %d queue %s", r, t->round, t->op,
-                            t->path, b->round, rmacoll__queue_name(q));
-                    return;
-                }
-            }
-        }
-    }
-}
-
-static void rx_check_virtual(refexec_t *ex, int p)
-{
-    rx_rank_t *k = &ex->rk[p];
-    const rx_ivlist_t *l = &k->win[RMACOLL__WIN_RECV].iv;
-    uint64_t *cov = calloc((size_t)ex->n, sizeof(uint64_t));
-
-    if (cov == NULL) {
-        rx_fail(ex, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < l->n && !ex->failed; i++) {
-        const rx_iv_t *iv = &l->v[i];
-        int o = -1;
-
-        for (int s = 0; s < ex->n; s++) {
-            uint64_t b0 = (uint64_t)k->rdispls[s] * ex->esize;
-            uint64_t bl = (uint64_t)k->recvcounts[s] * ex->esize;
-
-            if (bl > 0 && iv->off >= b0 && iv->off < b0 + bl) {
-                o = s;
-                break;
-            }
-        }
-        if (o < 0) {
-            rx_fail(ex, "rank %d: bytes [%" PRIu64 ", +%" PRIu64 ") outside "
-                    "every receive block were written", p, iv->off, iv->len);
-            break;
-        } else {
-            uint64_t b0 = (uint64_t)k->rdispls[o] * ex->esize;
-            uint64_t bl = (uint64_t)k->recvcounts[o] * ex->esize;
-            uint64_t want = (uint64_t)ex->rk[o].sdispls[p] * ex->esize +
-                            (iv->off - b0);
-
-            if (iv->off + iv->len > b0 + bl || iv->origin != o ||
-                iv->ooff != want) {
-                rx_fail(ex, "rank %d: receive block from rank %d holds bytes "
-                        "[%" PRIu64 ", +%" PRIu64 ") of rank %d's send offset %"
-                        PRIu64 ", expected rank %d's offset %" PRIu64,
-                        p, o, iv->off - b0, iv->len, iv->origin, iv->ooff, o,
-                        want);
-                break;
-            }
-            cov[o] += iv->len;
-        }
-    }
-    for (int s = 0; s < ex->n && !ex->failed; s++) {
-        uint64_t bl = (uint64_t)k->recvcounts[s] * ex->esize;
-
-        if (cov[s] != bl) {
-            rx_fail(ex, "rank %d: receive block from rank %d has %" PRIu64
-                    " of %" PRIu64 " bytes", p, s, cov[s], bl);
-        }
-    }
-    free(cov);
-}
-
-/* Rank r's receive buffer, when its call returns: complete and exact. */
-static void rx_check_recv_done(refexec_t *ex, int r)
-{
-    rx_rank_t *k = &ex->rk[r];
-    uint64_t want_bytes = 0;
-
-    for (int s = 0; s < ex->n; s++) {
-        want_bytes += (uint64_t)k->recvcounts[s] * ex->esize;
-    }
-    if (!ex->failed && k->recv_written != want_bytes) {
-        rx_fail(ex, "rank %d: %" PRIu64 " bytes were put into its receive "
-                "buffer, expected %" PRIu64, r, k->recv_written, want_bytes);
-    }
-    if (!ex->failed && ex->opts.virtual_mode) {
-        rx_check_virtual(ex, r);
-    } else if (!ex->failed) {
-        rmacoll_check_report_t rep;
-        rx_win_t *w = &k->win[RMACOLL__WIN_RECV];
-
-        if (rmacoll_check_recv(win_ptr(ex, w, 0), (size_t)w->size,
-                               ex->esize, r, ex->n, k->recvcounts,
-                               k->rdispls, ex->iter, &rep) != 0) {
-            rx_fail(ex, "%s", rep.msg);
-        }
-    }
-}
-
-static void rx_check_end(refexec_t *ex)
-{
-    const rmacoll_topo_t *topo = ex->topo;
-    uint32_t S = ex->cfg.relay_slots;
-
-    for (int r = 0; r < ex->n && !ex->failed; r++) {
-        rx_rank_t *k = &ex->rk[r];
-        const rmacoll__sigstate_t *st = k->stn;
-
-        for (int w = 1; w < RX_NWIN && !ex->failed; w++) {
-            int64_t g = win_guard_bad(ex, &k->win[w]);
-
-            if (g >= 0) {
-                rx_fail(ex, "rank %d: guard byte %" PRId64 " of its %s window "
-                        "was written", r, g, win_name(w));
-            }
-        }
-        /* signal words against the final state */
-        for (int p = 0; p < ex->n && !ex->failed; p++) {
-            if (p != r && k->sig[rmacoll__sig_data(p)] != st->data_in[p]) {
-                rx_fail(ex, "rank %d: DATA(%d) is %" PRIu64 ", state expects %"
-                        PRIu64, r, p, k->sig[rmacoll__sig_data(p)],
-                        st->data_in[p]);
-            }
-        }
-        for (int B = 0; B < topo->nnodes && !ex->failed; B++) {
-            uint32_t w = rmacoll__sig_credit(topo, B);
-
-            if (k->sig[w] != st->chan_out[B]) {
-                rx_fail(ex, "rank %d: CREDIT(%d) is %" PRIu64 ", state expects "
-                        "%" PRIu64 " chunks", r, B, k->sig[w], st->chan_out[B]);
-            }
-        }
-        for (int c = 0; c < k->nin && !ex->failed; c++) {
-            int src = rmacoll__plan_chan_src(topo, r, c);
-
-            if (ex->rk[src].stn->chan_out[topo->node_of[r]] != st->chan_in[c]) {
-                rx_fail(ex, "rank %d: channel %d from rank %d: sender counts %"
-                        PRIu64 " chunks, relay %" PRIu64, r, c, src,
-                        ex->rk[src].stn->chan_out[topo->node_of[r]],
-                        st->chan_in[c]);
-            }
-            if (k->arrived[c] != st->chan_in[c] ||
-                k->credited[c] != st->chan_in[c]) {
-                rx_fail(ex, "rank %d: channel %d: %" PRIu64 " chunks arrived, %"
-                        PRIu64 " credited, state expects %" PRIu64, r, c,
-                        k->arrived[c], k->credited[c], st->chan_in[c]);
-            }
-            for (uint32_t s = 0; s < S && !ex->failed; s++) {
-                uint64_t n = st->chan_in[c];
-                uint64_t want = n > s ? (n - s - 1) / S + 1 : 0;
-                uint32_t w = rmacoll__sig_arrive(topo, &ex->cfg, c, s);
-
-                if (k->sig[w] != want) {
-                    rx_fail(ex, "rank %d: ARRIVE(%d, %u) is %" PRIu64 ", "
-                            "expected %" PRIu64, r, c, s, k->sig[w], want);
-                }
-                if (k->slots[(size_t)c * S + s].state != RX_FREE) {
-                    rx_fail(ex, "rank %d: channel %d slot %u not free at the "
-                            "end of the call", r, c, s);
-                }
-            }
-        }
-    }
 }
 
 rmacoll_status_t refexec_execute(refexec_t *ex, refexec_result_t *res)
