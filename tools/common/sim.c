@@ -262,7 +262,9 @@ typedef struct sim_trace_iv {
 typedef struct sim {
     const sim_model_t *m;
     const rmacoll_topo_t *topo;
+    rmacoll_topo_t *topo_own;
     int n, nsim;
+    int G, equal;             /* largest node size; all nodes that size */
     sim_rank_t *rk;
     int32_t *sim_of;          /* [n] global rank -> simulated index, -1 */
     /* links [n * SIM_NCLASSES] */
@@ -737,6 +739,17 @@ static void deliver_signal(sim_t *s, int32_t id)
     rank_try_finish_batch(s, r);
 }
 
+/* The next CE put of r's batch starts now (one at a time). */
+static void ce_start(sim_t *s, sim_rank_t *r)
+{
+    int32_t id = flow_make(s, r, r->ce_i++, r->cur);
+
+    if (id >= 0) {
+        r->ce_active = 1;
+        flow_start(s, id);
+    }
+}
+
 static void ce_next(sim_t *s, sim_rank_t *r)
 {
     if (r->ce_i < r->ce_end) {
@@ -1130,6 +1143,7 @@ static void sim_free(sim_t *s)
     free(s->trace_row);
     free(s->iv);
     free(s->aff);
+    rmacoll__topo_destroy(s->topo_own);
 }
 
 /* Static per-round loads: merges the simulated ranks' batches by round.
@@ -1262,87 +1276,77 @@ static void critical_path(sim_t *s, sim_result_t *res)
     }
 }
 
-rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
-                         const sim_opts_t *o, sim_result_t *res)
+/* Topology, scheduler (given the case's node-to-node bytes when it takes
+ * them) and the largest node size (the rails). */
+static rmacoll_status_t sim_open(sim_t *s, const rmacoll_case_t *c, const sim_opts_t *o,
+                                 rmacoll__sched_t *sched, sim_result_t *res)
 {
-    sim_t s;
-    rmacoll_topo_t *topo = NULL;
-    rmacoll__sched_t sched = {NULL, NULL};
-    rmacoll__plan_t plan;
-    planin_ctx_t ctx;
-    planin_t pi;
-    rmacoll__sigstate_t *st0 = NULL, *st1 = NULL;
-    rmacoll_status_t st = RMACOLL_SUCCESS;
-    int n = c->nranks, G = 0, equal = 1;
-    int *rail_on = NULL;
-    uint64_t *heat = NULL;
-    int ncols = 0, per = 1;
-    double t0 = wall_now();
+    rmacoll_status_t st;
     char err[512];
 
-    memset(res, 0, sizeof(*res));
-    memset(&s, 0, sizeof(s));
-    memset(&ctx, 0, sizeof(ctx));
-    rmacoll__plan_init(&plan);
-    planin_init(&pi);
-    s.m = m;
-    s.n = n;
-    if (c->has_mismatch) {
-        snprintf(res->msg, sizeof(res->msg), "the case has a count mismatch: "
-                 "the call fails on every rank, nothing to simulate");
-        return RMACOLL_ERR_INVALID_ARG;
-    }
-    st = rmacoll__topo_create(n, c->node_of, &topo);
+    st = rmacoll__topo_create(c->nranks, c->node_of, &s->topo_own);
     if (st != RMACOLL_SUCCESS) {
         snprintf(res->msg, sizeof(res->msg), "cannot make the topology");
         return st;
     }
-    s.topo = topo;
-    G = topo->node_size[0];
-    for (int B = 0; B < topo->nnodes; B++) {
-        equal &= topo->node_size[B] == G;
-        G = topo->node_size[B] > G ? topo->node_size[B] : G;
+    s->topo = s->topo_own;
+    s->G = s->topo->node_size[0];
+    s->equal = 1;
+    for (int B = 0; B < s->topo->nnodes; B++) {
+        s->equal &= s->topo->node_size[B] == s->G;
+        s->G = s->topo->node_size[B] > s->G ? s->topo->node_size[B] : s->G;
     }
-    res->rails = G;
-    st = rmacoll__sched_open(o->scheduler, o->scheduler_plugin, topo, o->sched_seed,
-                             &sched, err, sizeof(err));
+    res->rails = s->G;
+    st = rmacoll__sched_open(o->scheduler, o->scheduler_plugin, s->topo, o->sched_seed,
+                             sched, err, sizeof(err));
     if (st != RMACOLL_SUCCESS) {
         snprintf(res->msg, sizeof(res->msg), "%s", err);
-        goto out;
+        return st;
     }
-    if (o->feed_load && sched.ops->struct_size > RMACOLL_SCHED_OPS_V1_SIZE &&
-        sched.ops->set_load != NULL) {
-        uint64_t *nb = node_bytes(c, topo);
+    if (o->feed_load && sched->ops->struct_size > RMACOLL_SCHED_OPS_V1_SIZE &&
+        sched->ops->set_load != NULL) {
+        uint64_t *nb = node_bytes(c, s->topo);
         if (nb == NULL) {
-            st = RMACOLL_ERR_NO_MEMORY;
-            goto out;
+            return RMACOLL_ERR_NO_MEMORY;
         }
-        st = sched.ops->set_load(sched.state, topo, nb);
+        st = sched->ops->set_load(sched->state, s->topo, nb);
         free(nb);
         if (st != RMACOLL_SUCCESS) {
             snprintf(res->msg, sizeof(res->msg), "scheduler %s: set_load failed: %s",
-                     sched.ops->name, rmacoll_status_name(st));
-            goto out;
+                     sched->ops->name, rmacoll_status_name(st));
+            return st;
         }
     }
-    rail_on = calloc((size_t)G + 1, sizeof(int));
-    s.sim_of = malloc((size_t)n * sizeof(int32_t));
-    s.trace_row = malloc((size_t)n * sizeof(int32_t));
-    if (!rail_on || !s.sim_of || !s.trace_row) {
-        st = RMACOLL_ERR_NO_MEMORY;
-        goto out;
+    return RMACOLL_SUCCESS;
+}
+
+/* The simulated ranks (every rank, or the K most loaded rails), the
+ * traced ones (the lowest simulated rail, on the first nodes), and the
+ * per-rank and per-link arrays. */
+static rmacoll_status_t sim_pick_ranks(sim_t *s, const rmacoll_case_t *c,
+                                       const sim_opts_t *o, sim_result_t *res)
+{
+    const rmacoll_topo_t *topo = s->topo;
+    int n = s->n, G = s->G, rail = -1;
+    int *rail_on = calloc((size_t)G + 1, sizeof(int));
+
+    s->sim_of = malloc((size_t)n * sizeof(int32_t));
+    s->trace_row = malloc((size_t)n * sizeof(int32_t));
+    if (!rail_on || !s->sim_of || !s->trace_row) {
+        free(rail_on);
+        return RMACOLL_ERR_NO_MEMORY;
     }
     if (o->rails > 0 && o->rails < G) {
-        if (!equal || !o->cfg.relay_enabled) {
+        if (!s->equal || !o->cfg.relay_enabled) {
             snprintf(res->msg, sizeof(res->msg), "--rails %d needs nodes of equal "
                      "size and the relay on (every rank's network traffic then "
                      "stays on its rail)", o->rails);
-            st = RMACOLL_ERR_INVALID_ARG;
-            goto out;
+            free(rail_on);
+            return RMACOLL_ERR_INVALID_ARG;
         }
         if (pick_rails(c, topo, o->rails, rail_on) != 0) {
-            st = RMACOLL_ERR_NO_MEMORY;
-            goto out;
+            free(rail_on);
+            return RMACOLL_ERR_NO_MEMORY;
         }
         res->rails_sim = o->rails;
     } else {
@@ -1352,115 +1356,133 @@ rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
         res->rails_sim = G;
     }
     for (int r = 0; r < n; r++) {
-        s.sim_of[r] = rail_on[topo->local_rank[r]] ? s.nsim++ : -1;
-        s.trace_row[r] = -1;
+        s->sim_of[r] = rail_on[topo->local_rank[r]] ? s->nsim++ : -1;
+        s->trace_row[r] = -1;
     }
-    res->nranks_sim = s.nsim;
-    /* traced ranks: the lowest simulated rail, on the first nodes */
-    {
-        int rail = -1;
-        for (int l = 0; l < G && rail < 0; l++) {
-            rail = rail_on[l] ? l : -1;
-        }
-        for (int B = 0; B < topo->nnodes && s.ntrace < o->trace_ranks; B++) {
-            if (rail < topo->node_size[B]) {
-                s.trace_row[rmacoll__topo_rank(topo, B, rail)] = s.ntrace++ * SIM_TRACE_ROWS;
-            }
+    res->nranks_sim = s->nsim;
+    for (int l = 0; l < G && rail < 0; l++) {
+        rail = rail_on[l] ? l : -1;
+    }
+    free(rail_on);
+    for (int B = 0; B < topo->nnodes && s->ntrace < o->trace_ranks; B++) {
+        if (rail < topo->node_size[B]) {
+            s->trace_row[rmacoll__topo_rank(topo, B, rail)] = s->ntrace++ * SIM_TRACE_ROWS;
         }
     }
-    s.rk = calloc((size_t)s.nsim + 1, sizeof(sim_rank_t));
-    s.lbytes = calloc((size_t)n * SIM_NCLASSES, sizeof(uint64_t));
-    if (!s.rk || !s.lbytes) {
-        st = RMACOLL_ERR_NO_MEMORY;
-        goto out;
-    }
-    /* plan every simulated rank */
-    st = planin_ctx_create(&ctx, c, topo, &o->cfg, &sched, 0);
-    if (st != RMACOLL_SUCCESS) {
-        goto out;
-    }
-    for (int r = 0; r < n; r++) {
-        sim_rank_t *k;
-        if (s.sim_of[r] < 0) {
-            continue;
-        }
-        k = &s.rk[s.sim_of[r]];
-        k->id = r;
-        if ((st = planin_fill(&pi, &ctx, r)) != RMACOLL_SUCCESS ||
-            (st = rmacoll__sigstate_create(topo, &o->cfg, r, &st0)) != RMACOLL_SUCCESS ||
-            (st = rmacoll__sigstate_create(topo, &o->cfg, r, &st1)) != RMACOLL_SUCCESS) {
-            goto out;
-        }
-        st = rmacoll__plan_build(&pi.in, st0, st1, &plan);
+    s->rk = calloc((size_t)s->nsim + 1, sizeof(sim_rank_t));
+    s->lbytes = calloc((size_t)n * SIM_NCLASSES, sizeof(uint64_t));
+    return s->rk && s->lbytes ? RMACOLL_SUCCESS : RMACOLL_ERR_NO_MEMORY;
+}
+
+/* Plans simulated rank r (the runtime's planner) into s->rk. */
+static rmacoll_status_t sim_plan_rank(sim_t *s, int r, const sim_opts_t *o,
+                                      planin_ctx_t *ctx, planin_t *pi,
+                                      rmacoll__plan_t *plan, sim_result_t *res)
+{
+    sim_rank_t *k = &s->rk[s->sim_of[r]];
+    rmacoll__sigstate_t *st0 = NULL, *st1 = NULL;
+    rmacoll_status_t st;
+
+    k->id = r;
+    if ((st = planin_fill(pi, ctx, r)) != RMACOLL_SUCCESS ||
+        (st = rmacoll__sigstate_create(s->topo, &o->cfg, r, &st0)) != RMACOLL_SUCCESS ||
+        (st = rmacoll__sigstate_create(s->topo, &o->cfg, r, &st1)) != RMACOLL_SUCCESS) {
         rmacoll__sigstate_destroy(st0);
-        rmacoll__sigstate_destroy(st1);
-        st0 = st1 = NULL;
-        if (st != RMACOLL_SUCCESS) {
-            snprintf(res->msg, sizeof(res->msg), "rank %d: %s", r, plan.errmsg);
-            goto out;
+        return st;
+    }
+    st = rmacoll__plan_build(&pi->in, st0, st1, plan);
+    rmacoll__sigstate_destroy(st0);
+    rmacoll__sigstate_destroy(st1);
+    if (st != RMACOLL_SUCCESS) {
+        snprintf(res->msg, sizeof(res->msg), "rank %d: %s", r, plan->errmsg);
+        return st;
+    }
+    res->ntasks += plan->ntasks;
+    for (size_t q = 0; q < plan->ntasks; q++) {
+        if (plan->tasks[q].round + 1 > res->nrounds) {
+            res->nrounds = plan->tasks[q].round + 1;
         }
-        res->ntasks += plan.ntasks;
-        for (size_t q = 0; q < plan.ntasks; q++) {
-            if (plan.tasks[q].round + 1 > res->nrounds) {
-                res->nrounds = plan.tasks[q].round + 1;
-            }
-        }
-        if ((st = convert_plan(&s, k, &plan)) != RMACOLL_SUCCESS) {
-            goto out;
-        }
-        k->nsig = rmacoll__sig_count(topo, &o->cfg, r) + 1;
-        k->sig = calloc(k->nsig, sizeof(uint32_t));
-        k->whead = malloc(k->nsig * sizeof(int32_t));
-        if (!k->sig || !k->whead) {
-            st = RMACOLL_ERR_NO_MEMORY;
-            goto out;
-        }
-        for (uint32_t w = 0; w < k->nsig; w++) {
-            k->whead[w] = -1;
+    }
+    if ((st = convert_plan(s, k, plan)) != RMACOLL_SUCCESS) {
+        return st;
+    }
+    k->nsig = rmacoll__sig_count(s->topo, &o->cfg, r) + 1;
+    k->sig = calloc(k->nsig, sizeof(uint32_t));
+    k->whead = malloc(k->nsig * sizeof(int32_t));
+    if (!k->sig || !k->whead) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    for (uint32_t w = 0; w < k->nsig; w++) {
+        k->whead[w] = -1;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* Plans every simulated rank of the case. */
+static rmacoll_status_t sim_plan_all(sim_t *s, const rmacoll_case_t *c, const sim_opts_t *o,
+                                     rmacoll__sched_t *sched, sim_result_t *res)
+{
+    rmacoll__plan_t plan;
+    planin_ctx_t ctx;
+    planin_t pi;
+    rmacoll_status_t st;
+
+    memset(&ctx, 0, sizeof(ctx));
+    rmacoll__plan_init(&plan);
+    planin_init(&pi);
+    st = planin_ctx_create(&ctx, c, s->topo, &o->cfg, sched, 0);
+    for (int r = 0; r < s->n && st == RMACOLL_SUCCESS; r++) {
+        if (s->sim_of[r] >= 0) {
+            st = sim_plan_rank(s, r, o, &ctx, &pi, &plan, res);
         }
     }
     rmacoll__plan_fini(&plan);
     planin_fini(&pi);
-    res->plan_s = wall_now() - t0;
-    t0 = wall_now();
+    planin_ctx_destroy(&ctx);
+    return st;
+}
 
-    /* links */
-    {
-        size_t NL = (size_t)n * SIM_NCLASSES;
-        /* other rails' forwards into a GPU are not simulated; each relay's
-         * CE queue is serial, so G relays of a node mostly hit distinct
-         * receivers: NVLink ingress keeps its full bandwidth (optimistic
-         * when they collide; docs/sim.md compares with all rails) */
-        double nvl_scale = 1.0;
-        s.bw = malloc(NL * sizeof(double));
-        s.busy_since = calloc(NL, sizeof(double));
-        s.busy = calloc(NL, sizeof(double));
-        s.nfl = calloc(NL, sizeof(int32_t));
-        s.flcap = calloc(NL, sizeof(int32_t));
-        s.fl = calloc(NL, sizeof(int32_t *));
-        if (!s.bw || !s.busy_since || !s.busy || !s.nfl || !s.flcap || !s.fl) {
-            st = RMACOLL_ERR_NO_MEMORY;
-            goto out;
-        }
-        for (size_t L = 0; L < NL; L++) {
-            switch (L % SIM_NCLASSES) {
-            case SIM_NIC_TX: case SIM_NIC_RX: s.bw[L] = m->nic_bw; break;
-            case SIM_PCIE_TX: case SIM_PCIE_RX: s.bw[L] = m->pcie_bw > 0 ? m->pcie_bw : 1e30; break;
-            case SIM_NVL_TX: s.bw[L] = m->ce_bw; break;
-            /* other rails' forwards into this GPU are not simulated:
-             * its ingress is scaled to the simulated share (docs/sim.md) */
-            case SIM_NVL_RX: s.bw[L] = m->ce_bw * nvl_scale; break;
-            case SIM_NVL_BI: s.bw[L] = (m->ce_bidir_bw > 0 ? m->ce_bidir_bw : 1e30) *
-                                       (nvl_scale < 1 ? (1 + nvl_scale) / 2 : 1); break;
-            default: s.bw[L] = m->self_bw; break;
-            }
+/* Link bandwidths. Other rails' forwards into a GPU are not simulated;
+ * each relay's CE queue is serial, so G relays of a node mostly hit
+ * distinct receivers: NVLink ingress keeps its full bandwidth (optimistic
+ * when they collide; docs/sim.md compares with all rails). */
+static rmacoll_status_t sim_links(sim_t *s)
+{
+    const sim_model_t *m = s->m;
+    size_t NL = (size_t)s->n * SIM_NCLASSES;
+
+    s->bw = malloc(NL * sizeof(double));
+    s->busy_since = calloc(NL, sizeof(double));
+    s->busy = calloc(NL, sizeof(double));
+    s->nfl = calloc(NL, sizeof(int32_t));
+    s->flcap = calloc(NL, sizeof(int32_t));
+    s->fl = calloc(NL, sizeof(int32_t *));
+    if (!s->bw || !s->busy_since || !s->busy || !s->nfl || !s->flcap || !s->fl) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    for (size_t L = 0; L < NL; L++) {
+        switch (L % SIM_NCLASSES) {
+        case SIM_NIC_TX: case SIM_NIC_RX: s->bw[L] = m->nic_bw; break;
+        case SIM_PCIE_TX: case SIM_PCIE_RX: s->bw[L] = m->pcie_bw > 0 ? m->pcie_bw : 1e30; break;
+        case SIM_NVL_TX: case SIM_NVL_RX: s->bw[L] = m->ce_bw; break;
+        case SIM_NVL_BI: s->bw[L] = m->ce_bidir_bw > 0 ? m->ce_bidir_bw : 1e30; break;
+        default: s->bw[L] = m->self_bw; break;
         }
     }
-    /* lower bounds */
-    for (int r = 0; r < n; r++) {
-        const uint64_t *lb = &s.lbytes[(size_t)r * SIM_NCLASSES];
+    return RMACOLL_SUCCESS;
+}
+
+/* Lower bounds: the most loaded NIC direction, the most loaded GPU's
+ * NVLink (one way, and both ways); with --rails, NVLink ingress counts
+ * the unsimulated rails' share. */
+static void sim_bounds(const sim_t *s, sim_result_t *res)
+{
+    const sim_model_t *m = s->m;
+
+    for (int r = 0; r < s->n; r++) {
+        const uint64_t *lb = &s->lbytes[(size_t)r * SIM_NCLASSES];
         double nic = (double)(lb[SIM_NIC_TX] > lb[SIM_NIC_RX] ? lb[SIM_NIC_TX] : lb[SIM_NIC_RX]);
-        double rx = (double)lb[SIM_NVL_RX] * G / res->rails_sim;
+        double rx = (double)lb[SIM_NVL_RX] * s->G / res->rails_sim;
         double tx = (double)lb[SIM_NVL_TX];
         double nvl = (tx > rx ? tx : rx) / m->ce_bw;
         if (m->ce_bidir_bw > 0 && (tx + rx) / m->ce_bidir_bw > nvl) {
@@ -1477,118 +1499,154 @@ rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
         }
     }
     res->bound = res->bound_nic > res->bound_nvl ? res->bound_nic : res->bound_nvl;
+}
 
-    /* simulate */
-    for (int i = 0; i < s.nsim; i++) {
-        if (s.rk[i].nb > 0) {
-            ev_push(&s, 0.0, EV_BATCH, (uint32_t)i, 0);
+/* Runs the events to the end; the makespan, or a deadlock. */
+static rmacoll_status_t sim_events(sim_t *s, sim_result_t *res)
+{
+    for (int i = 0; i < s->nsim; i++) {
+        if (s->rk[i].nb > 0) {
+            ev_push(s, 0.0, EV_BATCH, (uint32_t)i, 0);
         } else {
-            s.rk[i].done_batches = 1;
+            s->rk[i].done_batches = 1;
         }
     }
-    while (s.nev > 0 && !s.failed) {
-        sim_event_t e = ev_pop(&s);
-        s.now = e.t;
-        s.nevents++;
+    while (s->nev > 0 && !s->failed) {
+        sim_event_t e = ev_pop(s);
+        s->now = e.t;
+        s->nevents++;
         switch (e.kind) {
         case EV_FLOW_DONE:
-            if (e.a < s.nf && s.f[e.a].active && s.f[e.a].ver == e.b) {
-                settle(&s, &s.f[e.a]);
-                flow_done(&s, (int32_t)e.a);
+            if (e.a < s->nf && s->f[e.a].active && s->f[e.a].ver == e.b) {
+                settle(s, &s->f[e.a]);
+                flow_done(s, (int32_t)e.a);
             }
             break;
         case EV_SIGNAL:
-            deliver_signal(&s, (int32_t)e.a);
+            deliver_signal(s, (int32_t)e.a);
             break;
         case EV_POST:
-            post_proxy(&s, &s.rk[e.a], e.b, e.c);
+            post_proxy(s, &s->rk[e.a], e.b, e.c);
             break;
-        case EV_CE_START: {
-            sim_rank_t *r = &s.rk[e.a];
-            int32_t id = flow_make(&s, r, r->ce_i++, r->cur);
-            if (id >= 0) {
-                r->ce_active = 1;
-                flow_start(&s, id);
-            }
+        case EV_CE_START:
+            ce_start(s, &s->rk[e.a]);
             break;
-        }
         case EV_BATCH:
-            rank_start_batch(&s, &s.rk[e.a]);
+            rank_start_batch(s, &s->rk[e.a]);
             break;
         }
     }
-    if (s.failed) {
-        st = RMACOLL_ERR_NO_MEMORY;
-        goto out;
+    if (s->failed) {
+        return RMACOLL_ERR_NO_MEMORY;
     }
-    for (int i = 0; i < s.nsim; i++) {
-        sim_rank_t *r = &s.rk[i];
+    for (int i = 0; i < s->nsim; i++) {
+        sim_rank_t *r = &s->rk[i];
         if (r->cur < r->nb) {
             snprintf(res->msg, sizeof(res->msg), "rank %d stopped in batch %u of %u "
                      "(round %d) with %u waits pending: the model deadlocked",
                      r->id, r->cur, r->nb, r->b[r->cur].round, r->pending);
-            st = RMACOLL_ERR_INTERNAL;
-            goto out;
+            return RMACOLL_ERR_INTERNAL;
         }
         if (r->end > res->makespan) {
             res->makespan = r->end;
         }
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* The link with the longest busy time (ties: more bytes). */
+static void sim_busiest(const sim_t *s, sim_result_t *res)
+{
+    res->busiest_rank = -1;
+    for (size_t L = 0; L < (size_t)s->n * SIM_NCLASSES; L++) {
+        double bb = res->busiest_busy;
+        if (s->busy[L] > bb * (1 + 1e-9) ||
+            (s->busy[L] >= bb * (1 - 1e-9) && s->busy[L] > 0 && s->lbytes[L] > res->busiest_bytes)) {
+            res->busiest_busy = s->busy[L];
+            res->busiest_rank = (int)(L / SIM_NCLASSES);
+            res->busiest_class = (int)(L % SIM_NCLASSES);
+            res->busiest_bytes = s->lbytes[L];
+        }
+    }
+}
+
+/* Per-round loads, and the pictures asked for. */
+static rmacoll_status_t sim_pictures(sim_t *s, const rmacoll_case_t *c, const sim_opts_t *o,
+                                     const char *sched_name, sim_result_t *res)
+{
+    uint64_t *heat = NULL;
+    int ncols = 0, per = 1;
+    const char *bad = NULL;
+    char title[256];
+    rmacoll_status_t st = round_loads(s, res, &heat, &ncols, &per);
+
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    snprintf(title, sizeof(title), "%s: %d ranks, %d nodes, scheduler %s",
+             c->name, s->n, s->topo->nnodes, sched_name);
+    if (o->gantt_svg && write_gantt(s, o->gantt_svg, res, title) != 0) {
+        bad = o->gantt_svg;
+    }
+    if (o->heat_svg &&
+        write_heat(s, o->heat_svg, heat, res->nrounds, ncols, per, title) != 0) {
+        bad = o->heat_svg;
+    }
+    free(heat);
+    if (bad != NULL) {
+        snprintf(res->msg, sizeof(res->msg), "cannot write the picture %s: %s", bad,
+                 strerror(errno));
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
+                         const sim_opts_t *o, sim_result_t *res)
+{
+    sim_t s;
+    rmacoll__sched_t sched = {NULL, NULL};
+    rmacoll_status_t st;
+    double t0 = wall_now();
+
+    memset(res, 0, sizeof(*res));
+    memset(&s, 0, sizeof(s));
+    s.m = m;
+    s.n = c->nranks;
+    if (c->has_mismatch) {
+        snprintf(res->msg, sizeof(res->msg), "the case has a count mismatch: "
+                 "the call fails on every rank, nothing to simulate");
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if ((st = sim_open(&s, c, o, &sched, res)) != RMACOLL_SUCCESS ||
+        (st = sim_pick_ranks(&s, c, o, res)) != RMACOLL_SUCCESS ||
+        (st = sim_plan_all(&s, c, o, &sched, res)) != RMACOLL_SUCCESS) {
+        goto out;
+    }
+    res->plan_s = wall_now() - t0;
+    t0 = wall_now();
+    if ((st = sim_links(&s)) != RMACOLL_SUCCESS) {
+        goto out;
+    }
+    sim_bounds(&s, res);
+    if ((st = sim_events(&s, res)) != RMACOLL_SUCCESS) {
+        goto out;
     }
     /* the metadata and agreement phase before the data rounds */
     res->makespan += m->call_s;
     res->ratio = res->bound > 0 ? res->makespan / res->bound : 0;
     res->nevents = s.nevents;
     res->nflows = s.nflows;
-    /* busiest link: longest busy time */
-    res->busiest_rank = -1;
-    for (size_t L = 0; L < (size_t)n * SIM_NCLASSES; L++) {
-        double bb = res->busiest_busy;
-        if (s.busy[L] > bb * (1 + 1e-9) ||
-            (s.busy[L] >= bb * (1 - 1e-9) && s.busy[L] > 0 && s.lbytes[L] > res->busiest_bytes)) {
-            res->busiest_busy = s.busy[L];
-            res->busiest_rank = (int)(L / SIM_NCLASSES);
-            res->busiest_class = (int)(L % SIM_NCLASSES);
-            res->busiest_bytes = s.lbytes[L];
-        }
-    }
+    sim_busiest(&s, res);
     critical_path(&s, res);
     res->cp_host += m->call_s;
-    st = round_loads(&s, res, &heat, &ncols, &per);
-    if (st != RMACOLL_SUCCESS) {
+    if ((st = sim_pictures(&s, c, o, sched.ops->name, res)) != RMACOLL_SUCCESS) {
         goto out;
-    }
-    {
-        char title[256];
-        snprintf(title, sizeof(title), "%s: %d ranks, %d nodes, scheduler %s",
-                 c->name, n, topo->nnodes, sched.ops->name);
-        const char *bad = NULL;
-
-        if (o->gantt_svg && write_gantt(&s, o->gantt_svg, res, title) != 0) {
-            bad = o->gantt_svg;
-        }
-        if (o->heat_svg &&
-            write_heat(&s, o->heat_svg, heat, res->nrounds, ncols, per, title) != 0) {
-            bad = o->heat_svg;
-        }
-        if (bad != NULL) {
-            snprintf(res->msg, sizeof(res->msg), "cannot write the picture %s: %s", bad,
-                     strerror(errno));
-            st = RMACOLL_ERR_INVALID_ARG;
-            goto out;
-        }
     }
     res->sim_s = wall_now() - t0;
 out:
-    free(heat);
-    free(rail_on);
-    rmacoll__sigstate_destroy(st0);
-    rmacoll__sigstate_destroy(st1);
-    rmacoll__plan_fini(&plan);
-    planin_fini(&pi);
-    planin_ctx_destroy(&ctx);
     sim_free(&s);
     rmacoll__sched_close(&sched);
-    rmacoll__topo_destroy(topo);
     if (st != RMACOLL_SUCCESS && res->msg[0] == '\0') {
         snprintf(res->msg, sizeof(res->msg), "%s", rmacoll_status_string(st));
     }
