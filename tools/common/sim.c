@@ -294,9 +294,30 @@ typedef struct sim {
 
 /* ------------------------------------------------------------- heap */
 
+/* Event order: time, then kind (flow ends, signals, posts, CE starts,
+ * batch starts), then the event's fields: simultaneous events run in an
+ * order that does not depend on how the queue stores them. */
+static int ev_before(const sim_event_t *x, const sim_event_t *y)
+{
+    if (x->t != y->t) {
+        return x->t < y->t;
+    }
+    if (x->kind != y->kind) {
+        return x->kind < y->kind;
+    }
+    if (x->a != y->a) {
+        return x->a < y->a;
+    }
+    if (x->b != y->b) {
+        return x->b < y->b;
+    }
+    return x->c < y->c;
+}
+
 static int ev_push3(sim_t *s, double t, uint32_t kind, uint32_t a, uint32_t b,
                     uint32_t c)
 {
+    sim_event_t ne = {t, kind, a, b, c};
     size_t i;
 
     if (s->nev == s->evcap) {
@@ -312,17 +333,13 @@ static int ev_push3(sim_t *s, double t, uint32_t kind, uint32_t a, uint32_t b,
     i = s->nev++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (s->ev[p].t <= t) {
+        if (!ev_before(&ne, &s->ev[p])) {
             break;
         }
         s->ev[i] = s->ev[p];
         i = p;
     }
-    s->ev[i].t = t;
-    s->ev[i].kind = kind;
-    s->ev[i].a = a;
-    s->ev[i].b = b;
-    s->ev[i].c = c;
+    s->ev[i] = ne;
     return 0;
 }
 
@@ -341,10 +358,10 @@ static sim_event_t ev_pop(sim_t *s)
         if (c >= s->nev) {
             break;
         }
-        if (c + 1 < s->nev && s->ev[c + 1].t < s->ev[c].t) {
+        if (c + 1 < s->nev && ev_before(&s->ev[c + 1], &s->ev[c])) {
             c++;
         }
-        if (s->ev[c].t >= last.t) {
+        if (!ev_before(&s->ev[c], &last)) {
             break;
         }
         s->ev[i] = s->ev[c];
