@@ -241,7 +241,7 @@ typedef struct sim_rank {
 typedef struct sim_flow {
     double rem, rate, last, post, start, done;
     int32_t link[4], lpos[4];
-    uint32_t ver;
+    int32_t hpos;             /* place in the end queue, -1 = not in it */
     int32_t rk, task, batch, dst, qnext;
     uint8_t nl, path, active, joined;
 } sim_flow_t;
@@ -251,7 +251,15 @@ typedef struct sim_event {
     uint32_t kind, a, b, c;
 } sim_event_t;
 
+/* A flow's end is not an event of this list: it is kept in the end queue
+ * (one entry per flow in flight, moved when its rate changes). */
 enum { EV_FLOW_DONE = 0, EV_SIGNAL, EV_POST, EV_CE_START, EV_BATCH };
+
+/* End queue entry: a flow in flight and when it ends at its rate now. */
+typedef struct sim_fend {
+    double t;
+    int32_t id;
+} sim_fend_t;
 
 typedef struct sim_trace_iv {
     double t0, t1;
@@ -277,9 +285,11 @@ typedef struct sim {
     size_t nf, fcap;
     int32_t *ffree;
     size_t nfree, ffree_cap;
-    /* events */
+    /* events; flow ends */
     sim_event_t *ev;
     size_t nev, evcap;
+    sim_fend_t *fh;
+    size_t nfh, fhcap;
     uint64_t nevents, nflows;
     double now;
     int failed;
@@ -331,6 +341,7 @@ static int ev_push3(sim_t *s, double t, uint32_t kind, uint32_t a, uint32_t b,
         s->evcap = cap;
     }
     i = s->nev++;
+    s->nevents++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
         if (!ev_before(&ne, &s->ev[p])) {
@@ -373,6 +384,88 @@ static sim_event_t ev_pop(sim_t *s)
     return top;
 }
 
+/* End queue order: time, then flow id (the order of EV_FLOW_DONE events
+ * by ev_before: they come before every other kind at the same time). */
+static int fend_before(const sim_fend_t *x, const sim_fend_t *y)
+{
+    return x->t < y->t || (x->t == y->t && x->id < y->id);
+}
+
+static void fend_place(sim_t *s, size_t i, sim_fend_t e)
+{
+    s->fh[i] = e;
+    s->f[e.id].hpos = (int32_t)i;
+}
+
+/* Moves entry i towards the root or the leaves until the order holds. */
+static void fend_sift(sim_t *s, size_t i)
+{
+    sim_fend_t e = s->fh[i];
+
+    while (i > 0 && fend_before(&e, &s->fh[(i - 1) / 2])) {
+        fend_place(s, i, s->fh[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= s->nfh) {
+            break;
+        }
+        if (c + 1 < s->nfh && fend_before(&s->fh[c + 1], &s->fh[c])) {
+            c++;
+        }
+        if (!fend_before(&s->fh[c], &e)) {
+            break;
+        }
+        fend_place(s, i, s->fh[c]);
+        i = c;
+    }
+    fend_place(s, i, e);
+}
+
+/* Flow id ends at t: enters the end queue, or moves in it. Counts as one
+ * event scheduled. */
+static void fend_set(sim_t *s, int32_t id, double t)
+{
+    int32_t pos = s->f[id].hpos;
+
+    s->nevents++;
+    if (pos >= 0) {
+        if (s->fh[pos].t != t) {
+            s->fh[pos].t = t;
+            fend_sift(s, (size_t)pos);
+        }
+        return;
+    }
+    if (s->nfh == s->fhcap) {
+        size_t cap = s->fhcap ? 2 * s->fhcap : 1024;
+        sim_fend_t *p = realloc(s->fh, cap * sizeof(*p));
+        if (p == NULL) {
+            s->failed = 1;
+            return;
+        }
+        s->fh = p;
+        s->fhcap = cap;
+    }
+    s->fh[s->nfh].t = t;
+    s->fh[s->nfh].id = id;
+    s->nfh++;
+    fend_sift(s, s->nfh - 1);
+}
+
+/* Takes the first flow end out of the queue. */
+static int32_t fend_pop(sim_t *s)
+{
+    int32_t id = s->fh[0].id;
+
+    s->f[id].hpos = -1;
+    if (--s->nfh > 0) {
+        fend_place(s, 0, s->fh[s->nfh]);
+        fend_sift(s, 0);
+    }
+    return id;
+}
+
 /* ------------------------------------------------------------- flows */
 
 static int32_t flow_alloc(sim_t *s)
@@ -390,7 +483,6 @@ static int32_t flow_alloc(sim_t *s)
         s->f = f;
         s->fcap = cap;
     }
-    s->f[s->nf].ver = 0;
     return (int32_t)s->nf++;
 }
 
@@ -486,8 +578,7 @@ static void rate_update(sim_t *s, int32_t id)
         r = x < r ? x : r;
     }
     g->rate = r;
-    g->ver++;
-    ev_push(s, s->now + g->rem / r, EV_FLOW_DONE, (uint32_t)id, g->ver);
+    fend_set(s, id, s->now + g->rem / r);
 }
 
 static void link_busy(sim_t *s, int32_t L, int delta)
@@ -561,7 +652,7 @@ static void flow_start(sim_t *s, int32_t id)
     s->nflows++;
     if (f->rem <= 0 || f->nl == 0) {
         f->rem = 0;
-        ev_push(s, s->now, EV_FLOW_DONE, (uint32_t)id, f->ver);
+        fend_set(s, id, s->now);
         return;
     }
     f->joined = 1;
@@ -585,12 +676,8 @@ static int32_t flow_make(sim_t *s, sim_rank_t *r, uint32_t k, uint32_t batch)
         return -1;
     }
     f = &s->f[id];
-    {
-        /* versions keep rising across reuse: stale events never match */
-        uint32_t ver = f->ver + 1;
-        memset(f, 0, sizeof(*f));
-        f->ver = ver;
-    }
+    memset(f, 0, sizeof(*f));
+    f->hpos = -1;
     f->rem = (double)t->bytes;
     f->post = s->now;
     f->rk = (int32_t)(r - s->rk);
@@ -1157,6 +1244,7 @@ static void sim_free(sim_t *s)
     free(s->f);
     free(s->ffree);
     free(s->ev);
+    free(s->fh);
     free(s->trace_row);
     free(s->iv);
     free(s->aff);
@@ -1528,17 +1616,19 @@ static rmacoll_status_t sim_events(sim_t *s, sim_result_t *res)
             s->rk[i].done_batches = 1;
         }
     }
-    while (s->nev > 0 && !s->failed) {
-        sim_event_t e = ev_pop(s);
+    while ((s->nev > 0 || s->nfh > 0) && !s->failed) {
+        sim_event_t e;
+        if (s->nfh > 0 && (s->nev == 0 || s->fh[0].t <= s->ev[0].t)) {
+            int32_t id;
+            s->now = s->fh[0].t;
+            id = fend_pop(s);
+            settle(s, &s->f[id]);
+            flow_done(s, id);
+            continue;
+        }
+        e = ev_pop(s);
         s->now = e.t;
-        s->nevents++;
         switch (e.kind) {
-        case EV_FLOW_DONE:
-            if (e.a < s->nf && s->f[e.a].active && s->f[e.a].ver == e.b) {
-                settle(s, &s->f[e.a]);
-                flow_done(s, (int32_t)e.a);
-            }
-            break;
         case EV_SIGNAL:
             deliver_signal(s, (int32_t)e.a);
             break;
