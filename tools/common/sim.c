@@ -243,6 +243,9 @@ typedef struct sim_flow {
     int32_t link[4], lpos[4];
     int32_t hpos;             /* place in the end queue, -1 = not in it */
     int32_t rk, task, batch, dst, qnext;
+    uint32_t mark;            /* last link change that settled / rescheduled it */
+    uint32_t sig;             /* the task's signal word and flags */
+    uint16_t flags;
     uint8_t nl, path, active, joined;
 } sim_flow_t;
 
@@ -277,6 +280,8 @@ typedef struct sim {
     int32_t *sim_of;          /* [n] global rank -> simulated index, -1 */
     /* links [n * SIM_NCLASSES] */
     double *bw, *busy_since, *busy;
+    double *share;            /* bw / flows on the link (when it has some) */
+    uint32_t mark;            /* link changes so far */
     int32_t *nfl, *flcap;
     int32_t **fl;
     uint64_t *lbytes;
@@ -558,7 +563,7 @@ static int trace_row_of_link(const sim_t *s, int32_t link)
     }
 }
 
-static void settle(sim_t *s, sim_flow_t *g)
+static inline void settle(sim_t *s, sim_flow_t *g)
 {
     g->rem -= g->rate * (s->now - g->last);
     if (g->rem < 0) {
@@ -573,8 +578,7 @@ static void rate_update(sim_t *s, int32_t id)
     double r = INFINITY;
 
     for (int k = 0; k < g->nl; k++) {
-        int32_t L = g->link[k];
-        double x = s->bw[L] / (double)s->nfl[L];
+        double x = s->share[g->link[k]];
         r = x < r ? x : r;
     }
     g->rate = r;
@@ -591,17 +595,22 @@ static void link_busy(sim_t *s, int32_t L, int delta)
 }
 
 /* Adds (join = 1) or removes flow id on its links, rescheduling every flow
- * whose share changes. */
+ * whose share changes. A flow on several of these links is settled and
+ * rescheduled once (again would change nothing) but counted each time. */
 static void flow_links(sim_t *s, int32_t id, int join)
 {
     sim_flow_t *f = &s->f[id];
+    uint32_t mark = ++s->mark;
 
     s->naff = 0;
     for (int k = 0; k < f->nl; k++) {
         int32_t L = f->link[k];
         for (int32_t q = 0; q < s->nfl[L]; q++) {
-            int32_t g = s->fl[L][q];
-            settle(s, &s->f[g]);
+            sim_flow_t *g = &s->f[s->fl[L][q]];
+            if (g->mark != mark) {
+                g->mark = mark;
+                settle(s, g);
+            }
         }
     }
     for (int k = 0; k < f->nl; k++) {
@@ -630,11 +639,21 @@ static void flow_links(sim_t *s, int32_t id, int join)
                 }
             }
         }
+        if (s->nfl[L] > 0) {
+            s->share[L] = s->bw[L] / (double)s->nfl[L];
+        }
     }
+    mark = ++s->mark;
     for (int k = 0; k < f->nl; k++) {
         int32_t L = f->link[k];
         for (int32_t q = 0; q < s->nfl[L]; q++) {
-            aff_add(s, s->fl[L][q]);
+            int32_t g = s->fl[L][q];
+            if (s->f[g].mark != mark) {
+                s->f[g].mark = mark;
+                aff_add(s, g);
+            } else {
+                s->nevents++;
+            }
         }
     }
     for (size_t q = 0; q < s->naff; q++) {
@@ -686,6 +705,8 @@ static int32_t flow_make(sim_t *s, sim_rank_t *r, uint32_t k, uint32_t batch)
     f->dst = dst;
     f->qnext = -1;
     f->path = t->path;
+    f->sig = t->sig;
+    f->flags = t->flags;
     if (t->flags & RMACOLL__TASK_SELF) {
         f->link[f->nl++] = src * SIM_NCLASSES + SIM_SELF;
     } else if (t->path == RMACOLL__PATH_PROXY) {
@@ -747,7 +768,7 @@ static void flow_done(sim_t *s, int32_t id)
 {
     sim_flow_t *f = &s->f[id];
     sim_rank_t *r = &s->rk[f->rk];
-    const sim_task_t *t = &r->t[f->task];
+    uint16_t flags = f->flags;
 
     if (f->joined) {
         flow_links(s, id, 0);
@@ -759,9 +780,9 @@ static void flow_done(sim_t *s, int32_t id)
         int row = trace_row_of_link(s, f->link[k]);
         if (row >= 0 && s->now > f->start) {
             trace_add(s, row, f->start, s->now,
-                      (t->flags & RMACOLL__TASK_FORWARD) ? 2
-                      : (t->flags & RMACOLL__TASK_TO_RELAY) ? 1
-                      : (t->flags & RMACOLL__TASK_SELF) ? 3 : 0);
+                      (flags & RMACOLL__TASK_FORWARD) ? 2
+                      : (flags & RMACOLL__TASK_TO_RELAY) ? 1
+                      : (flags & RMACOLL__TASK_SELF) ? 3 : 0);
         }
     }
     if (f->path == RMACOLL__PATH_PROXY) {
@@ -779,7 +800,7 @@ static void flow_done(sim_t *s, int32_t id)
                 }
             }
         }
-        if (t->flags & RMACOLL__TASK_SIGNAL) {
+        if (flags & RMACOLL__TASK_SIGNAL) {
             ev_push(s, s->now + s->m->nic_lat, EV_SIGNAL, (uint32_t)id, 0);
         } else {
             flow_free(s, id);
@@ -792,7 +813,7 @@ static void flow_done(sim_t *s, int32_t id)
         r->ce_t = s->now;
         r->ce_xfer = (float)(s->now - f->start);
         r->ce_flow_batch = f->batch;
-        if (t->flags & RMACOLL__TASK_SIGNAL) {
+        if (flags & RMACOLL__TASK_SIGNAL) {
             deliver_signal(s, id);
         } else {
             flow_free(s, id);
@@ -804,8 +825,6 @@ static void flow_done(sim_t *s, int32_t id)
 static void deliver_signal(sim_t *s, int32_t id)
 {
     sim_flow_t *f = &s->f[id];
-    sim_rank_t *src = &s->rk[f->rk];
-    const sim_task_t *t = &src->t[f->task];
     int32_t ti = s->sim_of[f->dst];
     sim_rank_t *r;
     uint32_t w;
@@ -816,7 +835,7 @@ static void deliver_signal(sim_t *s, int32_t id)
         return;  /* an unsimulated rail */
     }
     r = &s->rk[ti];
-    w = t->sig;
+    w = f->sig;
     if (w >= r->nsig) {
         flow_free(s, id);
         return;
@@ -1232,6 +1251,7 @@ static void sim_free(sim_t *s)
     free(s->rk);
     free(s->sim_of);
     free(s->bw);
+    free(s->share);
     free(s->busy_since);
     free(s->busy);
     free(s->nfl);
@@ -1557,12 +1577,13 @@ static rmacoll_status_t sim_links(sim_t *s)
     size_t NL = (size_t)s->n * SIM_NCLASSES;
 
     s->bw = malloc(NL * sizeof(double));
+    s->share = calloc(NL, sizeof(double));
     s->busy_since = calloc(NL, sizeof(double));
     s->busy = calloc(NL, sizeof(double));
     s->nfl = calloc(NL, sizeof(int32_t));
     s->flcap = calloc(NL, sizeof(int32_t));
     s->fl = calloc(NL, sizeof(int32_t *));
-    if (!s->bw || !s->busy_since || !s->busy || !s->nfl || !s->flcap || !s->fl) {
+    if (!s->bw || !s->share || !s->busy_since || !s->busy || !s->nfl || !s->flcap || !s->fl) {
         return RMACOLL_ERR_NO_MEMORY;
     }
     for (size_t L = 0; L < NL; L++) {
