@@ -247,6 +247,7 @@ typedef struct sim_flow {
     uint32_t sig;             /* the task's signal word and flags */
     uint16_t flags;
     uint8_t nl, path, active, joined;
+    uint8_t mirror;           /* a proxy put on the skipped PCIe links */
 } sim_flow_t;
 
 typedef struct sim_event {
@@ -281,6 +282,10 @@ typedef struct sim {
     /* links [n * SIM_NCLASSES] */
     double *bw, *busy_since, *busy;
     double *share;            /* bw / flows on the link (when it has some) */
+    /* A rank's PCIe links carry the same flows as its NIC links; with
+     * pcie_bw >= nic_bw they never set a rate, so flows skip them and
+     * their busy time is the NIC's (pcie_mirror). */
+    int pcie_links, pcie_mirror;
     uint32_t mark;            /* link changes so far */
     int32_t *nfl, *flcap;
     int32_t **fl;
@@ -644,6 +649,10 @@ static void flow_links(sim_t *s, int32_t id, int join)
         }
     }
     mark = ++s->mark;
+    if (f->mirror) {
+        /* the reschedules the PCIe links would have added (same flows) */
+        s->nevents += (uint64_t)s->nfl[f->link[0]] + (uint64_t)s->nfl[f->link[1]];
+    }
     for (int k = 0; k < f->nl; k++) {
         int32_t L = f->link[k];
         for (int32_t q = 0; q < s->nfl[L]; q++) {
@@ -712,7 +721,8 @@ static int32_t flow_make(sim_t *s, sim_rank_t *r, uint32_t k, uint32_t batch)
     } else if (t->path == RMACOLL__PATH_PROXY) {
         f->link[f->nl++] = src * SIM_NCLASSES + SIM_NIC_TX;
         f->link[f->nl++] = dst * SIM_NCLASSES + SIM_NIC_RX;
-        if (s->m->pcie_bw > 0) {
+        f->mirror = (uint8_t)s->pcie_mirror;
+        if (s->pcie_links) {
             f->link[f->nl++] = src * SIM_NCLASSES + SIM_PCIE_TX;
             f->link[f->nl++] = dst * SIM_NCLASSES + SIM_PCIE_RX;
         }
@@ -1576,6 +1586,8 @@ static rmacoll_status_t sim_links(sim_t *s)
     const sim_model_t *m = s->m;
     size_t NL = (size_t)s->n * SIM_NCLASSES;
 
+    s->pcie_links = m->pcie_bw > 0 && m->pcie_bw < m->nic_bw;
+    s->pcie_mirror = m->pcie_bw > 0 && !s->pcie_links;
     s->bw = malloc(NL * sizeof(double));
     s->share = calloc(NL, sizeof(double));
     s->busy_since = calloc(NL, sizeof(double));
@@ -1683,8 +1695,12 @@ static rmacoll_status_t sim_events(sim_t *s, sim_result_t *res)
 }
 
 /* The link with the longest busy time (ties: more bytes). */
-static void sim_busiest(const sim_t *s, sim_result_t *res)
+static void sim_busiest(sim_t *s, sim_result_t *res)
 {
+    for (size_t L = 0; s->pcie_mirror && L < (size_t)s->n * SIM_NCLASSES; L += SIM_NCLASSES) {
+        s->busy[L + SIM_PCIE_TX] = s->busy[L + SIM_NIC_TX];
+        s->busy[L + SIM_PCIE_RX] = s->busy[L + SIM_NIC_RX];
+    }
     res->busiest_rank = -1;
     for (size_t L = 0; L < (size_t)s->n * SIM_NCLASSES; L++) {
         double bb = res->busiest_busy;
