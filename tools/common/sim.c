@@ -1289,13 +1289,15 @@ static rmacoll_status_t round_loads(sim_t *s, sim_result_t *res, uint64_t **heat
     int n = s->n, R = res->nrounds;
     uint64_t *acc = calloc((size_t)n * SIM_NCLASSES, sizeof(uint64_t));
     int32_t *touched = malloc((size_t)n * SIM_NCLASSES * sizeof(int32_t));
+    uint32_t *seen = calloc((size_t)n * SIM_NCLASSES, sizeof(uint32_t));
     uint32_t *cur = calloc((size_t)s->nsim + 1, sizeof(uint32_t));
     int ncols = R < 240 ? R : 240, per = (R + ncols - 1) / (ncols ? ncols : 1);
     uint64_t *heat;
 
     ncols = ncols ? (R + per - 1) / per : 0;
     heat = calloc((size_t)(s->ntrace * 2 + 1) * (size_t)(ncols + 1), sizeof(uint64_t));
-    if (!acc || !touched || !cur || !heat) {
+    if (!acc || !touched || !seen || !cur || !heat) {
+        free(seen);
         free(acc);
         free(touched);
         free(cur);
@@ -1317,9 +1319,17 @@ static rmacoll_status_t round_loads(sim_t *s, sim_result_t *res, uint64_t **heat
                     }
                     l1 = r->id * SIM_NCLASSES + (t->path == RMACOLL__PATH_PROXY ? SIM_NIC_TX : SIM_NVL_TX);
                     l2 = t->peer * SIM_NCLASSES + (t->path == RMACOLL__PATH_PROXY ? SIM_NIC_RX : SIM_NVL_RX);
-                    if (acc[l1] == 0) touched[nt++] = l1;
+                    /* listed once per round, in the order first touched
+                     * (a zero-byte put used to list its links again) */
+                    if (seen[l1] != (uint32_t)(round + 2)) {
+                        seen[l1] = (uint32_t)(round + 2);
+                        touched[nt++] = l1;
+                    }
                     acc[l1] += t->bytes;
-                    if (acc[l2] == 0) touched[nt++] = l2;
+                    if (seen[l2] != (uint32_t)(round + 2)) {
+                        seen[l2] = (uint32_t)(round + 2);
+                        touched[nt++] = l2;
+                    }
                     acc[l2] += t->bytes;
                 }
                 cur[i]++;
@@ -1341,6 +1351,7 @@ static rmacoll_status_t round_loads(sim_t *s, sim_result_t *res, uint64_t **heat
             acc[L] = 0;
         }
     }
+    free(seen);
     free(acc);
     free(touched);
     free(cur);
