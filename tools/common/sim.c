@@ -3,6 +3,11 @@
  * docs/sim.md). Discrete events over fluid flows: a flow's rate is the
  * smallest bandwidth / active-flows over its links, re-evaluated whenever a
  * flow joins or leaves one of them.
+ *
+ * Two queues: flow ends (an indexed heap, one entry per flow in flight,
+ * moved in place when the flow's rate changes) and the other events (a
+ * heap). Simultaneous events run in one fixed order (ev_before), whatever
+ * the heaps' layout, so results do not depend on how they are stored.
  */
 #include "sim.h"
 
