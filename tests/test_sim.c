@@ -269,6 +269,126 @@ static void test_model_file(void **state)
     unlink(path);
 }
 
+/*
+ * Exact results pinned: every number sim_run reports (plan_s and sim_s
+ * aside), bit for bit, on cases that exercise queueing behind queue
+ * pairs, shared links, relay slots and credits, the relay off, and many
+ * simultaneous events (no host costs). The values are those of the
+ * simulator before its event queue was rewritten (commit 28914b4 and the
+ * order of simultaneous events fixed since give the same on these
+ * cases); a change of the model or of the executor's rules shows here.
+ * nevents counts events scheduled (a flow's end is rescheduled whenever
+ * its rate changes).
+ */
+typedef struct sim_pin {
+    int nnodes, G;
+    int64_t count;
+    const char *dist, *sched;
+    uint32_t slots;
+    uint64_t relay_buf;
+    int relay, no_host;
+    double makespan, bound_nic, bound_nvl, bound, ratio;
+    int nrounds, nranks_sim;
+    uint64_t ntasks, nflows, nevents, peak_bytes;
+    int peak_round, peak_rank, peak_class, busiest_rank, busiest_class;
+    double busiest_busy;
+    uint64_t busiest_bytes;
+    double max_nic_bytes;
+    double cp[5];   /* nic, ce, lat, host, queue */
+    int cp_steps, cp_hops, cp_last_rank;
+} sim_pin_t;
+
+static const sim_pin_t pins[] = {
+    /* 4 x 4, zipf:1.2, 1000 floats, 1 relay slot of a 4 KiB buffer */
+    {4, 4, 1000, "zipf:1.2", "node_shift", 1, 4096, 1, 0,
+     0x1.451672b2759a4p-12, 0x1.0a198be3b9e59p-19, 0x1.833473e4e14d2p-21, 0x1.0a198be3b9e59p-19, 0x1.38bfbf968c434p+7,
+     82, 16, 2766, 1666, 9037, 27844, 4, 7, 0, 8, 1, 0x1.0a198be3b9cfp-19, 96156, 0x1.779cp+16,
+     {0x1.9f5f3e0bap-21, 0x1.d6373c872d594p-15, 0x1.8c5c9b2p-13, 0x1.0d4637ca287c5p-14, 0x0p+0}, 82, 63, 8},
+    /* 4 x 4, uniform, random scheduler, no host costs (many simultaneous events) */
+    {4, 4, 4096, "uniform", "random", 4, 67108864, 1, 1,
+     0x1.f05e14b0566f6p-15, 0x1.100b4b0f99264p-18, 0x1.43c85631f9cf4p-21, 0x1.100b4b0f99264p-18, 0x1.d317fa12ecb95p+3,
+     19, 16, 736, 448, 2526, 65536, 0, 7, 0, 15, 1, 0x1.100b4b0f9926p-17, 196608, 0x1.8p+17,
+     {0x1.6ab9bap-20, 0x1.79444cd99ea26p-15, 0x1.2dfd6ap-17, -0x1.ca419788p-42, 0x1.0224fep-18}, 16, 3, 5},
+    /* 2 x 4, zipf:1.2, 64 KiB per pair */
+    {2, 4, 16384, "zipf:1.2", "node_shift", 4, 67108864, 1, 0,
+     0x1.f5db45269254p-16, 0x1.0b4f23687afb3p-17, 0x1.d5fc7ed8da566p-19, 0x1.0b4f23687afb3p-17, 0x1.e09fd34658213p+1,
+     8, 8, 160, 96, 580, 638472, 5, 4, 5, 3, 0, 0x1.0b4f23687afb3p-17, 386372, 0x1.7951p+18,
+     {0x1.1c1676p-21, 0x1.fc3bd8c165db1p-17, 0x1.92a738p-19, 0x1.3b6962577d99ep-18, 0x1.b6b596p-18}, 8, 1, 7},
+    /* 4 x 4, zipf:1.2, relay off, xor */
+    {4, 4, 16384, "zipf:1.2", "xor", 4, 67108864, 0, 0,
+     0x1.c8caabf25ed28p-14, 0x1.8e5c96cb1871fp-14, 0x1.945e52e89947p-19, 0x1.8e5c96cb1871fp-14, 0x1.258c8b462a255p+0,
+     17, 16, 496, 256, 7152, 455772, 7, 12, 0, 4, 0, 0x1.8ff395540443cp-14, 993764, 0x1.1926ap+22,
+     {0x1.7d323ep-14, 0x1.13ee113170427p-17, 0x1.92a738p-19, 0x1.c85720c30ca32p-18, 0x0p+0}, 14, 1, 11},
+    /* 8 x 8, uniform, 4 KiB per pair */
+    {8, 8, 1024, "uniform", "node_shift", 4, 67108864, 1, 0,
+     0x1.60a11e40bc76ap-13, 0x1.3d62823cdd574p-18, 0x1.79bf0f3a4e1c8p-21, 0x1.3d62823cdd574p-18, 0x1.1c6d903d956f5p+5,
+     60, 64, 12160, 7680, 45232, 32768, 8, 0, 0, 0, 0, 0x1.3d62823cdd52p-18, 229376, 0x1.cp+17,
+     {0x1.3d6282cp-21, 0x1.e36ac4f4814a2p-14, 0x1.605251p-16, 0x1.06903c8eef467p-15, 0x0p+0}, 30, 7, 6},
+    /* 8 x 8, zipf:1.2, 112 KiB per pair */
+    {8, 8, 28672, "zipf:1.2", "node_shift", 4, 67108864, 1, 0,
+     0x1.01f1879b103f9p-11, 0x1.9408e2bf937c8p-12, 0x1.4013c9d3b2457p-12, 0x1.9408e2bf937c8p-12, 0x1.46dede3dfc0c8p+0,
+     61, 64, 12276, 7767, 49975, 15491208, 9, 59, 5, 57, 1, 0x1.9e1df24676a6cp-12, 18687900, 0x1.1d279cp+24,
+     {0x1.d1b27ab6p-14, 0x1.a456b65fcb292p-13, 0x1.f75106p-17, 0x1.c6a99f0baea9p-16, 0x1.224be67p-13}, 33, 5, 60},
+};
+
+static void test_pinned_results(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++) {
+        const sim_pin_t *p = &pins[i];
+        int sizes[16];
+        rmacoll_case_dist_t d;
+        rmacoll_case_t *c;
+        sim_model_t m;
+        sim_opts_t o;
+        sim_result_t r;
+
+        for (int B = 0; B < p->nnodes; B++) {
+            sizes[B] = p->G;
+        }
+        assert_int_equal(rmacoll_case_dist_parse(p->dist, &d), 0);
+        assert_int_equal(rmacoll_case_random(p->nnodes, sizes, &d, p->count, 1,
+                                             RMACOLL_FLOAT32, &c), 0);
+        sim_model_defaults(&m);
+        if (p->no_host) {
+            m.put_s = 0;
+            m.batch_s = 0;
+        }
+        sim_opts_init(&o);
+        o.scheduler = p->sched;
+        o.cfg.relay_slots = p->slots;
+        o.cfg.relay_buffer_bytes = p->relay_buf;
+        o.cfg.relay_enabled = p->relay;
+        assert_int_equal(sim_run(c, &m, &o, &r), 0);
+        if (r.makespan != p->makespan || r.bound_nic != p->bound_nic ||
+            r.bound_nvl != p->bound_nvl || r.bound != p->bound || r.ratio != p->ratio ||
+            r.busiest_busy != p->busiest_busy || r.max_nic_bytes != p->max_nic_bytes ||
+            r.cp_nic != p->cp[0] || r.cp_ce != p->cp[1] || r.cp_lat != p->cp[2] ||
+            r.cp_host != p->cp[3] || r.cp_queue != p->cp[4]) {
+            fail_msg("pin %zu: makespan %a bounds %a %a %a ratio %a busy %a nic %a "
+                     "cp %a %a %a %a %a", i, r.makespan, r.bound_nic, r.bound_nvl,
+                     r.bound, r.ratio, r.busiest_busy, r.max_nic_bytes, r.cp_nic,
+                     r.cp_ce, r.cp_lat, r.cp_host, r.cp_queue);
+        }
+        assert_int_equal(r.nrounds, p->nrounds);
+        assert_int_equal(r.nranks_sim, p->nranks_sim);
+        assert_int_equal(r.ntasks, p->ntasks);
+        assert_int_equal(r.nflows, p->nflows);
+        assert_int_equal(r.nevents, p->nevents);
+        assert_int_equal(r.peak_round_link_bytes, p->peak_bytes);
+        assert_int_equal(r.peak_round, p->peak_round);
+        assert_int_equal(r.peak_round_rank, p->peak_rank);
+        assert_int_equal(r.peak_round_class, p->peak_class);
+        assert_int_equal(r.busiest_rank, p->busiest_rank);
+        assert_int_equal(r.busiest_class, p->busiest_class);
+        assert_int_equal(r.busiest_bytes, p->busiest_bytes);
+        assert_int_equal(r.cp_steps, p->cp_steps);
+        assert_int_equal(r.cp_hops, p->cp_hops);
+        assert_int_equal(r.cp_last_rank, p->cp_last_rank);
+        rmacoll_case_free(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_all_cases_all_schedulers),
         cmocka_unit_test(test_rails),
         cmocka_unit_test(test_model_file),
+        cmocka_unit_test(test_pinned_results),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,6 +3,11 @@
  * docs/sim.md). Discrete events over fluid flows: a flow's rate is the
  * smallest bandwidth / active-flows over its links, re-evaluated whenever a
  * flow joins or leaves one of them.
+ *
+ * Two queues: flow ends (an indexed heap, one entry per flow in flight,
+ * moved in place when the flow's rate changes) and the other events (a
+ * heap). Simultaneous events run in one fixed order (ev_before), whatever
+ * the heaps' layout, so results do not depend on how they are stored.
  */
 #include "sim.h"
 
@@ -241,9 +246,13 @@ typedef struct sim_rank {
 typedef struct sim_flow {
     double rem, rate, last, post, start, done;
     int32_t link[4], lpos[4];
-    uint32_t ver;
+    int32_t hpos;             /* place in the end queue, -1 = not in it */
     int32_t rk, task, batch, dst, qnext;
+    uint32_t mark;            /* last link change that settled / rescheduled it */
+    uint32_t sig;             /* the task's signal word and flags */
+    uint16_t flags;
     uint8_t nl, path, active, joined;
+    uint8_t mirror;           /* a proxy put on the skipped PCIe links */
 } sim_flow_t;
 
 typedef struct sim_event {
@@ -251,7 +260,15 @@ typedef struct sim_event {
     uint32_t kind, a, b, c;
 } sim_event_t;
 
+/* A flow's end is not an event of this list: it is kept in the end queue
+ * (one entry per flow in flight, moved when its rate changes). */
 enum { EV_FLOW_DONE = 0, EV_SIGNAL, EV_POST, EV_CE_START, EV_BATCH };
+
+/* End queue entry: a flow in flight and when it ends at its rate now. */
+typedef struct sim_fend {
+    double t;
+    int32_t id;
+} sim_fend_t;
 
 typedef struct sim_trace_iv {
     double t0, t1;
@@ -262,11 +279,19 @@ typedef struct sim_trace_iv {
 typedef struct sim {
     const sim_model_t *m;
     const rmacoll_topo_t *topo;
+    rmacoll_topo_t *topo_own;
     int n, nsim;
+    int G, equal;             /* largest node size; all nodes that size */
     sim_rank_t *rk;
     int32_t *sim_of;          /* [n] global rank -> simulated index, -1 */
     /* links [n * SIM_NCLASSES] */
     double *bw, *busy_since, *busy;
+    double *share;            /* bw / flows on the link (when it has some) */
+    /* A rank's PCIe links carry the same flows as its NIC links; with
+     * pcie_bw >= nic_bw they never set a rate, so flows skip them and
+     * their busy time is the NIC's (pcie_mirror). */
+    int pcie_links, pcie_mirror;
+    uint32_t mark;            /* link changes so far */
     int32_t *nfl, *flcap;
     int32_t **fl;
     uint64_t *lbytes;
@@ -275,9 +300,11 @@ typedef struct sim {
     size_t nf, fcap;
     int32_t *ffree;
     size_t nfree, ffree_cap;
-    /* events */
+    /* events; flow ends */
     sim_event_t *ev;
     size_t nev, evcap;
+    sim_fend_t *fh;
+    size_t nfh, fhcap;
     uint64_t nevents, nflows;
     double now;
     int failed;
@@ -292,9 +319,30 @@ typedef struct sim {
 
 /* ------------------------------------------------------------- heap */
 
+/* Event order: time, then kind (flow ends, signals, posts, CE starts,
+ * batch starts), then the event's fields: simultaneous events run in an
+ * order that does not depend on how the queue stores them. */
+static int ev_before(const sim_event_t *x, const sim_event_t *y)
+{
+    if (x->t != y->t) {
+        return x->t < y->t;
+    }
+    if (x->kind != y->kind) {
+        return x->kind < y->kind;
+    }
+    if (x->a != y->a) {
+        return x->a < y->a;
+    }
+    if (x->b != y->b) {
+        return x->b < y->b;
+    }
+    return x->c < y->c;
+}
+
 static int ev_push3(sim_t *s, double t, uint32_t kind, uint32_t a, uint32_t b,
                     uint32_t c)
 {
+    sim_event_t ne = {t, kind, a, b, c};
     size_t i;
 
     if (s->nev == s->evcap) {
@@ -308,19 +356,16 @@ static int ev_push3(sim_t *s, double t, uint32_t kind, uint32_t a, uint32_t b,
         s->evcap = cap;
     }
     i = s->nev++;
+    s->nevents++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (s->ev[p].t <= t) {
+        if (!ev_before(&ne, &s->ev[p])) {
             break;
         }
         s->ev[i] = s->ev[p];
         i = p;
     }
-    s->ev[i].t = t;
-    s->ev[i].kind = kind;
-    s->ev[i].a = a;
-    s->ev[i].b = b;
-    s->ev[i].c = c;
+    s->ev[i] = ne;
     return 0;
 }
 
@@ -339,10 +384,10 @@ static sim_event_t ev_pop(sim_t *s)
         if (c >= s->nev) {
             break;
         }
-        if (c + 1 < s->nev && s->ev[c + 1].t < s->ev[c].t) {
+        if (c + 1 < s->nev && ev_before(&s->ev[c + 1], &s->ev[c])) {
             c++;
         }
-        if (s->ev[c].t >= last.t) {
+        if (!ev_before(&s->ev[c], &last)) {
             break;
         }
         s->ev[i] = s->ev[c];
@@ -352,6 +397,88 @@ static sim_event_t ev_pop(sim_t *s)
         s->ev[i] = last;
     }
     return top;
+}
+
+/* End queue order: time, then flow id (the order of EV_FLOW_DONE events
+ * by ev_before: they come before every other kind at the same time). */
+static int fend_before(const sim_fend_t *x, const sim_fend_t *y)
+{
+    return x->t < y->t || (x->t == y->t && x->id < y->id);
+}
+
+static void fend_place(sim_t *s, size_t i, sim_fend_t e)
+{
+    s->fh[i] = e;
+    s->f[e.id].hpos = (int32_t)i;
+}
+
+/* Moves entry i towards the root or the leaves until the order holds. */
+static void fend_sift(sim_t *s, size_t i)
+{
+    sim_fend_t e = s->fh[i];
+
+    while (i > 0 && fend_before(&e, &s->fh[(i - 1) / 2])) {
+        fend_place(s, i, s->fh[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= s->nfh) {
+            break;
+        }
+        if (c + 1 < s->nfh && fend_before(&s->fh[c + 1], &s->fh[c])) {
+            c++;
+        }
+        if (!fend_before(&s->fh[c], &e)) {
+            break;
+        }
+        fend_place(s, i, s->fh[c]);
+        i = c;
+    }
+    fend_place(s, i, e);
+}
+
+/* Flow id ends at t: enters the end queue, or moves in it. Counts as one
+ * event scheduled. */
+static void fend_set(sim_t *s, int32_t id, double t)
+{
+    int32_t pos = s->f[id].hpos;
+
+    s->nevents++;
+    if (pos >= 0) {
+        if (s->fh[pos].t != t) {
+            s->fh[pos].t = t;
+            fend_sift(s, (size_t)pos);
+        }
+        return;
+    }
+    if (s->nfh == s->fhcap) {
+        size_t cap = s->fhcap ? 2 * s->fhcap : 1024;
+        sim_fend_t *p = realloc(s->fh, cap * sizeof(*p));
+        if (p == NULL) {
+            s->failed = 1;
+            return;
+        }
+        s->fh = p;
+        s->fhcap = cap;
+    }
+    s->fh[s->nfh].t = t;
+    s->fh[s->nfh].id = id;
+    s->nfh++;
+    fend_sift(s, s->nfh - 1);
+}
+
+/* Takes the first flow end out of the queue. */
+static int32_t fend_pop(sim_t *s)
+{
+    int32_t id = s->fh[0].id;
+
+    s->f[id].hpos = -1;
+    if (--s->nfh > 0) {
+        fend_place(s, 0, s->fh[s->nfh]);
+        fend_sift(s, 0);
+    }
+    return id;
 }
 
 /* ------------------------------------------------------------- flows */
@@ -371,7 +498,6 @@ static int32_t flow_alloc(sim_t *s)
         s->f = f;
         s->fcap = cap;
     }
-    s->f[s->nf].ver = 0;
     return (int32_t)s->nf++;
 }
 
@@ -447,7 +573,7 @@ static int trace_row_of_link(const sim_t *s, int32_t link)
     }
 }
 
-static void settle(sim_t *s, sim_flow_t *g)
+static inline void settle(sim_t *s, sim_flow_t *g)
 {
     g->rem -= g->rate * (s->now - g->last);
     if (g->rem < 0) {
@@ -462,13 +588,11 @@ static void rate_update(sim_t *s, int32_t id)
     double r = INFINITY;
 
     for (int k = 0; k < g->nl; k++) {
-        int32_t L = g->link[k];
-        double x = s->bw[L] / (double)s->nfl[L];
+        double x = s->share[g->link[k]];
         r = x < r ? x : r;
     }
     g->rate = r;
-    g->ver++;
-    ev_push(s, s->now + g->rem / r, EV_FLOW_DONE, (uint32_t)id, g->ver);
+    fend_set(s, id, s->now + g->rem / r);
 }
 
 static void link_busy(sim_t *s, int32_t L, int delta)
@@ -481,17 +605,22 @@ static void link_busy(sim_t *s, int32_t L, int delta)
 }
 
 /* Adds (join = 1) or removes flow id on its links, rescheduling every flow
- * whose share changes. */
+ * whose share changes. A flow on several of these links is settled and
+ * rescheduled once (again would change nothing) but counted each time. */
 static void flow_links(sim_t *s, int32_t id, int join)
 {
     sim_flow_t *f = &s->f[id];
+    uint32_t mark = ++s->mark;
 
     s->naff = 0;
     for (int k = 0; k < f->nl; k++) {
         int32_t L = f->link[k];
         for (int32_t q = 0; q < s->nfl[L]; q++) {
-            int32_t g = s->fl[L][q];
-            settle(s, &s->f[g]);
+            sim_flow_t *g = &s->f[s->fl[L][q]];
+            if (g->mark != mark) {
+                g->mark = mark;
+                settle(s, g);
+            }
         }
     }
     for (int k = 0; k < f->nl; k++) {
@@ -520,11 +649,25 @@ static void flow_links(sim_t *s, int32_t id, int join)
                 }
             }
         }
+        if (s->nfl[L] > 0) {
+            s->share[L] = s->bw[L] / (double)s->nfl[L];
+        }
+    }
+    mark = ++s->mark;
+    if (f->mirror) {
+        /* the reschedules the PCIe links would have added (same flows) */
+        s->nevents += (uint64_t)s->nfl[f->link[0]] + (uint64_t)s->nfl[f->link[1]];
     }
     for (int k = 0; k < f->nl; k++) {
         int32_t L = f->link[k];
         for (int32_t q = 0; q < s->nfl[L]; q++) {
-            aff_add(s, s->fl[L][q]);
+            int32_t g = s->fl[L][q];
+            if (s->f[g].mark != mark) {
+                s->f[g].mark = mark;
+                aff_add(s, g);
+            } else {
+                s->nevents++;
+            }
         }
     }
     for (size_t q = 0; q < s->naff; q++) {
@@ -542,7 +685,7 @@ static void flow_start(sim_t *s, int32_t id)
     s->nflows++;
     if (f->rem <= 0 || f->nl == 0) {
         f->rem = 0;
-        ev_push(s, s->now, EV_FLOW_DONE, (uint32_t)id, f->ver);
+        fend_set(s, id, s->now);
         return;
     }
     f->joined = 1;
@@ -566,12 +709,8 @@ static int32_t flow_make(sim_t *s, sim_rank_t *r, uint32_t k, uint32_t batch)
         return -1;
     }
     f = &s->f[id];
-    {
-        /* versions keep rising across reuse: stale events never match */
-        uint32_t ver = f->ver + 1;
-        memset(f, 0, sizeof(*f));
-        f->ver = ver;
-    }
+    memset(f, 0, sizeof(*f));
+    f->hpos = -1;
     f->rem = (double)t->bytes;
     f->post = s->now;
     f->rk = (int32_t)(r - s->rk);
@@ -580,12 +719,15 @@ static int32_t flow_make(sim_t *s, sim_rank_t *r, uint32_t k, uint32_t batch)
     f->dst = dst;
     f->qnext = -1;
     f->path = t->path;
+    f->sig = t->sig;
+    f->flags = t->flags;
     if (t->flags & RMACOLL__TASK_SELF) {
         f->link[f->nl++] = src * SIM_NCLASSES + SIM_SELF;
     } else if (t->path == RMACOLL__PATH_PROXY) {
         f->link[f->nl++] = src * SIM_NCLASSES + SIM_NIC_TX;
         f->link[f->nl++] = dst * SIM_NCLASSES + SIM_NIC_RX;
-        if (s->m->pcie_bw > 0) {
+        f->mirror = (uint8_t)s->pcie_mirror;
+        if (s->pcie_links) {
             f->link[f->nl++] = src * SIM_NCLASSES + SIM_PCIE_TX;
             f->link[f->nl++] = dst * SIM_NCLASSES + SIM_PCIE_RX;
         }
@@ -641,7 +783,7 @@ static void flow_done(sim_t *s, int32_t id)
 {
     sim_flow_t *f = &s->f[id];
     sim_rank_t *r = &s->rk[f->rk];
-    const sim_task_t *t = &r->t[f->task];
+    uint16_t flags = f->flags;
 
     if (f->joined) {
         flow_links(s, id, 0);
@@ -653,9 +795,9 @@ static void flow_done(sim_t *s, int32_t id)
         int row = trace_row_of_link(s, f->link[k]);
         if (row >= 0 && s->now > f->start) {
             trace_add(s, row, f->start, s->now,
-                      (t->flags & RMACOLL__TASK_FORWARD) ? 2
-                      : (t->flags & RMACOLL__TASK_TO_RELAY) ? 1
-                      : (t->flags & RMACOLL__TASK_SELF) ? 3 : 0);
+                      (flags & RMACOLL__TASK_FORWARD) ? 2
+                      : (flags & RMACOLL__TASK_TO_RELAY) ? 1
+                      : (flags & RMACOLL__TASK_SELF) ? 3 : 0);
         }
     }
     if (f->path == RMACOLL__PATH_PROXY) {
@@ -673,7 +815,7 @@ static void flow_done(sim_t *s, int32_t id)
                 }
             }
         }
-        if (t->flags & RMACOLL__TASK_SIGNAL) {
+        if (flags & RMACOLL__TASK_SIGNAL) {
             ev_push(s, s->now + s->m->nic_lat, EV_SIGNAL, (uint32_t)id, 0);
         } else {
             flow_free(s, id);
@@ -686,7 +828,7 @@ static void flow_done(sim_t *s, int32_t id)
         r->ce_t = s->now;
         r->ce_xfer = (float)(s->now - f->start);
         r->ce_flow_batch = f->batch;
-        if (t->flags & RMACOLL__TASK_SIGNAL) {
+        if (flags & RMACOLL__TASK_SIGNAL) {
             deliver_signal(s, id);
         } else {
             flow_free(s, id);
@@ -698,8 +840,6 @@ static void flow_done(sim_t *s, int32_t id)
 static void deliver_signal(sim_t *s, int32_t id)
 {
     sim_flow_t *f = &s->f[id];
-    sim_rank_t *src = &s->rk[f->rk];
-    const sim_task_t *t = &src->t[f->task];
     int32_t ti = s->sim_of[f->dst];
     sim_rank_t *r;
     uint32_t w;
@@ -710,7 +850,7 @@ static void deliver_signal(sim_t *s, int32_t id)
         return;  /* an unsimulated rail */
     }
     r = &s->rk[ti];
-    w = t->sig;
+    w = f->sig;
     if (w >= r->nsig) {
         flow_free(s, id);
         return;
@@ -735,6 +875,17 @@ static void deliver_signal(sim_t *s, int32_t id)
     }
     flow_free(s, id);
     rank_try_finish_batch(s, r);
+}
+
+/* The next CE put of r's batch starts now (one at a time). */
+static void ce_start(sim_t *s, sim_rank_t *r)
+{
+    int32_t id = flow_make(s, r, r->ce_i++, r->cur);
+
+    if (id >= 0) {
+        r->ce_active = 1;
+        flow_start(s, id);
+    }
 }
 
 static void ce_next(sim_t *s, sim_rank_t *r)
@@ -1115,6 +1266,7 @@ static void sim_free(sim_t *s)
     free(s->rk);
     free(s->sim_of);
     free(s->bw);
+    free(s->share);
     free(s->busy_since);
     free(s->busy);
     free(s->nfl);
@@ -1127,9 +1279,11 @@ static void sim_free(sim_t *s)
     free(s->f);
     free(s->ffree);
     free(s->ev);
+    free(s->fh);
     free(s->trace_row);
     free(s->iv);
     free(s->aff);
+    rmacoll__topo_destroy(s->topo_own);
 }
 
 /* Static per-round loads: merges the simulated ranks' batches by round.
@@ -1140,13 +1294,15 @@ static rmacoll_status_t round_loads(sim_t *s, sim_result_t *res, uint64_t **heat
     int n = s->n, R = res->nrounds;
     uint64_t *acc = calloc((size_t)n * SIM_NCLASSES, sizeof(uint64_t));
     int32_t *touched = malloc((size_t)n * SIM_NCLASSES * sizeof(int32_t));
+    uint32_t *seen = calloc((size_t)n * SIM_NCLASSES, sizeof(uint32_t));
     uint32_t *cur = calloc((size_t)s->nsim + 1, sizeof(uint32_t));
     int ncols = R < 240 ? R : 240, per = (R + ncols - 1) / (ncols ? ncols : 1);
     uint64_t *heat;
 
     ncols = ncols ? (R + per - 1) / per : 0;
     heat = calloc((size_t)(s->ntrace * 2 + 1) * (size_t)(ncols + 1), sizeof(uint64_t));
-    if (!acc || !touched || !cur || !heat) {
+    if (!acc || !touched || !seen || !cur || !heat) {
+        free(seen);
         free(acc);
         free(touched);
         free(cur);
@@ -1168,9 +1324,17 @@ static rmacoll_status_t round_loads(sim_t *s, sim_result_t *res, uint64_t **heat
                     }
                     l1 = r->id * SIM_NCLASSES + (t->path == RMACOLL__PATH_PROXY ? SIM_NIC_TX : SIM_NVL_TX);
                     l2 = t->peer * SIM_NCLASSES + (t->path == RMACOLL__PATH_PROXY ? SIM_NIC_RX : SIM_NVL_RX);
-                    if (acc[l1] == 0) touched[nt++] = l1;
+                    /* listed once per round, in the order first touched
+                     * (a zero-byte put used to list its links again) */
+                    if (seen[l1] != (uint32_t)(round + 2)) {
+                        seen[l1] = (uint32_t)(round + 2);
+                        touched[nt++] = l1;
+                    }
                     acc[l1] += t->bytes;
-                    if (acc[l2] == 0) touched[nt++] = l2;
+                    if (seen[l2] != (uint32_t)(round + 2)) {
+                        seen[l2] = (uint32_t)(round + 2);
+                        touched[nt++] = l2;
+                    }
                     acc[l2] += t->bytes;
                 }
                 cur[i]++;
@@ -1192,6 +1356,7 @@ static rmacoll_status_t round_loads(sim_t *s, sim_result_t *res, uint64_t **heat
             acc[L] = 0;
         }
     }
+    free(seen);
     free(acc);
     free(touched);
     free(cur);
@@ -1262,87 +1427,77 @@ static void critical_path(sim_t *s, sim_result_t *res)
     }
 }
 
-rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
-                         const sim_opts_t *o, sim_result_t *res)
+/* Topology, scheduler (given the case's node-to-node bytes when it takes
+ * them) and the largest node size (the rails). */
+static rmacoll_status_t sim_open(sim_t *s, const rmacoll_case_t *c, const sim_opts_t *o,
+                                 rmacoll__sched_t *sched, sim_result_t *res)
 {
-    sim_t s;
-    rmacoll_topo_t *topo = NULL;
-    rmacoll__sched_t sched = {NULL, NULL};
-    rmacoll__plan_t plan;
-    planin_ctx_t ctx;
-    planin_t pi;
-    rmacoll__sigstate_t *st0 = NULL, *st1 = NULL;
-    rmacoll_status_t st = RMACOLL_SUCCESS;
-    int n = c->nranks, G = 0, equal = 1;
-    int *rail_on = NULL;
-    uint64_t *heat = NULL;
-    int ncols = 0, per = 1;
-    double t0 = wall_now();
+    rmacoll_status_t st;
     char err[512];
 
-    memset(res, 0, sizeof(*res));
-    memset(&s, 0, sizeof(s));
-    memset(&ctx, 0, sizeof(ctx));
-    rmacoll__plan_init(&plan);
-    planin_init(&pi);
-    s.m = m;
-    s.n = n;
-    if (c->has_mismatch) {
-        snprintf(res->msg, sizeof(res->msg), "the case has a count mismatch: "
-                 "the call fails on every rank, nothing to simulate");
-        return RMACOLL_ERR_INVALID_ARG;
-    }
-    st = rmacoll__topo_create(n, c->node_of, &topo);
+    st = rmacoll__topo_create(c->nranks, c->node_of, &s->topo_own);
     if (st != RMACOLL_SUCCESS) {
         snprintf(res->msg, sizeof(res->msg), "cannot make the topology");
         return st;
     }
-    s.topo = topo;
-    G = topo->node_size[0];
-    for (int B = 0; B < topo->nnodes; B++) {
-        equal &= topo->node_size[B] == G;
-        G = topo->node_size[B] > G ? topo->node_size[B] : G;
+    s->topo = s->topo_own;
+    s->G = s->topo->node_size[0];
+    s->equal = 1;
+    for (int B = 0; B < s->topo->nnodes; B++) {
+        s->equal &= s->topo->node_size[B] == s->G;
+        s->G = s->topo->node_size[B] > s->G ? s->topo->node_size[B] : s->G;
     }
-    res->rails = G;
-    st = rmacoll__sched_open(o->scheduler, o->scheduler_plugin, topo, o->sched_seed,
-                             &sched, err, sizeof(err));
+    res->rails = s->G;
+    st = rmacoll__sched_open(o->scheduler, o->scheduler_plugin, s->topo, o->sched_seed,
+                             sched, err, sizeof(err));
     if (st != RMACOLL_SUCCESS) {
         snprintf(res->msg, sizeof(res->msg), "%s", err);
-        goto out;
+        return st;
     }
-    if (o->feed_load && sched.ops->struct_size > RMACOLL_SCHED_OPS_V1_SIZE &&
-        sched.ops->set_load != NULL) {
-        uint64_t *nb = node_bytes(c, topo);
+    if (o->feed_load && sched->ops->struct_size > RMACOLL_SCHED_OPS_V1_SIZE &&
+        sched->ops->set_load != NULL) {
+        uint64_t *nb = node_bytes(c, s->topo);
         if (nb == NULL) {
-            st = RMACOLL_ERR_NO_MEMORY;
-            goto out;
+            return RMACOLL_ERR_NO_MEMORY;
         }
-        st = sched.ops->set_load(sched.state, topo, nb);
+        st = sched->ops->set_load(sched->state, s->topo, nb);
         free(nb);
         if (st != RMACOLL_SUCCESS) {
             snprintf(res->msg, sizeof(res->msg), "scheduler %s: set_load failed: %s",
-                     sched.ops->name, rmacoll_status_name(st));
-            goto out;
+                     sched->ops->name, rmacoll_status_name(st));
+            return st;
         }
     }
-    rail_on = calloc((size_t)G + 1, sizeof(int));
-    s.sim_of = malloc((size_t)n * sizeof(int32_t));
-    s.trace_row = malloc((size_t)n * sizeof(int32_t));
-    if (!rail_on || !s.sim_of || !s.trace_row) {
-        st = RMACOLL_ERR_NO_MEMORY;
-        goto out;
+    return RMACOLL_SUCCESS;
+}
+
+/* The simulated ranks (every rank, or the K most loaded rails), the
+ * traced ones (the lowest simulated rail, on the first nodes), and the
+ * per-rank and per-link arrays. */
+static rmacoll_status_t sim_pick_ranks(sim_t *s, const rmacoll_case_t *c,
+                                       const sim_opts_t *o, sim_result_t *res)
+{
+    const rmacoll_topo_t *topo = s->topo;
+    int n = s->n, G = s->G, rail = -1;
+    int *rail_on = calloc((size_t)G + 1, sizeof(int));
+
+    s->sim_of = malloc((size_t)n * sizeof(int32_t));
+    s->trace_row = malloc((size_t)n * sizeof(int32_t));
+    if (!rail_on || !s->sim_of || !s->trace_row) {
+        free(rail_on);
+        return RMACOLL_ERR_NO_MEMORY;
     }
     if (o->rails > 0 && o->rails < G) {
-        if (!equal || !o->cfg.relay_enabled) {
+        if (!s->equal || !o->cfg.relay_enabled) {
             snprintf(res->msg, sizeof(res->msg), "--rails %d needs nodes of equal "
                      "size and the relay on (every rank's network traffic then "
                      "stays on its rail)", o->rails);
-            st = RMACOLL_ERR_INVALID_ARG;
-            goto out;
+            free(rail_on);
+            return RMACOLL_ERR_INVALID_ARG;
         }
         if (pick_rails(c, topo, o->rails, rail_on) != 0) {
-            st = RMACOLL_ERR_NO_MEMORY;
-            goto out;
+            free(rail_on);
+            return RMACOLL_ERR_NO_MEMORY;
         }
         res->rails_sim = o->rails;
     } else {
@@ -1352,115 +1507,136 @@ rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
         res->rails_sim = G;
     }
     for (int r = 0; r < n; r++) {
-        s.sim_of[r] = rail_on[topo->local_rank[r]] ? s.nsim++ : -1;
-        s.trace_row[r] = -1;
+        s->sim_of[r] = rail_on[topo->local_rank[r]] ? s->nsim++ : -1;
+        s->trace_row[r] = -1;
     }
-    res->nranks_sim = s.nsim;
-    /* traced ranks: the lowest simulated rail, on the first nodes */
-    {
-        int rail = -1;
-        for (int l = 0; l < G && rail < 0; l++) {
-            rail = rail_on[l] ? l : -1;
-        }
-        for (int B = 0; B < topo->nnodes && s.ntrace < o->trace_ranks; B++) {
-            if (rail < topo->node_size[B]) {
-                s.trace_row[rmacoll__topo_rank(topo, B, rail)] = s.ntrace++ * SIM_TRACE_ROWS;
-            }
+    res->nranks_sim = s->nsim;
+    for (int l = 0; l < G && rail < 0; l++) {
+        rail = rail_on[l] ? l : -1;
+    }
+    free(rail_on);
+    for (int B = 0; B < topo->nnodes && s->ntrace < o->trace_ranks; B++) {
+        if (rail < topo->node_size[B]) {
+            s->trace_row[rmacoll__topo_rank(topo, B, rail)] = s->ntrace++ * SIM_TRACE_ROWS;
         }
     }
-    s.rk = calloc((size_t)s.nsim + 1, sizeof(sim_rank_t));
-    s.lbytes = calloc((size_t)n * SIM_NCLASSES, sizeof(uint64_t));
-    if (!s.rk || !s.lbytes) {
-        st = RMACOLL_ERR_NO_MEMORY;
-        goto out;
-    }
-    /* plan every simulated rank */
-    st = planin_ctx_create(&ctx, c, topo, &o->cfg, &sched, 0);
-    if (st != RMACOLL_SUCCESS) {
-        goto out;
-    }
-    for (int r = 0; r < n; r++) {
-        sim_rank_t *k;
-        if (s.sim_of[r] < 0) {
-            continue;
-        }
-        k = &s.rk[s.sim_of[r]];
-        k->id = r;
-        if ((st = planin_fill(&pi, &ctx, r)) != RMACOLL_SUCCESS ||
-            (st = rmacoll__sigstate_create(topo, &o->cfg, r, &st0)) != RMACOLL_SUCCESS ||
-            (st = rmacoll__sigstate_create(topo, &o->cfg, r, &st1)) != RMACOLL_SUCCESS) {
-            goto out;
-        }
-        st = rmacoll__plan_build(&pi.in, st0, st1, &plan);
+    s->rk = calloc((size_t)s->nsim + 1, sizeof(sim_rank_t));
+    s->lbytes = calloc((size_t)n * SIM_NCLASSES, sizeof(uint64_t));
+    return s->rk && s->lbytes ? RMACOLL_SUCCESS : RMACOLL_ERR_NO_MEMORY;
+}
+
+/* Plans simulated rank r (the runtime's planner) into s->rk. */
+static rmacoll_status_t sim_plan_rank(sim_t *s, int r, const sim_opts_t *o,
+                                      planin_ctx_t *ctx, planin_t *pi,
+                                      rmacoll__plan_t *plan, sim_result_t *res)
+{
+    sim_rank_t *k = &s->rk[s->sim_of[r]];
+    rmacoll__sigstate_t *st0 = NULL, *st1 = NULL;
+    rmacoll_status_t st;
+
+    k->id = r;
+    if ((st = planin_fill(pi, ctx, r)) != RMACOLL_SUCCESS ||
+        (st = rmacoll__sigstate_create(s->topo, &o->cfg, r, &st0)) != RMACOLL_SUCCESS ||
+        (st = rmacoll__sigstate_create(s->topo, &o->cfg, r, &st1)) != RMACOLL_SUCCESS) {
         rmacoll__sigstate_destroy(st0);
-        rmacoll__sigstate_destroy(st1);
-        st0 = st1 = NULL;
-        if (st != RMACOLL_SUCCESS) {
-            snprintf(res->msg, sizeof(res->msg), "rank %d: %s", r, plan.errmsg);
-            goto out;
+        return st;
+    }
+    st = rmacoll__plan_build(&pi->in, st0, st1, plan);
+    rmacoll__sigstate_destroy(st0);
+    rmacoll__sigstate_destroy(st1);
+    if (st != RMACOLL_SUCCESS) {
+        snprintf(res->msg, sizeof(res->msg), "rank %d: %s", r, plan->errmsg);
+        return st;
+    }
+    res->ntasks += plan->ntasks;
+    for (size_t q = 0; q < plan->ntasks; q++) {
+        if (plan->tasks[q].round + 1 > res->nrounds) {
+            res->nrounds = plan->tasks[q].round + 1;
         }
-        res->ntasks += plan.ntasks;
-        for (size_t q = 0; q < plan.ntasks; q++) {
-            if (plan.tasks[q].round + 1 > res->nrounds) {
-                res->nrounds = plan.tasks[q].round + 1;
-            }
-        }
-        if ((st = convert_plan(&s, k, &plan)) != RMACOLL_SUCCESS) {
-            goto out;
-        }
-        k->nsig = rmacoll__sig_count(topo, &o->cfg, r) + 1;
-        k->sig = calloc(k->nsig, sizeof(uint32_t));
-        k->whead = malloc(k->nsig * sizeof(int32_t));
-        if (!k->sig || !k->whead) {
-            st = RMACOLL_ERR_NO_MEMORY;
-            goto out;
-        }
-        for (uint32_t w = 0; w < k->nsig; w++) {
-            k->whead[w] = -1;
+    }
+    if ((st = convert_plan(s, k, plan)) != RMACOLL_SUCCESS) {
+        return st;
+    }
+    k->nsig = rmacoll__sig_count(s->topo, &o->cfg, r) + 1;
+    k->sig = calloc(k->nsig, sizeof(uint32_t));
+    k->whead = malloc(k->nsig * sizeof(int32_t));
+    if (!k->sig || !k->whead) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    for (uint32_t w = 0; w < k->nsig; w++) {
+        k->whead[w] = -1;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* Plans every simulated rank of the case. */
+static rmacoll_status_t sim_plan_all(sim_t *s, const rmacoll_case_t *c, const sim_opts_t *o,
+                                     rmacoll__sched_t *sched, sim_result_t *res)
+{
+    rmacoll__plan_t plan;
+    planin_ctx_t ctx;
+    planin_t pi;
+    rmacoll_status_t st;
+
+    memset(&ctx, 0, sizeof(ctx));
+    rmacoll__plan_init(&plan);
+    planin_init(&pi);
+    st = planin_ctx_create(&ctx, c, s->topo, &o->cfg, sched, 0);
+    for (int r = 0; r < s->n && st == RMACOLL_SUCCESS; r++) {
+        if (s->sim_of[r] >= 0) {
+            st = sim_plan_rank(s, r, o, &ctx, &pi, &plan, res);
         }
     }
     rmacoll__plan_fini(&plan);
     planin_fini(&pi);
-    res->plan_s = wall_now() - t0;
-    t0 = wall_now();
+    planin_ctx_destroy(&ctx);
+    return st;
+}
 
-    /* links */
-    {
-        size_t NL = (size_t)n * SIM_NCLASSES;
-        /* other rails' forwards into a GPU are not simulated; each relay's
-         * CE queue is serial, so G relays of a node mostly hit distinct
-         * receivers: NVLink ingress keeps its full bandwidth (optimistic
-         * when they collide; docs/sim.md compares with all rails) */
-        double nvl_scale = 1.0;
-        s.bw = malloc(NL * sizeof(double));
-        s.busy_since = calloc(NL, sizeof(double));
-        s.busy = calloc(NL, sizeof(double));
-        s.nfl = calloc(NL, sizeof(int32_t));
-        s.flcap = calloc(NL, sizeof(int32_t));
-        s.fl = calloc(NL, sizeof(int32_t *));
-        if (!s.bw || !s.busy_since || !s.busy || !s.nfl || !s.flcap || !s.fl) {
-            st = RMACOLL_ERR_NO_MEMORY;
-            goto out;
-        }
-        for (size_t L = 0; L < NL; L++) {
-            switch (L % SIM_NCLASSES) {
-            case SIM_NIC_TX: case SIM_NIC_RX: s.bw[L] = m->nic_bw; break;
-            case SIM_PCIE_TX: case SIM_PCIE_RX: s.bw[L] = m->pcie_bw > 0 ? m->pcie_bw : 1e30; break;
-            case SIM_NVL_TX: s.bw[L] = m->ce_bw; break;
-            /* other rails' forwards into this GPU are not simulated:
-             * its ingress is scaled to the simulated share (docs/sim.md) */
-            case SIM_NVL_RX: s.bw[L] = m->ce_bw * nvl_scale; break;
-            case SIM_NVL_BI: s.bw[L] = (m->ce_bidir_bw > 0 ? m->ce_bidir_bw : 1e30) *
-                                       (nvl_scale < 1 ? (1 + nvl_scale) / 2 : 1); break;
-            default: s.bw[L] = m->self_bw; break;
-            }
+/* Link bandwidths. Other rails' forwards into a GPU are not simulated;
+ * each relay's CE queue is serial, so G relays of a node mostly hit
+ * distinct receivers: NVLink ingress keeps its full bandwidth (optimistic
+ * when they collide; docs/sim.md compares with all rails). */
+static rmacoll_status_t sim_links(sim_t *s)
+{
+    const sim_model_t *m = s->m;
+    size_t NL = (size_t)s->n * SIM_NCLASSES;
+
+    s->pcie_links = m->pcie_bw > 0 && m->pcie_bw < m->nic_bw;
+    s->pcie_mirror = m->pcie_bw > 0 && !s->pcie_links;
+    s->bw = malloc(NL * sizeof(double));
+    s->share = calloc(NL, sizeof(double));
+    s->busy_since = calloc(NL, sizeof(double));
+    s->busy = calloc(NL, sizeof(double));
+    s->nfl = calloc(NL, sizeof(int32_t));
+    s->flcap = calloc(NL, sizeof(int32_t));
+    s->fl = calloc(NL, sizeof(int32_t *));
+    if (!s->bw || !s->share || !s->busy_since || !s->busy || !s->nfl || !s->flcap || !s->fl) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    for (size_t L = 0; L < NL; L++) {
+        switch (L % SIM_NCLASSES) {
+        case SIM_NIC_TX: case SIM_NIC_RX: s->bw[L] = m->nic_bw; break;
+        case SIM_PCIE_TX: case SIM_PCIE_RX: s->bw[L] = m->pcie_bw > 0 ? m->pcie_bw : 1e30; break;
+        case SIM_NVL_TX: case SIM_NVL_RX: s->bw[L] = m->ce_bw; break;
+        case SIM_NVL_BI: s->bw[L] = m->ce_bidir_bw > 0 ? m->ce_bidir_bw : 1e30; break;
+        default: s->bw[L] = m->self_bw; break;
         }
     }
-    /* lower bounds */
-    for (int r = 0; r < n; r++) {
-        const uint64_t *lb = &s.lbytes[(size_t)r * SIM_NCLASSES];
+    return RMACOLL_SUCCESS;
+}
+
+/* Lower bounds: the most loaded NIC direction, the most loaded GPU's
+ * NVLink (one way, and both ways); with --rails, NVLink ingress counts
+ * the unsimulated rails' share. */
+static void sim_bounds(const sim_t *s, sim_result_t *res)
+{
+    const sim_model_t *m = s->m;
+
+    for (int r = 0; r < s->n; r++) {
+        const uint64_t *lb = &s->lbytes[(size_t)r * SIM_NCLASSES];
         double nic = (double)(lb[SIM_NIC_TX] > lb[SIM_NIC_RX] ? lb[SIM_NIC_TX] : lb[SIM_NIC_RX]);
-        double rx = (double)lb[SIM_NVL_RX] * G / res->rails_sim;
+        double rx = (double)lb[SIM_NVL_RX] * s->G / res->rails_sim;
         double tx = (double)lb[SIM_NVL_TX];
         double nvl = (tx > rx ? tx : rx) / m->ce_bw;
         if (m->ce_bidir_bw > 0 && (tx + rx) / m->ce_bidir_bw > nvl) {
@@ -1477,118 +1653,160 @@ rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
         }
     }
     res->bound = res->bound_nic > res->bound_nvl ? res->bound_nic : res->bound_nvl;
+}
 
-    /* simulate */
-    for (int i = 0; i < s.nsim; i++) {
-        if (s.rk[i].nb > 0) {
-            ev_push(&s, 0.0, EV_BATCH, (uint32_t)i, 0);
+/* Runs the events to the end; the makespan, or a deadlock. */
+static rmacoll_status_t sim_events(sim_t *s, sim_result_t *res)
+{
+    for (int i = 0; i < s->nsim; i++) {
+        if (s->rk[i].nb > 0) {
+            ev_push(s, 0.0, EV_BATCH, (uint32_t)i, 0);
         } else {
-            s.rk[i].done_batches = 1;
+            s->rk[i].done_batches = 1;
         }
     }
-    while (s.nev > 0 && !s.failed) {
-        sim_event_t e = ev_pop(&s);
-        s.now = e.t;
-        s.nevents++;
+    while ((s->nev > 0 || s->nfh > 0) && !s->failed) {
+        sim_event_t e;
+        if (s->nfh > 0 && (s->nev == 0 || s->fh[0].t <= s->ev[0].t)) {
+            int32_t id;
+            s->now = s->fh[0].t;
+            id = fend_pop(s);
+            settle(s, &s->f[id]);
+            flow_done(s, id);
+            continue;
+        }
+        e = ev_pop(s);
+        s->now = e.t;
         switch (e.kind) {
-        case EV_FLOW_DONE:
-            if (e.a < s.nf && s.f[e.a].active && s.f[e.a].ver == e.b) {
-                settle(&s, &s.f[e.a]);
-                flow_done(&s, (int32_t)e.a);
-            }
-            break;
         case EV_SIGNAL:
-            deliver_signal(&s, (int32_t)e.a);
+            deliver_signal(s, (int32_t)e.a);
             break;
         case EV_POST:
-            post_proxy(&s, &s.rk[e.a], e.b, e.c);
+            post_proxy(s, &s->rk[e.a], e.b, e.c);
             break;
-        case EV_CE_START: {
-            sim_rank_t *r = &s.rk[e.a];
-            int32_t id = flow_make(&s, r, r->ce_i++, r->cur);
-            if (id >= 0) {
-                r->ce_active = 1;
-                flow_start(&s, id);
-            }
+        case EV_CE_START:
+            ce_start(s, &s->rk[e.a]);
             break;
-        }
         case EV_BATCH:
-            rank_start_batch(&s, &s.rk[e.a]);
+            rank_start_batch(s, &s->rk[e.a]);
             break;
         }
     }
-    if (s.failed) {
-        st = RMACOLL_ERR_NO_MEMORY;
-        goto out;
+    if (s->failed) {
+        return RMACOLL_ERR_NO_MEMORY;
     }
-    for (int i = 0; i < s.nsim; i++) {
-        sim_rank_t *r = &s.rk[i];
+    for (int i = 0; i < s->nsim; i++) {
+        sim_rank_t *r = &s->rk[i];
         if (r->cur < r->nb) {
             snprintf(res->msg, sizeof(res->msg), "rank %d stopped in batch %u of %u "
                      "(round %d) with %u waits pending: the model deadlocked",
                      r->id, r->cur, r->nb, r->b[r->cur].round, r->pending);
-            st = RMACOLL_ERR_INTERNAL;
-            goto out;
+            return RMACOLL_ERR_INTERNAL;
         }
         if (r->end > res->makespan) {
             res->makespan = r->end;
         }
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* The link with the longest busy time (ties: more bytes). */
+static void sim_busiest(sim_t *s, sim_result_t *res)
+{
+    for (size_t L = 0; s->pcie_mirror && L < (size_t)s->n * SIM_NCLASSES; L += SIM_NCLASSES) {
+        s->busy[L + SIM_PCIE_TX] = s->busy[L + SIM_NIC_TX];
+        s->busy[L + SIM_PCIE_RX] = s->busy[L + SIM_NIC_RX];
+    }
+    res->busiest_rank = -1;
+    for (size_t L = 0; L < (size_t)s->n * SIM_NCLASSES; L++) {
+        double bb = res->busiest_busy;
+        if (s->busy[L] > bb * (1 + 1e-9) ||
+            (s->busy[L] >= bb * (1 - 1e-9) && s->busy[L] > 0 && s->lbytes[L] > res->busiest_bytes)) {
+            res->busiest_busy = s->busy[L];
+            res->busiest_rank = (int)(L / SIM_NCLASSES);
+            res->busiest_class = (int)(L % SIM_NCLASSES);
+            res->busiest_bytes = s->lbytes[L];
+        }
+    }
+}
+
+/* Per-round loads, and the pictures asked for. */
+static rmacoll_status_t sim_pictures(sim_t *s, const rmacoll_case_t *c, const sim_opts_t *o,
+                                     const char *sched_name, sim_result_t *res)
+{
+    uint64_t *heat = NULL;
+    int ncols = 0, per = 1;
+    const char *bad = NULL;
+    char title[256];
+    rmacoll_status_t st = round_loads(s, res, &heat, &ncols, &per);
+
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    snprintf(title, sizeof(title), "%s: %d ranks, %d nodes, scheduler %s",
+             c->name, s->n, s->topo->nnodes, sched_name);
+    if (o->gantt_svg && write_gantt(s, o->gantt_svg, res, title) != 0) {
+        bad = o->gantt_svg;
+    }
+    if (o->heat_svg &&
+        write_heat(s, o->heat_svg, heat, res->nrounds, ncols, per, title) != 0) {
+        bad = o->heat_svg;
+    }
+    free(heat);
+    if (bad != NULL) {
+        snprintf(res->msg, sizeof(res->msg), "cannot write the picture %s: %s", bad,
+                 strerror(errno));
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
+                         const sim_opts_t *o, sim_result_t *res)
+{
+    sim_t s;
+    rmacoll__sched_t sched = {NULL, NULL};
+    rmacoll_status_t st;
+    double t0 = wall_now();
+
+    memset(res, 0, sizeof(*res));
+    memset(&s, 0, sizeof(s));
+    s.m = m;
+    s.n = c->nranks;
+    if (c->has_mismatch) {
+        snprintf(res->msg, sizeof(res->msg), "the case has a count mismatch: "
+                 "the call fails on every rank, nothing to simulate");
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if ((st = sim_open(&s, c, o, &sched, res)) != RMACOLL_SUCCESS ||
+        (st = sim_pick_ranks(&s, c, o, res)) != RMACOLL_SUCCESS ||
+        (st = sim_plan_all(&s, c, o, &sched, res)) != RMACOLL_SUCCESS) {
+        goto out;
+    }
+    res->plan_s = wall_now() - t0;
+    t0 = wall_now();
+    if ((st = sim_links(&s)) != RMACOLL_SUCCESS) {
+        goto out;
+    }
+    sim_bounds(&s, res);
+    if ((st = sim_events(&s, res)) != RMACOLL_SUCCESS) {
+        goto out;
     }
     /* the metadata and agreement phase before the data rounds */
     res->makespan += m->call_s;
     res->ratio = res->bound > 0 ? res->makespan / res->bound : 0;
     res->nevents = s.nevents;
     res->nflows = s.nflows;
-    /* busiest link: longest busy time */
-    res->busiest_rank = -1;
-    for (size_t L = 0; L < (size_t)n * SIM_NCLASSES; L++) {
-        double bb = res->busiest_busy;
-        if (s.busy[L] > bb * (1 + 1e-9) ||
-            (s.busy[L] >= bb * (1 - 1e-9) && s.busy[L] > 0 && s.lbytes[L] > res->busiest_bytes)) {
-            res->busiest_busy = s.busy[L];
-            res->busiest_rank = (int)(L / SIM_NCLASSES);
-            res->busiest_class = (int)(L % SIM_NCLASSES);
-            res->busiest_bytes = s.lbytes[L];
-        }
-    }
+    sim_busiest(&s, res);
     critical_path(&s, res);
     res->cp_host += m->call_s;
-    st = round_loads(&s, res, &heat, &ncols, &per);
-    if (st != RMACOLL_SUCCESS) {
+    if ((st = sim_pictures(&s, c, o, sched.ops->name, res)) != RMACOLL_SUCCESS) {
         goto out;
-    }
-    {
-        char title[256];
-        snprintf(title, sizeof(title), "%s: %d ranks, %d nodes, scheduler %s",
-                 c->name, n, topo->nnodes, sched.ops->name);
-        const char *bad = NULL;
-
-        if (o->gantt_svg && write_gantt(&s, o->gantt_svg, res, title) != 0) {
-            bad = o->gantt_svg;
-        }
-        if (o->heat_svg &&
-            write_heat(&s, o->heat_svg, heat, res->nrounds, ncols, per, title) != 0) {
-            bad = o->heat_svg;
-        }
-        if (bad != NULL) {
-            snprintf(res->msg, sizeof(res->msg), "cannot write the picture %s: %s", bad,
-                     strerror(errno));
-            st = RMACOLL_ERR_INVALID_ARG;
-            goto out;
-        }
     }
     res->sim_s = wall_now() - t0;
 out:
-    free(heat);
-    free(rail_on);
-    rmacoll__sigstate_destroy(st0);
-    rmacoll__sigstate_destroy(st1);
-    rmacoll__plan_fini(&plan);
-    planin_fini(&pi);
-    planin_ctx_destroy(&ctx);
     sim_free(&s);
     rmacoll__sched_close(&sched);
-    rmacoll__topo_destroy(topo);
     if (st != RMACOLL_SUCCESS && res->msg[0] == '\0') {
         snprintf(res->msg, sizeof(res->msg), "%s", rmacoll_status_string(st));
     }

@@ -24,7 +24,9 @@
  * other (ce_lat_s before each); the batch ends when its CE puts are done
  * and every wait holds, plus batch_s; a signal becomes visible nic_lat_s
  * after a proxy put's last byte, at once after a CE put's. A rank is done
- * after its last batch and its last proxy put (flush).
+ * after its last batch and its last proxy put (flush). Events at the same
+ * instant run in a fixed order: flow ends, signals, posts, CE starts, batch
+ * starts, then by flow or rank and task.
  *
  * Thread-safety: none needed (no global state); one run per call.
  */
@@ -95,7 +97,10 @@ typedef struct sim_result {
     int nrounds;                   /* highest round + 1 over all plans */
     int nranks_sim;                /* ranks simulated */
     int rails_sim, rails;          /* rails simulated / in the topology */
-    uint64_t ntasks, nflows, nevents;
+    uint64_t ntasks, nflows;
+    uint64_t nevents;              /* events scheduled; a flow's end counts
+                                      again on every rate change of a link
+                                      it shares */
     uint64_t peak_round_link_bytes;  /* most bytes on one link in one round */
     int peak_round, peak_round_rank, peak_round_class;
     int busiest_rank, busiest_class;   /* link with the longest busy time */
