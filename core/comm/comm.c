@@ -16,6 +16,7 @@
 #include "core/config/config_internal.h"
 #include "core/plan/sched_registry.h"
 #include "core/plan/topo.h"
+#include "core/base/text.h"
 
 #define NODE_KEY_BYTES 128
 
@@ -617,10 +618,7 @@ typedef struct dsig_card {
 /* RMACOLL_DEVICE_SIGNALS=0|no|off|false turns the device words off. */
 static int dsig_env_off(void)
 {
-    const char *v = getenv("RMACOLL_DEVICE_SIGNALS");
-
-    return v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "no") == 0 ||
-                         strcmp(v, "off") == 0 || strcmp(v, "false") == 0);
+    return rmacoll__env_bool("RMACOLL_DEVICE_SIGNALS", 1) == 0;
 }
 
 /* Hands comm->dsig_addr / dsig_n to every instance of the CE x cuda

@@ -29,6 +29,8 @@
 #include "rmacoll_transport.h"
 #include "core/plan/plan.h"
 #include "core/xport/transport.h"
+#include "core/base/log.h"
+#include "core/base/text.h"
 
 
 /* ---- the key table ----
@@ -86,9 +88,6 @@ static const char *const intra_names[] = {"ce", "nvlink_kernel", "auto", NULL};
 static const char *const inter_names[] = {"ofi", "verbs", NULL};
 static const char *const devnet_names[] = {"auto", "staged", "hmem", NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace", NULL};
-/* Bit i of the mask is subsys_names[i]; "all" and "none" are handled apart. */
-static const char *const subsys_names[] = {"core",  "plan",      "sched",  "bootstrap",
-                                           "transport", "proxy", "config", NULL};
 
 #define CFG_OFF(member) offsetof(rmacoll_config_t, member)
 #define CONFIG_PLUGIN_PREFIX "plugin:" /* a transport loaded from a shared object */
@@ -164,7 +163,8 @@ static const char *const subsys_names[] = {"core",  "plan",      "sched",  "boot
     X(LOG_SUBSYSTEMS, "log.subsystems",                                                      \
       "list(core|plan|sched|bootstrap|transport|proxy|config|all|none)", "[all]",            \
       "subsystems logged; in the environment a comma-separated list, ^ first to exclude",    \
-      .kind = CFG_KIND_SUBSYS, .offset = CFG_OFF(log_subsystems), .names = subsys_names,     \
+      .kind = CFG_KIND_SUBSYS, .offset = CFG_OFF(log_subsystems),                            \
+      .names = rmacoll__log_subsys_names,                                                     \
       .after_transports = 1)
 
 typedef enum config_core_id {
@@ -402,21 +402,6 @@ const rmacoll__config_key_t *rmacoll__config_keys(size_t *n)
 
 /* ---- small helpers ---- */
 
-static void config_msg(char *errbuf, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void config_msg(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (errbuf == NULL || errlen == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(errbuf, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* ---- the ext block: "key\0value\0" pairs sorted by key, ended by "\0";
  * a key at its default has no pair, so equal configs are equal bytes ---- */
 
@@ -561,31 +546,6 @@ static void config_copy(char *dst, size_t len, const char *src)
     dst[n] = '\0';
 }
 
-static int config_is_space(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-/* Copies text without leading and trailing blanks into out (len > 0). */
-static int config_trim(const char *text, char *out, size_t len)
-{
-    size_t n;
-
-    while (config_is_space(*text)) {
-        text++;
-    }
-    n = strlen(text);
-    while (n > 0 && config_is_space(text[n - 1])) {
-        n--;
-    }
-    if (n >= len) {
-        return -1;
-    }
-    memcpy(out, text, n);
-    out[n] = '\0';
-    return 0;
-}
-
 /* Unsigned integer, decimal or 0x-hex, no sign. */
 static rmacoll_status_t config_parse_u64(const char *text, uint64_t *v)
 {
@@ -594,7 +554,7 @@ static rmacoll_status_t config_parse_u64(const char *text, uint64_t *v)
     unsigned base = 10;
     uint64_t acc = 0;
 
-    if (config_trim(text, buf, sizeof(buf)) != 0 || buf[0] == '\0') {
+    if (rmacoll__trim(text, buf, sizeof(buf)) != 0 || buf[0] == '\0') {
         return RMACOLL_ERR_CONFIG;
     }
     if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && s[2] != '\0') {
@@ -628,7 +588,7 @@ static rmacoll_status_t config_parse_i64(const char *text, int64_t *v)
     rmacoll_status_t st;
     int neg = 0;
 
-    if (config_trim(text, buf, sizeof(buf)) != 0) {
+    if (rmacoll__trim(text, buf, sizeof(buf)) != 0) {
         return RMACOLL_ERR_CONFIG;
     }
     if (buf[0] == '-' || buf[0] == '+') {
@@ -650,26 +610,6 @@ static rmacoll_status_t config_parse_i64(const char *text, int64_t *v)
     return RMACOLL_SUCCESS;
 }
 
-static int config_parse_bool(const char *text)
-{
-    static const char *const yes[] = {"true", "1", "yes", "on"};
-    static const char *const no[] = {"false", "0", "no", "off"};
-    char buf[16];
-
-    if (config_trim(text, buf, sizeof(buf)) != 0) {
-        return -1;
-    }
-    for (size_t i = 0; i < 4; i++) {
-        if (strcasecmp(buf, yes[i]) == 0) {
-            return 1;
-        }
-        if (strcasecmp(buf, no[i]) == 0) {
-            return 0;
-        }
-    }
-    return -1;
-}
-
 rmacoll_status_t rmacoll__config_parse_size(const char *text, uint64_t *bytes)
 {
     static const struct {
@@ -685,7 +625,7 @@ rmacoll_status_t rmacoll__config_parse_size(const char *text, uint64_t *bytes)
     char *s = buf;
     uint64_t acc = 0;
 
-    if (text == NULL || bytes == NULL || config_trim(text, buf, sizeof(buf)) != 0 ||
+    if (text == NULL || bytes == NULL || rmacoll__trim(text, buf, sizeof(buf)) != 0 ||
         !isdigit((unsigned char)buf[0])) {
         return RMACOLL_ERR_CONFIG;
     }
@@ -748,66 +688,6 @@ static void config_join_names(const char *const *names, char *buf, size_t len)
 }
 
 /*
- * Parses a subsystem list: names separated by commas or blanks, optionally
- * in brackets ("core,plan", "[core, plan]", "all", "none"). A '^' before
- * the first name excludes the names listed: every subsystem but those
- * ("^plan,sched", as NCCL_DEBUG_SUBSYS). On a bad name, bad receives it.
- */
-static rmacoll_status_t config_parse_subsys(const char *text, uint32_t *mask, char *bad,
-                                            size_t badlen)
-{
-    char buf[512];
-    char *s = buf;
-    char *save = NULL;
-    char *tok;
-    uint32_t m = 0;
-    int ntok = 0;
-    int exclude = 0;   /* '^': every subsystem but the names */
-
-    if (config_trim(text, buf, sizeof(buf)) != 0) {
-        snprintf(bad, badlen, "%.*s", 32, text);
-        return RMACOLL_ERR_CONFIG;
-    }
-    if (*s == '[') {
-        size_t n = strlen(s);
-        if (n < 2 || s[n - 1] != ']') {
-            config_copy(bad, badlen, buf);
-            return RMACOLL_ERR_CONFIG;
-        }
-        s[n - 1] = '\0';
-        s++;
-    }
-    while (*s == ' ' || *s == '\t') {
-        s++;
-    }
-    if (*s == '^') {
-        exclude = 1;
-        s++;
-    }
-    for (tok = strtok_r(s, ", \t\n", &save); tok != NULL; tok = strtok_r(NULL, ", \t\n", &save)) {
-        int i = config_name_index_ci(subsys_names, tok);
-
-        ntok++;
-        if (i >= 0) {
-            m |= 1u << i;
-        } else if (strcasecmp(tok, "all") == 0) {
-            m = RMACOLL_LOG_SUBSYS_ALL;
-        } else if (strcasecmp(tok, "none") == 0) {
-            /* adds nothing */
-        } else {
-            snprintf(bad, badlen, "%s", tok);
-            return RMACOLL_ERR_CONFIG;
-        }
-    }
-    if (ntok == 0) {
-        snprintf(bad, badlen, "%s", exclude ? "^" : "");
-        return RMACOLL_ERR_CONFIG;
-    }
-    *mask = exclude ? RMACOLL_LOG_SUBSYS_ALL & ~m : m;
-    return RMACOLL_SUCCESS;
-}
-
-/*
  * Parses text as the value of key id and stores it in cfg. On failure cfg
  * is unchanged, problem receives why ("'x' is not a size ...") and, for a
  * list, bad receives the offending entry.
@@ -830,19 +710,19 @@ static rmacoll_status_t config_parse_into(const config_field_t *f, const char *t
     case CFG_KIND_STRING:
     case CFG_KIND_ENUM:
         if (strlen(text) >= RMACOLL_CONFIG_STR_MAX) {
-            config_msg(problem, plen, "'%.32s...' is longer than %d bytes", text,
-                       RMACOLL_CONFIG_STR_MAX - 1);
+            rmacoll__errbuf_printf(problem, plen, "'%.32s...' is longer than %d bytes", text,
+                                   RMACOLL_CONFIG_STR_MAX - 1);
             return RMACOLL_ERR_CONFIG;
         }
         if (f->kind == CFG_KIND_ENUM && config_name_index(f->names, text) < 0 &&
             !(f->plugin_ok && strncmp(text, CONFIG_PLUGIN_PREFIX, strlen(CONFIG_PLUGIN_PREFIX)) == 0 &&
               text[strlen(CONFIG_PLUGIN_PREFIX)] != '\0')) {
             config_join_names(f->names, names, sizeof(names));
-            config_msg(problem, plen, "'%s' is not one of %s", shown, names);
+            rmacoll__errbuf_printf(problem, plen, "'%s' is not one of %s", shown, names);
             return RMACOLL_ERR_CONFIG;
         }
         if (f->nonempty && text[0] == '\0') {
-            config_msg(problem, plen, "must not be empty");
+            rmacoll__errbuf_printf(problem, plen, "must not be empty");
             return RMACOLL_ERR_CONFIG;
         }
         /* Zero the tail so equal configs are equal bytes. */
@@ -850,10 +730,11 @@ static rmacoll_status_t config_parse_into(const config_field_t *f, const char *t
         memcpy(p, text, strlen(text));
         return RMACOLL_SUCCESS;
     case CFG_KIND_BOOL: {
-        int b = config_parse_bool(text);
+        int b = rmacoll__parse_bool(text);
         if (b < 0) {
-            config_msg(problem, plen, "'%s' is not a boolean (true|false|1|0|yes|no|on|off)",
-                       shown);
+            rmacoll__errbuf_printf(problem, plen,
+                                   "'%s' is not a boolean (true|false|1|0|yes|no|on|off)",
+                                   shown);
             return RMACOLL_ERR_CONFIG;
         }
         *(int *)p = b;
@@ -863,7 +744,7 @@ static rmacoll_status_t config_parse_into(const config_field_t *f, const char *t
         int l = config_name_index_ci(f->names, text);
         if (l < 0) {
             config_join_names(f->names, names, sizeof(names));
-            config_msg(problem, plen, "'%s' is not one of %s", shown, names);
+            rmacoll__errbuf_printf(problem, plen, "'%s' is not one of %s", shown, names);
             return RMACOLL_ERR_CONFIG;
         }
         *(int *)p = l;
@@ -872,9 +753,10 @@ static rmacoll_status_t config_parse_into(const config_field_t *f, const char *t
     case CFG_KIND_SUBSYS: {
         uint32_t m = 0;
         char tok[64];
-        if (config_parse_subsys(text, &m, tok, sizeof(tok)) != RMACOLL_SUCCESS) {
+        if (rmacoll__log_subsys_parse(text, &m, tok, sizeof(tok)) != 0) {
             config_join_names(f->names, names, sizeof(names));
-            config_msg(problem, plen, "'%s' is not a subsystem (%s|all|none)", tok, names);
+            rmacoll__errbuf_printf(problem, plen,
+                                   "'%s' is not a subsystem (%s|all|none)", tok, names);
             if (bad != NULL && badlen > 0) {
                 snprintf(bad, badlen, "%s", tok);
             }
@@ -886,13 +768,13 @@ static rmacoll_status_t config_parse_into(const config_field_t *f, const char *t
     case CFG_KIND_SIZE:
         st = rmacoll__config_parse_size(text, &u);
         if (st == RMACOLL_ERR_OVERFLOW) {
-            config_msg(problem, plen, "'%s' overflows 64 bits", shown);
+            rmacoll__errbuf_printf(problem, plen, "'%s' overflows 64 bits", shown);
             return RMACOLL_ERR_CONFIG;
         }
         if (st != RMACOLL_SUCCESS) {
-            config_msg(problem, plen,
-                       "'%s' is not a size (an integer with an optional suffix B, KiB, "
-                       "MiB, GiB, TiB, K, M, G)", shown);
+            rmacoll__errbuf_printf(problem, plen,
+                                   "'%s' is not a size (an integer with an optional suffix B, KiB, "
+                                   "MiB, GiB, TiB, K, M, G)", shown);
             return RMACOLL_ERR_CONFIG;
         }
         break;
@@ -900,23 +782,24 @@ static rmacoll_status_t config_parse_into(const config_field_t *f, const char *t
     case CFG_KIND_U64:
         st = config_parse_u64(text, &u);
         if (st == RMACOLL_ERR_OVERFLOW) {
-            config_msg(problem, plen, "'%s' overflows 64 bits", shown);
+            rmacoll__errbuf_printf(problem, plen, "'%s' overflows 64 bits", shown);
             return RMACOLL_ERR_CONFIG;
         }
         if (st != RMACOLL_SUCCESS) {
-            config_msg(problem, plen, "'%s' is not an unsigned integer", shown);
+            rmacoll__errbuf_printf(problem, plen, "'%s' is not an unsigned integer", shown);
             return RMACOLL_ERR_CONFIG;
         }
         break;
     case CFG_KIND_I32:
         st = config_parse_i64(text, &i);
         if (st != RMACOLL_SUCCESS) {
-            config_msg(problem, plen, "'%s' is not an integer", shown);
+            rmacoll__errbuf_printf(problem, plen, "'%s' is not an integer", shown);
             return RMACOLL_ERR_CONFIG;
         }
         if (i < f->min || i > (int64_t)f->max) {
-            config_msg(problem, plen, "%" PRId64 " is outside [%" PRId64 ", %" PRIu64 "]", i,
-                       f->min, f->max);
+            rmacoll__errbuf_printf(problem, plen,
+                                   "%" PRId64 " is outside [%" PRId64 ", %" PRIu64 "]", i,
+                                   f->min, f->max);
             return RMACOLL_ERR_CONFIG;
         }
         *(int32_t *)p = (int32_t)i;
@@ -925,11 +808,13 @@ static rmacoll_status_t config_parse_into(const config_field_t *f, const char *t
 
     /* Unsigned kinds: the range. */
     if (u < (uint64_t)f->min) {
-        config_msg(problem, plen, "%" PRIu64 " is below the minimum %" PRId64, u, f->min);
+        rmacoll__errbuf_printf(problem, plen,
+                               "%" PRIu64 " is below the minimum %" PRId64, u, f->min);
         return RMACOLL_ERR_CONFIG;
     }
     if (u > f->max) {
-        config_msg(problem, plen, "%" PRIu64 " is above the maximum %" PRIu64, u, f->max);
+        rmacoll__errbuf_printf(problem, plen,
+                               "%" PRIu64 " is above the maximum %" PRIu64, u, f->max);
         return RMACOLL_ERR_CONFIG;
     }
     if (f->kind == CFG_KIND_U32) {
@@ -977,8 +862,8 @@ static rmacoll_status_t config_set(rmacoll_config_t *cfg, config_id_t id, const 
     config_format(f, &dsc, dcanon, sizeof(dcanon), 0);
     st = config_ext_put(cfg, CFG_KEY(id).key, strcmp(canon, dcanon) == 0 ? NULL : canon);
     if (st != RMACOLL_SUCCESS) {
-        config_msg(problem, plen, "no room left for transport keys (%d bytes in all)",
-                   RMACOLL_CONFIG_EXT_BYTES);
+        rmacoll__errbuf_printf(problem, plen, "no room left for transport keys (%d bytes in all)",
+                               RMACOLL_CONFIG_EXT_BYTES);
     }
     return st;
 }
@@ -997,6 +882,11 @@ static int config_relay_ok(const rmacoll_config_t *cfg, char *problem, size_t pl
 /* ---- finding the line of a key in the YAML text ----
  * A small scanner, not a YAML parser: good for block and flow mappings,
  * comments and quoted keys, which is what configuration files use. */
+
+static int config_is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 static int scan_boundary(const char *t, size_t i, size_t from)
 {
@@ -1400,8 +1290,9 @@ static void config_cyaml_error(const config_cyaml_log_t *lg, cyaml_err_t err, co
             line = lg->line > 0 ? lg->line : 1;
         }
         config_list_children(path, known, sizeof(known));
-        config_msg(errbuf, errlen, "config file '%s' line %d: unknown key '%s' (known: %s)",
-                   file, line, full, known);
+        rmacoll__errbuf_printf(errbuf, errlen,
+                               "config file '%s' line %d: unknown key '%s' (known: %s)",
+                               file, line, full, known);
         return;
     }
     line = 0;
@@ -1414,8 +1305,8 @@ static void config_cyaml_error(const config_cyaml_log_t *lg, cyaml_err_t err, co
     if (line == 0) {
         line = lg->line > 0 ? lg->line : 1;
     }
-    config_msg(errbuf, errlen, "config file '%s' line %d: %s%s%s", file, line, path,
-               path[0] ? ": " : "", lg->msg[0] ? lg->msg : cyaml_strerror(err));
+    rmacoll__errbuf_printf(errbuf, errlen, "config file '%s' line %d: %s%s%s", file, line, path,
+                           path[0] ? ": " : "", lg->msg[0] ? lg->msg : cyaml_strerror(err));
 }
 
 /* ---- loading ---- */
@@ -1430,19 +1321,20 @@ static rmacoll_status_t config_read_file(const char *file, char **text, size_t *
     size_t n;
 
     if (fp == NULL) {
-        config_msg(errbuf, errlen, "cannot open config file '%s': %s", file, strerror(errno));
+        rmacoll__errbuf_printf(errbuf, errlen,
+                               "cannot open config file '%s': %s", file, strerror(errno));
         return RMACOLL_ERR_CONFIG;
     }
     buf = malloc(CONFIG_FILE_MAX + 1);
     if (buf == NULL) {
         fclose(fp);
-        config_msg(errbuf, errlen, "no memory to read config file '%s'", file);
+        rmacoll__errbuf_printf(errbuf, errlen, "no memory to read config file '%s'", file);
         return RMACOLL_ERR_NO_MEMORY;
     }
     n = fread(buf, 1, CONFIG_FILE_MAX + 1, fp);
     if (ferror(fp) || n > CONFIG_FILE_MAX) {
-        config_msg(errbuf, errlen, "cannot read config file '%s': %s", file,
-                   n > CONFIG_FILE_MAX ? "larger than 1 MiB" : strerror(errno));
+        rmacoll__errbuf_printf(errbuf, errlen, "cannot read config file '%s': %s", file,
+                               n > CONFIG_FILE_MAX ? "larger than 1 MiB" : strerror(errno));
         fclose(fp);
         free(buf);
         return RMACOLL_ERR_CONFIG;
@@ -1495,7 +1387,7 @@ static rmacoll_status_t config_load_file(const char *file, rmacoll_config_t *cfg
     schema = malloc(sizeof(*schema));
     if (schema == NULL) {
         free(text);
-        config_msg(errbuf, errlen, "no memory to read config file '%s'", file);
+        rmacoll__errbuf_printf(errbuf, errlen, "no memory to read config file '%s'", file);
         return RMACOLL_ERR_NO_MEMORY;
     }
     config_schema_build(schema);
@@ -1541,8 +1433,8 @@ static rmacoll_status_t config_load_file(const char *file, rmacoll_config_t *cfg
         st = config_set(cfg, id, val, problem, sizeof(problem), bad, sizeof(bad));
         if (st != RMACOLL_SUCCESS) {
             int line = bad[0] ? config_find_line(text, len, CFG_KEY(id).key, bad, 1) : 0;
-            config_msg(errbuf, errlen, "config file '%s' line %d: %s: %s", file,
-                       line > 0 ? line : lines[id], CFG_KEY(id).key, problem);
+            rmacoll__errbuf_printf(errbuf, errlen, "config file '%s' line %d: %s: %s", file,
+                                   line > 0 ? line : lines[id], CFG_KEY(id).key, problem);
         }
     }
     cyaml_free(&ycfg, &schema->value, raw, 0);
@@ -1578,8 +1470,8 @@ static rmacoll_status_t config_load_env(rmacoll_config_t *cfg, int *from_env, ch
         from_env[id] = 1;
         if (config_set(cfg, id, val, problem, sizeof(problem), NULL, 0) !=
             RMACOLL_SUCCESS) {
-            config_msg(errbuf, errlen, "environment %s='%.64s' (%s): %s", name, val,
-                       CFG_KEY(id).key, problem);
+            rmacoll__errbuf_printf(errbuf, errlen, "environment %s='%.64s' (%s): %s", name, val,
+                                   CFG_KEY(id).key, problem);
             return RMACOLL_ERR_CONFIG;
         }
     }
@@ -1631,19 +1523,21 @@ static void config_blame(const config_id_t *ids, int n, const char *file, const 
     for (int k = 0; k < n; k++) {
         if (from_env[ids[k]]) {
             config_env_name(ids[k], name, sizeof(name));
-            config_msg(errbuf, errlen, "environment %s (%s): %s", name, CFG_KEY(ids[k]).key,
-                       problem);
+            rmacoll__errbuf_printf(errbuf, errlen,
+                                   "environment %s (%s): %s", name, CFG_KEY(ids[k]).key,
+                                   problem);
             return;
         }
     }
     for (int k = 0; k < n; k++) {
         if (lines[ids[k]] > 0) {
-            config_msg(errbuf, errlen, "config file '%s' line %d: %s: %s", file, lines[ids[k]],
-                       CFG_KEY(ids[k]).key, problem);
+            rmacoll__errbuf_printf(errbuf, errlen,
+                                   "config file '%s' line %d: %s: %s", file, lines[ids[k]],
+                                   CFG_KEY(ids[k]).key, problem);
             return;
         }
     }
-    config_msg(errbuf, errlen, "%s: %s", CFG_KEY(ids[0]).key, problem);
+    rmacoll__errbuf_printf(errbuf, errlen, "%s: %s", CFG_KEY(ids[0]).key, problem);
 }
 
 rmacoll_status_t rmacoll_config_load(const char *path, rmacoll_config_t *cfg, char *errbuf,
@@ -1656,9 +1550,9 @@ rmacoll_status_t rmacoll_config_load(const char *path, rmacoll_config_t *cfg, ch
     rmacoll_status_t st;
     const char *file = path;
 
-    config_msg(errbuf, errbuf_len, "%s", "");
+    rmacoll__errbuf_printf(errbuf, errbuf_len, "%s", "");
     if (cfg == NULL) {
-        config_msg(errbuf, errbuf_len, "config is NULL");
+        rmacoll__errbuf_printf(errbuf, errbuf_len, "config is NULL");
         return RMACOLL_ERR_INVALID_ARG;
     }
     rmacoll_config_init(&tmp);
@@ -1707,7 +1601,7 @@ rmacoll_status_t rmacoll_config_load(const char *path, rmacoll_config_t *cfg, ch
             if (id >= 0) {
                 config_blame(ids, 1, file, lines, from_env, problem, errbuf, errbuf_len);
             } else {
-                config_msg(errbuf, errbuf_len, "%s: %s", tkey, problem);
+                rmacoll__errbuf_printf(errbuf, errbuf_len, "%s: %s", tkey, problem);
             }
             return RMACOLL_ERR_CONFIG;
         }
@@ -1889,16 +1783,17 @@ rmacoll_status_t rmacoll_config_set(rmacoll_config_t *cfg, const char *key, cons
     char problem[256] = "";
 
     if (cfg == NULL || key == NULL || value == NULL || cfg->struct_size < sizeof(*cfg)) {
-        config_msg(config_err, sizeof(config_err), "rmacoll_config_set: %s",
-                   cfg == NULL ? "cfg is NULL" : key == NULL ? "key is NULL"
-                   : value == NULL ? "value is NULL"
-                   : "cfg was not initialised by rmacoll_config_init or rmacoll_config_load");
+        rmacoll__errbuf_printf(config_err, sizeof(config_err), "rmacoll_config_set: %s",
+                               cfg == NULL ? "cfg is NULL" : key == NULL ? "key is NULL"
+                               : value == NULL ? "value is NULL"
+                               : "cfg was not initialised by rmacoll_config_init or rmacoll_config_load");
         return RMACOLL_ERR_INVALID_ARG;
     }
     id = config_id_in(cfg, key);
     if (id < 0) {
-        config_msg(config_err, sizeof(config_err), "rmacoll_config_set: unknown key '%s' "
-                   "(rmacoll-info lists the keys)", key);
+        rmacoll__errbuf_printf(config_err, sizeof(config_err),
+                               "rmacoll_config_set: unknown key '%s' "
+                               "(rmacoll-info lists the keys)", key);
         return RMACOLL_ERR_CONFIG;
     }
     tmp = *cfg; /* cfg is unchanged on error */
@@ -1912,9 +1807,10 @@ rmacoll_status_t rmacoll_config_set(rmacoll_config_t *cfg, const char *key, cons
     }
     if (st != RMACOLL_SUCCESS) {
         /* a long value is quoted in part, so the reason always fits */
-        config_msg(config_err, sizeof(config_err), "rmacoll_config_set: %s = '%.48s%s': %s",
-                   key, value, strlen(value) > 48 ? "..." : "",
-                   problem[0] ? problem : rmacoll_status_string(st));
+        rmacoll__errbuf_printf(config_err, sizeof(config_err),
+                               "rmacoll_config_set: %s = '%.48s%s': %s",
+                               key, value, strlen(value) > 48 ? "..." : "",
+                               problem[0] ? problem : rmacoll_status_string(st));
         return st;
     }
     *cfg = tmp;
@@ -1928,17 +1824,18 @@ rmacoll_status_t rmacoll_config_get(const rmacoll_config_t *cfg, const char *key
 
     if (cfg == NULL || key == NULL || buf == NULL || len == 0 ||
         cfg->struct_size < sizeof(*cfg)) {
-        config_msg(config_err, sizeof(config_err), "rmacoll_config_get: %s",
-                   cfg == NULL ? "cfg is NULL" : key == NULL ? "key is NULL"
-                   : buf == NULL ? "buf is NULL" : len == 0 ? "len is 0"
-                   : "cfg was not initialised by rmacoll_config_init or rmacoll_config_load");
+        rmacoll__errbuf_printf(config_err, sizeof(config_err), "rmacoll_config_get: %s",
+                               cfg == NULL ? "cfg is NULL" : key == NULL ? "key is NULL"
+                               : buf == NULL ? "buf is NULL" : len == 0 ? "len is 0"
+                               : "cfg was not initialised by rmacoll_config_init or rmacoll_config_load");
         return RMACOLL_ERR_INVALID_ARG;
     }
     id = config_id_in(cfg, key);
     if (id < 0) {
         buf[0] = '\0';
-        config_msg(config_err, sizeof(config_err), "rmacoll_config_get: unknown key '%s' "
-                   "(rmacoll-info lists the keys)", key);
+        rmacoll__errbuf_printf(config_err, sizeof(config_err),
+                               "rmacoll_config_get: unknown key '%s' "
+                               "(rmacoll-info lists the keys)", key);
         return RMACOLL_ERR_CONFIG;
     }
     config_value_string(cfg, (config_id_t)id, buf, len, 0);
@@ -2061,7 +1958,7 @@ static rmacoll_status_t config_check_transports(const rmacoll_config_t *cfg, con
             if (key != NULL) {
                 *key = bad;
             }
-            config_msg(problem, plen, "%s", why);
+            rmacoll__errbuf_printf(problem, plen, "%s", why);
             return RMACOLL_ERR_CONFIG;
         }
     }
@@ -2075,16 +1972,17 @@ rmacoll_status_t rmacoll__config_check(const rmacoll_config_t *cfg, char *errbuf
     char val[RMACOLL_CONFIG_STR_MAX + 16];
     const char *tkey = NULL;
 
-    config_msg(errbuf, errlen, "%s", "");
+    rmacoll__errbuf_printf(errbuf, errlen, "%s", "");
     if (cfg == NULL || cfg->struct_size != sizeof(rmacoll_config_t)) {
-        config_msg(errbuf, errlen, "config %s struct_size is %zu, not sizeof(rmacoll_config_t) "
-                   "= %zu (fill it with rmacoll_config_init)", cfg == NULL ? "is NULL;" : "",
-                   cfg != NULL ? cfg->struct_size : (size_t)0, sizeof(rmacoll_config_t));
+        rmacoll__errbuf_printf(errbuf, errlen,
+                               "config %s struct_size is %zu, not sizeof(rmacoll_config_t) "
+                               "= %zu (fill it with rmacoll_config_init)", cfg == NULL ? "is NULL;" : "",
+                               cfg != NULL ? cfg->struct_size : (size_t)0, sizeof(rmacoll_config_t));
         return RMACOLL_ERR_INVALID_ARG;
     }
     if (config_ext_len(cfg->ext) == 0) {
-        config_msg(errbuf, errlen, "config ext: not filled by rmacoll_config_init / "
-                   "rmacoll_config_set (malformed)");
+        rmacoll__errbuf_printf(errbuf, errlen, "config ext: not filled by rmacoll_config_init / "
+                               "rmacoll_config_set (malformed)");
         return RMACOLL_ERR_CONFIG;
     }
     rmacoll_config_init(&tmp);
@@ -2098,21 +1996,23 @@ rmacoll_status_t rmacoll__config_check(const rmacoll_config_t *cfg, char *errbuf
         }
         if (f->kind == CFG_KIND_STRING || f->kind == CFG_KIND_ENUM) {
             if (memchr(p, '\0', RMACOLL_CONFIG_STR_MAX) == NULL) {
-                config_msg(errbuf, errlen, "config %s: not NUL-terminated within %d bytes", key,
-                           RMACOLL_CONFIG_STR_MAX);
+                rmacoll__errbuf_printf(errbuf, errlen,
+                                       "config %s: not NUL-terminated within %d bytes", key,
+                                       RMACOLL_CONFIG_STR_MAX);
                 return RMACOLL_ERR_CONFIG;
             }
         } else if (f->kind == CFG_KIND_BOOL) {
             int b = *(const int *)p;
             if (b != 0 && b != 1) {
-                config_msg(errbuf, errlen, "config %s: %d is not 0 or 1", key, b);
+                rmacoll__errbuf_printf(errbuf, errlen, "config %s: %d is not 0 or 1", key, b);
                 return RMACOLL_ERR_CONFIG;
             }
             continue;
         } else if (f->kind == CFG_KIND_LEVEL) {
             int l = *(const int *)p;
             if (l < RMACOLL_LOG_ERROR || l > RMACOLL_LOG_TRACE) {
-                config_msg(errbuf, errlen, "config %s: %d is not a log level (0..4)", key, l);
+                rmacoll__errbuf_printf(errbuf, errlen,
+                                       "config %s: %d is not a log level (0..4)", key, l);
                 return RMACOLL_ERR_CONFIG;
             }
             continue;
@@ -2123,16 +2023,16 @@ rmacoll_status_t rmacoll__config_check(const rmacoll_config_t *cfg, char *errbuf
         config_value_string(cfg, id, val, sizeof(val), 0);
         if (config_set(&tmp, id, val, problem, sizeof(problem), NULL, 0) !=
             RMACOLL_SUCCESS) {
-            config_msg(errbuf, errlen, "config %s: %s", key, problem);
+            rmacoll__errbuf_printf(errbuf, errlen, "config %s: %s", key, problem);
             return RMACOLL_ERR_CONFIG;
         }
     }
     if (!config_relay_ok(cfg, problem, sizeof(problem))) {
-        config_msg(errbuf, errlen, "config relay.buffer_bytes: %s", problem);
+        rmacoll__errbuf_printf(errbuf, errlen, "config relay.buffer_bytes: %s", problem);
         return RMACOLL_ERR_CONFIG;
     }
     if (config_check_transports(cfg, &tkey, problem, sizeof(problem)) != RMACOLL_SUCCESS) {
-        config_msg(errbuf, errlen, "config %s: %s", tkey, problem);
+        rmacoll__errbuf_printf(errbuf, errlen, "config %s: %s", tkey, problem);
         return RMACOLL_ERR_CONFIG;
     }
     return RMACOLL_SUCCESS;

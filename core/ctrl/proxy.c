@@ -15,13 +15,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+#include "core/base/clock.h"
+#include "core/base/text.h"
 
 /* futex(2) on a word of this process (FUTEX_PRIVATE_FLAG): sleep while
  * *w == val (at most timeout_ns), wake one sleeper. */
@@ -47,7 +42,7 @@ static rmacoll_status_t proxy_fail(rmacoll__proxy_t *px, rmacoll_status_t st,
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(px->errbuf, px->errlen, fmt, ap);
+    rmacoll__errbuf_vprintf(px->errbuf, px->errlen, fmt, ap);
     va_end(ap);
     rmacoll__log(px->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_PROXY, "%s", px->errbuf);
     return st;
@@ -105,11 +100,6 @@ void rmacoll__proxy_init(rmacoll__proxy_t *px, int rank, uint64_t timeout_ms,
     px->park_ns = RMACOLL__PROXY_PARK_NS;
     atomic_store(&px->err_peer, -1);
     pthread_mutex_init(&px->lock, NULL);
-}
-
-int rmacoll__proxy_bound(const rmacoll__proxy_t *px)
-{
-    return px->tp != NULL;
 }
 
 void rmacoll__proxy_poll(rmacoll__proxy_t *px)
@@ -242,7 +232,7 @@ rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t
                                        size_t n)
 {
     uint64_t posted = atomic_load_explicit(&px->jobs_posted, memory_order_relaxed);
-    uint64_t start = now_ms();
+    uint64_t start = rmacoll__now_ms();
     uint64_t done_seen = atomic_load_explicit(&px->jobs_done, memory_order_acquire);
 
     if (n == 0) {
@@ -256,9 +246,9 @@ rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t
         uint64_t d = atomic_load_explicit(&px->jobs_done, memory_order_acquire);
         if (d != done_seen) {
             done_seen = d;
-            start = now_ms();
+            start = rmacoll__now_ms();
         }
-        if (now_ms() - start > px->timeout_ms) {
+        if (rmacoll__now_ms() - start > px->timeout_ms) {
             return proxy_fail(px, RMACOLL_ERR_TIMEOUT,
                               "rank %d: proxy thread stalled for %llu ms", px->rank,
                               (unsigned long long)px->timeout_ms);
@@ -274,7 +264,7 @@ rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t
 
 rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
 {
-    uint64_t start = now_ms();
+    uint64_t start = rmacoll__now_ms();
     uint64_t posted = atomic_load(&px->jobs_posted);
     size_t last_pending = SIZE_MAX;
     unsigned spins = 0;
@@ -315,16 +305,16 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
         }
         if (pending < last_pending) {
             last_pending = pending; /* progress: the timeout counts silence */
-            start = now_ms();
+            start = rmacoll__now_ms();
         }
         /* a quarter more than a transport's own limit on incomplete puts
          * (timeout_ms), whose error names the silent peer */
-        if (now_ms() - start > px->timeout_ms + px->timeout_ms / 4) {
+        if (rmacoll__now_ms() - start > px->timeout_ms + px->timeout_ms / 4) {
             rmacoll__proxy_drive(px, 0);
             return proxy_fail(px, RMACOLL_ERR_TIMEOUT,
                               "rank %d: %zu network puts still incomplete after "
                               "%llu ms", px->rank, pending,
-                              (unsigned long long)(now_ms() - start));
+                              (unsigned long long)(rmacoll__now_ms() - start));
         }
         if (++spins >= RMACOLL__POLLS_BEFORE_YIELD) {
             sched_yield();

@@ -14,19 +14,17 @@
 #include <time.h>
 
 #include "core/exec/call.h"
+#include "core/base/clock.h"
 #include "core/comm/comm.h"
 #include "core/plan/validate.h"
 
 /* Per-call stage timing, logged at TRACE (cheap when off). */
 static uint64_t prof_ns(const rmacoll_comm_t *comm)
 {
-    struct timespec ts;
-
     if (comm->log.level < RMACOLL_LOG_TRACE) {
         return 0;
     }
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return rmacoll__now_ns();
 }
 
 /* The memory mode of a call. */

@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "core/exec/call.h"
+#include "core/base/clock.h"
 #include "core/comm/comm.h"
 #include "core/plan/topo.h"
 
@@ -485,14 +486,6 @@ const rmacoll__runner_t rmacoll__run_hmem = {
     .release = staged_release,
 };
 
-static uint64_t copies_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 rmacoll_status_t rmacoll__device_copies_wait(rmacoll_comm_t *comm, rmacoll__tinst_t *ti)
 {
     uint64_t start = 0;
@@ -506,7 +499,7 @@ rmacoll_status_t rmacoll__device_copies_wait(rmacoll_comm_t *comm, rmacoll__tins
         }
         rmacoll__proxy_poll(&comm->proxy); /* the network keeps moving meanwhile */
         if (spins % 256 == 255) {
-            uint64_t now = copies_now_ms();
+            uint64_t now = rmacoll__now_ms();
             if (start == 0) {
                 start = now;
             } else if (now - start > comm->cfg.timeout_ms) {

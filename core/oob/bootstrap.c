@@ -21,6 +21,8 @@
  */
 #define _GNU_SOURCE /* accept4 */
 #include "core/oob/bootstrap.h"
+#include "core/base/clock.h"
+#include "core/base/text.h"
 #include "core/config/env.h"
 
 #include <arpa/inet.h>
@@ -108,14 +110,6 @@ struct rmacoll__bootstrap {
 
 /* ---------------------------------------------------------------- helpers */
 
-static uint64_t bs_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static uint64_t bs_add_ms(uint64_t t, uint64_t ms)
 {
     return (ms > UINT64_MAX - t) ? UINT64_MAX : t + ms;
@@ -123,7 +117,7 @@ static uint64_t bs_add_ms(uint64_t t, uint64_t ms)
 
 static int bs_poll_ms(uint64_t deadline)
 {
-    uint64_t now = bs_now_ms();
+    uint64_t now = rmacoll__now_ms();
 
     if (deadline == UINT64_MAX) {
         return -1;
@@ -282,7 +276,7 @@ static void bs_send_error(int fd, rmacoll_status_t st, const char *text, int cul
     size_t n = strlen(text);
     bs_hdr_t h = {.type = BS_MSG_ERROR, .arg = (uint32_t)st, .a = n,
                   .b = culprit >= 0 ? (uint64_t)culprit + 1 : 0};
-    uint64_t deadline = bs_add_ms(bs_now_ms(), 1000);
+    uint64_t deadline = bs_add_ms(rmacoll__now_ms(), 1000);
 
     if (bs_send_hdr(fd, &h, deadline) == 0) {
         (void)bs_send_all(fd, text, n, deadline);
@@ -606,7 +600,7 @@ static void bs_root_fail(bs_root_t *rt, rmacoll_status_t st, const char *fmt, ..
         }
         shutdown(c->fd, SHUT_WR);
     }
-    deadline = bs_add_ms(bs_now_ms(), BS_DRAIN_MS);
+    deadline = bs_add_ms(rmacoll__now_ms(), BS_DRAIN_MS);
     for (;;) {
         int n = 0;
         for (int r = 0; rt->ranks != NULL && r < rt->nranks; r++) {
@@ -687,7 +681,7 @@ static void bs_root_reject(bs_root_t *rt, bs_rconn_t *c, const char *fmt, ...)
 static void bs_root_progress(bs_root_t *rt, int from, uint32_t seq, int in_gather)
 {
     bs_hdr_t h = {.type = BS_MSG_PROGRESS, .arg = seq};
-    uint64_t dl = bs_add_ms(bs_now_ms(), 1000);
+    uint64_t dl = bs_add_ms(rmacoll__now_ms(), 1000);
 
     for (int q = 0; q < rt->nranks; q++) {
         bs_rconn_t *c = &rt->ranks[q];
@@ -763,13 +757,13 @@ static int bs_root_hello(bs_root_t *rt, bs_rconn_t *c)
     c->fd = -1;
     rt->nconnected++;
     /* silence: the rendezvous fails when no rank joined for timeout_ms */
-    rt->deadline = bs_add_ms(bs_now_ms(), h.c);
+    rt->deadline = bs_add_ms(rmacoll__now_ms(), h.c);
     rmacoll__log(&rt->lg, RMACOLL_LOG_DEBUG, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                  "bootstrap root %s: rank %d of %d connected from %s", rt->addr,
                  rank, nranks, rt->ranks[rank].peer);
     if (rt->nconnected == rt->nranks) {
         bs_hdr_t w = {.type = BS_MSG_WELCOME, .a = (uint64_t)rt->nranks};
-        uint64_t wdl = bs_add_ms(bs_now_ms(), 1000);
+        uint64_t wdl = bs_add_ms(rmacoll__now_ms(), 1000);
         for (int r = 0; r < rt->nranks; r++) {
             if (bs_send_hdr(rt->ranks[r].fd, &w, wdl) != 0) {
                 bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
@@ -816,7 +810,7 @@ static void bs_root_accept(bs_root_t *rt)
     bs_rconn_t *c = &rt->pending[rt->npending++];
     memset(c, 0, sizeof(*c));
     c->fd = fd;
-    c->deadline = bs_add_ms(bs_now_ms(), BS_HELLO_TIMEOUT_MS);
+    c->deadline = bs_add_ms(rmacoll__now_ms(), BS_HELLO_TIMEOUT_MS);
     bs_sockaddr_str((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
     bs_fd_tune(fd);
 }
@@ -846,7 +840,7 @@ static void bs_root_start_scatter(bs_root_t *rt)
     bs_hdr_encode(&h, rt->res_hdr);
     rt->phase = BS_PH_SCATTER;
     rt->ndrained = 0;
-    rt->deadline = bs_add_ms(bs_now_ms(), rt->op_timeout_ms);
+    rt->deadline = bs_add_ms(rmacoll__now_ms(), rt->op_timeout_ms);
 }
 
 /* Gather-phase input from rank r. 0 ok, -1 root failed. */
@@ -947,7 +941,7 @@ static int bs_root_gather_input(bs_root_t *rt, int r)
             rt->op_timeout_ms = h.b;
         }
         /* silence: the allgather fails when no rank entered for timeout_ms */
-        rt->deadline = bs_add_ms(bs_now_ms(), rt->op_timeout_ms);
+        rt->deadline = bs_add_ms(rmacoll__now_ms(), rt->op_timeout_ms);
         bs_root_progress(rt, r, rt->op_seq, 1);
     }
     while (c->pay_got < rt->op_bytes) {
@@ -1132,7 +1126,7 @@ static void *bs_root_main(void *arg)
         if (rt->pfds[0].revents & POLLIN) {
             bs_root_accept(rt);
         }
-        uint64_t now = bs_now_ms();
+        uint64_t now = rmacoll__now_ms();
         for (int i = 0; i < npend && !failed; i++) {
             bs_rconn_t *c = &rt->pending[i];
             if (rt->pfds[base_pending + i].revents != 0) {
@@ -1192,7 +1186,7 @@ static void *bs_root_main(void *arg)
         if (failed) {
             break;
         }
-        if (rt->deadline != UINT64_MAX && bs_now_ms() >= rt->deadline) {
+        if (rt->deadline != UINT64_MAX && rmacoll__now_ms() >= rt->deadline) {
             bs_root_timeout(rt);
             break;
         }
@@ -1403,7 +1397,7 @@ static rmacoll_status_t bs_read_error(rmacoll__bootstrap_t *bs, const bs_hdr_t *
     size_t n = h->a < BS_ERRTEXT_MAX ? (size_t)h->a : BS_ERRTEXT_MAX;
     rmacoll_status_t st = bs_status_from_wire(h->arg);
 
-    if (bs_recv_all(bs->fd, text, n, bs_add_ms(bs_now_ms(), 1000)) != 0) {
+    if (bs_recv_all(bs->fd, text, n, bs_add_ms(rmacoll__now_ms(), 1000)) != 0) {
         n = 0;
     }
     text[n] = '\0';
@@ -1463,7 +1457,7 @@ static int bs_connect(const bs_id_t *d, uint64_t deadline, int *last)
         }
         close(fd);
         *last = err;
-        uint64_t now = bs_now_ms();
+        uint64_t now = rmacoll__now_ms();
         if (now >= deadline) {
             return -1;
         }
@@ -1487,7 +1481,7 @@ rmacoll_status_t rmacoll__bootstrap_create_ex(const rmacoll_unique_id_t *id,
 {
     rmacoll__bootstrap_t *bs;
     bs_id_t d;
-    uint64_t start = bs_now_ms(), deadline;
+    uint64_t start = rmacoll__now_ms(), deadline;
     int last;
     int err;
     bs_hdr_t h;
@@ -1530,7 +1524,7 @@ rmacoll_status_t rmacoll__bootstrap_create_ex(const rmacoll_unique_id_t *id,
         return last == ETIMEDOUT || last == ECONNREFUSED ? RMACOLL_ERR_TIMEOUT
                                                           : RMACOLL_ERR_BOOTSTRAP;
     }
-    uint64_t now = bs_now_ms();
+    uint64_t now = rmacoll__now_ms();
     h = (bs_hdr_t){.type = BS_MSG_HELLO, .arg = BS_PROTO_VERSION, .a = d.magic,
                    .b = ((uint64_t)(uint32_t)rank << 32) | (uint32_t)nranks,
                    .c = deadline > now ? deadline - now : 1};
@@ -1541,7 +1535,7 @@ rmacoll_status_t rmacoll__bootstrap_create_ex(const rmacoll_unique_id_t *id,
         if (err != 0 || h.type != BS_MSG_PROGRESS) {
             break;
         }
-        deadline = bs_add_ms(bs_now_ms(), bs->timeout_ms); /* another rank joined */
+        deadline = bs_add_ms(rmacoll__now_ms(), bs->timeout_ms); /* another rank joined */
     }
     rmacoll_status_t st = RMACOLL_SUCCESS;
     if (err != 0) {
@@ -1564,7 +1558,7 @@ rmacoll_status_t rmacoll__bootstrap_create_ex(const rmacoll_unique_id_t *id,
     }
     rmacoll__log(&bs->lg, RMACOLL_LOG_DEBUG, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                  "bootstrap rank %d of %d: joined the root %s in %" PRIu64 " ms",
-                 rank, nranks, bs->root_addr, bs_now_ms() - start);
+                 rank, nranks, bs->root_addr, rmacoll__now_ms() - start);
     *out = bs;
     return RMACOLL_SUCCESS;
 }
@@ -1653,7 +1647,7 @@ static rmacoll_status_t bs_op_send(rmacoll__bootstrap_t *bs, const uint8_t *hdr,
             /* The root may have said why before closing. */
             uint8_t hb[BS_HDR_BYTES];
             bs_hdr_t h;
-            if (bs_recv_all(bs->fd, hb, sizeof(hb), bs_add_ms(bs_now_ms(), 200)) == 0) {
+            if (bs_recv_all(bs->fd, hb, sizeof(hb), bs_add_ms(rmacoll__now_ms(), 200)) == 0) {
                 bs_hdr_decode(hb, &h);
                 if (h.type == BS_MSG_ERROR) {
                     return bs_read_error(bs, &h, what);
@@ -1684,7 +1678,7 @@ static rmacoll_status_t bs_op_send(rmacoll__bootstrap_t *bs, const uint8_t *hdr,
                 return bs_read_error(bs, &h, what);
             }
             if (h.type == BS_MSG_PROGRESS) {
-                deadline = bs_add_ms(bs_now_ms(), bs->timeout_ms + bs->grace_ms);
+                deadline = bs_add_ms(rmacoll__now_ms(), bs->timeout_ms + bs->grace_ms);
                 continue; /* another rank entered */
             }
             rmacoll__log(&bs->lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
@@ -1732,7 +1726,7 @@ rmacoll_status_t rmacoll__bootstrap_allgather(rmacoll__bootstrap_t *bs,
     }
     snprintf(what, sizeof(what), "allgather #%u of %zu bytes", bs->seq, bytes);
     total = (uint64_t)bytes * (uint64_t)bs->nranks;
-    deadline = bs_add_ms(bs_now_ms(), bs->timeout_ms + bs->grace_ms);
+    deadline = bs_add_ms(rmacoll__now_ms(), bs->timeout_ms + bs->grace_ms);
     h = (bs_hdr_t){.type = BS_MSG_OP, .arg = bs->seq, .a = bytes, .b = bs->timeout_ms};
     bs_hdr_encode(&h, hb);
     st = bs_op_send(bs, hb, send, bytes, deadline, what);
@@ -1749,7 +1743,7 @@ rmacoll_status_t rmacoll__bootstrap_allgather(rmacoll__bootstrap_t *bs,
             break;
         }
         /* another rank entered: the silence counts from now */
-        deadline = bs_add_ms(bs_now_ms(), bs->timeout_ms + bs->grace_ms);
+        deadline = bs_add_ms(rmacoll__now_ms(), bs->timeout_ms + bs->grace_ms);
     }
     if (h.type == BS_MSG_ERROR) {
         return bs_fail(bs, bs_read_error(bs, &h, what));
@@ -1814,11 +1808,11 @@ rmacoll_status_t rmacoll__bootstrap_poll_error(rmacoll__bootstrap_t *bs, int *ra
              * here, not e.g. an allgather another rank entered early */
             return RMACOLL_SUCCESS;
         }
-        if (bs_recv_all(bs->fd, hb, sizeof(hb), bs_add_ms(bs_now_ms(), 1000)) != 0) {
+        if (bs_recv_all(bs->fd, hb, sizeof(hb), bs_add_ms(rmacoll__now_ms(), 1000)) != 0) {
             return RMACOLL_SUCCESS;
         }
         size_t tn = h.a < BS_ERRTEXT_MAX ? (size_t)h.a : BS_ERRTEXT_MAX;
-        if (bs_recv_all(bs->fd, bs->reported_text, tn, bs_add_ms(bs_now_ms(), 1000)) != 0) {
+        if (bs_recv_all(bs->fd, bs->reported_text, tn, bs_add_ms(rmacoll__now_ms(), 1000)) != 0) {
             tn = 0;
         }
         bs->reported_text[tn] = '\0';
@@ -1854,7 +1848,7 @@ void rmacoll__bootstrap_destroy(rmacoll__bootstrap_t *bs)
          * exit as soon as this returns. */
         bs_hdr_t h = {.type = BS_MSG_BYE};
         uint64_t wait = bs->timeout_ms < 5000 ? bs->timeout_ms : 5000;
-        uint64_t deadline = bs_add_ms(bs_now_ms(), wait);
+        uint64_t deadline = bs_add_ms(rmacoll__now_ms(), wait);
         if (bs_send_hdr(bs->fd, &h, deadline) == 0) {
             uint8_t b;
             shutdown(bs->fd, SHUT_WR);
@@ -1872,25 +1866,6 @@ rmacoll_status_t rmacoll__bootstrap_allgather_cb(void *ctx, const void *send,
 }
 
 /* --------------------------------------------------------- launcher env */
-
-static int bs_env_int(const char *name, long lo, long hi, int *out, int *bad)
-{
-    const char *s = getenv(name);
-    char *end;
-    long v;
-
-    if (s == NULL || s[0] == '\0') {
-        return 0;
-    }
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < lo || v > hi) {
-        *bad = 1;
-        return 0;
-    }
-    *out = (int)v;
-    return 1;
-}
 
 #ifdef RMACOLL_HAVE_PMIX
 /* ---- PMIx wire-up (mpirun, srun --mpi=pmix, prterun) ----
@@ -2150,8 +2125,8 @@ rmacoll_status_t rmacoll__bootstrap_from_env(int *rank, int *nranks,
     rmacoll__logger_default(&lg);
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
         int bad = 0;
-        int hr = bs_env_int(pairs[i][0], 0, 1 << 30, &r, &bad);
-        int hn = bs_env_int(pairs[i][1], 1, 1 << 30, &n, &bad);
+        int hr = rmacoll__env_int(pairs[i][0], 0, 1 << 30, &r, &bad);
+        int hn = rmacoll__env_int(pairs[i][1], 1, 1 << 30, &n, &bad);
         if (bad || (hr != hn)) {
             rmacoll__log(&lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                          "bootstrap: launcher variables %s='%s' %s='%s' are not a "
@@ -2195,7 +2170,7 @@ rmacoll_status_t rmacoll__bootstrap_from_env(int *rank, int *nranks,
     } else {
         const char *ma = getenv("MASTER_ADDR");
         int mp = 0, bad = 0;
-        if (ma == NULL || ma[0] == '\0' || !bs_env_int("MASTER_PORT", 1, 65534, &mp, &bad)) {
+        if (ma == NULL || ma[0] == '\0' || !rmacoll__env_int("MASTER_PORT", 1, 65534, &mp, &bad)) {
             rmacoll__log(&lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                          "bootstrap: set RMACOLL_BOOTSTRAP_ADDR=host:port, or "
                          "MASTER_ADDR and MASTER_PORT (the bootstrap uses MASTER_PORT+1)");
