@@ -14,6 +14,7 @@
 
 #include "core/exec/call.h"
 #include "core/config/config_internal.h"
+#include "core/plan/plan_config.h"
 #include "core/plan/sched_registry.h"
 #include "core/plan/topo.h"
 #include "core/base/text.h"

@@ -27,8 +27,6 @@
 #include <cyaml/cyaml.h>
 
 #include "rmacoll_transport.h"
-#include "core/plan/plan.h"
-#include "core/xport/transport.h"
 #include "core/base/log.h"
 #include "core/base/text.h"
 
@@ -868,15 +866,69 @@ static rmacoll_status_t config_set(rmacoll_config_t *cfg, config_id_t id, const 
     return st;
 }
 
-/* The planner's relay slot rule (rmacoll__plan_relay_rule), in its part
- * that needs no topology: relay.buffer_bytes / relay.slots must hold one
- * element of the widest type. rmacoll_comm_create applies the whole rule. */
-static int config_relay_ok(const rmacoll_config_t *cfg, char *problem, size_t plen)
-{
-    rmacoll__plan_cfg_t pcfg;
+/* ---- the components' hooks (rmacoll__config_register) ---- */
 
-    rmacoll__plan_cfg_from(cfg, &pcfg);
-    return rmacoll__plan_relay_rule(NULL, &pcfg, NULL, problem, plen);
+static struct {
+    pthread_mutex_t lock;
+    _Atomic size_t n;   /* entries [0, n) are set */
+    const rmacoll__config_hooks_t *set[RMACOLL__CONFIG_MAX_HOOKS];
+} config_hooks = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+rmacoll_status_t rmacoll__config_register(const rmacoll__config_hooks_t *hooks)
+{
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+    size_t n;
+
+    if (hooks == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    pthread_mutex_lock(&config_hooks.lock);
+    n = config_hooks.n;
+    for (size_t i = 0; i < n; i++) {
+        if (config_hooks.set[i] == hooks) {
+            pthread_mutex_unlock(&config_hooks.lock);
+            return RMACOLL_SUCCESS;
+        }
+    }
+    if (n == RMACOLL__CONFIG_MAX_HOOKS) {
+        st = RMACOLL_ERR_NO_MEMORY;
+    } else {
+        config_hooks.set[n] = hooks;
+        config_hooks.n = n + 1;
+    }
+    pthread_mutex_unlock(&config_hooks.lock);
+    return st;
+}
+
+/* Lets every component declare the keys cfg brings with it (a transport
+ * plugin it names); one that cannot adds no keys (create reports why). */
+static void config_declare_keys(const rmacoll_config_t *cfg)
+{
+    size_t n = config_hooks.n;
+
+    for (size_t i = 0; i < n; i++) {
+        if (config_hooks.set[i]->declare_keys != NULL) {
+            config_hooks.set[i]->declare_keys(cfg);
+        }
+    }
+}
+
+/* The components' rules over several keys (the planner's relay slot
+ * rule): NULL when cfg passes them all, else the keys of the first that
+ * fails (NULL-terminated), with why in problem. */
+static const char *const *config_rules_fail(const rmacoll_config_t *cfg, char *problem,
+                                            size_t plen)
+{
+    static const char *const none[] = {"", NULL};
+    size_t n = config_hooks.n;
+
+    for (size_t i = 0; i < n; i++) {
+        const rmacoll__config_hooks_t *h = config_hooks.set[i];
+        if (h->check != NULL && !h->check(cfg, problem, plen)) {
+            return h->check_keys != NULL && h->check_keys[0] != NULL ? h->check_keys : none;
+        }
+    }
+    return NULL;
 }
 
 /* ---- finding the line of a key in the YAML text ----
@@ -1478,7 +1530,7 @@ static rmacoll_status_t config_load_env(rmacoll_config_t *cfg, int *from_env, ch
     return RMACOLL_SUCCESS;
 }
 
-void rmacoll_config_init(rmacoll_config_t *cfg)
+void rmacoll__config_init(rmacoll_config_t *cfg)
 {
     if (cfg == NULL) {
         return;
@@ -1489,27 +1541,6 @@ void rmacoll_config_init(rmacoll_config_t *cfg)
         /* The defaults are parsed from the table, so the table is the truth;
          * test_config checks that every one parses. */
         (void)config_set(cfg, id, CFG_KEY(id).default_str, NULL, 0, NULL, 0);
-    }
-}
-
-/* Loads the plugins cfg names as transports (plugin:PATH), so that their
- * keys are known; one that cannot be loaded adds no keys (create reports
- * why). */
-static void config_peek_plugins(const rmacoll_config_t *cfg)
-{
-    const char *specs[2] = {cfg->intra_node, cfg->inter_node};
-
-    for (int k = 0; k < 2; k++) {
-        rmacoll__tops_t t;
-        char err[512];
-
-        if (memchr(specs[k], '\0', RMACOLL_CONFIG_STR_MAX) == NULL ||
-            strncmp(specs[k], CONFIG_PLUGIN_PREFIX, strlen(CONFIG_PLUGIN_PREFIX)) != 0) {
-            continue;
-        }
-        if (rmacoll__tops_find(specs[k], "transports", &t, err, sizeof(err)) == RMACOLL_SUCCESS) {
-            rmacoll__tops_release(&t);
-        }
     }
 }
 
@@ -1540,8 +1571,8 @@ static void config_blame(const config_id_t *ids, int n, const char *file, const 
     rmacoll__errbuf_printf(errbuf, errlen, "%s: %s", CFG_KEY(ids[0]).key, problem);
 }
 
-rmacoll_status_t rmacoll_config_load(const char *path, rmacoll_config_t *cfg, char *errbuf,
-                                     size_t errbuf_len)
+rmacoll_status_t rmacoll__config_load(const char *path, rmacoll_config_t *cfg, char *errbuf,
+                                      size_t errbuf_len)
 {
     rmacoll_config_t tmp;
     int lines[CONFIG_MAX_KEYS] = {0};
@@ -1549,13 +1580,14 @@ rmacoll_status_t rmacoll_config_load(const char *path, rmacoll_config_t *cfg, ch
     char problem[320];
     rmacoll_status_t st;
     const char *file = path;
+    const char *const *rule_keys;
 
     rmacoll__errbuf_printf(errbuf, errbuf_len, "%s", "");
     if (cfg == NULL) {
         rmacoll__errbuf_printf(errbuf, errbuf_len, "config is NULL");
         return RMACOLL_ERR_INVALID_ARG;
     }
-    rmacoll_config_init(&tmp);
+    rmacoll__config_init(&tmp);
     if (file == NULL) {
         file = getenv("RMACOLL_CONFIG");
         if (file != NULL && file[0] == '\0') {
@@ -1563,7 +1595,7 @@ rmacoll_status_t rmacoll_config_load(const char *path, rmacoll_config_t *cfg, ch
         }
     }
     /* Pass 1, unknown keys ignored: which transports, so that the keys of
-     * a plugin named there are known (config_peek_plugins) in pass 2. */
+     * a plugin named there are known (config_declare_keys) in pass 2. */
     if (file != NULL) {
         st = config_load_file(file, &tmp, lines, 1, errbuf, errbuf_len);
         if (st != RMACOLL_SUCCESS) {
@@ -1574,8 +1606,8 @@ rmacoll_status_t rmacoll_config_load(const char *path, rmacoll_config_t *cfg, ch
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
-    config_peek_plugins(&tmp);
-    rmacoll_config_init(&tmp);
+    config_declare_keys(&tmp);
+    rmacoll__config_init(&tmp);
     memset(lines, 0, sizeof(lines));
     memset(from_env, 0, sizeof(from_env));
     if (file != NULL) {
@@ -1588,9 +1620,21 @@ rmacoll_status_t rmacoll_config_load(const char *path, rmacoll_config_t *cfg, ch
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
-    if (!config_relay_ok(&tmp, problem, sizeof(problem))) {
-        config_id_t ids[2] = {CFG_CORE(CFG_RELAY_BUFFER_BYTES), CFG_CORE(CFG_RELAY_SLOTS)};
-        config_blame(ids, 2, file, lines, from_env, problem, errbuf, errbuf_len);
+    rule_keys = config_rules_fail(&tmp, problem, sizeof(problem));
+    if (rule_keys != NULL) {
+        config_id_t ids[RMACOLL__CONFIG_MAX_HOOKS];
+        int n = 0;
+        for (int k = 0; rule_keys[k] != NULL && n < RMACOLL__CONFIG_MAX_HOOKS; k++) {
+            int id = config_id_of(rule_keys[k]);
+            if (id >= 0) {
+                ids[n++] = (config_id_t)id;
+            }
+        }
+        if (n > 0) {
+            config_blame(ids, n, file, lines, from_env, problem, errbuf, errbuf_len);
+        } else {
+            rmacoll__errbuf_printf(errbuf, errbuf_len, "%s: %s", rule_keys[0], problem);
+        }
         return RMACOLL_ERR_CONFIG;
     }
     {
@@ -1760,7 +1804,7 @@ static int config_id_in(const rmacoll_config_t *cfg, const char *key)
     int id = config_id_of(key);
 
     if (id < 0 && key != NULL) {
-        config_peek_plugins(cfg);
+        config_declare_keys(cfg);
         id = config_id_of(key);
     }
     return id;
@@ -1775,7 +1819,7 @@ const char *rmacoll_config_last_error(void)
     return config_err;
 }
 
-rmacoll_status_t rmacoll_config_set(rmacoll_config_t *cfg, const char *key, const char *value)
+rmacoll_status_t rmacoll__config_set(rmacoll_config_t *cfg, const char *key, const char *value)
 {
     rmacoll_config_t tmp;
     int id;
@@ -1817,8 +1861,8 @@ rmacoll_status_t rmacoll_config_set(rmacoll_config_t *cfg, const char *key, cons
     return RMACOLL_SUCCESS;
 }
 
-rmacoll_status_t rmacoll_config_get(const rmacoll_config_t *cfg, const char *key, char *buf,
-                                    size_t len)
+rmacoll_status_t rmacoll__config_get(const rmacoll_config_t *cfg, const char *key, char *buf,
+                                     size_t len)
 {
     int id;
 
@@ -1971,6 +2015,7 @@ rmacoll_status_t rmacoll__config_check(const rmacoll_config_t *cfg, char *errbuf
     char problem[320];
     char val[RMACOLL_CONFIG_STR_MAX + 16];
     const char *tkey = NULL;
+    const char *const *rule_keys;
 
     rmacoll__errbuf_printf(errbuf, errlen, "%s", "");
     if (cfg == NULL || cfg->struct_size != sizeof(rmacoll_config_t)) {
@@ -1985,7 +2030,7 @@ rmacoll_status_t rmacoll__config_check(const rmacoll_config_t *cfg, char *errbuf
                                "rmacoll_config_set (malformed)");
         return RMACOLL_ERR_CONFIG;
     }
-    rmacoll_config_init(&tmp);
+    rmacoll__config_init(&tmp);
     for (size_t id = 0; id < config_nkeys(); id++) {
         const config_field_t *f = &CFG_FIELD(id);
         const char *key = CFG_KEY(id).key;
@@ -2027,8 +2072,9 @@ rmacoll_status_t rmacoll__config_check(const rmacoll_config_t *cfg, char *errbuf
             return RMACOLL_ERR_CONFIG;
         }
     }
-    if (!config_relay_ok(cfg, problem, sizeof(problem))) {
-        rmacoll__errbuf_printf(errbuf, errlen, "config relay.buffer_bytes: %s", problem);
+    rule_keys = config_rules_fail(cfg, problem, sizeof(problem));
+    if (rule_keys != NULL) {
+        rmacoll__errbuf_printf(errbuf, errlen, "config %s: %s", rule_keys[0], problem);
         return RMACOLL_ERR_CONFIG;
     }
     if (config_check_transports(cfg, &tkey, problem, sizeof(problem)) != RMACOLL_SUCCESS) {
