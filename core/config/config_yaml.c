@@ -1,0 +1,588 @@
+/*
+ * config_yaml.c - reading a YAML configuration file with libcyaml: the
+ * schema (every leaf a string in one flat struct, parsed afterwards by
+ * config_value.c), libcyaml's error log captured and reworded with the
+ * dotted key and its line, which a small scanner of the text finds
+ * (libcyaml's own line numbers point at the enclosing mapping).
+ */
+#include "core/config/config_priv.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <pthread.h>
+
+#include <cyaml/cyaml.h>
+
+#include "core/base/log.h"
+#include "core/base/text.h"
+
+/* ---- finding the line of a key in the YAML text ----
+ * A small scanner, not a YAML parser: good for block and flow mappings,
+ * comments and quoted keys, which is what configuration files use. */
+
+static int config_is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static int scan_boundary(const char *t, size_t i, size_t from)
+{
+    return i == from || i == 0 || strchr(" \t\n{[,", t[i - 1]) != NULL;
+}
+
+/* Is there `key:` (optionally quoted) at t[pos]? *after: just past the colon. */
+static int scan_key_at(const char *t, size_t len, size_t pos, const char *key, size_t *after)
+{
+    size_t klen = strlen(key);
+    size_t p = pos;
+    char q = 0;
+
+    if (t[p] == '"' || t[p] == '\'') {
+        q = t[p++];
+    }
+    if (p + klen > len || memcmp(t + p, key, klen) != 0) {
+        return 0;
+    }
+    p += klen;
+    if (q != 0) {
+        if (p >= len || t[p] != q) {
+            return 0;
+        }
+        p++;
+    }
+    while (p < len && (t[p] == ' ' || t[p] == '\t')) {
+        p++;
+    }
+    if (p >= len || t[p] != ':') {
+        return 0;
+    }
+    p++;
+    if (q == 0 && p < len && !config_is_space(t[p])) {
+        return 0;
+    }
+    *after = p;
+    return 1;
+}
+
+/*
+ * Position of the first `key:` in t[from, to) outside comments and quoted
+ * scalars, at column 0 if top_level; -1 if none. Also matches a bare word
+ * (a sequence entry) when word_only is set.
+ */
+static long scan_find(const char *t, size_t from, size_t to, const char *key, int top_level,
+                      int word_only, size_t *after)
+{
+    int in_comment = 0;
+    char quote = 0;
+
+    for (size_t i = from; i < to; i++) {
+        char c = t[i];
+        int at_start = i == 0 || t[i - 1] == '\n';
+
+        if (c == '\n') {
+            in_comment = 0;
+            quote = 0;
+            continue;
+        }
+        if (in_comment) {
+            continue;
+        }
+        if (quote != 0) {
+            if (c == '\\' && quote == '"') {
+                i++;
+            } else if (c == quote) {
+                quote = 0;
+            }
+            continue;
+        }
+        if (c == '#' && (i == 0 || config_is_space(t[i - 1]))) {
+            in_comment = 1;
+            continue;
+        }
+        if (!scan_boundary(t, i, from)) {
+            continue;
+        }
+        if (word_only) {
+            size_t n = strlen(key);
+            if (i + n <= to && memcmp(t + i, key, n) == 0 &&
+                (i + n == to || strchr(" \t\r\n,]#", t[i + n]) != NULL)) {
+                *after = i + n;
+                return (long)i;
+            }
+        } else if ((!top_level || at_start) && scan_key_at(t, to, i, key, after)) {
+            return (long)i;
+        }
+        if (c == '"' || c == '\'') {
+            quote = c;
+        }
+    }
+    return -1;
+}
+
+/* End of the block that starts at pos: the next line beginning at column 0. */
+static size_t scan_block_end(const char *t, size_t len, size_t pos)
+{
+    for (size_t i = pos; i + 1 < len; i++) {
+        if (t[i] == '\n' && strchr(" \t\r\n#", t[i + 1]) == NULL) {
+            return i + 1;
+        }
+    }
+    return len;
+}
+
+static int scan_line_of(const char *t, size_t pos)
+{
+    int line = 1;
+
+    for (size_t i = 0; i < pos; i++) {
+        line += t[i] == '\n';
+    }
+    return line;
+}
+
+/*
+ * Where the last key of dotted path ("timeout_ms", "relay.slots": at most
+ * two levels) may stand in t: [*from, *end), *key its name, *top whether
+ * at column 0 (a top-level key). 0 when the section is not in t.
+ */
+static int config_key_scope(const char *t, size_t len, const char *path, size_t *from,
+                            size_t *end, const char **key, int *top)
+{
+    const char *dot = strchr(path, '.');
+    char parent[64];
+    size_t plen, after = 0;
+
+    *from = 0;
+    *end = len;
+    *key = path;
+    *top = 1;
+    if (dot == NULL) {
+        return 1;
+    }
+    plen = (size_t)(dot - path);
+    if (plen >= sizeof(parent)) {
+        return 0;
+    }
+    memcpy(parent, path, plen);
+    parent[plen] = '\0';
+    if (scan_find(t, 0, len, parent, 1, 0, &after) < 0) {
+        return 0;
+    }
+    *from = after;
+    *end = scan_block_end(t, len, after);
+    *key = dot + 1;
+    *top = 0;
+    return 1;
+}
+
+/*
+ * Line (1-based) of the nth (1, or 2 for libcyaml's "mapping field already
+ * seen") `key:` of dotted key path ("relay.slots", at most two levels) in
+ * t, or of the sequence entry `item` under it when item is not NULL and
+ * found; 0 when the key is not found.
+ */
+static int config_find_line(const char *t, size_t len, const char *path, const char *item,
+                            int nth)
+{
+    size_t from, end, after = 0;
+    const char *key;
+    int top;
+    long pos = -1;
+
+    if (t == NULL || !config_key_scope(t, len, path, &from, &end, &key, &top)) {
+        return 0;
+    }
+    for (int k = 0; k < nth; k++) {
+        size_t start = k == 0 ? from : after;
+
+        pos = scan_find(t, start, end, key, top, 0, &after);
+        if (pos < 0 && top) { /* a top-level flow mapping: keys not at column 0 */
+            pos = scan_find(t, start, end, key, 0, 0, &after);
+        }
+        if (pos < 0) {
+            return 0;
+        }
+    }
+    if (item != NULL && item[0] != '\0') {
+        size_t a2;
+        long ipos = scan_find(t, after, scan_block_end(t, len, after), item, 0, 1, &a2);
+        if (ipos >= 0) {
+            pos = ipos;
+        }
+    }
+    return scan_line_of(t, (size_t)pos);
+}
+
+/* ---- libcyaml schema: every leaf a string, all in one flat struct ----
+ * Built from the registry at each load (the keys are the core's and the
+ * transports'): a top-level key without a dot is a leaf, "a.b" a leaf b in
+ * the mapping a. log.subsystems (a SUBSYS key) is a sequence of strings. */
+
+typedef struct config_raw {
+    char *v[CONFIG_MAX_KEYS];  /* NULL: key absent */
+    char **seq;                /* the SUBSYS key's entries */
+    unsigned seq_count;
+} config_raw_t;
+
+#define CONFIG_MAX_SECTIONS 32
+
+typedef struct config_schema {
+    cyaml_schema_field_t top[CONFIG_MAX_KEYS + 1];
+    cyaml_schema_field_t child[CONFIG_MAX_KEYS + CONFIG_MAX_SECTIONS];
+    char section[CONFIG_MAX_SECTIONS][CONFIG_KEY_MAX];
+    cyaml_schema_value_t value;
+} config_schema_t;
+
+static const cyaml_schema_value_t raw_entry_schema = {
+    CYAML_VALUE_STRING(CYAML_FLAG_POINTER, char, 0, CYAML_UNLIMITED),
+};
+
+static cyaml_schema_field_t config_schema_leaf(const char *name, config_id_t id)
+{
+    if (CFG_FIELD(id).kind == CFG_KIND_SUBSYS) {
+        cyaml_schema_field_t f = CYAML_FIELD_SEQUENCE(
+            "x", CYAML_FLAG_OPTIONAL | CYAML_FLAG_POINTER, config_raw_t, seq, &raw_entry_schema,
+            1, CYAML_UNLIMITED);
+        f.key = name;
+        return f;
+    } else {
+        cyaml_schema_field_t f = CYAML_FIELD_STRING_PTR(
+            "x", CYAML_FLAG_OPTIONAL | CYAML_FLAG_POINTER, config_raw_t, v[0], 0,
+            CYAML_UNLIMITED);
+        f.key = name;
+        f.data_offset = (uint32_t)(offsetof(config_raw_t, v) + id * sizeof(char *));
+        return f;
+    }
+}
+
+/* Fills sc from the registry; the names point into the registry and sc. */
+static void config_schema_build(config_schema_t *sc)
+{
+    size_t n = rmacoll__cfg_nkeys();
+    size_t nt = 0, nc = 0, ns = 0;
+    const cyaml_schema_field_t end = CYAML_FIELD_END;
+
+    memset(sc, 0, sizeof(*sc));
+    for (size_t id = 0; id < n; id++) {
+        const char *key = CFG_KEY(id).key;
+        const char *dot = strchr(key, '.');
+        size_t plen;
+        int seen = 0;
+
+        if (dot == NULL) {
+            sc->top[nt++] = config_schema_leaf(key, id);
+            continue;
+        }
+        plen = (size_t)(dot - key);
+        for (size_t k = 0; k < ns; k++) {
+            seen |= strlen(sc->section[k]) == plen && strncmp(sc->section[k], key, plen) == 0;
+        }
+        if (seen || ns == CONFIG_MAX_SECTIONS || plen >= CONFIG_KEY_MAX) {
+            continue;
+        }
+        /* A new section: every key with this prefix, in registry order. */
+        memcpy(sc->section[ns], key, plen);
+        sc->section[ns][plen] = '\0';
+        {
+            cyaml_schema_field_t m = {
+                .key = sc->section[ns],
+                .data_offset = 0,
+                .value = {.type = CYAML_MAPPING, .flags = CYAML_FLAG_OPTIONAL,
+                          .data_size = sizeof(config_raw_t),
+                          .mapping = {.fields = &sc->child[nc]}},
+            };
+            sc->top[nt++] = m;
+        }
+        for (size_t j = id; j < n; j++) {
+            const char *kj = CFG_KEY(j).key;
+            if (strncmp(kj, key, plen) == 0 && kj[plen] == '.') {
+                sc->child[nc++] = config_schema_leaf(kj + plen + 1, j);
+            }
+        }
+        sc->child[nc++] = end;
+        ns++;
+    }
+    sc->top[nt] = end;
+    {
+        cyaml_schema_value_t v = {
+            CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, config_raw_t, sc->top),
+        };
+        sc->value = v;
+    }
+}
+
+/* ---- capturing libcyaml's error log ---- */
+
+#define CONFIG_LOG_MAX_FIELDS 8
+
+typedef struct config_cyaml_log {
+    char msg[256];                                /* first error line */
+    char fields[CONFIG_LOG_MAX_FIELDS][64];       /* backtrace, innermost first */
+    int field_lines[CONFIG_LOG_MAX_FIELDS];
+    int nfields;
+    int line;                                     /* innermost line libcyaml gave */
+} config_cyaml_log_t;
+
+static void config_cyaml_log(cyaml_log_t level, void *ctx, const char *fmt, va_list args)
+{
+    config_cyaml_log_t *lg = ctx;
+    char buf[512];
+    char *s = buf;
+    const char *ln;
+    size_t n;
+
+    if (level < CYAML_LOG_ERROR) {
+        return;
+    }
+    vsnprintf(buf, sizeof(buf), fmt, args);
+    n = strlen(buf);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) {
+        buf[--n] = '\0';
+    }
+    if (strncmp(s, "Load: ", 6) == 0) {
+        s += 6;
+    }
+    if (strcmp(s, "Backtrace:") == 0) {
+        return;
+    }
+    ln = strstr(s, "(line: ");
+    if (ln != NULL && lg->line == 0) {
+        lg->line = atoi(ln + 7);
+    }
+    if (strncmp(s, "  in mapping field '", 20) == 0) {
+        const char *name = s + 20;
+        const char *q = strchr(name, '\'');
+        if (q != NULL && lg->nfields < CONFIG_LOG_MAX_FIELDS) {
+            snprintf(lg->fields[lg->nfields], sizeof(lg->fields[0]), "%.*s",
+                     (int)(q - name), name);
+            lg->field_lines[lg->nfields] = ln != NULL ? atoi(ln + 7) : 0;
+            lg->nfields++;
+        }
+        return;
+    }
+    if (strncmp(s, "  in ", 5) == 0) {
+        return;
+    }
+    if (lg->msg[0] == '\0') {
+        rmacoll__cfg_copy(lg->msg, sizeof(lg->msg), s);
+        lg->msg[0] = (char)tolower((unsigned char)lg->msg[0]); /* lower-case messages */
+    }
+}
+
+/* The keys allowed under parent ("" = top level), for error messages. */
+static void config_list_children(const char *parent, char *buf, size_t len)
+{
+    size_t off = 0;
+    size_t plen = strlen(parent);
+    char prev[64] = "";
+
+    buf[0] = '\0';
+    for (size_t k = 0; k < rmacoll__cfg_nkeys() && off < len; k++) {
+        const char *key = CFG_KEY(k).key;
+        char name[64];
+        const char *dot;
+
+        if (plen > 0) {
+            if (strncmp(key, parent, plen) != 0 || key[plen] != '.') {
+                continue;
+            }
+            snprintf(name, sizeof(name), "%s", key + plen + 1);
+        } else {
+            dot = strchr(key, '.');
+            snprintf(name, sizeof(name), "%.*s", dot ? (int)(dot - key) : (int)strlen(key), key);
+        }
+        if (strcmp(name, prev) == 0) {
+            continue;
+        }
+        snprintf(prev, sizeof(prev), "%s", name);
+        int n = snprintf(buf + off, len - off, "%s%s", off ? ", " : "", name);
+        if (n < 0) {
+            return;
+        }
+        off += (size_t)n;
+    }
+}
+
+/* Turns what libcyaml logged into one message naming the key and its line. */
+static void config_cyaml_error(const config_cyaml_log_t *lg, cyaml_err_t err, const char *file,
+                               const char *text, size_t len, char *errbuf, size_t errlen)
+{
+    char path[256] = "";
+    size_t off = 0;
+    int line;
+
+    /* Backtrace is innermost first; the path reads outermost first. */
+    for (int k = lg->nfields - 1; k >= 0 && off < sizeof(path); k--) {
+        off += (size_t)snprintf(path + off, sizeof(path) - off, "%s%s", off ? "." : "",
+                                lg->fields[k]);
+    }
+    if (strncmp(lg->msg, "unexpected key: ", 16) == 0) {
+        const char *key = lg->msg + 16;
+        char full[320];
+        char known[512];
+
+        snprintf(full, sizeof(full), "%s%s%s", path, path[0] ? "." : "", key);
+        line = config_find_line(text, len, full, NULL, 1);
+        if (line == 0) {
+            line = lg->line > 0 ? lg->line : 1;
+        }
+        config_list_children(path, known, sizeof(known));
+        rmacoll__errbuf_printf(errbuf, errlen,
+                               "config file '%s' line %d: unknown key '%s' (known: %s)",
+                               file, line, full, known);
+        return;
+    }
+    line = 0;
+    if (path[0] && strncmp(lg->msg, "mapping field already seen", 26) == 0) {
+        line = config_find_line(text, len, path, NULL, 2); /* the duplicate */
+    }
+    if (line == 0) {
+        line = path[0] ? config_find_line(text, len, path, NULL, 1) : 0;
+    }
+    if (line == 0) {
+        line = lg->line > 0 ? lg->line : 1;
+    }
+    rmacoll__errbuf_printf(errbuf, errlen, "config file '%s' line %d: %s%s%s", file, line, path,
+                           path[0] ? ": " : "", lg->msg[0] ? lg->msg : cyaml_strerror(err));
+}
+
+/* ---- loading ---- */
+
+#define CONFIG_FILE_MAX (1u << 20)
+
+static rmacoll_status_t config_read_file(const char *file, char **text, size_t *len,
+                                         char *errbuf, size_t errlen)
+{
+    FILE *fp = fopen(file, "rb");
+    char *buf;
+    size_t n;
+
+    if (fp == NULL) {
+        rmacoll__errbuf_printf(errbuf, errlen,
+                               "cannot open config file '%s': %s", file, strerror(errno));
+        return RMACOLL_ERR_CONFIG;
+    }
+    buf = malloc(CONFIG_FILE_MAX + 1);
+    if (buf == NULL) {
+        fclose(fp);
+        rmacoll__errbuf_printf(errbuf, errlen, "no memory to read config file '%s'", file);
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    n = fread(buf, 1, CONFIG_FILE_MAX + 1, fp);
+    if (ferror(fp) || n > CONFIG_FILE_MAX) {
+        rmacoll__errbuf_printf(errbuf, errlen, "cannot read config file '%s': %s", file,
+                               n > CONFIG_FILE_MAX ? "larger than 1 MiB" : strerror(errno));
+        fclose(fp);
+        free(buf);
+        return RMACOLL_ERR_CONFIG;
+    }
+    fclose(fp);
+    buf[n] = '\0';
+    *text = buf;
+    *len = n;
+    return RMACOLL_SUCCESS;
+}
+
+/* Is the text only blanks and comments (libyaml then gives no document)? */
+static int config_text_empty(const char *t, size_t len)
+{
+    int in_comment = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        if (t[i] == '\n') {
+            in_comment = 0;
+        } else if (t[i] == '#') {
+            in_comment = 1;
+        } else if (!in_comment && !config_is_space(t[i])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Applies the file; lines[id] receives the line of every key it set. */
+rmacoll_status_t rmacoll__cfg_load_file(const char *file, rmacoll_config_t *cfg, int *lines,
+                                        int lenient, char *errbuf, size_t errlen)
+{
+    config_cyaml_log_t lg;
+    cyaml_config_t ycfg;
+    config_schema_t *schema;
+    config_raw_t *raw = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    rmacoll_status_t st;
+    cyaml_err_t err;
+
+    st = config_read_file(file, &text, &len, errbuf, errlen);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    if (config_text_empty(text, len)) {
+        free(text);
+        return RMACOLL_SUCCESS;
+    }
+    schema = malloc(sizeof(*schema));
+    if (schema == NULL) {
+        free(text);
+        rmacoll__errbuf_printf(errbuf, errlen, "no memory to read config file '%s'", file);
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    config_schema_build(schema);
+    memset(&lg, 0, sizeof(lg));
+    memset(&ycfg, 0, sizeof(ycfg));
+    ycfg.log_fn = config_cyaml_log;
+    ycfg.log_ctx = &lg;
+    ycfg.mem_fn = cyaml_mem;
+    ycfg.log_level = CYAML_LOG_ERROR;
+    ycfg.flags = lenient ? CYAML_CFG_IGNORE_UNKNOWN_KEYS : CYAML_CFG_DEFAULT;
+    err = cyaml_load_data((const uint8_t *)text, len, &ycfg, &schema->value,
+                          (cyaml_data_t **)&raw, NULL);
+    if (err != CYAML_OK) {
+        config_cyaml_error(&lg, err, file, text, len, errbuf, errlen);
+        free(schema);
+        free(text);
+        return err == CYAML_ERR_OOM ? RMACOLL_ERR_NO_MEMORY : RMACOLL_ERR_CONFIG;
+    }
+
+    st = RMACOLL_SUCCESS;
+    for (size_t id = 0; raw != NULL && id < rmacoll__cfg_nkeys() && st == RMACOLL_SUCCESS; id++) {
+        char joined[512];
+        char problem[320];
+        char bad[64];
+        const char *val = raw->v[id];
+
+        if (CFG_FIELD(id).kind == CFG_KIND_SUBSYS && raw->seq != NULL) {
+            size_t off = 0;
+            joined[0] = '\0';
+            for (unsigned k = 0; k < raw->seq_count && off < sizeof(joined); k++) {
+                off += (size_t)snprintf(joined + off, sizeof(joined) - off, "%s%s",
+                                        k ? "," : "", raw->seq[k]);
+            }
+            val = joined;
+        }
+        if (val == NULL) {
+            continue;
+        }
+        lines[id] = config_find_line(text, len, CFG_KEY(id).key, NULL, 1);
+        if (lines[id] == 0) {
+            lines[id] = 1;
+        }
+        st = rmacoll__cfg_set(cfg, id, val, problem, sizeof(problem), bad, sizeof(bad));
+        if (st != RMACOLL_SUCCESS) {
+            int line = bad[0] ? config_find_line(text, len, CFG_KEY(id).key, bad, 1) : 0;
+            rmacoll__errbuf_printf(errbuf, errlen, "config file '%s' line %d: %s: %s", file,
+                                   line > 0 ? line : lines[id], CFG_KEY(id).key, problem);
+        }
+    }
+    cyaml_free(&ycfg, &schema->value, raw, 0);
+    free(schema);
+    free(text);
+    return st;
+}
