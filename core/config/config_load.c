@@ -168,6 +168,10 @@ static void config_blame(const config_id_t *ids, int n, const char *file, const 
 rmacoll_status_t rmacoll__config_load(const char *path, rmacoll_config_t *cfg, char *errbuf,
                                       size_t errbuf_len)
 {
+    /* Long (~80 lines): the loader's steps in their order (first reading,
+     * components declare keys, second reading, components' rules, transport
+     * check); each step is one call followed by the error path that blames
+     * its source. */
     rmacoll_config_t tmp;
     int lines[CONFIG_MAX_KEYS] = {0};
     int from_env[CONFIG_MAX_KEYS] = {0};

@@ -10,13 +10,147 @@
 #include "core/base/text.h"
 #include "core/config/env.h"
 
+/* Fills rt->pfds: the listening socket, then the pending sockets (from
+ * *base_pending), then one slot per rank (from *base_ranks; fd -1 when
+ * there is nothing to wait for). *next: the earliest deadline. Returns the
+ * count, or -1 when out of memory (rt failed). */
+static int bs_root_fill_pfds(bs_root_t *rt, int *base_pending, int *base_ranks, uint64_t *next)
+{
+    int n = 0;
+
+    if (rt->pfds == NULL || rt->cap_pfds < 1 + rt->npending + rt->nranks) {
+        int cap = 1 + rt->cap_pending + rt->nranks;
+        struct pollfd *pp = realloc(rt->pfds, (size_t)cap * sizeof(*pp));
+        if (pp == NULL) {
+            rmacoll__bs_root_fail(rt, RMACOLL_ERR_NO_MEMORY, "root out of memory");
+            return -1;
+        }
+        rt->pfds = pp;
+        rt->cap_pfds = cap;
+    }
+    rt->pfds[n].fd = rt->lfd;
+    rt->pfds[n].events = POLLIN;
+    rt->pfds[n].revents = 0;
+    n++;
+    *base_pending = n;
+    for (int i = 0; i < rt->npending; i++) {
+        rt->pfds[n].fd = rt->pending[i].fd;
+        rt->pfds[n].events = POLLIN;
+        rt->pfds[n].revents = 0;
+        n++;
+        if (rt->pending[i].deadline < *next) {
+            *next = rt->pending[i].deadline;
+        }
+    }
+    *base_ranks = n;
+    for (int r = 0; r < rt->nranks; r++) {
+        bs_rconn_t *c = &rt->ranks[r];
+        short ev = 0;
+        if (c->fd >= 0) {
+            if (rt->phase == BS_PH_SCATTER) {
+                ev = (c->out_off < BS_HDR_BYTES + rt->op_bytes * (uint64_t)rt->nranks)
+                         ? POLLOUT : 0;
+            } else {
+                ev = POLLIN;
+            }
+        }
+        rt->pfds[n].fd = ev ? c->fd : -1;
+        rt->pfds[n].events = ev;
+        rt->pfds[n].revents = 0;
+        n++;
+    }
+    return n;
+}
+
+/* After a poll: accepts a new connection, completes the hellos of the
+ * pending sockets that were polled (accept may add more), drops silent
+ * ones and compacts the list. Non-zero when rt failed. */
+static int bs_root_serve_pending(bs_root_t *rt, int base_pending)
+{
+    int failed = 0;
+    int npend = rt->npending;
+    uint64_t now;
+    int w = 0;
+
+    if (rt->pfds[0].revents & POLLIN) {
+        rmacoll__bs_root_accept(rt);
+    }
+    now = rmacoll__now_ms();
+    for (int i = 0; i < npend && !failed; i++) {
+        bs_rconn_t *c = &rt->pending[i];
+        if (rt->pfds[base_pending + i].revents != 0) {
+            int got = rmacoll__bs_conn_read_hdr(c);
+            if (got < 0) {
+                rmacoll__log(&rt->lg, RMACOLL_LOG_WARN, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                             "bootstrap root %s: connection from %s closed before its hello",
+                             rt->addr, c->peer);
+                rmacoll__bs_conn_close(c);
+            } else if (got > 0) {
+                failed = rmacoll__bs_root_hello(rt, c) != 0;
+            }
+        }
+        if (c->fd >= 0 && c->deadline <= now) {
+            rmacoll__log(&rt->lg, RMACOLL_LOG_WARN, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                         "bootstrap root %s: connection from %s sent no hello "
+                         "within %u ms, dropped", rt->addr, c->peer,
+                         BS_HELLO_TIMEOUT_MS);
+            rmacoll__bs_conn_close(c);
+        }
+    }
+    if (failed) {
+        return 1;
+    }
+    for (int i = 0; i < rt->npending; i++) {
+        if (rt->pending[i].fd >= 0) {
+            rt->pending[w++] = rt->pending[i];
+        }
+    }
+    rt->npending = w;
+    return 0;
+}
+
+/* After a poll: serves the ranks by phase (the rank array may have been
+ * created by a hello just now: only slots [base_ranks, n) were polled).
+ * Non-zero when rt failed. */
+static int bs_root_serve_ranks(bs_root_t *rt, int base_ranks, int n)
+{
+    int polled = n - base_ranks;
+    int failed = 0;
+
+    for (int r = 0; r < rt->nranks && r < polled && !failed; r++) {
+        short rev = rt->pfds[base_ranks + r].revents;
+        bs_rconn_t *c = &rt->ranks[r];
+        if (rev == 0 || c->fd < 0 || c->fd != rt->pfds[base_ranks + r].fd) {
+            continue;
+        }
+        if (rt->phase == BS_PH_CONNECT) {
+            uint8_t b;
+            ssize_t got = recv(c->fd, &b, 1, MSG_DONTWAIT);
+            if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+                continue;
+            }
+            rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
+                                  got <= 0 ? "rank %d disconnected before all ranks connected"
+                                           : "rank %d sent data before the rendezvous completed",
+                                  r);
+            failed = 1;
+        } else if (rt->phase == BS_PH_GATHER) {
+            failed = rmacoll__bs_root_gather_input(rt, r) != 0;
+        } else if (rt->phase == BS_PH_SCATTER) {
+            failed = rmacoll__bs_root_scatter_output(rt, r) != 0;
+        }
+    }
+    return failed;
+}
+
+/* The root's thread: one poll loop over the listening socket, the pending
+ * sockets and the ranks, until every rank has left or the root fails. */
 static void *bs_root_main(void *arg)
 {
     bs_root_t *rt = arg;
 
     for (;;) {
-        int n = 0;
-        int base_pending, base_ranks;
+        int base_pending, base_ranks, n, rc;
         uint64_t next = rt->deadline;
 
         if (rt->nranks > 0 && rt->nleft == rt->nranks) {
@@ -25,49 +159,11 @@ static void *bs_root_main(void *arg)
                          rt->addr, rt->nranks);
             break;
         }
-        if (rt->pfds == NULL || rt->cap_pfds < 1 + rt->npending + rt->nranks) {
-            int cap = 1 + rt->cap_pending + rt->nranks;
-            struct pollfd *pp = realloc(rt->pfds, (size_t)cap * sizeof(*pp));
-            if (pp == NULL) {
-                rmacoll__bs_root_fail(rt, RMACOLL_ERR_NO_MEMORY, "root out of memory");
-                break;
-            }
-            rt->pfds = pp;
-            rt->cap_pfds = cap;
+        n = bs_root_fill_pfds(rt, &base_pending, &base_ranks, &next);
+        if (n < 0) {
+            break;
         }
-        rt->pfds[n].fd = rt->lfd;
-        rt->pfds[n].events = POLLIN;
-        rt->pfds[n].revents = 0;
-        n++;
-        base_pending = n;
-        for (int i = 0; i < rt->npending; i++) {
-            rt->pfds[n].fd = rt->pending[i].fd;
-            rt->pfds[n].events = POLLIN;
-            rt->pfds[n].revents = 0;
-            n++;
-            if (rt->pending[i].deadline < next) {
-                next = rt->pending[i].deadline;
-            }
-        }
-        base_ranks = n;
-        for (int r = 0; r < rt->nranks; r++) {
-            bs_rconn_t *c = &rt->ranks[r];
-            short ev = 0;
-            if (c->fd >= 0) {
-                if (rt->phase == BS_PH_SCATTER) {
-                    ev = (c->out_off < BS_HDR_BYTES +
-                                           rt->op_bytes * (uint64_t)rt->nranks)
-                             ? POLLOUT : 0;
-                } else {
-                    ev = POLLIN;
-                }
-            }
-            rt->pfds[n].fd = ev ? c->fd : -1;
-            rt->pfds[n].events = ev;
-            rt->pfds[n].revents = 0;
-            n++;
-        }
-        int rc = poll(rt->pfds, (nfds_t)n, rmacoll__bs_poll_ms(next));
+        rc = poll(rt->pfds, (nfds_t)n, rmacoll__bs_poll_ms(next));
         if (rc < 0 && errno != EINTR) {
             rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP, "poll failed: %s", strerror(errno));
             break;
@@ -75,71 +171,8 @@ static void *bs_root_main(void *arg)
         if (rc < 0) {
             continue;
         }
-        /* Pending sockets (those polled: accept below may add more):
-         * complete hellos, drop silent ones. */
-        int failed = 0;
-        int npend = rt->npending;
-        if (rt->pfds[0].revents & POLLIN) {
-            rmacoll__bs_root_accept(rt);
-        }
-        uint64_t now = rmacoll__now_ms();
-        for (int i = 0; i < npend && !failed; i++) {
-            bs_rconn_t *c = &rt->pending[i];
-            if (rt->pfds[base_pending + i].revents != 0) {
-                int got = rmacoll__bs_conn_read_hdr(c);
-                if (got < 0) {
-                    rmacoll__log(&rt->lg, RMACOLL_LOG_WARN, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
-                                 "bootstrap root %s: connection from %s closed before its hello",
-                                 rt->addr, c->peer);
-                    rmacoll__bs_conn_close(c);
-                } else if (got > 0) {
-                    failed = rmacoll__bs_root_hello(rt, c) != 0;
-                }
-            }
-            if (c->fd >= 0 && c->deadline <= now) {
-                rmacoll__log(&rt->lg, RMACOLL_LOG_WARN, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
-                             "bootstrap root %s: connection from %s sent no hello "
-                             "within %u ms, dropped", rt->addr, c->peer,
-                             BS_HELLO_TIMEOUT_MS);
-                rmacoll__bs_conn_close(c);
-            }
-        }
-        if (failed) {
-            break;
-        }
-        int w = 0;
-        for (int i = 0; i < rt->npending; i++) {
-            if (rt->pending[i].fd >= 0) {
-                rt->pending[w++] = rt->pending[i];
-            }
-        }
-        rt->npending = w;
-        /* Ranks (the rank array may have been created above: only look at
-         * slots that were polled). */
-        int polled = n - base_ranks;
-        for (int r = 0; r < rt->nranks && r < polled && !failed; r++) {
-            short rev = rt->pfds[base_ranks + r].revents;
-            bs_rconn_t *c = &rt->ranks[r];
-            if (rev == 0 || c->fd < 0 || c->fd != rt->pfds[base_ranks + r].fd) {
-                continue;
-            }
-            if (rt->phase == BS_PH_CONNECT) {
-                uint8_t b;
-                ssize_t got = recv(c->fd, &b, 1, MSG_DONTWAIT);
-                if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-                    continue;
-                }
-                rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP, got <= 0
-                                 ? "rank %d disconnected before all ranks connected"
-                                 : "rank %d sent data before the rendezvous completed", r);
-                failed = 1;
-            } else if (rt->phase == BS_PH_GATHER) {
-                failed = rmacoll__bs_root_gather_input(rt, r) != 0;
-            } else if (rt->phase == BS_PH_SCATTER) {
-                failed = rmacoll__bs_root_scatter_output(rt, r) != 0;
-            }
-        }
-        if (failed) {
+        if (bs_root_serve_pending(rt, base_pending) != 0 ||
+            bs_root_serve_ranks(rt, base_ranks, n) != 0) {
             break;
         }
         if (rt->deadline != UINT64_MAX && rmacoll__now_ms() >= rt->deadline) {
