@@ -19,205 +19,157 @@
 #include <pthread.h>
 
 #include <cyaml/cyaml.h>
+#include <yaml.h>
 
 #include "core/base/log.h"
 #include "core/base/text.h"
 
-/* ---- finding the line of a key in the YAML text ----
- * A small scanner, not a YAML parser: good for block and flow mappings,
- * comments and quoted keys, which is what configuration files use. */
+/* ---- where each key is: libyaml's event marks ----
+ * libcyaml's own line numbers point at the enclosing mapping, so the text
+ * is parsed once more with libyaml (which libcyaml sits on) and the mark
+ * of every mapping key and of every scalar of a sequence is recorded under
+ * its dotted path ("relay.slots"). */
 
-static int config_is_space(char c)
+typedef struct config_mark {
+    char path[128];   /* dotted path of the key (of the sequence, for an item) */
+    const char *item; /* NULL: a key; else the item's text (owned) */
+    int line;         /* 1-based */
+} config_mark_t;
+
+typedef struct config_marks {
+    config_mark_t *m;
+    size_t n, cap;
+} config_marks_t;
+
+#define CONFIG_YAML_DEPTH 16
+
+static void config_marks_free(config_marks_t *mk)
 {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+    for (size_t i = 0; i < mk->n; i++) {
+        free((char *)mk->m[i].item);
+    }
+    free(mk->m);
+    memset(mk, 0, sizeof(*mk));
 }
 
-static int scan_boundary(const char *t, size_t i, size_t from)
+static void config_marks_add(config_marks_t *mk, const char *path, const char *item, int line)
 {
-    return i == from || i == 0 || strchr(" \t\n{[,", t[i - 1]) != NULL;
+    if (mk->n == mk->cap) {
+        size_t cap = mk->cap ? mk->cap * 2 : 64;
+        config_mark_t *m = realloc(mk->m, cap * sizeof(*m));
+        if (m == NULL) {
+            return; /* a position lost: the message falls back to libcyaml's line */
+        }
+        mk->m = m;
+        mk->cap = cap;
+    }
+    snprintf(mk->m[mk->n].path, sizeof(mk->m[mk->n].path), "%s", path);
+    mk->m[mk->n].item = item != NULL ? strdup(item) : NULL;
+    mk->m[mk->n].line = line;
+    mk->n++;
 }
 
-/* Is there `key:` (optionally quoted) at t[pos]? *after: just past the colon. */
-static int scan_key_at(const char *t, size_t len, size_t pos, const char *key, size_t *after)
+/* Parses t once and records the marks; stops quietly at a syntax error
+ * (the keys before it keep their lines). */
+static void config_marks_build(const char *t, size_t len, config_marks_t *mk)
 {
-    size_t klen = strlen(key);
-    size_t p = pos;
-    char q = 0;
+    yaml_parser_t parser;
+    yaml_event_t ev;
+    /* one entry per open collection: a mapping waiting for a key (1) or a
+     * value (0), or a sequence (-1); plen: length of path at its start */
+    int state[CONFIG_YAML_DEPTH];
+    size_t plen[CONFIG_YAML_DEPTH];
+    char path[128] = "";
+    int depth = 0, done = 0;
 
-    if (t[p] == '"' || t[p] == '\'') {
-        q = t[p++];
+    memset(mk, 0, sizeof(*mk));
+    if (!yaml_parser_initialize(&parser)) {
+        return;
     }
-    if (p + klen > len || memcmp(t + p, key, klen) != 0) {
-        return 0;
-    }
-    p += klen;
-    if (q != 0) {
-        if (p >= len || t[p] != q) {
-            return 0;
-        }
-        p++;
-    }
-    while (p < len && (t[p] == ' ' || t[p] == '\t')) {
-        p++;
-    }
-    if (p >= len || t[p] != ':') {
-        return 0;
-    }
-    p++;
-    if (q == 0 && p < len && !config_is_space(t[p])) {
-        return 0;
-    }
-    *after = p;
-    return 1;
-}
+    yaml_parser_set_input_string(&parser, (const unsigned char *)t, len);
+    while (!done && yaml_parser_parse(&parser, &ev)) {
+        int line = (int)ev.start_mark.line + 1;
+        int key = depth > 0 && state[depth - 1] == 1;
+        int item = depth > 0 && state[depth - 1] == -1;
 
-/*
- * Position of the first `key:` in t[from, to) outside comments and quoted
- * scalars, at column 0 if top_level; -1 if none. Also matches a bare word
- * (a sequence entry) when word_only is set.
- */
-static long scan_find(const char *t, size_t from, size_t to, const char *key, int top_level,
-                      int word_only, size_t *after)
-{
-    int in_comment = 0;
-    char quote = 0;
-
-    for (size_t i = from; i < to; i++) {
-        char c = t[i];
-        int at_start = i == 0 || t[i - 1] == '\n';
-
-        if (c == '\n') {
-            in_comment = 0;
-            quote = 0;
-            continue;
-        }
-        if (in_comment) {
-            continue;
-        }
-        if (quote != 0) {
-            if (c == '\\' && quote == '"') {
-                i++;
-            } else if (c == quote) {
-                quote = 0;
+        switch (ev.type) {
+        case YAML_SCALAR_EVENT:
+            if (key) {
+                size_t base = plen[depth - 1];
+                snprintf(path + base, sizeof(path) - base, "%s%s", base ? "." : "",
+                         (const char *)ev.data.scalar.value);
+                config_marks_add(mk, path, NULL, line);
+                state[depth - 1] = 0;
+                break;
             }
-            continue;
-        }
-        if (c == '#' && (i == 0 || config_is_space(t[i - 1]))) {
-            in_comment = 1;
-            continue;
-        }
-        if (!scan_boundary(t, i, from)) {
-            continue;
-        }
-        if (word_only) {
-            size_t n = strlen(key);
-            if (i + n <= to && memcmp(t + i, key, n) == 0 &&
-                (i + n == to || strchr(" \t\r\n,]#", t[i + n]) != NULL)) {
-                *after = i + n;
-                return (long)i;
+            if (item) {
+                config_marks_add(mk, path, (const char *)ev.data.scalar.value, line);
+            } else if (depth > 0) {
+                state[depth - 1] = 1; /* a value: the next scalar is a key */
+                path[plen[depth - 1]] = '\0';
             }
-        } else if ((!top_level || at_start) && scan_key_at(t, to, i, key, after)) {
-            return (long)i;
+            break;
+        case YAML_MAPPING_START_EVENT:
+        case YAML_SEQUENCE_START_EVENT:
+            if (key || depth == CONFIG_YAML_DEPTH) {
+                done = 1; /* a complex key, or too deep: positions stop here */
+                break;
+            }
+            plen[depth] = strlen(path);
+            state[depth] = ev.type == YAML_MAPPING_START_EVENT ? 1 : -1;
+            depth++;
+            break;
+        case YAML_MAPPING_END_EVENT:
+        case YAML_SEQUENCE_END_EVENT:
+            if (depth > 0) {
+                depth--;
+                path[plen[depth]] = '\0'; /* the path where the collection began */
+            }
+            if (depth > 0 && state[depth - 1] == 0) { /* it was a mapping's value */
+                state[depth - 1] = 1;
+                path[plen[depth - 1]] = '\0';
+            }
+            break;
+        case YAML_ALIAS_EVENT:
+            if (depth > 0 && state[depth - 1] == 0) {
+                state[depth - 1] = 1;
+                path[plen[depth - 1]] = '\0';
+            }
+            break;
+        case YAML_STREAM_END_EVENT:
+            done = 1;
+            break;
+        default:
+            break;
         }
-        if (c == '"' || c == '\'') {
-            quote = c;
-        }
+        yaml_event_delete(&ev);
     }
-    return -1;
+    yaml_parser_delete(&parser);
 }
 
-/* End of the block that starts at pos: the next line beginning at column 0. */
-static size_t scan_block_end(const char *t, size_t len, size_t pos)
-{
-    for (size_t i = pos; i + 1 < len; i++) {
-        if (t[i] == '\n' && strchr(" \t\r\n#", t[i + 1]) == NULL) {
-            return i + 1;
-        }
-    }
-    return len;
-}
-
-static int scan_line_of(const char *t, size_t pos)
-{
-    int line = 1;
-
-    for (size_t i = 0; i < pos; i++) {
-        line += t[i] == '\n';
-    }
-    return line;
-}
-
-/*
- * Where the last key of dotted path ("timeout_ms", "relay.slots": at most
- * two levels) may stand in t: [*from, *end), *key its name, *top whether
- * at column 0 (a top-level key). 0 when the section is not in t.
- */
-static int config_key_scope(const char *t, size_t len, const char *path, size_t *from,
-                            size_t *end, const char **key, int *top)
-{
-    const char *dot = strchr(path, '.');
-    char parent[64];
-    size_t plen, after = 0;
-
-    *from = 0;
-    *end = len;
-    *key = path;
-    *top = 1;
-    if (dot == NULL) {
-        return 1;
-    }
-    plen = (size_t)(dot - path);
-    if (plen >= sizeof(parent)) {
-        return 0;
-    }
-    memcpy(parent, path, plen);
-    parent[plen] = '\0';
-    if (scan_find(t, 0, len, parent, 1, 0, &after) < 0) {
-        return 0;
-    }
-    *from = after;
-    *end = scan_block_end(t, len, after);
-    *key = dot + 1;
-    *top = 0;
-    return 1;
-}
-
-/*
- * Line (1-based) of the nth (1, or 2 for libcyaml's "mapping field already
- * seen") `key:` of dotted key path ("relay.slots", at most two levels) in
- * t, or of the sequence entry `item` under it when item is not NULL and
- * found; 0 when the key is not found.
- */
-static int config_find_line(const char *t, size_t len, const char *path, const char *item,
+/* The line of the nth key `path`, or with item, of the first entry `item`
+ * of the sequence under the first such key (else the key's line); 0 if
+ * not in the text. */
+static int config_find_line(const config_marks_t *mk, const char *path, const char *item,
                             int nth)
 {
-    size_t from, end, after = 0;
-    const char *key;
-    int top;
-    long pos = -1;
+    int seen = 0, line = 0;
 
-    if (t == NULL || !config_key_scope(t, len, path, &from, &end, &key, &top)) {
-        return 0;
-    }
-    for (int k = 0; k < nth; k++) {
-        size_t start = k == 0 ? from : after;
-
-        pos = scan_find(t, start, end, key, top, 0, &after);
-        if (pos < 0 && top) { /* a top-level flow mapping: keys not at column 0 */
-            pos = scan_find(t, start, end, key, 0, 0, &after);
+    for (size_t i = 0; i < mk->n; i++) {
+        const config_mark_t *m = &mk->m[i];
+        if (strcmp(m->path, path) != 0) {
+            continue;
         }
-        if (pos < 0) {
-            return 0;
-        }
-    }
-    if (item != NULL && item[0] != '\0') {
-        size_t a2;
-        long ipos = scan_find(t, after, scan_block_end(t, len, after), item, 0, 1, &a2);
-        if (ipos >= 0) {
-            pos = ipos;
+        if (m->item == NULL && line == 0 && ++seen == nth) {
+            line = m->line;
+            if (item == NULL || item[0] == '\0') {
+                return line;
+            }
+        } else if (m->item != NULL && line != 0 && item != NULL && strcmp(m->item, item) == 0) {
+            return m->line;
         }
     }
-    return scan_line_of(t, (size_t)pos);
+    return line;
 }
 
 /* ---- libcyaml schema: every leaf a string, all in one flat struct ----
@@ -412,7 +364,7 @@ static void config_list_children(const char *parent, char *buf, size_t len)
 
 /* Turns what libcyaml logged into one message naming the key and its line. */
 static void config_cyaml_error(const config_cyaml_log_t *lg, cyaml_err_t err, const char *file,
-                               const char *text, size_t len, char *errbuf, size_t errlen)
+                               const config_marks_t *mk, char *errbuf, size_t errlen)
 {
     char path[256] = "";
     size_t off = 0;
@@ -429,7 +381,7 @@ static void config_cyaml_error(const config_cyaml_log_t *lg, cyaml_err_t err, co
         char known[512];
 
         snprintf(full, sizeof(full), "%s%s%s", path, path[0] ? "." : "", key);
-        line = config_find_line(text, len, full, NULL, 1);
+        line = config_find_line(mk, full, NULL, 1);
         if (line == 0) {
             line = lg->line > 0 ? lg->line : 1;
         }
@@ -441,10 +393,10 @@ static void config_cyaml_error(const config_cyaml_log_t *lg, cyaml_err_t err, co
     }
     line = 0;
     if (path[0] && strncmp(lg->msg, "mapping field already seen", 26) == 0) {
-        line = config_find_line(text, len, path, NULL, 2); /* the duplicate */
+        line = config_find_line(mk, path, NULL, 2); /* the duplicate */
     }
     if (line == 0) {
-        line = path[0] ? config_find_line(text, len, path, NULL, 1) : 0;
+        line = path[0] ? config_find_line(mk, path, NULL, 1) : 0;
     }
     if (line == 0) {
         line = lg->line > 0 ? lg->line : 1;
@@ -490,6 +442,11 @@ static rmacoll_status_t config_read_file(const char *file, char **text, size_t *
     return RMACOLL_SUCCESS;
 }
 
+static int config_is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
 /* Is the text only blanks and comments (libyaml then gives no document)? */
 static int config_text_empty(const char *t, size_t len)
 {
@@ -517,6 +474,7 @@ rmacoll_status_t rmacoll__cfg_load_file(const char *file, rmacoll_config_t *cfg,
     config_raw_t *raw = NULL;
     char *text = NULL;
     size_t len = 0;
+    config_marks_t marks;
     rmacoll_status_t st;
     cyaml_err_t err;
 
@@ -535,6 +493,7 @@ rmacoll_status_t rmacoll__cfg_load_file(const char *file, rmacoll_config_t *cfg,
         return RMACOLL_ERR_NO_MEMORY;
     }
     config_schema_build(schema);
+    config_marks_build(text, len, &marks);
     memset(&lg, 0, sizeof(lg));
     memset(&ycfg, 0, sizeof(ycfg));
     ycfg.log_fn = config_cyaml_log;
@@ -545,7 +504,8 @@ rmacoll_status_t rmacoll__cfg_load_file(const char *file, rmacoll_config_t *cfg,
     err = cyaml_load_data((const uint8_t *)text, len, &ycfg, &schema->value,
                           (cyaml_data_t **)&raw, NULL);
     if (err != CYAML_OK) {
-        config_cyaml_error(&lg, err, file, text, len, errbuf, errlen);
+        config_cyaml_error(&lg, err, file, &marks, errbuf, errlen);
+        config_marks_free(&marks);
         free(schema);
         free(text);
         return err == CYAML_ERR_OOM ? RMACOLL_ERR_NO_MEMORY : RMACOLL_ERR_CONFIG;
@@ -570,18 +530,19 @@ rmacoll_status_t rmacoll__cfg_load_file(const char *file, rmacoll_config_t *cfg,
         if (val == NULL) {
             continue;
         }
-        lines[id] = config_find_line(text, len, CFG_KEY(id).key, NULL, 1);
+        lines[id] = config_find_line(&marks, CFG_KEY(id).key, NULL, 1);
         if (lines[id] == 0) {
             lines[id] = 1;
         }
         st = rmacoll__cfg_set(cfg, id, val, problem, sizeof(problem), bad, sizeof(bad));
         if (st != RMACOLL_SUCCESS) {
-            int line = bad[0] ? config_find_line(text, len, CFG_KEY(id).key, bad, 1) : 0;
+            int line = bad[0] ? config_find_line(&marks, CFG_KEY(id).key, bad, 1) : 0;
             rmacoll__errbuf_printf(errbuf, errlen, "config file '%s' line %d: %s: %s", file,
                                    line > 0 ? line : lines[id], CFG_KEY(id).key, problem);
         }
     }
     cyaml_free(&ycfg, &schema->value, raw, 0);
+    config_marks_free(&marks);
     free(schema);
     free(text);
     return st;
