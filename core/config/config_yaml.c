@@ -468,6 +468,9 @@ static int config_text_empty(const char *t, size_t len)
 rmacoll_status_t rmacoll__cfg_load_file(const char *file, rmacoll_config_t *cfg, int *lines,
                                         int lenient, char *errbuf, size_t errlen)
 {
+    /* Long (~80 lines): read, index the positions, parse with libcyaml, then
+     * apply each key with its line; the text, schema and marks are freed on
+     * every path in one place each. */
     config_cyaml_log_t lg;
     cyaml_config_t ycfg;
     config_schema_t *schema;
