@@ -832,6 +832,73 @@ static void test_dump_round_trip(void **state)
     assert_int_equal(strlen(text), 9);
 }
 
+/* A component's hooks (rmacoll__config_register), as the planner and the
+ * transport loader use them: the loader calls declare_keys once between
+ * its two readings, and a failed check is blamed on the source of its
+ * first key, in the loader's words. */
+static int hook_declared;
+
+static void hook_declare(const rmacoll_config_t *cfg)
+{
+    (void)cfg;
+    hook_declared++;
+}
+
+static int hook_check(const rmacoll_config_t *cfg, char *problem, size_t plen)
+{
+    if (cfg->timeout_ms != 12345) {
+        return 1;
+    }
+    snprintf(problem, plen, "twelve thousand");
+    return 0;
+}
+
+static void test_hooks(void **state)
+{
+    static const char *const keys[] = {"timeout_ms", NULL};
+    static const rmacoll__config_hooks_t h = {"test", hook_declare, hook_check, keys};
+    static rmacoll__config_hooks_t fill[RMACOLL__CONFIG_MAX_HOOKS];
+    rmacoll_config_t cfg;
+    char err[512], want[512];
+    const char *path;
+    int before, k;
+
+    (void)state;
+    rmacoll_config_init(&cfg); /* registers the library's own hooks */
+    assert_int_equal(rmacoll__config_register(&h), RMACOLL_SUCCESS);
+    assert_int_equal(rmacoll__config_register(&h), RMACOLL_SUCCESS); /* no-op */
+    assert_int_equal(rmacoll__config_register(NULL), RMACOLL_ERR_INVALID_ARG);
+
+    before = hook_declared;
+    path = write_tmp("scheduler: shift\ntimeout_ms: 12345\n");
+    memset(err, '#', sizeof(err));
+    assert_int_equal(rmacoll_config_load(path, &cfg, err, sizeof(err)), RMACOLL_ERR_CONFIG);
+    snprintf(want, sizeof(want), "config file '%s' line 2: timeout_ms: twelve thousand", path);
+    assert_string_equal(err, want);
+    assert_int_equal(hook_declared, before + 1);
+
+    setenv("RMACOLL_TIMEOUT_MS", "12345", 1);
+    assert_int_equal(rmacoll_config_load(write_tmp("scheduler: shift\n"), &cfg, err, sizeof(err)),
+                     RMACOLL_ERR_CONFIG);
+    assert_string_equal(err, "environment RMACOLL_TIMEOUT_MS (timeout_ms): twelve thousand");
+    unsetenv("RMACOLL_TIMEOUT_MS");
+
+    rmacoll_config_init(&cfg);
+    cfg.timeout_ms = 12345;
+    assert_int_equal(rmacoll__config_check(&cfg, err, sizeof(err)), RMACOLL_ERR_CONFIG);
+    assert_string_equal(err, "config timeout_ms: twelve thousand");
+    cfg.timeout_ms = 12346;
+    assert_int_equal(rmacoll__config_check(&cfg, err, sizeof(err)), RMACOLL_SUCCESS);
+
+    /* plan + transport + h are in; the table holds RMACOLL__CONFIG_MAX_HOOKS */
+    for (k = 0; k < RMACOLL__CONFIG_MAX_HOOKS - 3; k++) {
+        fill[k].component = "fill";
+        assert_int_equal(rmacoll__config_register(&fill[k]), RMACOLL_SUCCESS);
+    }
+    fill[k].component = "fill";
+    assert_int_equal(rmacoll__config_register(&fill[k]), RMACOLL_ERR_NO_MEMORY);
+}
+
 static void test_check(void **state)
 {
     rmacoll_config_t c;
@@ -985,6 +1052,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hash, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_dump_round_trip, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_check, clean_env, cleanup),
+        cmocka_unit_test_setup_teardown(test_hooks, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_long_string, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_set_get, clean_env, cleanup),
     };

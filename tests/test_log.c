@@ -19,6 +19,7 @@
 
 #include "core/config/env.h"
 #include "core/base/log.h"
+#include "core/base/text.h"
 
 static char log_path[256];
 
@@ -39,19 +40,81 @@ static void test_subsystems(void **state)
     uint32_t m = 0;
 
     (void)state;
-    assert_int_equal(rmacoll__log_subsys_parse("BOOTSTRAP,core", &m), 0);
+    assert_int_equal(rmacoll__log_subsys_parse("BOOTSTRAP,core", &m, NULL, 0), 0);
     assert_int_equal(m, RMACOLL_LOG_SUBSYS_BOOTSTRAP | RMACOLL_LOG_SUBSYS_CORE);
-    assert_int_equal(rmacoll__log_subsys_parse("[plan, sched]", &m), 0);
+    assert_int_equal(rmacoll__log_subsys_parse("[plan, sched]", &m, NULL, 0), 0);
     assert_int_equal(m, RMACOLL_LOG_SUBSYS_PLAN | RMACOLL_LOG_SUBSYS_SCHED);
-    assert_int_equal(rmacoll__log_subsys_parse("^transport", &m), 0);
+    assert_int_equal(rmacoll__log_subsys_parse("^transport", &m, NULL, 0), 0);
     assert_int_equal(m, ~RMACOLL_LOG_SUBSYS_TRANSPORT);
-    assert_int_equal(rmacoll__log_subsys_parse("All", &m), 0);
+    assert_int_equal(rmacoll__log_subsys_parse("All", &m, NULL, 0), 0);
     assert_int_equal(m, RMACOLL_LOG_SUBSYS_ALL);
     m = 7;
-    assert_int_equal(rmacoll__log_subsys_parse("core,nosuch", &m), -1);
+    assert_int_equal(rmacoll__log_subsys_parse("core,nosuch", &m, NULL, 0), -1);
     assert_int_equal(m, 7);
-    assert_int_equal(rmacoll__log_subsys_parse("", &m), -1);
+    assert_int_equal(rmacoll__log_subsys_parse("", &m, NULL, 0), -1);
+    {   /* the entry at fault, as the log.subsystems key reports it */
+        char bad[16];
+        memset(bad, '#', sizeof(bad));
+        assert_int_equal(rmacoll__log_subsys_parse(" core, nosuch ", &m, bad, sizeof(bad)), -1);
+        assert_string_equal(bad, "nosuch");
+        assert_int_equal(rmacoll__log_subsys_parse("[core", &m, bad, sizeof(bad)), -1);
+        assert_string_equal(bad, "[core");
+        assert_int_equal(rmacoll__log_subsys_parse(" ^ ", &m, bad, sizeof(bad)), -1);
+        assert_string_equal(bad, "^");
+        assert_int_equal(m, 7);
+    }
     assert_string_equal(rmacoll__log_subsys_name(RMACOLL_LOG_SUBSYS_BOOTSTRAP), "bootstrap");
+}
+
+/* The one boolean / integer parser of core/base/text.c (configuration
+ * values, RMACOLL_CUDA_GRAPH, RMACOLL_DEVICE_SIGNALS, launcher variables). */
+static void test_text_parsers(void **state)
+{
+    int v = -5, bad = 0;
+    char buf[8];
+
+    (void)state;
+    assert_int_equal(rmacoll__parse_bool("true"), 1);
+    assert_int_equal(rmacoll__parse_bool(" ON\n"), 1);
+    assert_int_equal(rmacoll__parse_bool("Yes"), 1);
+    assert_int_equal(rmacoll__parse_bool("1"), 1);
+    assert_int_equal(rmacoll__parse_bool("off"), 0);
+    assert_int_equal(rmacoll__parse_bool("FALSE"), 0);
+    assert_int_equal(rmacoll__parse_bool("0"), 0);
+    assert_int_equal(rmacoll__parse_bool("no "), 0);
+    assert_int_equal(rmacoll__parse_bool("2"), -1);
+    assert_int_equal(rmacoll__parse_bool(""), -1);
+    assert_int_equal(rmacoll__parse_bool(NULL), -1);
+    unsetenv("RMACOLL_TEST_TEXT");
+    assert_int_equal(rmacoll__env_bool("RMACOLL_TEST_TEXT", 1), 1);
+    setenv("RMACOLL_TEST_TEXT", "maybe", 1);
+    assert_int_equal(rmacoll__env_bool("RMACOLL_TEST_TEXT", 0), 0);
+    setenv("RMACOLL_TEST_TEXT", "Off", 1);
+    assert_int_equal(rmacoll__env_bool("RMACOLL_TEST_TEXT", 1), 0);
+    setenv("RMACOLL_TEST_TEXT", "42", 1);
+    assert_int_equal(rmacoll__env_int("RMACOLL_TEST_TEXT", 0, 100, &v, &bad), 1);
+    assert_int_equal(v, 42);
+    assert_int_equal(bad, 0);
+    assert_int_equal(rmacoll__env_int("RMACOLL_TEST_TEXT", 0, 41, &v, &bad), 0);
+    assert_int_equal(v, 42);
+    assert_int_equal(bad, 1);
+    bad = 0;
+    setenv("RMACOLL_TEST_TEXT", "4x", 1);
+    assert_int_equal(rmacoll__env_int("RMACOLL_TEST_TEXT", 0, 100, &v, &bad), 0);
+    assert_int_equal(bad, 1);
+    bad = 0;
+    setenv("RMACOLL_TEST_TEXT", "", 1);
+    assert_int_equal(rmacoll__env_int("RMACOLL_TEST_TEXT", 0, 100, &v, &bad), 0);
+    assert_int_equal(bad, 0);
+    unsetenv("RMACOLL_TEST_TEXT");
+    memset(buf, '#', sizeof(buf));
+    assert_int_equal(rmacoll__trim("  ab c\t", buf, sizeof(buf)), 0);
+    assert_memory_equal(buf, "ab c\0###", 8);
+    assert_int_equal(rmacoll__trim("12345678", buf, sizeof(buf)), -1);
+    memset(buf, '#', sizeof(buf));
+    rmacoll__errbuf_printf(buf, 4, "%d", 123456);
+    assert_memory_equal(buf, "123\0####", 8);
+    rmacoll__errbuf_printf(NULL, 0, "%d", 1);
 }
 
 static void test_expand_path(void **state)
@@ -148,6 +211,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_levels),
         cmocka_unit_test(test_subsystems),
+        cmocka_unit_test(test_text_parsers),
         cmocka_unit_test(test_expand_path),
         cmocka_unit_test(test_default_logger_file),
         cmocka_unit_test(test_env_known_and_unknown),

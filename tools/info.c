@@ -21,6 +21,7 @@
 #include "cases.h"
 #include "core/config/config_internal.h"
 #include "core/plan/plan.h"
+#include "core/plan/plan_config.h"
 #include "core/plan/topo.h"
 #include "core/xport/transport.h"
 #include "rmacoll.h"

@@ -23,13 +23,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/base/text.h"
+
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
 static const char *const level_tags[] = {"ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
 
-/* Bit i of RMACOLL_LOG_SUBSYS_* is subsys_names[i] (as config.c's). */
-static const char *const subsys_names[] = {"core",      "plan",  "sched", "bootstrap",
-                                           "transport", "proxy", "config"};
-#define LOG_NSUBSYS ((int)(sizeof(subsys_names) / sizeof(subsys_names[0])))
+/* Bit i of RMACOLL_LOG_SUBSYS_* is rmacoll__log_subsys_names[i]. */
+const char *const rmacoll__log_subsys_names[] = {"core",      "plan",  "sched",  "bootstrap",
+                                                 "transport", "proxy", "config", NULL};
+#define LOG_NSUBSYS ((int)(sizeof(rmacoll__log_subsys_names) / sizeof(char *)) - 1)
 
 int rmacoll__log_level_from_name(const char *name)
 {
@@ -47,60 +49,74 @@ int rmacoll__log_level_from_name(const char *name)
     return -1;
 }
 
-const char *rmacoll__log_level_name(int level)
-{
-    return (level >= 0 && level < 5) ? level_names[level] : "?";
-}
-
 const char *rmacoll__log_subsys_name(uint32_t subsys)
 {
     for (int i = 0; i < LOG_NSUBSYS; i++) {
         if (subsys & (1u << i)) {
-            return subsys_names[i];
+            return rmacoll__log_subsys_names[i];
         }
     }
     return "core";
 }
 
-int rmacoll__log_subsys_parse(const char *text, uint32_t *mask)
+int rmacoll__log_subsys_parse(const char *text, uint32_t *mask, char *bad, size_t badlen)
 {
-    char buf[256];
-    char *save = NULL, *tok;
+    char buf[512];
+    char *s = buf;
+    char *save = NULL;
+    char *tok;
     uint32_t m = 0;
-    int neg = 0, ntok = 0;
+    int ntok = 0;
+    int exclude = 0;   /* '^': every subsystem but the names */
 
-    if (text == NULL || mask == NULL || strlen(text) >= sizeof(buf)) {
+    if (text == NULL || mask == NULL) {
         return -1;
     }
-    snprintf(buf, sizeof(buf), "%s", text);
-    if (buf[0] == '^') {        /* NCCL_DEBUG_SUBSYS: ^x,y = all but x, y */
-        neg = 1;
-        buf[0] = ' ';
+    if (rmacoll__trim(text, buf, sizeof(buf)) != 0) {
+        rmacoll__errbuf_printf(bad, badlen, "%.*s", 32, text);
+        return -1;
     }
-    for (tok = strtok_r(buf, ", \t[]", &save); tok != NULL;
-         tok = strtok_r(NULL, ", \t[]", &save)) {
+    if (*s == '[') {
+        size_t n = strlen(s);
+        if (n < 2 || s[n - 1] != ']') {
+            rmacoll__errbuf_printf(bad, badlen, "%s", buf);
+            return -1;
+        }
+        s[n - 1] = '\0';
+        s++;
+    }
+    while (*s == ' ' || *s == '\t') {
+        s++;
+    }
+    if (*s == '^') {
+        exclude = 1;
+        s++;
+    }
+    for (tok = strtok_r(s, ", \t\n", &save); tok != NULL; tok = strtok_r(NULL, ", \t\n", &save)) {
         int i;
 
         ntok++;
         for (i = 0; i < LOG_NSUBSYS; i++) {
-            if (strcasecmp(tok, subsys_names[i]) == 0) {
-                m |= 1u << i;
+            if (strcasecmp(tok, rmacoll__log_subsys_names[i]) == 0) {
                 break;
             }
         }
         if (i < LOG_NSUBSYS) {
-            continue;
-        }
-        if (strcasecmp(tok, "all") == 0) {
+            m |= 1u << i;
+        } else if (strcasecmp(tok, "all") == 0) {
             m = RMACOLL_LOG_SUBSYS_ALL;
-        } else if (strcasecmp(tok, "none") != 0) {
+        } else if (strcasecmp(tok, "none") == 0) {
+            /* adds nothing */
+        } else {
+            rmacoll__errbuf_printf(bad, badlen, "%s", tok);
             return -1;
         }
     }
     if (ntok == 0) {
+        rmacoll__errbuf_printf(bad, badlen, "%s", exclude ? "^" : "");
         return -1;
     }
-    *mask = neg ? ~m : m;
+    *mask = exclude ? RMACOLL_LOG_SUBSYS_ALL & ~m : m;
     return 0;
 }
 
@@ -114,7 +130,7 @@ void rmacoll__logger_default(rmacoll__logger_t *lg)
     lg->fn = NULL;
     lg->ctx = NULL;
     lg->level = lvl >= 0 ? lvl : RMACOLL_LOG_WARN;
-    if (sub == NULL || rmacoll__log_subsys_parse(sub, &mask) != 0) {
+    if (sub == NULL || rmacoll__log_subsys_parse(sub, &mask, NULL, 0) != 0) {
         mask = RMACOLL_LOG_SUBSYS_ALL;   /* a bad list is reported by the config */
     }
     lg->subsys = mask;

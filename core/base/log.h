@@ -34,14 +34,24 @@ void rmacoll__vlog(const rmacoll__logger_t *lg, rmacoll_log_level_t level,
 
 /** Parses a level name (any case; "warning" = warn); -1 if unknown. */
 int rmacoll__log_level_from_name(const char *name);
-const char *rmacoll__log_level_name(int level);
 
 /** Name of the lowest subsystem bit set in subsys ("core" if none). */
 const char *rmacoll__log_subsys_name(uint32_t subsys);
 
-/** Parses a subsystem list (see rmacoll__logger_default) into *mask;
- *  0, or -1 on an unknown name or an empty list. */
-int rmacoll__log_subsys_parse(const char *text, uint32_t *mask);
+/** The subsystem names, NULL-terminated: bit i of RMACOLL_LOG_SUBSYS_*
+ *  is element i. */
+extern const char *const rmacoll__log_subsys_names[];
+
+/**
+ * Parses a subsystem list into *mask: names separated by commas or blanks,
+ * any case, optionally in brackets ("core,plan", "[core, plan]", "all",
+ * "none"). A '^' before the first name excludes the names listed: every
+ * subsystem but those ("^plan,sched", as NCCL_DEBUG_SUBSYS). 0, or -1 on
+ * an unknown name, unbalanced brackets or an empty list, with the
+ * offending entry in bad[badlen] (bad may be NULL). The one parser of
+ * RMACOLL_LOG_SUBSYSTEMS and of the log.subsystems key.
+ */
+int rmacoll__log_subsys_parse(const char *text, uint32_t *mask, char *bad, size_t badlen);
 
 /** Expands %h (host name), %p (pid) and %% of an RMACOLL_LOG_FILE
  *  pattern into out[len]; 0, or -1 if it does not fit. */

@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/base/clock.h"
+
 #include "core/base/log.h"
 
 static void shm_log(rmacoll_log_level_t level, const char *fmt, ...)
@@ -30,14 +32,6 @@ static void shm_log(rmacoll_log_level_t level, const char *fmt, ...)
     va_start(ap, fmt);
     rmacoll__vlog(&lg, level, RMACOLL_LOG_SUBSYS_CORE, fmt, ap);
     va_end(ap);
-}
-
-static uint64_t shm_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static int shm_name_ok(const char *name)
@@ -211,7 +205,7 @@ rmacoll_status_t rmacoll__shm_attach(const char *name, size_t bytes,
                 name ? name : "(null)", bytes);
         return RMACOLL_ERR_INVALID_ARG;
     }
-    now = shm_now_ms();
+    now = rmacoll__now_ms();
     deadline = (timeout_ms > UINT64_MAX - now) ? UINT64_MAX : now + timeout_ms;
     for (;;) {
         int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
@@ -248,7 +242,7 @@ rmacoll_status_t rmacoll__shm_attach(const char *name, size_t bytes,
             shm_log(RMACOLL_LOG_ERROR, "shm: cannot open segment %s: %s", name, cause);
             return st;
         }
-        now = shm_now_ms();
+        now = rmacoll__now_ms();
         if (now >= deadline) {
             break;
         }

@@ -5,6 +5,7 @@
  * transports, the device path, the registrations), then starts the proxy
  * thread.
  */
+#include "core/plan/plan_config.h"
 #include "core/comm/comm.h"
 
 #include <stdarg.h>

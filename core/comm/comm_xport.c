@@ -6,6 +6,7 @@
  * and relay buffers. Collective, in this order; failures recorded in
  * last_error (base/fail.h).
  */
+#include "core/base/text.h"
 #include "core/comm/comm.h"
 
 #include <stdarg.h>
@@ -231,10 +232,7 @@ typedef struct dsig_card {
 /* RMACOLL_DEVICE_SIGNALS=0|no|off|false turns the device words off. */
 static int dsig_env_off(void)
 {
-    const char *v = getenv("RMACOLL_DEVICE_SIGNALS");
-
-    return v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "no") == 0 ||
-                         strcmp(v, "off") == 0 || strcmp(v, "false") == 0);
+    return rmacoll__env_bool("RMACOLL_DEVICE_SIGNALS", 1) == 0;
 }
 
 /* Hands comm->dsig_addr / dsig_n to every instance of the CE x cuda

@@ -16,6 +16,10 @@
 #include "rmacoll.h"
 #include "rmacoll_transport.h"
 
+/* The largest eager_max_bytes (the key's range): it sizes every record
+ * slot of the control windows. */
+#define RMACOLL__EAGER_MAX_CAP (1ull << 20)
+
 /* One configuration key. */
 typedef struct rmacoll__config_key {
     const char *key;         /* dotted YAML path, e.g. "relay.slots" */
@@ -48,6 +52,52 @@ int rmacoll__config_key_name(const char *transport, const char *name, char *buf,
  */
 void rmacoll__config_add_keys(const char *transport, const rmacoll_transport_key_t *keys,
                               size_t nkeys);
+
+/**
+ * A component's hooks into rmacoll_config_load, the way libfabric's
+ * fi_param_define and UCX's component config tables let each module own
+ * its keys and rules: the loader calls every registered set without
+ * naming the component (core/config sits below the planner and the
+ * transports and calls neither directly). Static storage; optional
+ * members may be NULL.
+ */
+typedef struct rmacoll__config_hooks {
+    const char *component;   /* "plan", "transport": for the reader */
+    /** After a first reading of the file and environment (unknown keys
+     *  ignored): declares the keys this configuration brings with it
+     *  (rmacoll__config_add_keys), e.g. those of a transport plugin it
+     *  names; the second reading then knows them. */
+    void (*declare_keys)(const rmacoll_config_t *cfg);
+    /** A rule over several keys of the loaded configuration: 1 if cfg
+     *  passes, else 0 with why in problem[plen]. */
+    int (*check)(const rmacoll_config_t *cfg, char *problem, size_t plen);
+    /** The keys a failed check is about (dotted names, NULL-terminated):
+     *  the message names the source that set the first of them. */
+    const char *const *check_keys;
+} rmacoll__config_hooks_t;
+
+/**
+ * Registers a component's hooks with the loader; registering the same
+ * pointer again does nothing. At most RMACOLL__CONFIG_MAX_HOOKS sets.
+ * RMACOLL_SUCCESS, or RMACOLL_ERR_NO_MEMORY when the table is full.
+ * Thread-safe. The public rmacoll_config_load (core/comm/config_load.c)
+ * registers the library's components before it loads.
+ */
+#define RMACOLL__CONFIG_MAX_HOOKS 8
+rmacoll_status_t rmacoll__config_register(const rmacoll__config_hooks_t *hooks);
+
+/**
+ * rmacoll_config_init / _load / _set / _get (rmacoll.h) with the hooks
+ * registered so far (rmacoll__config_register): the same arguments,
+ * results and messages. The public functions (core/comm/config_api.c)
+ * register the library's components first, then call these.
+ */
+void rmacoll__config_init(rmacoll_config_t *cfg);
+rmacoll_status_t rmacoll__config_load(const char *path, rmacoll_config_t *cfg, char *errbuf,
+                                      size_t errbuf_len);
+rmacoll_status_t rmacoll__config_set(rmacoll_config_t *cfg, const char *key, const char *value);
+rmacoll_status_t rmacoll__config_get(const rmacoll_config_t *cfg, const char *key, char *buf,
+                                     size_t len);
 
 /**
  * Writes the value of key number `index` (of rmacoll__config_keys) in cfg

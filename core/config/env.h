@@ -1,6 +1,6 @@
 /*
  * env.h - every environment variable rmacoll reads, in one table: the
- * configuration keys (RMACOLL_<KEY>, from core/config/config.c's key table) and
+ * configuration keys (RMACOLL_<KEY>, from core/config/config_keys.c's key table) and
  * the variables outside it (logging, bootstrap, launcher wire-up, tools).
  * rmacoll-info prints it; docs/env.md is written from it; communicator
  * creation warns once per process about any RMACOLL_* variable it does not

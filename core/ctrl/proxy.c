@@ -2,6 +2,7 @@
  * proxy.c - the proxy of a communicator (proxy.h): its thread, the job
  * ring, and every call into the network transport.
  */
+#include "core/base/clock.h"
 #include "core/ctrl/proxy.h"
 
 #include <sched.h>
@@ -14,14 +15,6 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* futex(2) on a word of this process (FUTEX_PRIVATE_FLAG): sleep while
  * *w == val (at most timeout_ns), wake one sleeper. */
@@ -88,11 +81,6 @@ void rmacoll__proxy_init(rmacoll__proxy_t *px, int rank, uint64_t timeout_ms,
     px->park_ns = RMACOLL__PROXY_PARK_NS;
     atomic_store(&px->err_peer, -1);
     pthread_mutex_init(&px->lock, NULL);
-}
-
-int rmacoll__proxy_bound(const rmacoll__proxy_t *px)
-{
-    return px->tp != NULL;
 }
 
 void rmacoll__proxy_poll(rmacoll__proxy_t *px)
@@ -225,7 +213,7 @@ rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t
                                        size_t n)
 {
     uint64_t posted = atomic_load_explicit(&px->jobs_posted, memory_order_relaxed);
-    uint64_t start = now_ms();
+    uint64_t start = rmacoll__now_ms();
     uint64_t done_seen = atomic_load_explicit(&px->jobs_done, memory_order_acquire);
 
     if (n == 0) {
@@ -239,9 +227,9 @@ rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t
         uint64_t d = atomic_load_explicit(&px->jobs_done, memory_order_acquire);
         if (d != done_seen) {
             done_seen = d;
-            start = now_ms();
+            start = rmacoll__now_ms();
         }
-        if (now_ms() - start > px->timeout_ms) {
+        if (rmacoll__now_ms() - start > px->timeout_ms) {
             return rmacoll__fail(&px->fail, RMACOLL_ERR_TIMEOUT,
                                  "rank %d: proxy thread stalled for %llu ms", px->rank,
                                  (unsigned long long)px->timeout_ms);
@@ -257,7 +245,7 @@ rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t
 
 rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
 {
-    uint64_t start = now_ms();
+    uint64_t start = rmacoll__now_ms();
     uint64_t posted = atomic_load(&px->jobs_posted);
     size_t last_pending = SIZE_MAX;
     unsigned spins = 0;
@@ -299,16 +287,16 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
         }
         if (pending < last_pending) {
             last_pending = pending; /* progress: the timeout counts silence */
-            start = now_ms();
+            start = rmacoll__now_ms();
         }
         /* a quarter more than a transport's own limit on incomplete puts
          * (timeout_ms), whose error names the silent peer */
-        if (now_ms() - start > px->timeout_ms + px->timeout_ms / 4) {
+        if (rmacoll__now_ms() - start > px->timeout_ms + px->timeout_ms / 4) {
             rmacoll__proxy_drive(px, 0);
             return rmacoll__fail(&px->fail, RMACOLL_ERR_TIMEOUT,
                                  "rank %d: %zu network puts still incomplete after "
                                  "%llu ms", px->rank, pending,
-                                 (unsigned long long)(now_ms() - start));
+                                 (unsigned long long)(rmacoll__now_ms() - start));
         }
         if (++spins >= RMACOLL__POLLS_BEFORE_YIELD) {
             sched_yield();

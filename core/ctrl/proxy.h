@@ -87,8 +87,6 @@ rmacoll_status_t rmacoll__proxy_start(rmacoll__proxy_t *px,
                                       rmacoll_transport_t *tp);
 /** Joins the thread (if started) and releases the lock. */
 void rmacoll__proxy_fini(rmacoll__proxy_t *px);
-/** Non-zero when a network transport is bound. */
-int rmacoll__proxy_bound(const rmacoll__proxy_t *px);
 
 /** Hands a queue of puts to the proxy, in order; puts stay borrowed until
  * rmacoll__proxy_flush returned. */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/base/clock.h"
 #include "core/exec/call.h"
 #include "core/exec/state.h"
 #include "core/plan/validate.h"

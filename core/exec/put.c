@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/base/clock.h"
 #include "core/exec/call.h"
 #include "core/exec/records.h"
 #include "core/exec/state.h"
@@ -87,14 +88,6 @@ const void *rmacoll__meta_payload(rmacoll_comm_t *comm, int sender)
 }
 
 
-static uint64_t copies_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 rmacoll_status_t rmacoll__device_copies_wait(rmacoll_comm_t *comm, rmacoll__tinst_t *ti)
 {
     uint64_t start = 0;
@@ -108,7 +101,7 @@ rmacoll_status_t rmacoll__device_copies_wait(rmacoll_comm_t *comm, rmacoll__tins
         }
         rmacoll__proxy_poll(&comm->proxy); /* the network keeps moving meanwhile */
         if (spins % 256 == 255) {
-            uint64_t now = copies_now_ms();
+            uint64_t now = rmacoll__now_ms();
             if (start == 0) {
                 start = now;
             } else if (now - start > comm->cfg.timeout_ms) {

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/text.h"
 #include "core/exec/call.h"
 #include "core/exec/state.h"
 #include "core/plan/topo.h"
@@ -47,10 +48,7 @@ static pthread_once_t graph_mode_once = PTHREAD_ONCE_INIT;
 
 static void graph_mode_read(void)
 {
-    const char *v = getenv("RMACOLL_CUDA_GRAPH");
-
-    graph_mode_on = v != NULL && (strcmp(v, "1") == 0 || strcmp(v, "yes") == 0 ||
-                                  strcmp(v, "on") == 0 || strcmp(v, "true") == 0);
+    graph_mode_on = rmacoll__env_bool("RMACOLL_CUDA_GRAPH", 0);
 }
 
 /* RMACOLL_CUDA_GRAPH=1|yes|on|true: graph mode (see the top of the file). */

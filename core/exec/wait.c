@@ -11,17 +11,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/base/clock.h"
 #include "core/exec/call.h"
 #include "core/exec/state.h"
 #include "core/plan/topo.h"
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static uint64_t load_acquire(const volatile uint64_t *w)
 {
@@ -134,12 +127,12 @@ void rmacoll__gate_open(rmacoll_comm_t *comm, uint64_t epoch)
 int rmacoll__gate_close(rmacoll_comm_t *comm)
 {
     volatile uint64_t *busy = hdr_word(comm->ctrl.addr, RMACOLL__CTRL_BUSY_OFF);
-    uint64_t start = now_ms(), n;
+    uint64_t start = rmacoll__now_ms(), n;
 
     __atomic_store_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_OPEN_OFF), 0,
                      __ATOMIC_SEQ_CST);
     while ((n = __atomic_load_n(busy, __ATOMIC_SEQ_CST)) != 0) {
-        if (now_ms() - start > comm->cfg.timeout_ms) {
+        if (rmacoll__now_ms() - start > comm->cfg.timeout_ms) {
             rmacoll__log(&comm->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE,
                          "rank %d: %llu node peer(s) still inside a copy into this "
                          "rank's receive buffer after %llu ms (stopped between their "
@@ -177,7 +170,7 @@ static int wait_chain_end(const rmacoll_comm_t *comm, int peer)
                                       RMACOLL__CTRL_HEARTBEAT_OFF), __ATOMIC_RELAXED);
         y = (int)w - 1;
         if (w == 0 || y == comm->rank || y == x || y < 0 || y >= comm->nranks ||
-            now_ms() - hb > stale) {
+            rmacoll__now_ms() - hb > stale) {
             break;
         }
         x = y;
@@ -253,7 +246,7 @@ rmacoll_status_t rmacoll__wait_word_for(rmacoll_comm_t *comm, const volatile uin
                                comm->rank, sec, peer, what);
             break;
         }
-        now = now_ms();
+        now = rmacoll__now_ms();
         /* A rank whose process died: the bootstrap root saw its connection
          * close and says so to every rank (rmacoll__bootstrap_poll_error),
          * long before timeout_ms of silence. Writes complete locally on

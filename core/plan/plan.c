@@ -11,31 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config/config_internal.h"
 #include "core/plan/topo.h"
 
 /* ---------------------------------------------------------------- layout */
-
-void rmacoll__plan_cfg_from(const rmacoll_config_t *cfg, rmacoll__plan_cfg_t *out)
-{
-    memset(out, 0, sizeof(*out));
-    out->relay_enabled = cfg->relay_enabled;
-    out->relay_buffer_bytes = cfg->relay_buffer_bytes;
-    out->relay_slots = cfg->relay_slots;
-    out->max_task_bytes = cfg->max_task_bytes;
-    if (rmacoll__config_get_size(cfg, "eager_max_bytes", &out->eager_max_bytes) !=
-        RMACOLL_SUCCESS) {
-        out->eager_max_bytes = 0;
-    }
-    if (rmacoll__config_get_size(cfg, "node_eager_max_bytes", &out->node_eager_max_bytes) !=
-        RMACOLL_SUCCESS) {
-        out->node_eager_max_bytes = 0;
-    }
-    if (rmacoll__config_get_size(cfg, "relay.direct_min_bytes", &out->direct_min_bytes) !=
-        RMACOLL_SUCCESS) {
-        out->direct_min_bytes = 0;
-    }
-}
 
 uint64_t rmacoll__plan_eager_bytes(const int64_t *counts, const int *members, int ls,
                                    size_t esize, uint64_t eager_max)

@@ -185,12 +185,8 @@ typedef struct rmacoll__plan_cfg {
                                 * node's ranks do not share one interface */
 } rmacoll__plan_cfg_t;
 
-/* The largest eager_max_bytes (config.c's range): it sizes every record
- * slot of the control windows. */
-#define RMACOLL__EAGER_MAX_CAP (1ull << 20)
-
-/** The planner's settings of a configuration. */
-void rmacoll__plan_cfg_from(const rmacoll_config_t *cfg, rmacoll__plan_cfg_t *out);
+/* The planner's settings of a configuration: rmacoll__plan_cfg_from
+ * (core/plan/plan_config.h); the planner itself does not read the config. */
 
 /** A scheduler bound to a topology. */
 typedef struct rmacoll__sched {

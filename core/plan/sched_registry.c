@@ -19,24 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/text.h"
+
 /* A loaded plugin: a copy of its v1 table, then its handle. */
 typedef struct sched_reg_plugin {
     rmacoll_sched_ops_t ops;   /* first member: &p->ops == p */
     void *handle;              /* from dlopen */
 } sched_reg_plugin_t;
-
-static void sched_reg_err(char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void sched_reg_err(char *buf, size_t len, const char *fmt, ...)
-{
-    if (buf == NULL || len == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
 
 const rmacoll_sched_ops_t *rmacoll__sched_find(const char *name)
 {
@@ -77,9 +66,9 @@ rmacoll_status_t rmacoll__sched_check(const rmacoll__sched_t *s,
     const char *name = s->ops->name ? s->ops->name : "(unnamed)";
     int nr = s->ops->nrounds(s->state, topo);
     if (nr < 1) {
-        sched_reg_err(errbuf, errlen,
-                      "scheduler '%s' reports %d rounds for %d ranks, needs >= 1",
-                      name, nr, topo->nranks);
+        rmacoll__errbuf_printf(errbuf, errlen,
+                               "scheduler '%s' reports %d rounds for %d ranks, needs >= 1",
+                               name, nr, topo->nranks);
         return RMACOLL_ERR_PLUGIN;
     }
     for (int i = 0; i < topo->nranks; i++) {
@@ -88,17 +77,17 @@ rmacoll_status_t rmacoll__sched_check(const rmacoll__sched_t *s,
                 continue;
             int r = s->ops->round(s->state, topo, i, j);
             if (r < 0 || r >= nr) {
-                sched_reg_err(errbuf, errlen,
-                              "scheduler '%s' puts rank %d -> peer %d in round %d, "
-                              "outside [0, %d)", name, i, j, r, nr);
+                rmacoll__errbuf_printf(errbuf, errlen,
+                                       "scheduler '%s' puts rank %d -> peer %d in round %d, "
+                                       "outside [0, %d)", name, i, j, r, nr);
                 return RMACOLL_ERR_PLUGIN;
             }
             int again = s->ops->round(s->state, topo, i, j);
             if (again != r) {
-                sched_reg_err(errbuf, errlen,
-                              "scheduler '%s' is not deterministic: rank %d -> "
-                              "peer %d gave round %d, then %d", name, i, j, r,
-                              again);
+                rmacoll__errbuf_printf(errbuf, errlen,
+                                       "scheduler '%s' is not deterministic: rank %d -> "
+                                       "peer %d gave round %d, then %d", name, i, j, r,
+                                       again);
                 return RMACOLL_ERR_PLUGIN;
             }
         }
@@ -114,8 +103,8 @@ static rmacoll_status_t sched_reg_load(const char *path,
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (h == NULL) {
         const char *why = dlerror();
-        sched_reg_err(errbuf, errlen, "cannot load scheduler plugin '%s': %s",
-                      path, why ? why : "unknown dlopen error");
+        rmacoll__errbuf_printf(errbuf, errlen, "cannot load scheduler plugin '%s': %s",
+                               path, why ? why : "unknown dlopen error");
         return RMACOLL_ERR_PLUGIN;
     }
     dlerror();
@@ -143,14 +132,14 @@ static rmacoll_status_t sched_reg_load(const char *path,
         bad = "has no round op";
     }
     if (bad != NULL) {
-        sched_reg_err(errbuf, errlen, "scheduler plugin '%s' %s", path, bad);
+        rmacoll__errbuf_printf(errbuf, errlen, "scheduler plugin '%s' %s", path, bad);
         dlclose(h);
         return RMACOLL_ERR_PLUGIN;
     }
     sched_reg_plugin_t *pl = malloc(sizeof(*pl));
     if (pl == NULL) {
-        sched_reg_err(errbuf, errlen,
-                      "out of memory loading scheduler plugin '%s'", path);
+        rmacoll__errbuf_printf(errbuf, errlen,
+                               "out of memory loading scheduler plugin '%s'", path);
         dlclose(h);
         return RMACOLL_ERR_NO_MEMORY;
     }
@@ -182,7 +171,7 @@ rmacoll_status_t rmacoll__sched_open(const char *name, const char *plugin_path,
     out->ops = NULL;
     out->state = NULL;
     if (topo == NULL || topo->nranks < 1) {
-        sched_reg_err(errbuf, errlen, "scheduler needs a topology of >= 1 rank");
+        rmacoll__errbuf_printf(errbuf, errlen, "scheduler needs a topology of >= 1 rank");
         return RMACOLL_ERR_INVALID_ARG;
     }
 
@@ -199,8 +188,8 @@ rmacoll_status_t rmacoll__sched_open(const char *name, const char *plugin_path,
         if (ops == NULL) {
             char known[256];
             sched_reg_known(known, sizeof(known));
-            sched_reg_err(errbuf, errlen, "unknown scheduler '%s' (known: %s)",
-                          name ? name : "", known);
+            rmacoll__errbuf_printf(errbuf, errlen, "unknown scheduler '%s' (known: %s)",
+                                   name ? name : "", known);
             return RMACOLL_ERR_CONFIG;
         }
     }
@@ -209,9 +198,9 @@ rmacoll_status_t rmacoll__sched_open(const char *name, const char *plugin_path,
     if (ops->create != NULL) {
         rmacoll_status_t st = ops->create(topo, seed, &s.state);
         if (st != RMACOLL_SUCCESS) {
-            sched_reg_err(errbuf, errlen,
-                          "scheduler '%s' create for %d ranks failed: %s",
-                          ops->name, topo->nranks, rmacoll_status_string(st));
+            rmacoll__errbuf_printf(errbuf, errlen,
+                                   "scheduler '%s' create for %d ranks failed: %s",
+                                   ops->name, topo->nranks, rmacoll_status_string(st));
             if (plugin != NULL)
                 sched_reg_unload(plugin);
             return st;

@@ -12,20 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static void validate_msg(char *errbuf, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void validate_msg(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (errbuf == NULL || errlen == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(errbuf, errlen, fmt, ap);
-    va_end(ap);
-}
+#include "core/base/text.h"
 
 /*
  * Checks one side (send or receive): no negative values, no byte offset
@@ -48,22 +35,22 @@ static rmacoll_status_t validate_side(int nranks, int rank, const char *cname,
         int64_t d = displs[j];
 
         if (c < 0) {
-            validate_msg(errbuf, errlen, "rank %d: %s[%d] = %" PRId64 " is negative",
-                         rank, cname, j, c);
+            rmacoll__errbuf_printf(errbuf, errlen, "rank %d: %s[%d] = %" PRId64 " is negative",
+                                   rank, cname, j, c);
             return RMACOLL_ERR_OVERFLOW;
         }
         if (d < 0) {
-            validate_msg(errbuf, errlen, "rank %d: %s[%d] = %" PRId64 " is negative",
-                         rank, dname, j, d);
+            rmacoll__errbuf_printf(errbuf, errlen, "rank %d: %s[%d] = %" PRId64 " is negative",
+                                   rank, dname, j, d);
             return RMACOLL_ERR_OVERFLOW;
         }
         /* Both are in [0, INT64_MAX]: d + c fits in uint64_t. */
         uint64_t end = (uint64_t)d + (uint64_t)c;
         if (end > (uint64_t)INT64_MAX / (uint64_t)esize) {
-            validate_msg(errbuf, errlen,
-                         "rank %d: %s[%d] = %" PRId64 " + %s[%d] = %" PRId64
-                         " elements of %" PRId64 " bytes overflow a 64-bit byte offset",
-                         rank, dname, j, d, cname, j, c, esize);
+            rmacoll__errbuf_printf(errbuf, errlen,
+                                   "rank %d: %s[%d] = %" PRId64 " + %s[%d] = %" PRId64
+                                   " elements of %" PRId64 " bytes overflow a 64-bit byte offset",
+                                   rank, dname, j, d, cname, j, c, esize);
             return RMACOLL_ERR_OVERFLOW;
         }
         if (c > 0) {
@@ -177,13 +164,13 @@ static rmacoll_status_t check_send_recv_overlap(int nranks, int rank, const void
             int k = (int)sorted[2 * a + 1];
 
             if (rdispls[k] * esize < hi) {
-                validate_msg(errbuf, errlen,
-                             "rank %d: send block %d (sendcounts[%d] = %" PRId64
-                             ", sdispls[%d] = %" PRId64 ") overlaps receive block %d "
-                             "(recvcounts[%d] = %" PRId64 ", rdispls[%d] = %" PRId64
-                             "): send and receive buffers must not overlap",
-                             rank, j, j, sendcounts[j], j, sdispls[j], k, k,
-                             recvcounts[k], k, rdispls[k]);
+                rmacoll__errbuf_printf(errbuf, errlen,
+                                       "rank %d: send block %d (sendcounts[%d] = %" PRId64
+                                       ", sdispls[%d] = %" PRId64 ") overlaps receive block %d "
+                                       "(recvcounts[%d] = %" PRId64 ", rdispls[%d] = %" PRId64
+                                       "): send and receive buffers must not overlap",
+                                       rank, j, j, sendcounts[j], j, sdispls[j], k, k,
+                                       recvcounts[k], k, rdispls[k]);
                 return RMACOLL_ERR_OVERLAP;
             }
         }
@@ -213,13 +200,13 @@ rmacoll_status_t rmacoll__validate_args(int nranks, int rank,
     int r_first = -1;
     rmacoll_status_t st;
 
-    validate_msg(errbuf, errlen, "%s", "");
+    rmacoll__errbuf_printf(errbuf, errlen, "%s", "");
     if (esize_u == 0) {
-        validate_msg(errbuf, errlen, "rank %d: unknown datatype %d", rank, (int)dtype);
+        rmacoll__errbuf_printf(errbuf, errlen, "rank %d: unknown datatype %d", rank, (int)dtype);
         return RMACOLL_ERR_DATATYPE;
     }
     if (nranks < 1 || rank < 0 || rank >= nranks) {
-        validate_msg(errbuf, errlen, "rank %d: rank outside [0, %d)", rank, nranks);
+        rmacoll__errbuf_printf(errbuf, errlen, "rank %d: rank outside [0, %d)", rank, nranks);
         return RMACOLL_ERR_INVALID_ARG;
     }
     const struct {
@@ -232,7 +219,7 @@ rmacoll_status_t rmacoll__validate_args(int nranks, int rank,
     };
     for (size_t a = 0; a < sizeof(arrays) / sizeof(arrays[0]); a++) {
         if (arrays[a].ptr == NULL) {
-            validate_msg(errbuf, errlen, "rank %d: %s is NULL", rank, arrays[a].name);
+            rmacoll__errbuf_printf(errbuf, errlen, "rank %d: %s is NULL", rank, arrays[a].name);
             return RMACOLL_ERR_INVALID_ARG;
         }
     }
@@ -249,13 +236,15 @@ rmacoll_status_t rmacoll__validate_args(int nranks, int rank,
         return st;
     }
     if (sendbuf == NULL && s_any) {
-        validate_msg(errbuf, errlen, "rank %d: sendbuf is NULL but sendcounts[%d] = %" PRId64,
-                     rank, s_first, sendcounts[s_first]);
+        rmacoll__errbuf_printf(errbuf, errlen,
+                               "rank %d: sendbuf is NULL but sendcounts[%d] = %" PRId64,
+                               rank, s_first, sendcounts[s_first]);
         return RMACOLL_ERR_NULL_BUFFER;
     }
     if (recvbuf == NULL && r_any) {
-        validate_msg(errbuf, errlen, "rank %d: recvbuf is NULL but recvcounts[%d] = %" PRId64,
-                     rank, r_first, recvcounts[r_first]);
+        rmacoll__errbuf_printf(errbuf, errlen,
+                               "rank %d: recvbuf is NULL but recvcounts[%d] = %" PRId64,
+                               rank, r_first, recvcounts[r_first]);
         return RMACOLL_ERR_NULL_BUFFER;
     }
 
@@ -276,11 +265,11 @@ rmacoll_status_t rmacoll__validate_args(int nranks, int rank,
 
         /* Cannot overflow: displ + count was checked above. */
         if (rdispls[a] + recvcounts[a] > rdispls[b]) {
-            validate_msg(errbuf, errlen,
-                         "rank %d: recvcounts[%d] = %" PRId64 " with rdispls[%d] = %" PRId64
-                         " overlaps rdispls[%d] = %" PRId64 " (block of %" PRId64 ")",
-                         rank, a, recvcounts[a], a, rdispls[a], b, rdispls[b],
-                         recvcounts[b]);
+            rmacoll__errbuf_printf(errbuf, errlen,
+                                   "rank %d: recvcounts[%d] = %" PRId64 " with rdispls[%d] = %" PRId64
+                                   " overlaps rdispls[%d] = %" PRId64 " (block of %" PRId64 ")",
+                                   rank, a, recvcounts[a], a, rdispls[a], b, rdispls[b],
+                                   recvcounts[b]);
             return RMACOLL_ERR_OVERLAP;
         }
     }
@@ -288,11 +277,11 @@ rmacoll_status_t rmacoll__validate_args(int nranks, int rank,
     /* Larger than any node's memory (256 TiB): a caller's error, not something
      * to plan for (the plan would need bytes / max_task_bytes tasks). */
     if (sext > RMACOLL__MAX_EXTENT || rext > RMACOLL__MAX_EXTENT) {
-        validate_msg(errbuf, errlen,
-                     "rank %d: %s buffer extent of %" PRIu64 " bytes exceeds any "
-                     "node's memory (2^48 bytes)", rank,
-                     sext > RMACOLL__MAX_EXTENT ? "send" : "receive",
-                     sext > RMACOLL__MAX_EXTENT ? sext : rext);
+        rmacoll__errbuf_printf(errbuf, errlen,
+                               "rank %d: %s buffer extent of %" PRIu64 " bytes exceeds any "
+                               "node's memory (2^48 bytes)", rank,
+                               sext > RMACOLL__MAX_EXTENT ? "send" : "receive",
+                               sext > RMACOLL__MAX_EXTENT ? sext : rext);
         return RMACOLL_ERR_OVERFLOW;
     }
     /* after the extent check: both extents are below 2^48 */

@@ -2,7 +2,7 @@
 # layer rules of docs/protocol.md, checked on the source tree SRC.
 #  - core/ includes nothing from transports/ or sched/;
 #  - core/ names no transport: "ce", "ofi", "verbs", "nvlink_kernel" appear
-#    as words in core/ only in config.c (the config table's defaults);
+#    as words in core/ only in config_keys.c (the config table's defaults);
 #  - a transport includes only its own folder and transports/common/.
 set(_bad "")
 file(GLOB_RECURSE _core ${SRC}/core/*.c ${SRC}/core/*.h)
@@ -12,7 +12,7 @@ foreach(f ${_core})
   if(_t MATCHES "#include \"(transports|sched)/")
     list(APPEND _bad "${_n}: includes transports/ or sched/")
   endif()
-  if(NOT _n STREQUAL "config.c" AND NOT _n STREQUAL "plan_print.c" AND NOT _n STREQUAL "nccl_oob.c")
+  if(NOT _n STREQUAL "config_keys.c" AND NOT _n STREQUAL "plan_print.c" AND NOT _n STREQUAL "nccl_oob.c")
     # "ce" alone is also the CE path's name in comments: look for the names
     # as strings, and for the names of the other transports anywhere
     if(_t MATCHES "\"(ce|ofi|verbs|nvlink_kernel)\"|[^a-z_](ofi|verbs|nvlink_kernel)[^a-z_]")
