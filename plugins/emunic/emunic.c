@@ -123,6 +123,7 @@ typedef struct emu_fly {
     uint32_t sig_index;
     uint64_t sig_value;
     uint64_t deliver_ns;
+    uint64_t post_ns;             /* when it was posted (the finalize statistics) */
     int event;                    /* index in tp->events, or -1 (host copy) */
 } emu_fly_t;
 
@@ -146,8 +147,12 @@ struct rmacoll_transport {
     size_t fly_cap, fly_head, fly_n;
     uint8_t *blocked;             /* [nranks]: scratch of progress */
 
-    /* counters for the log at finalize */
+    /* counters for the log at finalize; post -> signal times of device
+     * puts (copy and wire) and of the others (wire only), and how much of
+     * it a put waited for its copy after its wire time had passed */
     uint64_t puts, bytes, dev_puts;
+    uint64_t dev_sig_ns, dev_sig_max_ns, dev_copy_late_ns, dev_signalled;
+    uint64_t host_sig_ns, host_sig_max_ns, host_signalled;
 
     int cuda;                     /* device memory usable here */
     int slot_refs[EMU_SLOTS];     /* registrations using each own slot */
@@ -627,8 +632,16 @@ static void emu_finalize(rmacoll_transport_t *tp)
 {
     if (tp != NULL) {
         EMU_LOG(tp, RMACOLL_LOG_DEBUG, "emunic: rank %d: %" PRIu64 " puts (%" PRIu64
-                " of device memory), %" PRIu64 " bytes", tp->rank, tp->puts, tp->dev_puts,
-                tp->bytes);
+                " of device memory), %" PRIu64 " bytes; post to signal: device puts "
+                "%.1f us mean (%.1f max; %.1f us of it past the wire time, waiting for "
+                "the copy), others %.1f us mean (%.1f max)", tp->rank, tp->puts,
+                tp->dev_puts, tp->bytes,
+                tp->dev_signalled ? tp->dev_sig_ns / 1e3 / (double)tp->dev_signalled : 0.0,
+                tp->dev_sig_max_ns / 1e3,
+                tp->dev_signalled ? tp->dev_copy_late_ns / 1e3 / (double)tp->dev_signalled
+                                  : 0.0,
+                tp->host_signalled ? tp->host_sig_ns / 1e3 / (double)tp->host_signalled : 0.0,
+                tp->host_sig_max_ns / 1e3);
         emu_free(tp);
     }
 }
@@ -875,6 +888,7 @@ static rmacoll_status_t emu_post_puts(rmacoll_transport_t *tp, const rmacoll_put
                                                                      : EMU_MAX_RAILS - 1],
             &tp->peer[pt->peer]->rx_tat, now, pt->bytes);
         f->deliver_ns = emunic_deliver_at(txd, rxd, tp->latency_ns);
+        f->post_ns = now;
         tp->fly_n++;
         tp->puts++;
         tp->bytes += pt->bytes;
@@ -931,6 +945,18 @@ static rmacoll_status_t emu_progress(rmacoll_transport_t *tp)
                 return st;
             }
             if (done) {
+                uint64_t took = now - f.post_ns;
+                if (f.event >= 0) {
+                    tp->dev_signalled++;
+                    tp->dev_sig_ns += took;
+                    tp->dev_sig_max_ns = took > tp->dev_sig_max_ns ? took : tp->dev_sig_max_ns;
+                    tp->dev_copy_late_ns += now - f.deliver_ns;
+                } else {
+                    tp->host_signalled++;
+                    tp->host_sig_ns += took;
+                    tp->host_sig_max_ns = took > tp->host_sig_max_ns ? took
+                                                                     : tp->host_sig_max_ns;
+                }
                 if (f.sig_index != RMACOLL_NO_SIGNAL) {
                     __atomic_store_n(&tp->peer[f.peer]->shadow[f.sig_index], f.sig_value,
                                      __ATOMIC_RELEASE);
