@@ -47,6 +47,7 @@
 
 #include "rmacoll_transport.h"
 
+#include "emunic_maps.h"
 #include "emunic_pace.h"
 
 #ifdef EMUNIC_HAVE_CUDA
@@ -111,12 +112,6 @@ struct rmacoll_mem {
     int slot;                     /* device: own slot, else -1 */
 };
 
-/* A device mapping of a peer's slot. */
-typedef struct emu_map {
-    uint64_t gen;
-    void *ptr;                    /* local address of the slot's base */
-} emu_map_t;
-
 /* A put posted and not yet signalled. */
 typedef struct emu_fly {
     int peer;
@@ -160,7 +155,8 @@ struct rmacoll_transport {
     int device;
     cudaStream_t *stream;         /* [nranks]: made at the first device put */
     cudaEvent_t *events;          /* [fly_cap]: one per ring position */
-    emu_map_t *maps;              /* [nranks * EMU_SLOTS] */
+    emunic_map_t *maps;           /* [nranks * EMU_SLOTS]: mappings of peers' slots */
+    unsigned char map_close[EMU_SLOTS]; /* scratch of emu_dev_target */
     CUresult (*get_range)(CUdeviceptr *, size_t *, CUdeviceptr);
     CUresult (*get_attr)(void *, CUpointer_attribute, CUdeviceptr);
 #endif
@@ -406,15 +402,17 @@ static rmacoll_status_t emu_dev_target(rmacoll_transport_t *tp, int peer, const 
                                        uint64_t dst, uint64_t bytes, void **out)
 {
     emu_slot_t *sl;
-    emu_map_t *m;
-    uint64_t g;
+    emunic_map_t *m, *pm;
+    uint64_t g, base, size;
 
     if (k->slot >= EMU_SLOTS) {
         return RMACOLL_ERR_INVALID_ARG;
     }
     sl = &tp->peer[peer]->slot[k->slot];
     g = __atomic_load_n(&sl->gen, __ATOMIC_ACQUIRE);
-    if (g != k->gen || dst < sl->base || dst + bytes > sl->base + sl->size) {
+    base = sl->base;
+    size = sl->size;
+    if (g != k->gen || dst < base || dst + bytes > base + size) {
         EMU_LOG(tp, RMACOLL_LOG_ERROR, "emunic: put of %" PRIu64 " bytes to peer %d names "
                 "a device registration that is gone (slot %u, generation %" PRIu64
                 " against %" PRIu64 ")", bytes, peer, k->slot, k->gen, g);
@@ -425,25 +423,47 @@ static rmacoll_status_t emu_dev_target(rmacoll_transport_t *tp, int peer, const 
         *out = (void *)(uintptr_t)dst; /* a thread of this process: one address space */
         return RMACOLL_SUCCESS;
     }
-    m = &tp->maps[(size_t)peer * EMU_SLOTS + k->slot];
+    pm = &tp->maps[(size_t)peer * EMU_SLOTS];
+    m = &pm[k->slot];
     if (m->ptr == NULL || m->gen != g) {
         cudaIpcMemHandle_t h;
         void *p = NULL;
         cudaError_t e;
+        int nclose = emunic_maps_stale(pm, EMU_SLOTS, (int)k->slot, g, base, size,
+                                       tp->map_close);
 
-        if (m->ptr != NULL) {
-            (void)cudaIpcCloseMemHandle(m->ptr);
-            m->ptr = NULL;
+        /* the slot's older generation, and every mapping of memory the
+         * peer freed and allocated again at these addresses (emunic_maps.h:
+         * opening the new handle while one is open fails, "resource
+         * already mapped"); a copy of this writer still running on them
+         * ends first */
+        if (nclose > 0 && tp->stream[peer] != NULL) {
+            (void)cudaStreamSynchronize(tp->stream[peer]);
+        }
+        for (int t = 0; nclose > 0 && t < EMU_SLOTS; t++) {
+            if (tp->map_close[t]) {
+                EMU_LOG(tp, RMACOLL_LOG_DEBUG, "emunic: rank %d: mapping of peer %d's slot %d "
+                        "(0x%" PRIx64 ", %" PRIu64 " bytes) closed: slot %u (generation %"
+                        PRIu64 ") is at 0x%" PRIx64 ", %" PRIu64 " bytes", tp->rank, peer, t,
+                        pm[t].base, pm[t].size, k->slot, g, base, size);
+                (void)cudaIpcCloseMemHandle(pm[t].ptr);
+                pm[t].ptr = NULL;
+            }
         }
         memcpy(&h, sl->ipc, sizeof(h) < EMU_IPC_BYTES ? sizeof(h) : EMU_IPC_BYTES);
         e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
         if (e != cudaSuccess) {
+            EMU_LOG(tp, RMACOLL_LOG_ERROR, "emunic: rank %d: peer %d's slot %u (generation %"
+                    PRIu64 ", 0x%" PRIx64 ", %" PRIu64 " bytes) cannot be mapped",
+                    tp->rank, peer, k->slot, g, base, size);
             return emu_cuda_err(tp, peer, "cudaIpcOpenMemHandle", e);
         }
         m->ptr = p;
         m->gen = g;
+        m->base = base;
+        m->size = size;
     }
-    *out = (char *)m->ptr + (dst - sl->base);
+    *out = (char *)m->ptr + (dst - base);
     return RMACOLL_SUCCESS;
 }
 
