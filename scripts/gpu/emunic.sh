@@ -20,7 +20,8 @@
 #  5. shm's IPC path: scripts/gpu/shm_ipc_repro.c (libfabric only, no
 #     rmacoll) in three progress modes, then rmacoll over shm with
 #     ofi.hmem_device_only, with libfabric's warnings.
-# Usage: bash scripts/gpu/emunic.sh   (OUT=dir to choose where results go)
+# Usage: bash scripts/gpu/emunic.sh   (OUT=dir to choose where results go;
+#   EMUNIC_REPRO_MODES="busy both" leaves out the reproducer's slow mode)
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-/tmp/emunic-out}
@@ -180,7 +181,7 @@ if [ -x "$fi_dir/bin/fi_info" ]; then
   set +x
   if [ -x "$OUT/shm_ipc_repro" ]; then
     for donly in 1 0; do
-      for mode in busy late both; do
+      for mode in ${EMUNIC_REPRO_MODES:-busy late both}; do
         [ "$(el)" -gt 450 ] && { note "shm_ipc_repro $mode $donly: skipped, past the time budget"; continue; }
         LD_LIBRARY_PATH=$fi_ld FI_LOG_LEVEL=warn FI_LOG_PROV=shm \
           timeout -k 5 45 "$OUT/shm_ipc_repro" $mode $donly \
