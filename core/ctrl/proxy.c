@@ -177,7 +177,7 @@ static void *proxy_main(void *arg)
         if (worked) {
             idle = 0;
         } else if (++idle >= RMACOLL__POLLS_BEFORE_YIELD) {
-            if (atomic_load_explicit(&px->active, memory_order_relaxed) > 0) {
+            if (atomic_load_explicit(&px->active, memory_order_relaxed)) {
                 sched_yield();
             } else {
                 struct timespec ts = {0, 200000};
@@ -222,13 +222,11 @@ void rmacoll__proxy_fini(rmacoll__proxy_t *px)
 
 void rmacoll__proxy_set_active(rmacoll__proxy_t *px, int active)
 {
+    atomic_store(&px->active, active);
     /* a call that no thread drives needs the thread now, not after the
      * park left by the last blocking call (RMACOLL__PROXY_PARK_NS) */
     if (active) {
-        atomic_fetch_add(&px->active, 1);
         proxy_wake_parked(px);
-    } else {
-        atomic_fetch_sub(&px->active, 1);
     }
 }
 

@@ -66,7 +66,7 @@ typedef struct rmacoll__proxy {
     int started;
     pthread_mutex_t lock;             /* every call into the transport */
     _Atomic int stop;
-    _Atomic int active;               /* calls / data phases in flight: poll hard */
+    _Atomic int active;               /* a call is in flight: poll hard */
     _Atomic int driving;              /* a calling thread drives: stay off
                                        * (the thread parks on this word) */
     _Atomic int parked;               /* the thread sleeps on `driving` */
@@ -110,13 +110,8 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px);
 /** The transport's first error (RMACOLL_SUCCESS if none); *peer receives
  * the rank it names, or -1. */
 rmacoll_status_t rmacoll__proxy_error(rmacoll__proxy_t *px, int *peer);
-/** A call, or a device call's data phase, starts (1) or ends (0): the
- * thread polls hard while any is in flight, gently otherwise. A count,
- * not a flag: the calling thread ends its part of a device call while the
- * worker runs the data phase, and the worker ends one while the next
- * call's host part runs (a flag cleared by either left the other without
- * its hard polling). Starting one while no thread drives wakes a parked
- * thread. Every start is paired with one end. */
+/** Marks a call in flight (1) or not (0): the thread polls hard or gently.
+ * Marking one in flight while no thread drives wakes a parked thread. */
 void rmacoll__proxy_set_active(rmacoll__proxy_t *px, int active);
 
 /** mem_register / mem_deregister of the network transport under the lock;

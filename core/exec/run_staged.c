@@ -132,30 +132,6 @@ static void stage_trace(rmacoll_comm_t *comm, uint64_t e, const uint64_t *t)
     sg->prev_done_ns = t[4];
 }
 
-/* Back-to-back device calls hand the worker its next job one host part
- * (metadata and agreement rounds, tens of us) after it ended the last:
- * it polls for it this long before it sleeps on the condition, whose
- * wake-up cost 7-40 us a call on the GPU machine (issue 32's trace). */
-#define STAGE_LINGER_NS 200000u
-
-static uint64_t stage_clock_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void stage_linger(rmacoll__stage_t *sg)
-{
-    uint64_t end = stage_clock_ns() + STAGE_LINGER_NS;
-
-    while (__atomic_load_n(&sg->job, __ATOMIC_ACQUIRE) == 0 &&
-           !__atomic_load_n(&sg->stop, __ATOMIC_ACQUIRE) && stage_clock_ns() < end) {
-        sched_yield();
-    }
-}
-
 static void *stage_main(void *arg)
 {
     rmacoll_comm_t *comm = arg;
@@ -172,7 +148,7 @@ static void *stage_main(void *arg)
             break;
         }
         e = sg->job;
-        __atomic_store_n(&sg->job, 0, __ATOMIC_RELAXED);
+        sg->job = 0;
         t[0] = sg->handoff_ns;
         pthread_mutex_unlock(&sg->lock);
 
@@ -213,7 +189,6 @@ static void *stage_main(void *arg)
         /* release the stream even on failure; the next call reports it */
         __atomic_store_n(stage_word(comm, RMACOLL__STAGE_DONE), e, __ATOMIC_RELEASE);
         atomic_store(&sg->finished, e);
-        stage_linger(sg);
         pthread_mutex_lock(&sg->lock);
     }
     pthread_mutex_unlock(&sg->lock);
@@ -268,7 +243,7 @@ void rmacoll__staged_fini(rmacoll_comm_t *comm)
 
     if (sg->started) {
         pthread_mutex_lock(&sg->lock);
-        __atomic_store_n(&sg->stop, 1, __ATOMIC_RELEASE); /* stage_linger reads it unlocked */
+        sg->stop = 1;
         pthread_cond_signal(&sg->cond);
         pthread_mutex_unlock(&sg->lock);
         pthread_join(sg->thread, NULL);
@@ -418,7 +393,7 @@ static rmacoll_status_t stage_handoff(rmacoll__call_t *c, rmacoll_memtype_t mem,
     sg->run_recv = recv;
     sg->run_seq = mem == RMACOLL_MEM_CUDA ? ++sg->hmem_seq : 0;
     sg->handoff_ns = stage_ns(comm);
-    __atomic_store_n(&sg->job, e, __ATOMIC_RELEASE); /* stage_linger reads it unlocked */
+    sg->job = e;
     pthread_cond_signal(&sg->cond);
     pthread_mutex_unlock(&sg->lock);
     return RMACOLL_SUCCESS;

@@ -435,11 +435,9 @@ static rmacoll_status_t emu_dev_target(rmacoll_transport_t *tp, int peer, const 
         /* the slot's older generation, and every mapping of memory the
          * peer freed and allocated again at these addresses (emunic_maps.h:
          * opening the new handle while one is open fails, "resource
-         * already mapped"); a copy of this writer still running on them
-         * ends first */
-        if (nclose > 0 && tp->stream[peer] != NULL) {
-            (void)cudaStreamSynchronize(tp->stream[peer]);
-        }
+         * already mapped"). No copy of this writer runs on them: the peer
+         * dropped a registration only after its call, whose signals come
+         * after this writer's copies completed */
         for (int t = 0; nclose > 0 && t < EMU_SLOTS; t++) {
             if (tp->map_close[t]) {
                 EMU_LOG(tp, RMACOLL_LOG_DEBUG, "emunic: rank %d: mapping of peer %d's slot %d "

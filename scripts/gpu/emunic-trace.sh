@@ -10,7 +10,9 @@
 #     rank, uniform, relay on, uncapped and 48.5 GB/s, at log level TRACE:
 #     the call's host stages (validate, metadata, plan, agreement, enqueue),
 #     the worker's (woke, GO, READY, data), the drain, and emunic's post ->
-#     signal times; means per stage over the timed calls of every rank.
+#     signal times; means per stage over the timed calls of every rank;
+#     before it, EMUNIC_CHECK="2:zipf:1.2:on:0 4:uniform:off:48.5e9 ...":
+#     1M..64M rows of those configurations with rmacoll's errors shown.
 # Usage: bash scripts/gpu/emunic-trace.sh   (OUT=dir, EMUNIC_MPS=0: no MPS)
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -102,6 +104,27 @@ run_perf() { # tag rate extra-env...
   stages "$OUT/perf_$tag.log" | tee "$OUT/stages_$tag.txt"
   note "$tag: rc $r; $(grep -E '^ +[0-9]+ ' "$OUT/perf_$tag.log" | awk '{printf "%s B %s us; ", $1, $6}')"
 }
+# EMUNIC_CHECK="ppn:dist:relay:rate ...": rmacoll-perf rows 1M..64M of those
+# configurations with rmacoll's errors shown (every subsystem, WARN)
+check_perf() { # ppn dist relay rate
+  local tag="check_ppn$1_${2/:/}_relay$3_rate$4"
+  echo "---- $tag (t+$(el)s)"
+  RMACOLL_LOG_LEVEL=warn RMACOLL_LOG_SUBSYSTEMS=all RMACOLL_TIMEOUT_MS=15000 \
+  RMACOLL_TRANSPORTS_INTER_NODE=plugin:$plugin RMACOLL_EMUNIC_RATE=$4 RMACOLL_EMUNIC_LATENCY_US=3 \
+  RMACOLL_TRANSPORTS_DEVICE_INTER_NODE=hmem \
+    timeout -k 5 60 "$perf" --buffers cuda -np $(( $1 * 2 )) --ppn $1 --dist "$2" --relay $3 \
+      -b 1M -e 64M -f 4 -n 3 -w 1 > "$OUT/perf_$tag.log" 2>&1
+  local r=$?
+  grep -E "^ +[0-9]+ |ERROR|WARN|wrong" "$OUT/perf_$tag.log" | sed -E 's/^[^ ]+:[0-9]+:[0-9]+ //' | \
+    awk '!seen[$0]++' | head -14
+  note "$tag: rc $r$([ $r != 0 ] && grep -m1 ERROR "$OUT/perf_$tag.log" | sed -E 's/^[^ ]+:[0-9]+:[0-9]+ /: /')"
+}
+for c in ${EMUNIC_CHECK:-}; do
+  IFS=: read -r c_ppn c_dist c_dist2 c_relay c_rate <<< "$c"
+  # dist may hold a colon (zipf:1.2): 5 fields then, else 4
+  if [ -z "$c_rate" ]; then c_rate=$c_relay; c_relay=$c_dist2; else c_dist=$c_dist:$c_dist2; fi
+  check_perf "$c_ppn" "$c_dist" "$c_relay" "$c_rate"
+done
 run_perf uncapped 0
 run_perf cx7 48.5e9
 if [ "$mps" = yes ]; then echo quit | timeout -k 5 10 nvidia-cuda-mps-control; trap - EXIT; fi
