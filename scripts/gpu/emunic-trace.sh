@@ -13,7 +13,9 @@
 #     signal times; means per stage over the timed calls of every rank;
 #     before it, EMUNIC_CHECK="2:zipf:1.2:on:0 4:uniform:off:48.5e9 ...":
 #     1M..64M rows of those configurations with rmacoll's errors shown.
-# Usage: bash scripts/gpu/emunic-trace.sh   (OUT=dir, EMUNIC_MPS=0: no MPS)
+# Usage: bash scripts/gpu/emunic-trace.sh   (OUT=dir, EMUNIC_MPS=0: no MPS,
+#   EMUNIC_TRACE=0: no step 3, EMUNIC_TEST_TIMEOUT=s for step 2, and
+#   RMACOLL_TEST_CASES=SUBSTRING limits its case files)
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-/tmp/emunic-trace}
@@ -44,7 +46,7 @@ perf=$top/build-emunic/tools/rmacoll-perf
 
 if [ "${EMUNIC_TEST:-1}" = 1 ]; then
   echo "==== test_cross_node_emunic (t+$(el)s)"
-  RMACOLL_TEST_FILTER=test_cross_node_emunic timeout -k 5 200 ./build-emunic/tests/test_gpu_e2e \
+  RMACOLL_TEST_FILTER=test_cross_node_emunic timeout -k 5 "${EMUNIC_TEST_TIMEOUT:-200}" ./build-emunic/tests/test_gpu_e2e \
     > "$OUT/test_cross_node_emunic.log" 2>&1
   r=$?
   grep -nE "ERROR|WARN|rank [0-9]+ \(|exit [0-9]|FAILED|PASSED|case " \
@@ -125,8 +127,10 @@ for c in ${EMUNIC_CHECK:-}; do
   if [ -z "$c_rate" ]; then c_rate=$c_relay; c_relay=$c_dist2; else c_dist=$c_dist:$c_dist2; fi
   check_perf "$c_ppn" "$c_dist" "$c_relay" "$c_rate"
 done
-run_perf uncapped 0
-run_perf cx7 48.5e9
+if [ "${EMUNIC_TRACE:-1}" = 1 ]; then
+  run_perf uncapped 0
+  run_perf cx7 48.5e9
+fi
 if [ "$mps" = yes ]; then echo quit | timeout -k 5 10 nvidia-cuda-mps-control; trap - EXIT; fi
 
 echo "==== summary (t+$(el)s)"
