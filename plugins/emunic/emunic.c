@@ -156,7 +156,6 @@ struct rmacoll_transport {
     cudaStream_t *stream;         /* [nranks]: made at the first device put */
     cudaEvent_t *events;          /* [fly_cap]: one per ring position */
     emunic_map_t *maps;           /* [nranks * EMU_SLOTS]: mappings of peers' slots */
-    unsigned char map_close[EMU_SLOTS]; /* scratch of emu_dev_target */
     CUresult (*get_range)(CUdeviceptr *, size_t *, CUdeviceptr);
     CUresult (*get_attr)(void *, CUpointer_attribute, CUdeviceptr);
 #endif
@@ -402,7 +401,7 @@ static rmacoll_status_t emu_dev_target(rmacoll_transport_t *tp, int peer, const 
                                        uint64_t dst, uint64_t bytes, void **out)
 {
     emu_slot_t *sl;
-    emunic_map_t *m, *pm;
+    emunic_map_t *m;
     uint64_t g, base, size;
 
     if (k->slot >= EMU_SLOTS) {
@@ -423,37 +422,30 @@ static rmacoll_status_t emu_dev_target(rmacoll_transport_t *tp, int peer, const 
         *out = (void *)(uintptr_t)dst; /* a thread of this process: one address space */
         return RMACOLL_SUCCESS;
     }
-    pm = &tp->maps[(size_t)peer * EMU_SLOTS];
-    m = &pm[k->slot];
+    m = &tp->maps[(size_t)peer * EMU_SLOTS + k->slot];
     if (m->ptr == NULL || m->gen != g) {
         cudaIpcMemHandle_t h;
         void *p = NULL;
         cudaError_t e;
-        int nclose = emunic_maps_stale(pm, EMU_SLOTS, (int)k->slot, g, base, size,
-                                       tp->map_close);
 
-        /* the slot's older generation, and every mapping of memory the
-         * peer freed and allocated again at these addresses (emunic_maps.h:
-         * opening the new handle while one is open fails, "resource
-         * already mapped"). No copy of this writer runs on them: the peer
-         * dropped a registration only after its call, whose signals come
-         * after this writer's copies completed */
-        for (int t = 0; nclose > 0 && t < EMU_SLOTS; t++) {
-            if (tp->map_close[t]) {
-                EMU_LOG(tp, RMACOLL_LOG_DEBUG, "emunic: rank %d: mapping of peer %d's slot %d "
-                        "(0x%" PRIx64 ", %" PRIu64 " bytes) closed: slot %u (generation %"
-                        PRIu64 ") is at 0x%" PRIx64 ", %" PRIu64 " bytes", tp->rank, peer, t,
-                        pm[t].base, pm[t].size, k->slot, g, base, size);
-                (void)cudaIpcCloseMemHandle(pm[t].ptr);
-                pm[t].ptr = NULL;
-            }
+        if (m->ptr != NULL) {
+            (void)cudaIpcCloseMemHandle(m->ptr);
+            m->ptr = NULL;
         }
         memcpy(&h, sl->ipc, sizeof(h) < EMU_IPC_BYTES ? sizeof(h) : EMU_IPC_BYTES);
         e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+        if (e == cudaErrorAlreadyMapped) {
+            /* this writer still maps memory the peer freed, and the peer's
+             * cudaMalloc gave the new allocation the same addresses. The
+             * stale mapping cannot be closed here: cudaIpcCloseMemHandle
+             * waits for the whole context, whose user stream waits for
+             * this data phase (a deadlock, seen on the GPU machine) */
+            EMU_LOG(tp, RMACOLL_LOG_ERROR, "emunic: rank %d: peer %d's slot %u (0x%" PRIx64
+                    ", %" PRIu64 " bytes) overlaps memory of that peer this rank still "
+                    "maps (freed and allocated again at the same addresses): not "
+                    "supported yet (issue 32)", tp->rank, peer, k->slot, base, size);
+        }
         if (e != cudaSuccess) {
-            EMU_LOG(tp, RMACOLL_LOG_ERROR, "emunic: rank %d: peer %d's slot %u (generation %"
-                    PRIu64 ", 0x%" PRIx64 ", %" PRIu64 " bytes) cannot be mapped",
-                    tp->rank, peer, k->slot, g, base, size);
             return emu_cuda_err(tp, peer, "cudaIpcOpenMemHandle", e);
         }
         m->ptr = p;

@@ -16,6 +16,15 @@
  * overlap, so such a mapping is of memory the peer freed (or of the same
  * allocation published again, which the new mapping replaces). The slot's
  * own mapping of an older generation goes too (the slot was republished).
+ *
+ * Where it may run: NOT in the data phase. cudaIpcCloseMemHandle waits for
+ * the writer's whole context, and there the user's stream waits (a stream
+ * memory wait) for the very data phase that closes: the rank hangs,
+ * untimed (seen on the GPU machine, issue 32). emunic.c keeps the mapping
+ * cache by slot (emunic_map_t) and reports cudaErrorAlreadyMapped; closing
+ * by this rule needs a point where the writer's streams wait for nothing
+ * of rmacoll's (between calls, after the peer published its new
+ * registration), or mappings in a context of the plugin's own.
  */
 #ifndef RMACOLL_EMUNIC_MAPS_H
 #define RMACOLL_EMUNIC_MAPS_H
