@@ -34,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/base/clock.h"
 #include "core/exec/call.h"
 #include "core/exec/state.h"
 #include "core/plan/topo.h"
@@ -100,6 +101,35 @@ static rmacoll_status_t hmem_ready(rmacoll_comm_t *comm, uint64_t seq)
     return st;
 }
 
+/* TRACE timestamps of the worker (0 when the level is below TRACE). */
+static uint64_t stage_ns(const rmacoll_comm_t *comm)
+{
+    if (comm->log.level < RMACOLL_LOG_TRACE) {
+        return 0;
+    }
+    return rmacoll__now_ns();
+}
+
+/* TRACE: where a device call's data phase spent its time, from the
+ * handoff (t[0]) to the worker taking the job, the stream reaching the
+ * call (GO), the peers' READY (hmem), the plan and STAGE_DONE. */
+static void stage_trace(rmacoll_comm_t *comm, uint64_t e, const uint64_t *t)
+{
+    rmacoll__stage_t *sg = &comm->stage;
+
+    if (t[0] == 0) {
+        return;
+    }
+    rmacoll__log(&comm->log, RMACOLL_LOG_TRACE, RMACOLL_LOG_SUBSYS_CORE,
+                 "call %llu worker: woke %.1f us after the handoff, stream at the call "
+                 "(GO) +%.1f us, peers READY +%.1f us, plan (data) +%.1f us, total %.1f us; "
+                 "%.1f us since the last job ended", (unsigned long long)e,
+                 (t[1] - t[0]) / 1e3, (t[2] - t[1]) / 1e3, (t[3] - t[2]) / 1e3,
+                 (t[4] - t[3]) / 1e3, (t[4] - t[0]) / 1e3,
+                 sg->prev_done_ns ? (t[0] - sg->prev_done_ns) / 1e3 : 0.0);
+    sg->prev_done_ns = t[4];
+}
+
 static void *stage_main(void *arg)
 {
     rmacoll_comm_t *comm = arg;
@@ -107,7 +137,7 @@ static void *stage_main(void *arg)
 
     pthread_mutex_lock(&sg->lock);
     for (;;) {
-        uint64_t e;
+        uint64_t e, t[5];
         rmacoll_status_t st;
         while (!sg->stop && sg->job == 0) {
             pthread_cond_wait(&sg->cond, &sg->lock);
@@ -117,19 +147,27 @@ static void *stage_main(void *arg)
         }
         e = sg->job;
         sg->job = 0;
+        t[0] = sg->handoff_ns;
         pthread_mutex_unlock(&sg->lock);
 
+        t[1] = stage_ns(comm);
         rmacoll__proxy_set_active(&comm->proxy, 1);
         st = rmacoll__wait_word(comm, stage_word(comm, RMACOLL__STAGE_GO), e, comm->rank,
                                 sg->run_mem == RMACOLL_MEM_CUDA
                                     ? "own stream: reached the call"
                                     : "own stream: send blocks staged to host");
+        t[2] = stage_ns(comm);
         if (st == RMACOLL_SUCCESS && sg->run_mem == RMACOLL_MEM_CUDA) {
             st = hmem_ready(comm, sg->run_seq);
         }
+        t[3] = stage_ns(comm);
         if (st == RMACOLL_SUCCESS) {
             st = rmacoll__run_host_plan(comm, sg->run_mem, sg->run_send, sg->run_recv,
                                         sg->send_mem);
+        }
+        t[4] = stage_ns(comm);
+        if (st == RMACOLL_SUCCESS) {
+            stage_trace(comm, e, t);
         }
         if (st != RMACOLL_SUCCESS) {
             int expected = RMACOLL_SUCCESS;
@@ -141,7 +179,9 @@ static void *stage_main(void *arg)
             (void)rmacoll__proxy_flush(&comm->proxy);
             /* no network write into the receive buffer after the failure */
             (void)rmacoll__proxy_revoke(&comm->proxy, sg->recv_mem,
-                                        "staging receive buffer");
+                                        sg->run_mem == RMACOLL_MEM_CUDA
+                                            ? "device receive buffer"
+                                            : "staging receive buffer");
         }
         rmacoll__proxy_set_active(&comm->proxy, 0);
         /* release the stream even on failure; the next call reports it */
@@ -163,11 +203,21 @@ rmacoll_status_t rmacoll__staged_drain(rmacoll_comm_t *comm)
     if (e == 0) {
         return RMACOLL_SUCCESS;
     }
+    uint64_t t0 = stage_ns(comm);
     st = rmacoll__wait_word(comm, stage_word(comm, RMACOLL__STAGE_COPIED), e, comm->rank,
                             "own stream: previous call's receive blocks "
                             "copied back to the device");
     while (st == RMACOLL_SUCCESS && atomic_load(&sg->finished) < e) {
         sched_yield();
+    }
+    if (t0 != 0) {
+        uint64_t t1 = stage_ns(comm);
+        rmacoll__log(&comm->log, RMACOLL_LOG_TRACE, RMACOLL_LOG_SUBSYS_CORE,
+                     "call %llu drained: %.1f us waiting for the stream's COPIED, "
+                     "%.1f us after the worker ended it", (unsigned long long)e,
+                     (t1 - t0) / 1e3,
+                     sg->prev_done_ns && t1 > sg->prev_done_ns ? (t1 - sg->prev_done_ns) / 1e3
+                                                               : 0.0);
     }
     rmacoll__proxy_deregister(&comm->proxy, sg->send_mem);
     sg->send_mem = NULL;
@@ -340,6 +390,7 @@ static rmacoll_status_t stage_handoff(rmacoll__call_t *c, rmacoll_memtype_t mem,
     sg->run_send = send;
     sg->run_recv = recv;
     sg->run_seq = mem == RMACOLL_MEM_CUDA ? ++sg->hmem_seq : 0;
+    sg->handoff_ns = stage_ns(comm);
     sg->job = e;
     pthread_cond_signal(&sg->cond);
     pthread_mutex_unlock(&sg->lock);

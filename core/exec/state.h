@@ -62,6 +62,8 @@ typedef struct rmacoll__stage {
     uint64_t hmem_seq;                /* hmem calls made: the READY value */
     uint64_t run_seq;                 /* of the call handed to the worker */
     rmacoll_put_t *ready_puts;        /* [nranks]: hmem READY signals */
+    uint64_t handoff_ns;              /* TRACE: when the call handed its job over */
+    uint64_t prev_done_ns;            /* TRACE: when the worker ended the last job */
 } rmacoll__stage_t;
 
 /* Counters of rmacoll_comm_get_stats (atomic: read by any thread). */

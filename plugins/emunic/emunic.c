@@ -47,6 +47,7 @@
 
 #include "rmacoll_transport.h"
 
+#include "emunic_maps.h"
 #include "emunic_pace.h"
 
 #ifdef EMUNIC_HAVE_CUDA
@@ -111,18 +112,13 @@ struct rmacoll_mem {
     int slot;                     /* device: own slot, else -1 */
 };
 
-/* A device mapping of a peer's slot. */
-typedef struct emu_map {
-    uint64_t gen;
-    void *ptr;                    /* local address of the slot's base */
-} emu_map_t;
-
 /* A put posted and not yet signalled. */
 typedef struct emu_fly {
     int peer;
     uint32_t sig_index;
     uint64_t sig_value;
     uint64_t deliver_ns;
+    uint64_t post_ns;             /* when it was posted (the finalize statistics) */
     int event;                    /* index in tp->events, or -1 (host copy) */
 } emu_fly_t;
 
@@ -146,8 +142,12 @@ struct rmacoll_transport {
     size_t fly_cap, fly_head, fly_n;
     uint8_t *blocked;             /* [nranks]: scratch of progress */
 
-    /* counters for the log at finalize */
+    /* counters for the log at finalize; post -> signal times of device
+     * puts (copy and wire) and of the others (wire only), and how much of
+     * it a put waited for its copy after its wire time had passed */
     uint64_t puts, bytes, dev_puts;
+    uint64_t dev_sig_ns, dev_sig_max_ns, dev_copy_late_ns, dev_signalled;
+    uint64_t host_sig_ns, host_sig_max_ns, host_signalled;
 
     int cuda;                     /* device memory usable here */
     int slot_refs[EMU_SLOTS];     /* registrations using each own slot */
@@ -155,7 +155,7 @@ struct rmacoll_transport {
     int device;
     cudaStream_t *stream;         /* [nranks]: made at the first device put */
     cudaEvent_t *events;          /* [fly_cap]: one per ring position */
-    emu_map_t *maps;              /* [nranks * EMU_SLOTS] */
+    emunic_map_t *maps;           /* [nranks * EMU_SLOTS]: mappings of peers' slots */
     CUresult (*get_range)(CUdeviceptr *, size_t *, CUdeviceptr);
     CUresult (*get_attr)(void *, CUpointer_attribute, CUdeviceptr);
 #endif
@@ -401,15 +401,17 @@ static rmacoll_status_t emu_dev_target(rmacoll_transport_t *tp, int peer, const 
                                        uint64_t dst, uint64_t bytes, void **out)
 {
     emu_slot_t *sl;
-    emu_map_t *m;
-    uint64_t g;
+    emunic_map_t *m;
+    uint64_t g, base, size;
 
     if (k->slot >= EMU_SLOTS) {
         return RMACOLL_ERR_INVALID_ARG;
     }
     sl = &tp->peer[peer]->slot[k->slot];
     g = __atomic_load_n(&sl->gen, __ATOMIC_ACQUIRE);
-    if (g != k->gen || dst < sl->base || dst + bytes > sl->base + sl->size) {
+    base = sl->base;
+    size = sl->size;
+    if (g != k->gen || dst < base || dst + bytes > base + size) {
         EMU_LOG(tp, RMACOLL_LOG_ERROR, "emunic: put of %" PRIu64 " bytes to peer %d names "
                 "a device registration that is gone (slot %u, generation %" PRIu64
                 " against %" PRIu64 ")", bytes, peer, k->slot, k->gen, g);
@@ -432,13 +434,26 @@ static rmacoll_status_t emu_dev_target(rmacoll_transport_t *tp, int peer, const 
         }
         memcpy(&h, sl->ipc, sizeof(h) < EMU_IPC_BYTES ? sizeof(h) : EMU_IPC_BYTES);
         e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+        if (e == cudaErrorAlreadyMapped) {
+            /* this writer still maps memory the peer freed, and the peer's
+             * cudaMalloc gave the new allocation the same addresses. The
+             * stale mapping cannot be closed here: cudaIpcCloseMemHandle
+             * waits for the whole context, whose user stream waits for
+             * this data phase (a deadlock, seen on the GPU machine) */
+            EMU_LOG(tp, RMACOLL_LOG_ERROR, "emunic: rank %d: peer %d's slot %u (0x%" PRIx64
+                    ", %" PRIu64 " bytes) overlaps memory of that peer this rank still "
+                    "maps (freed and allocated again at the same addresses): not "
+                    "supported yet (issue 32)", tp->rank, peer, k->slot, base, size);
+        }
         if (e != cudaSuccess) {
             return emu_cuda_err(tp, peer, "cudaIpcOpenMemHandle", e);
         }
         m->ptr = p;
         m->gen = g;
+        m->base = base;
+        m->size = size;
     }
-    *out = (char *)m->ptr + (dst - sl->base);
+    *out = (char *)m->ptr + (dst - base);
     return RMACOLL_SUCCESS;
 }
 
@@ -627,8 +642,16 @@ static void emu_finalize(rmacoll_transport_t *tp)
 {
     if (tp != NULL) {
         EMU_LOG(tp, RMACOLL_LOG_DEBUG, "emunic: rank %d: %" PRIu64 " puts (%" PRIu64
-                " of device memory), %" PRIu64 " bytes", tp->rank, tp->puts, tp->dev_puts,
-                tp->bytes);
+                " of device memory), %" PRIu64 " bytes; post to signal: device puts "
+                "%.1f us mean (%.1f max; %.1f us of it past the wire time, waiting for "
+                "the copy), others %.1f us mean (%.1f max)", tp->rank, tp->puts,
+                tp->dev_puts, tp->bytes,
+                tp->dev_signalled ? tp->dev_sig_ns / 1e3 / (double)tp->dev_signalled : 0.0,
+                tp->dev_sig_max_ns / 1e3,
+                tp->dev_signalled ? tp->dev_copy_late_ns / 1e3 / (double)tp->dev_signalled
+                                  : 0.0,
+                tp->host_signalled ? tp->host_sig_ns / 1e3 / (double)tp->host_signalled : 0.0,
+                tp->host_sig_max_ns / 1e3);
         emu_free(tp);
     }
 }
@@ -875,6 +898,7 @@ static rmacoll_status_t emu_post_puts(rmacoll_transport_t *tp, const rmacoll_put
                                                                      : EMU_MAX_RAILS - 1],
             &tp->peer[pt->peer]->rx_tat, now, pt->bytes);
         f->deliver_ns = emunic_deliver_at(txd, rxd, tp->latency_ns);
+        f->post_ns = now;
         tp->fly_n++;
         tp->puts++;
         tp->bytes += pt->bytes;
@@ -931,6 +955,18 @@ static rmacoll_status_t emu_progress(rmacoll_transport_t *tp)
                 return st;
             }
             if (done) {
+                uint64_t took = now - f.post_ns;
+                if (f.event >= 0) {
+                    tp->dev_signalled++;
+                    tp->dev_sig_ns += took;
+                    tp->dev_sig_max_ns = took > tp->dev_sig_max_ns ? took : tp->dev_sig_max_ns;
+                    tp->dev_copy_late_ns += now - f.deliver_ns;
+                } else {
+                    tp->host_signalled++;
+                    tp->host_sig_ns += took;
+                    tp->host_sig_max_ns = took > tp->host_sig_max_ns ? took
+                                                                     : tp->host_sig_max_ns;
+                }
                 if (f.sig_index != RMACOLL_NO_SIGNAL) {
                     __atomic_store_n(&tp->peer[f.peer]->shadow[f.sig_index], f.sig_value,
                                      __ATOMIC_RELEASE);

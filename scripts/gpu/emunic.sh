@@ -20,7 +20,8 @@
 #  5. shm's IPC path: scripts/gpu/shm_ipc_repro.c (libfabric only, no
 #     rmacoll) in three progress modes, then rmacoll over shm with
 #     ofi.hmem_device_only, with libfabric's warnings.
-# Usage: bash scripts/gpu/emunic.sh   (OUT=dir to choose where results go)
+# Usage: bash scripts/gpu/emunic.sh   (OUT=dir to choose where results go;
+#   EMUNIC_REPRO_MODES="busy both" leaves out the reproducer's slow mode)
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-/tmp/emunic-out}
@@ -85,7 +86,11 @@ RMACOLL_TEST_FILTER=test_cross_node_emunic timeout -k 5 150 ./build-emunic/tests
   > "$OUT/test_cross_node_emunic.log" 2>&1
 r=$?
 set +x
-grep -vE '^\[ +(RUN|OK) ' "$OUT/test_cross_node_emunic.log" | tail -25
+if [ $r != 0 ]; then
+  # every rank's first errors (the tail alone hides the rank that failed first)
+  grep -nE "ERROR|rank [0-9]+ \(|exit [0-9]|FAILED|case " "$OUT/test_cross_node_emunic.log" | head -40
+fi
+grep -vE '^\[ +(RUN|OK) ' "$OUT/test_cross_node_emunic.log" | tail -12
 note "test_gpu_e2e test_cross_node_emunic: rc $r (124 = timed out at 150 s)"
 
 step "4. measurements over the emulated NIC"
@@ -163,7 +168,12 @@ if [ -n "$fi_pid" ]; then
   wait "$fi_pid"; echo "libfabric build rc $?"; tail -3 "$OUT/libfabric-build.log"
 fi
 if [ -x "$fi_dir/bin/fi_info" ]; then
-  "$fi_dir/bin/fi_info" --version | head -2
+  # setup.sh put Debian's libfabric (1.x, no CUDA) on LD_LIBRARY_PATH, which
+  # the loader searches before a binary's RUNPATH: the CUDA-built one must
+  # come first for everything below (fi_info, the reproducer, rmacoll-perf)
+  fi_ld=$fi_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  LD_LIBRARY_PATH=$fi_ld "$fi_dir/bin/fi_info" --version | head -2
+  LD_LIBRARY_PATH=$fi_ld "$fi_dir/bin/fi_info" -p shm 2>&1 | grep -E "provider|hmem|FI_HMEM" | sort -u | head -4
   set -x
   timeout -k 5 60 gcc -O2 -o "$OUT/shm_ipc_repro" scripts/gpu/shm_ipc_repro.c -I"$fi_dir/include" \
     -I/usr/local/cuda/include -L"$fi_dir/lib" -Wl,-rpath,"$fi_dir/lib" -lfabric \
@@ -171,9 +181,10 @@ if [ -x "$fi_dir/bin/fi_info" ]; then
   set +x
   if [ -x "$OUT/shm_ipc_repro" ]; then
     for donly in 1 0; do
-      for mode in busy late both; do
+      for mode in ${EMUNIC_REPRO_MODES:-busy late both}; do
         [ "$(el)" -gt 450 ] && { note "shm_ipc_repro $mode $donly: skipped, past the time budget"; continue; }
-        FI_LOG_LEVEL=warn FI_LOG_PROV=shm timeout -k 5 45 "$OUT/shm_ipc_repro" $mode $donly \
+        LD_LIBRARY_PATH=$fi_ld FI_LOG_LEVEL=warn FI_LOG_PROV=shm \
+          timeout -k 5 45 "$OUT/shm_ipc_repro" $mode $donly \
           > "$OUT/shm_ipc_repro_${mode}_$donly.log" 2>&1
         r=$?
         tail -6 "$OUT/shm_ipc_repro_${mode}_$donly.log"
@@ -187,16 +198,23 @@ if [ -x "$fi_dir/bin/fi_info" ]; then
     # rmacoll over shm, libfabric with CUDA swapped in at run time (FI_HMEM
     # is probed by fi_getinfo, never at build time), device-only on
     for donly in 1 0; do
-      LD_LIBRARY_PATH=$fi_dir/lib:$LD_LIBRARY_PATH FI_LOG_LEVEL=warn FI_LOG_PROV=shm \
-      RMACOLL_LOG_LEVEL=debug RMACOLL_LOG_SUBSYSTEMS=none RMACOLL_TIMEOUT_MS=8000 \
+      # RMACOLL_LOG_SUBSYSTEMS=none would silence rmacoll's errors too: all
+      # subsystems (debug for the stats line; the grep below picks the errors)
+      LD_LIBRARY_PATH=$fi_ld FI_LOG_LEVEL=warn FI_LOG_PROV=shm \
+      RMACOLL_LOG_LEVEL=debug RMACOLL_LOG_SUBSYSTEMS=all RMACOLL_TIMEOUT_MS=8000 \
       RMACOLL_TRANSPORTS_INTER_NODE=ofi RMACOLL_OFI_PROVIDER=shm RMACOLL_OFI_HMEM_DEVICE_ONLY=$donly \
       RMACOLL_TRANSPORTS_DEVICE_INTER_NODE=hmem \
         timeout -k 5 40 "$perf" --buffers cuda -np 4 --ppn 2 -b 16M -e 64M -f 4 -n 3 -w 1 \
           > "$OUT/perf_shm_device_only_$donly.log" 2>&1
       r=$?
-      grep -E "^ +[0-9]+ |stalled|device path|libfabric:.*(warn|IPC|ipc|SAR)|error" \
-        "$OUT/perf_shm_device_only_$donly.log" | sort | uniq -c | sort -rn | head -15
-      note "rmacoll over shm, hmem, ofi.hmem_device_only=$donly: rc $r"
+      grep -E "^ +[0-9]+ |device path|libfabric:.*(warn|IPC|ipc|SAR)" \
+        "$OUT/perf_shm_device_only_$donly.log" | sort | uniq -c | sort -rn | head -12
+      # rmacoll's own errors and warnings (ERROR/WARN, any subsystem), in order,
+      # with the pid:tid prefix cut so that the same line of each rank counts once
+      grep -iE "error|warn|stalled|timed out|fail" "$OUT/perf_shm_device_only_$donly.log" | \
+        grep -v "^libfabric" | sed -E 's/^[^ ]+:[0-9]+:[0-9]+ //' | awk '!seen[$0]++' | head -20
+      note "rmacoll over shm, hmem, ofi.hmem_device_only=$donly: rc $r$([ $r != 0 ] && \
+        grep -m1 -E "ERROR" "$OUT/perf_shm_device_only_$donly.log" | sed -E 's/^[^ ]+:[0-9]+:[0-9]+ /: /')"
     done
   fi
 else

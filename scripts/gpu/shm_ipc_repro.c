@@ -224,6 +224,10 @@ static int run(int fd, const char *mode, int device_only)
                     double t0;
                     if (smr == NULL) {
                         sa.mr_iov = &siov;
+                        /* shm takes the keys it is given (no FI_MR_PROV_KEY in
+                         * the mode it returns): a second key 0 is -FI_ENOKEY,
+                         * "Required key not available" */
+                        sa.requested_key = 1;
                         FI(fi_mr_regattr(dom, &sa, device_only ? FI_HMEM_DEVICE_ONLY : 0, &smr));
                         if (fi->domain_attr->mr_mode & FI_MR_ENDPOINT) {
                             FI(fi_mr_bind(smr, &ep->fid, 0));
