@@ -11,7 +11,11 @@
  * the expected values are computed here from the counts, the threshold and
  * the relay rule (docs/protocol.md), independently of the library.
  *
- * The node eager path too (one node, or two): a rank's blocks for its node
+ * Any number of nodes within the one-round limits (docs/protocol.md: nodes
+ * of at most 64 ranks, and at most 128 ranks in all on three nodes or more):
+ * a sender's blocks for each other node travel to its relay there.
+ *
+ * The node eager path too (within the same limits): a rank's blocks for its node
  * peers, at most eager_max_bytes in all, go into its node payload, and each
  * peer copies its block out (node_eager_bytes_sent / _copied).
  */
@@ -100,14 +104,35 @@ static uint64_t eager_stream(const rmacoll_case_t *c, int i, int B, uint64_t eag
     return sum > 0 && sum <= eager_max ? sum : 0;
 }
 
+/* Whether calls of case c's topology take the one-round verdict (the
+ * limits of docs/protocol.md, written out here). */
+static int one_round(const rmacoll_case_t *c)
+{
+    int most = 0;
+
+    for (int N = 0; N < c->nnodes; N++) {
+        int ls = 0;
+        for (int r = 0; r < c->nranks; r++) {
+            ls += c->node_of[r] == N;
+        }
+        most = ls > most ? ls : most;
+    }
+    return c->nnodes == 1 ? most <= 256
+                          : most <= 64 && (c->nnodes == 2 || c->nranks <= 128);
+}
+
 /* Expected counters of rank r after one successful call of case c. */
 static void expect_counts(const rmacoll_case_t *c, int r, uint64_t eager_max, uint64_t *sent,
                           uint64_t *copied)
 {
-    if (c->nnodes != 2 || eager_max == 0) {
+    if (c->nnodes < 2 || !one_round(c) || eager_max == 0) {
         return;
     }
-    *sent += eager_stream(c, r, 1 - c->node_of[r], eager_max);
+    for (int B = 0; B < c->nnodes; B++) {
+        if (B != c->node_of[r]) {
+            *sent += eager_stream(c, r, B, eager_max);
+        }
+    }
     /* every receiver copies its own blocks out of the records (in its
      * senders' relays' inboxes on its node) */
     for (int i = 0; i < c->nranks; i++) {
@@ -132,7 +157,7 @@ static uint64_t eager_block(const rmacoll_case_t *c, int i, int j, uint64_t eage
 static void expect_counts_direct(const rmacoll_case_t *c, int r, uint64_t eager_max,
                                  uint64_t *sent, uint64_t *copied)
 {
-    if (c->nnodes != 2 || eager_max == 0) {
+    if (c->nnodes < 2 || !one_round(c) || eager_max == 0) {
         return;
     }
     for (int j = 0; j < c->nranks; j++) {
@@ -156,11 +181,11 @@ static uint64_t node_payload(const rmacoll_case_t *c, int i, uint64_t eager_max)
 }
 
 /* Expected node eager counters of rank r after one successful call of case
- * c (one or two nodes: both within the one-round limits here). */
+ * c (within the one-round limits). */
 static void expect_node_counts(const rmacoll_case_t *c, int r, uint64_t eager_max,
                                uint64_t *sent, uint64_t *copied)
 {
-    if (c->nnodes > 2 || eager_max == 0) {
+    if (!one_round(c) || eager_max == 0) {
         return;
     }
     *sent += node_payload(c, r, eager_max);
@@ -325,10 +350,63 @@ static rmacoll_case_t *consistent(rmacoll_case_t *c)
     return c;
 }
 
+static int nnodes_of(const int *node_of, int n)
+{
+    int nn = 0;
+
+    for (int i = 0; i < n; i++) {
+        nn = node_of[i] + 1 > nn ? node_of[i] + 1 : nn;
+    }
+    return nn;
+}
+
+/* Sender i's blocks for node B (B not i's node), by mode (below). */
+static void set_stream(rmacoll_case_t *c, const int *node_of, int n, int i, int B, int mode,
+                       int64_t per)
+{
+    int first = -1, last = -1, nb = 0;
+    int64_t left = per;
+
+    for (int j = 0; j < n; j++) {
+        if (node_of[j] == B) {
+            first = first < 0 ? j : first;
+            last = j;
+            nb++;
+        }
+    }
+    /* split `per` elements over B's ranks, the first one getting none when
+     * the node has more than one rank */
+    for (int j = 0; j < n; j++) {
+        int64_t m;
+        if (node_of[j] != B) {
+            continue;
+        }
+        if (mode == 2) {
+            m = 0;
+        } else if (mode == 3) {
+            m = j == relay_of(c, i, B) ? 1 : 0;
+        } else if (j == first && nb > 1) {
+            m = 0;
+        } else if (j == last) {
+            m = left;
+        } else {
+            m = per / (nb + 1);
+        }
+        left -= m;
+        set_pair(c, i, j, m);
+    }
+    if (mode == 1) {
+        set_pair(c, i, last, c->send[(size_t)i * n + last] + 1);
+    }
+}
+
+/* The cases above on any number of nodes: each sender's stream to each
+ * other node is set alike. */
 static void make_threshold_cases(const int *node_of, int n, rmacoll_datatype_t dt,
                                  rmacoll_case_t *out[K_N])
 {
     int64_t per = (int64_t)(THRESHOLD / rmacoll_datatype_size(dt)); /* elements */
+    int nn = nnodes_of(node_of, n);
 
     for (int k = 0; k < K_N; k++) {
         rmacoll_case_t *c;
@@ -337,55 +415,33 @@ static void make_threshold_cases(const int *node_of, int n, rmacoll_datatype_t d
                                                                                : "mixed");
         for (int i = 0; i < n; i++) {
             static const int mixed[5] = {0, 1, 2, 3, 0}; /* modes of MIXED by rank */
-            int first = -1, last = -1, nb = 0;
-            int64_t left;
             /* 0: at, 1: above, 2: nothing across, 3: one element to the relay */
             int mode = k == K_AT ? 0 : k == K_ABOVE ? 1 : mixed[i % 5];
             for (int j = 0; j < n; j++) {
                 if (node_of[j] == node_of[i]) {
                     set_pair(c, i, j, (i + j + k) % 3 == 0 ? 0 : 3 + i + 2 * j);
-                } else {
-                    first = first < 0 ? j : first;
-                    last = j;
-                    nb++;
                 }
             }
-            /* split `per` elements over the other node's ranks, the first
-             * one getting none when the node has more than one rank */
-            left = per;
-            for (int j = 0; j < n; j++) {
-                int64_t m;
-                if (node_of[j] == node_of[i]) {
-                    continue;
+            for (int B = 0; B < nn; B++) {
+                if (B != node_of[i]) {
+                    set_stream(c, node_of, n, i, B, mode, per);
                 }
-                if (mode == 2) {
-                    m = 0;
-                } else if (mode == 3) {
-                    m = j == relay_of(c, i, node_of[j]) ? 1 : 0;
-                } else if (j == first && nb > 1) {
-                    m = 0;
-                } else if (j == last) {
-                    m = left;
-                } else {
-                    m = per / (nb + 1);
-                }
-                left -= m;
-                set_pair(c, i, j, m);
-            }
-            if (mode == 1) {
-                set_pair(c, i, last, c->send[(size_t)i * n + last] + 1);
             }
         }
         out[k] = consistent(c);
     }
     /* the cases are what their names say */
     for (int i = 0; i < n; i++) {
-        uint64_t at = eager_stream(out[K_AT], i, 1 - node_of[i], THRESHOLD);
-        assert_int_equal(at, THRESHOLD);
-        assert_int_equal(eager_stream(out[K_ABOVE], i, 1 - node_of[i], THRESHOLD), 0);
-        assert_int_equal(eager_stream(out[K_ABOVE], i, 1 - node_of[i], THRESHOLD +
-                                      rmacoll_datatype_size(dt)),
-                         THRESHOLD + rmacoll_datatype_size(dt));
+        for (int B = 0; B < nn; B++) {
+            if (B == node_of[i]) {
+                continue;
+            }
+            assert_int_equal(eager_stream(out[K_AT], i, B, THRESHOLD), THRESHOLD);
+            assert_int_equal(eager_stream(out[K_ABOVE], i, B, THRESHOLD), 0);
+            assert_int_equal(eager_stream(out[K_ABOVE], i, B, THRESHOLD +
+                                          rmacoll_datatype_size(dt)),
+                             THRESHOLD + rmacoll_datatype_size(dt));
+        }
     }
 }
 
@@ -442,6 +498,24 @@ static void test_threshold_shm_3_2(void **state)
     static const int node_of[] = {0, 0, 0, 1, 1};
 
     threshold_sequence("shm", node_of, 5, RMACOLL_FLOAT32);
+}
+
+/* Three nodes (2 + 2 + 1, the one-round verdict and the eager path on
+ * more than two nodes): every sender's stream to each other node at, above
+ * and around the threshold. */
+static void test_threshold_tcp_3_nodes(void **state)
+{
+    static const int node_of[] = {0, 0, 1, 1, 2};
+
+    threshold_sequence("tcp;ofi_rxm", node_of, 5, RMACOLL_FLOAT32);
+}
+
+/* Four nodes, non-contiguous, shm between them. */
+static void test_threshold_shm_4_nodes(void **state)
+{
+    static const int node_of[] = {3, 0, 1, 2, 0, 3};
+
+    threshold_sequence("shm", node_of, 6, RMACOLL_FLOAT64);
 }
 
 /* Non-contiguous nodes 1+4 (rank 2 alone), int8 and double elements. */
@@ -669,6 +743,18 @@ static void test_mismatch(void **state)
     static const int pairs[][2] = {{0, 4}, {2, 3}, {1, 2}, {4, 1}};
 
     mismatches(node_of, 5, pairs, 4, make_threshold_cases);
+}
+
+/* Three nodes: mismatches between two nodes seen by the third only
+ * through its relays' inboxes (node 1 to node 2, node 2 to node 0), inside
+ * a node, and into the single-rank node; relay on and off. */
+static void test_mismatch_3_nodes(void **state)
+{
+    static const int node_of[] = {0, 0, 1, 1, 2};
+    static const int pairs[][2] = {{3, 4}, {4, 1}, {0, 1}, {0, 4}};
+
+    mismatches_relay(node_of, 5, pairs, 4, make_threshold_cases, 1);
+    mismatches_relay(node_of, 5, pairs, 2, make_threshold_cases, 0);
 }
 
 /* The same mismatches with the relay off: the sender's record carries the
@@ -918,6 +1004,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_threshold_tcp_3_2),
         cmocka_unit_test(test_threshold_shm_3_2),
         cmocka_unit_test(test_threshold_shm_1_4),
+        cmocka_unit_test(test_threshold_tcp_3_nodes),
+        cmocka_unit_test(test_threshold_shm_4_nodes),
         cmocka_unit_test(test_threshold_relay_off_3_2),
         cmocka_unit_test(test_threshold_relay_off_1_4),
         cmocka_unit_test(test_threshold_zero),
@@ -927,6 +1015,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_direct_mismatch),
         cmocka_unit_test(test_mismatch),
         cmocka_unit_test(test_mismatch_relay_off),
+        cmocka_unit_test(test_mismatch_3_nodes),
         cmocka_unit_test(test_node_threshold),
         cmocka_unit_test(test_node_mismatch),
         cmocka_unit_test(test_bad_argument),

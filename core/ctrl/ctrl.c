@@ -30,7 +30,9 @@ int rmacoll__ctrl_one_round(const rmacoll_topo_t *topo)
     int m = max_node_size(topo);
 
     return (topo->nnodes == 1 && m <= RMACOLL__ONE_ROUND_NODE_MAX) ||
-           (topo->nnodes == 2 && m <= RMACOLL__ONE_ROUND_PAIR_MAX);
+           (topo->nnodes == 2 && m <= RMACOLL__ONE_ROUND_PAIR_MAX) ||
+           (topo->nnodes > 2 && m <= RMACOLL__ONE_ROUND_PAIR_MAX &&
+            topo->nranks <= RMACOLL__ONE_ROUND_MULTI_MAX);
 }
 
 int rmacoll__net_peers(const rmacoll_topo_t *topo,
@@ -78,7 +80,7 @@ uint64_t rmacoll__ctrl_eager_threshold(const rmacoll_topo_t *topo,
     uint64_t cap = pcfg->eager_max_bytes;
     int most = 0;
 
-    if (cap == 0 || topo->nnodes != 2 || !rmacoll__ctrl_one_round(topo)) {
+    if (cap == 0 || topo->nnodes < 2 || !rmacoll__ctrl_one_round(topo)) {
         return cap;
     }
     for (int r = 0; r < topo->nranks; r++) {
@@ -123,7 +125,7 @@ void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
     lay->nsig_plan = rmacoll__sig_count(topo, pcfg, rank);
     lay->nsig = rmacoll__ctrl_sig_stage(lay, RMACOLL__NSTAGE_WORDS);
     lay->max_ls = max_node_size(topo);
-    lay->matrix = topo->nnodes == 2 && rmacoll__ctrl_one_round(topo);
+    lay->matrix = topo->nnodes >= 2 && rmacoll__ctrl_one_round(topo);
     lay->eager_cap = lim.eager_max;
     lay->node_eager_cap = lim.node_eager_max;
     lay->local_rec_bytes = align64(sizeof(rmacoll__local_rec_t) +

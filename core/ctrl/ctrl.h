@@ -184,7 +184,7 @@ typedef struct rmacoll__ctrl_layout {
     uint32_t nsig;        /* all words */
     int max_ls;           /* largest node */
     int matrix;           /* metadata records carry the sender's count rows
-                           * (one-round verdict on two nodes) */
+                           * (one-round verdict on two nodes or more) */
     uint64_t eager_cap;   /* room for an eager payload in a metadata record slot:
                            * eager_max_bytes when matrix and the relay is on, else 0 */
     uint64_t node_eager_cap; /* room for the node payload of a local record:
@@ -196,11 +196,13 @@ typedef struct rmacoll__ctrl_layout {
 } rmacoll__ctrl_layout_t;
 
 /* The one-round verdict (verdict.c) is used on one node of at most
- * RMACOLL__ONE_ROUND_NODE_MAX ranks and on two nodes of at most
- * RMACOLL__ONE_ROUND_PAIR_MAX ranks each (records carry 2 * nranks counts,
- * every rank checks every pair); otherwise the agreement. */
+ * RMACOLL__ONE_ROUND_NODE_MAX ranks and on two or more nodes of at most
+ * RMACOLL__ONE_ROUND_PAIR_MAX ranks each and RMACOLL__ONE_ROUND_MULTI_MAX
+ * ranks in all (records carry 3 * nranks counts, every rank checks every
+ * pair: O(nranks^2) per call); otherwise the agreement. */
 #define RMACOLL__ONE_ROUND_NODE_MAX 256
 #define RMACOLL__ONE_ROUND_PAIR_MAX 64
+#define RMACOLL__ONE_ROUND_MULTI_MAX 128
 
 /** Non-zero when calls on topo use the one-round verdict. Pure. */
 int rmacoll__ctrl_one_round(const rmacoll_topo_t *topo);
@@ -235,11 +237,11 @@ uint64_t rmacoll__ctrl_node_eager_cap(const rmacoll_topo_t *topo,
 /** The eager path's threshold on topo: eager_max_bytes, lowered where the
  * rank with the most network peers would give its record slots more than
  * RMACOLL__EAGER_WINDOW_BUDGET bytes of payload (4 x network peers x
- * threshold), in multiples of 64 bytes; unchanged off two-node one-round
- * topologies (no eager path there). The same on every rank; the
- * communicator stores it as its planner's eager_max_bytes before any
- * layout is computed. Pure; O(nranks^2) on topologies of at most
- * 2 x RMACOLL__ONE_ROUND_PAIR_MAX ranks. */
+ * threshold), in multiples of 64 bytes; unchanged off one-round
+ * topologies of two nodes or more (no eager path there). The same on every
+ * rank; the communicator stores it as its planner's eager_max_bytes before
+ * any layout is computed. Pure; O(nranks^2) on topologies of at most
+ * RMACOLL__ONE_ROUND_MULTI_MAX ranks. */
 uint64_t rmacoll__ctrl_eager_threshold(const rmacoll_topo_t *topo,
                                        const rmacoll__plan_cfg_t *pcfg);
 

@@ -1,17 +1,18 @@
 /*
- * verdict.c - the one-round verdict (one or two nodes, rmacoll__ctrl_one_round).
+ * verdict.c - the one-round verdict (rmacoll__ctrl_one_round: one node, or
+ * small nodes and few ranks in all).
  *
- *
- * On a communicator of one or two (small) nodes the metadata exchange alone
- * gives every rank everything the agreement would: the local records of
- * its node (after node stage A) hold every node peer's validation status,
- * element size and count rows; on two nodes every rank also sends each
- * network peer its own status and rows in its record, at once (not after
- * stage A), and every rank of the other node has sent one to its relay on
- * this node, whose inbox node peers read. So every rank sees every rank's
- * status and rows, computes the same checks over the same data in the same
- * order and reaches the same verdict: no status round is needed. Priority:
- * validation, then datatype, then counts (lowest rank first).
+ * On such a communicator the metadata exchange alone gives every rank
+ * everything the agreement would: the local records of its node (after
+ * node stage A) hold every node peer's validation status, element size and
+ * count rows; across nodes every rank also sends each network peer its own
+ * status and rows in its record, at once (not after stage A), and every
+ * rank of every other node has sent one to its relay on this node (relay
+ * on) or to this rank (relay off), whose inbox node peers read. So every
+ * rank sees every rank's status and rows, computes the same checks over the
+ * same data in the same order and reaches the same verdict: no status round
+ * is needed, on any number of nodes. Priority: validation, then datatype,
+ * then counts (lowest rank first).
  */
 #include <stdio.h>
 
@@ -110,19 +111,40 @@ static void node_check(const rmacoll_topo_t *topo, const rmacoll__rank_view_t *v
     }
 }
 
-/* The first count mismatch between the two nodes: senders in rank order,
- * each against the other node's ranks in local-rank order. */
+/* The first count mismatch between nodes: senders in rank order, each
+ * against the other nodes' ranks, nodes in order, ranks in local-rank
+ * order. */
 static void cross_check(const rmacoll_topo_t *topo, const rmacoll__rank_view_t *v,
                         rmacoll__status_rec_t *out)
 {
     for (int s = 0; s < topo->nranks; s++) {
-        int M = 1 - topo->node_of[s];
-        for (int b = 0; b < topo->node_size[M]; b++) {
-            int r = rmacoll__topo_rank(topo, M, b);
-            if (v[s].send[r] != v[r].recv[s]) {
-                set_count_error(out, s, r, v[s].send[r], v[r].recv[s]);
-                return;
+        for (int M = 0; M < topo->nnodes; M++) {
+            if (M == topo->node_of[s]) {
+                continue;
             }
+            for (int b = 0; b < topo->node_size[M]; b++) {
+                int r = rmacoll__topo_rank(topo, M, b);
+                if (v[s].send[r] != v[r].recv[s]) {
+                    set_count_error(out, s, r, v[s].send[r], v[r].recv[s]);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/* The first node whose lowest rank's element size differs from node 0's
+ * lowest rank's. */
+static void cross_datatype(const rmacoll_topo_t *topo, const rmacoll__rank_view_t *v,
+                           rmacoll__status_rec_t *out)
+{
+    int a = rmacoll__topo_rank(topo, 0, 0);
+
+    for (int N = 1; N < topo->nnodes; N++) {
+        int b = rmacoll__topo_rank(topo, N, 0);
+        if (v[a].esize != v[b].esize) {
+            set_datatype_error(out, a, v[a].esize, b, v[b].esize);
+            return;
         }
     }
 }
@@ -149,18 +171,15 @@ void rmacoll__verdict(rmacoll__call_t *c)
                 rmacoll__status_merge(chk.code == RMACOLL_ERR_DATATYPE ? &dt : &cnt, &chk);
             }
         }
-        if (topo->nnodes == 2) {
-            int a = rmacoll__topo_rank(topo, 0, 0), b = rmacoll__topo_rank(topo, 1, 0);
-            if (v[a].esize != v[b].esize) {
-                rmacoll__status_rec_t x;
-                set_datatype_error(&x, a, v[a].esize, b, v[b].esize);
-                rmacoll__status_merge(&dt, &x);
-            }
+        if (topo->nnodes >= 2) {
+            rmacoll__status_rec_t x = {0};
+            cross_datatype(topo, v, &x);
+            rmacoll__status_merge(&dt, &x);
         }
         if (dt.code != RMACOLL_SUCCESS) {
             res = dt;
         } else {
-            if (topo->nnodes == 2) {
+            if (topo->nnodes >= 2) {
                 rmacoll__status_rec_t x = {0};
                 cross_check(topo, v, &x);
                 rmacoll__status_merge(&cnt, &x);
