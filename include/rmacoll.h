@@ -362,14 +362,15 @@ typedef struct rmacoll_comm_stats {
      * node could not map them: logged at INFO at create) */
     int32_t device_signals;
     uint64_t device_calls_device_signals; /* such calls enqueued with them */
-    /* eager path (eager_max_bytes; host calls on two nodes): bytes of send
+    /* eager path (eager_max_bytes; host calls across nodes within the
+     * one-round limits, docs/protocol.md): bytes of send
      * blocks this rank sent inside its metadata records, and bytes it
      * copied out of such records (in its relays' inboxes) into its own
      * receive buffer; counted when a call succeeds */
     uint64_t eager_bytes_sent;
     uint64_t eager_bytes_copied;
-    /* node eager path (node_eager_max_bytes; host calls on one node, or on
-     * two within the one-round limits): bytes of send blocks this rank put into
+    /* node eager path (node_eager_max_bytes; host calls within the
+     * one-round limits): bytes of send blocks this rank put into
      * its node payload for its node peers, and bytes it copied out of its
      * node peers' payloads into its own receive buffer; counted when a
      * call succeeds */

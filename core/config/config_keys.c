@@ -90,16 +90,16 @@ static const char *const level_names[] = {"error", "warn", "info", "debug", "tra
       "transfers above this are split in chunks; only the last chunk signals (>= 1)",        \
       .kind = CFG_KIND_SIZE, .offset = CFG_OFF(max_task_bytes), .min = 1, .max = UINT64_MAX) \
     X(EAGER_MAX_BYTES, "eager_max_bytes", "size", "1MiB",                                     \
-      "host calls on two nodes: a sender's blocks for the other node, if at most this many " \
-      "bytes in all, travel inside its metadata record to the relay (relay off: each "     \
-      "receiver's block in its own record; no data round for them; 0 = off; <= 1MiB; "     \
-      "sizes each rank's control window)",                                                  \
+      "host calls across nodes (within the one-round limits): a sender's blocks for each "   \
+      "other node, if at most this many bytes in all, travel inside its metadata record to " \
+      "the relay (relay off: each receiver's block in its own record; no data round for "   \
+      "them; 0 = off; <= 1MiB; sizes each rank's control window)",                          \
       .kind = CFG_KIND_SIZE, .offset = CFG_EXT, .min = 0, .max = RMACOLL__EAGER_MAX_CAP)   \
     X(NODE_EAGER_MAX_BYTES, "node_eager_max_bytes", "size", "1MiB",                          \
-      "host calls on one or two nodes: a sender's blocks for its node peers, if at most "    \
-      "this many bytes in all, go into its control window and each peer copies its own "   \
-      "out (no copy into peers' buffers, no signal, no wait; 0 = off; <= 1MiB; sizes each " \
-      "rank's control window)",                                                               \
+      "host calls within the one-round limits: a sender's blocks for its node peers, if at " \
+      "most this many bytes in all, go into its control window and each peer copies its "   \
+      "own out (no copy into peers' buffers, no signal, no wait; 0 = off; <= 1MiB; sizes "  \
+      "each rank's control window)",                                                          \
       .kind = CFG_KIND_SIZE, .offset = CFG_EXT, .min = 0, .max = RMACOLL__EAGER_MAX_CAP)   \
     X(TIMEOUT_MS, "timeout_ms", "u64", "30000",                                              \
       "a wait fails after this many milliseconds without progress (silence, not total "     \

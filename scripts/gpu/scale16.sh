@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# On the GPU machine (16 cores, Open MPI 4.1.6): issue 30's host-memory
+# scale runs, two trees side by side. 16 ranks as processes, one core each,
+# virtual nodes over ofi tcp on lo; the MPI baseline is Open MPI over TCP
+# (MPI_BTL=tcp,self) on multi-node shapes and over its shared memory on
+# 1 x 16. Each shape runs scripts/compare_mpi.sh for OLD then NEW (each
+# with its own MPI runs, back to back), so both trees meet the same machine.
+#   bash scripts/gpu/scale16.sh OLD_TREE NEW_TREE "2x8 4x4" [MIN MAX STEP REPS]
+# Shapes: NODESxPPN with NODES*PPN = 16; "1x16" runs against MPI shm.
+# Builds (Release, CUDA and PMIx off) go to /tmp/sc-{old,new}; results to
+# $OUT (default /tmp/scale16-out), summary in $OUT/summary.txt.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+old=$(cd "$1" && pwd); new=$(cd "$2" && pwd); shapes=$3
+MIN=${4:-1K}; MAX=${5:-4M}; STEP=${6:-16}; REPS=${7:-2}
+OUT=${OUT:-/tmp/scale16-out}; mkdir -p "$OUT"
+. "$top/scripts/gpu/setup.sh" /tmp/sysroot >/dev/null
+# Open MPI's own PMIx / libevent / hwloc, not the unpacked Debian copies
+lib=/tmp/sysroot/usr/lib/x86_64-linux-gnu
+rm -f "$lib"/libpmix* "$lib"/libevent* "$lib"/libhwloc* "$lib"/libmunge*
+for t in old new; do
+  src=$old; [ $t = new ] && src=$new
+  [ -x /tmp/sc-$t/tools/rmacoll-mpi-perf ] && continue
+  ( timeout -k 5 200 cmake -S "$src" -B /tmp/sc-$t -DCMAKE_BUILD_TYPE=Release \
+      -DRMACOLL_ENABLE_CUDA=OFF -DRMACOLL_ENABLE_NCCL=OFF -DRMACOLL_ENABLE_PMIX=OFF \
+      -DRMACOLL_BUILD_TESTS=OFF -DRMACOLL_BUILD_EMUNIC=OFF >/dev/null &&
+    timeout -k 5 300 cmake --build /tmp/sc-$t -j"$(nproc)" >/dev/null ) > "$OUT/build-$t.log" 2>&1 ||
+    { echo "build $t failed"; tail -30 "$OUT/build-$t.log"; exit 1; }
+done
+for s in $shapes; do
+  btl=tcp,self; [ "${s%x*}" = 1 ] && btl=""
+  for t in old new; do
+    echo "== $s $t (MPI_BTL=${btl:-default: shared memory})"
+    NP=16 TOPOLOGIES=$s MPI_BTL=$btl MIN=$MIN MAX=$MAX STEP=$STEP REPS=$REPS \
+      ITERS_BYTES=64M ITERS_MAX=2000 OUT="$OUT/$s-$t" \
+      timeout -k 5 400 bash "$top/scripts/compare_mpi.sh" /tmp/sc-$t 2>&1 |
+      grep -v "^$" | tee "$OUT/$s-$t.txt"
+  done
+done 2>&1 | tee -a "$OUT/summary.txt"
