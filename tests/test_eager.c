@@ -206,20 +206,22 @@ typedef struct eager_arg {
     uint64_t direct_min;    /* relay.direct_min_bytes in effect (0: none) */
 } eager_arg_t;
 
-/* Direct streams: bytes of rank r's stream to the other node in one call
- * of c when it goes straight (docs/protocol.md): at least direct_min bytes
- * and not eager; else 0. */
+/* Direct streams: bytes of rank r's streams to the other nodes in one call
+ * of c that go straight (docs/protocol.md): each at least direct_min bytes
+ * and not eager. */
 static uint64_t expect_direct(const rmacoll_case_t *c, int r, uint64_t eager_max,
                               uint64_t direct_min)
 {
-    int B = 1 - c->node_of[r];
-    uint64_t sum;
+    uint64_t all = 0;
 
-    if (c->nnodes != 2 || direct_min == 0) {
+    if (c->nnodes < 2 || !one_round(c) || direct_min == 0) {
         return 0;
     }
-    sum = stream_bytes(c, r, B);
-    return sum >= direct_min && eager_stream(c, r, B, eager_max) == 0 ? sum : 0;
+    for (int B = 0; B < c->nnodes; B++) {
+        uint64_t sum = B == c->node_of[r] ? 0 : stream_bytes(c, r, B);
+        all += sum >= direct_min && eager_stream(c, r, B, eager_max) == 0 ? sum : 0;
+    }
+    return all;
 }
 
 static int read_stats(rmacoll_comm_t *comm, rmacoll_comm_stats_t *s)
@@ -294,7 +296,8 @@ static int eager_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
 }
 
 /* relay.direct_min_bytes of cfg as the communicator applies it on the
- * two-node topologies here (loopback: one interface for all). */
+ * topologies here, all within the one-round limits (loopback: one
+ * interface for all). */
 static uint64_t direct_of(const rmacoll_config_t *cfg, int nnodes)
 {
     char v[64];
@@ -303,7 +306,7 @@ static uint64_t direct_of(const rmacoll_config_t *cfg, int nnodes)
     assert_int_equal(rmacoll_config_get(cfg, "relay.direct_min_bytes", v, sizeof(v)),
                      RMACOLL_SUCCESS);
     assert_int_equal(rmacoll_parse_size(v, &d), RMACOLL_SUCCESS);
-    return cfg->relay_enabled && nnodes == 2 ? d : 0;
+    return cfg->relay_enabled && nnodes >= 2 ? d : 0;
 }
 
 static void run(const rmacoll_config_t *cfg, const rmacoll_case_t *cases, int ncases,
@@ -956,6 +959,22 @@ static void test_direct_tcp_3_2(void **state)
     direct_sequence("tcp;ofi_rxm", node_of, 5, RMACOLL_FLOAT32);
 }
 
+/* Three nodes (2 + 2 + 1) and four (non-contiguous, over shm): streams to
+ * each other node move between eager, relay and direct from call to call. */
+static void test_direct_tcp_3_nodes(void **state)
+{
+    static const int node_of[] = {0, 0, 1, 1, 2};
+
+    direct_sequence("tcp;ofi_rxm", node_of, 5, RMACOLL_FLOAT32);
+}
+
+static void test_direct_shm_4_nodes(void **state)
+{
+    static const int node_of[] = {3, 0, 1, 2, 0, 3};
+
+    direct_sequence("shm", node_of, 6, RMACOLL_INT8);
+}
+
 /* Non-contiguous 1 + 4 over shm: the lone rank is every sender's relay
  * there, so its own streams go straight to three ranks and the others'
  * streams to it need no forward at all. */
@@ -1012,6 +1031,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_threshold_max),
         cmocka_unit_test(test_direct_tcp_3_2),
         cmocka_unit_test(test_direct_shm_1_4),
+        cmocka_unit_test(test_direct_tcp_3_nodes),
+        cmocka_unit_test(test_direct_shm_4_nodes),
         cmocka_unit_test(test_direct_mismatch),
         cmocka_unit_test(test_mismatch),
         cmocka_unit_test(test_mismatch_relay_off),

@@ -346,12 +346,12 @@ static void comm_fit_topology(rmacoll_comm_t *comm)
         if (comm->pcfg.direct_min_bytes != 0 && comm->topo->nnodes > 1) {
             rmacoll__log(&comm->log, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_CORE,
                          "rank %d: no direct streams: %s (relay.direct_min_bytes needs "
-                         "two nodes of at most %d ranks each and the relay on)",
+                         "nodes of at most %d ranks each, at most %d ranks in all on "
+                         "three nodes or more, and the relay on)",
                          comm->rank,
-                         !comm->pcfg.relay_enabled  ? "the relay is off"
-                         : comm->topo->nnodes != 2 ? "more than two nodes"
-                                                    : "a node is too large",
-                         RMACOLL__ONE_ROUND_PAIR_MAX);
+                         !comm->pcfg.relay_enabled ? "the relay is off"
+                                                   : "the topology is beyond those limits",
+                         RMACOLL__ONE_ROUND_PAIR_MAX, RMACOLL__ONE_ROUND_MULTI_MAX);
         }
         comm->pcfg.direct_min_bytes = 0;
     }

@@ -95,7 +95,7 @@ uint64_t rmacoll__ctrl_eager_threshold(const rmacoll_topo_t *topo,
 
 uint64_t rmacoll__ctrl_direct_min(const rmacoll_topo_t *topo, const rmacoll__plan_cfg_t *pcfg)
 {
-    return pcfg->relay_enabled && topo->nnodes == 2 && rmacoll__ctrl_one_round(topo)
+    return pcfg->relay_enabled && topo->nnodes >= 2 && rmacoll__ctrl_one_round(topo)
                ? pcfg->direct_min_bytes
                : 0;
 }

@@ -240,9 +240,7 @@ static void fill_node_eager(rmacoll__call_t *c, rmacoll__local_rec_t *lr)
 void rmacoll__meta_eager_count(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
-    const rmacoll_topo_t *topo = comm->topo;
     uint64_t sent = 0, copied = 0, nsent = 0, ncopied = 0, direct = 0;
-    int direct_node = comm->plan.direct_node; /* what the plan decided */
 
     for (int k = 0; k < comm->nnet && c->eager_max != 0; k++) {
         sent += ((const rmacoll__net_rec_t *)rmacoll__rec_own(comm, RMACOLL__REC_META, 1, k,
@@ -260,8 +258,7 @@ void rmacoll__meta_eager_count(rmacoll__call_t *c)
             } else {
                 copied += t->bytes;
             }
-        } else if (t->op == RMACOLL__OP_PUT && t->path == RMACOLL__PATH_PROXY &&
-                   t->dst_win == RMACOLL__WIN_RECV && topo->node_of[t->peer] == direct_node) {
+        } else if (t->op == RMACOLL__OP_PUT && (t->flags & RMACOLL__TASK_DIRECT)) {
             direct += t->bytes; /* a direct stream's put, the relay's own block included */
         }
     }

@@ -235,7 +235,7 @@ uint32_t rmacoll__sig_credit(const rmacoll_topo_t *topo, int node)
 
 int rmacoll__plan_has_xdata(const rmacoll_topo_t *topo, const rmacoll__plan_cfg_t *cfg)
 {
-    return cfg->relay_enabled && cfg->direct_min_bytes != 0 && topo->nnodes == 2;
+    return cfg->relay_enabled && cfg->direct_min_bytes != 0 && topo->nnodes >= 2;
 }
 
 uint32_t rmacoll__sig_xdata(const rmacoll_topo_t *topo, const rmacoll__plan_cfg_t *cfg, int p)
@@ -326,7 +326,6 @@ void rmacoll__plan_init(rmacoll__plan_t *plan)
 {
     memset(plan, 0, sizeof(*plan));
     plan->err_peer = -1;
-    plan->direct_node = -1;
 }
 
 static void plan_topo_free(rmacoll__plan_topo_t *pt)
@@ -347,6 +346,7 @@ void rmacoll__plan_fini(rmacoll__plan_t *plan)
     free(plan->scratch);
     free(plan->batches);
     free(plan->bucket);
+    free(plan->direct_to);
     plan_topo_free(plan->pt);
     rmacoll__plan_init(plan);
 }
@@ -516,8 +516,9 @@ typedef struct plan_ctx {
     rmacoll_status_t status;
     int node_eager_out;  /* this rank's blocks for its node peers travel in its
                           * node payload */
-    int direct_node;     /* the node this rank's stream goes to straight, not
-                          * through the relay (rmacoll__plan_direct_stream), or -1 */
+    const uint8_t *direct_to; /* [nnodes]: this rank's stream to node B goes
+                               * straight, not through the relay
+                               * (rmacoll__plan_direct_stream) */
 } plan_ctx_t;
 
 static void add_task(plan_ctx_t *ctx, const rmacoll__task_t *t)
@@ -574,22 +575,31 @@ static void add_put(plan_ctx_t *ctx, const rmacoll__task_t *tmpl)
     } while (done < tmpl->bytes);
 }
 
-/* The node this rank's stream goes to straight (direct streams, relay on,
- * two nodes), or -1. */
-static int direct_node(const rmacoll__plan_input_t *in)
+/* Which of this rank's streams go straight to their receivers (direct
+ * streams, relay on, two nodes or more): out[B] for every node B (0 for its
+ * own). The array is the plan's, grown to nnodes. */
+static rmacoll_status_t direct_nodes(const rmacoll__plan_input_t *in, rmacoll__plan_t *plan)
 {
     const rmacoll_topo_t *topo = in->topo;
     int A = topo->node_of[in->rank];
-    int B = 1 - A;
+    int on = in->direct_min_bytes != 0 && in->cfg->relay_enabled && topo->nnodes >= 2;
 
-    if (in->direct_min_bytes == 0 || !in->cfg->relay_enabled || topo->nnodes != 2) {
-        return -1;
+    if (plan->direct_to_cap < topo->nnodes) {
+        uint8_t *d = realloc(plan->direct_to, (size_t)topo->nnodes);
+        if (d == NULL) {
+            return RMACOLL_ERR_NO_MEMORY;
+        }
+        plan->direct_to = d;
+        plan->direct_to_cap = topo->nnodes;
     }
-    return rmacoll__plan_direct_stream(in->sendcounts, topo->node_members + topo->node_first[B],
-                                       topo->node_size[B], in->esize, in->eager_max_bytes,
-                                       in->direct_min_bytes)
-               ? B
-               : -1;
+    for (int B = 0; B < topo->nnodes; B++) {
+        plan->direct_to[B] =
+            on && B != A &&
+            rmacoll__plan_direct_stream(in->sendcounts, topo->node_members + topo->node_first[B],
+                                        topo->node_size[B], in->esize, in->eager_max_bytes,
+                                        in->direct_min_bytes);
+    }
+    return RMACOLL_SUCCESS;
 }
 
 /* p is on the other node and its stream to this node comes straight, not
@@ -618,7 +628,7 @@ static int is_direct(const plan_ctx_t *ctx, int j)
     int me = in->rank;
 
     if (topo->node_of[j] == topo->node_of[me] || !in->cfg->relay_enabled ||
-        topo->node_of[j] == ctx->direct_node) {
+        ctx->direct_to[topo->node_of[j]]) {
         return 1;
     }
     return rmacoll__topo_relay(topo, me, topo->node_of[j]) == j;
@@ -631,7 +641,8 @@ static int xdata_out(const plan_ctx_t *ctx, int j)
 {
     const rmacoll_topo_t *topo = ctx->in->topo;
 
-    return topo->node_of[j] == ctx->direct_node &&
+    return topo->node_of[j] != topo->node_of[ctx->in->rank] &&
+           ctx->direct_to[topo->node_of[j]] &&
            rmacoll__topo_relay(topo, ctx->in->rank, topo->node_of[j]) != j;
 }
 
@@ -813,6 +824,9 @@ static void plan_direct(plan_ctx_t *ctx, const rmacoll__sigstate_t *st)
             t.path = topo->node_of[j] == topo->node_of[me] ? RMACOLL__PATH_CE
                                                            : RMACOLL__PATH_PROXY;
             t.flags = RMACOLL__TASK_SIGNAL;
+            if (topo->node_of[j] != topo->node_of[me] && ctx->direct_to[topo->node_of[j]]) {
+                t.flags |= RMACOLL__TASK_DIRECT; /* a direct stream's, the relay's own too */
+            }
             t.round = sched_round(in, me, j);
             if (xdata_out(ctx, j)) {
                 t.sig = rmacoll__sig_xdata(topo, in->cfg, me);
@@ -921,7 +935,7 @@ static rmacoll_status_t plan_stream_out(plan_ctx_t *ctx,
     int p, last;
 
     *nchunks = 0;
-    if (L == 0 || eager_to(in, B) != 0 || B == ctx->direct_node) {
+    if (L == 0 || eager_to(in, B) != 0 || ctx->direct_to[B]) {
         /* nothing to send, it travels in the record, or it goes straight
          * to its receivers (plan_direct) */
         return RMACOLL_SUCCESS;
@@ -1265,7 +1279,7 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
     int A = topo->node_of[me];
     int ls = topo->node_size[A];
     int nin;
-    plan_ctx_t ctx = {in, plan, NULL, 0, RMACOLL_SUCCESS, 0, -1};
+    plan_ctx_t ctx = {in, plan, NULL, 0, RMACOLL_SUCCESS, 0, NULL};
     const rmacoll__plan_topo_t *pt;
     rmacoll_status_t st;
 
@@ -1274,7 +1288,6 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
     plan->nbatches = 0;
     plan->errmsg[0] = '\0';
     plan->err_peer = -1;
-    plan->direct_node = -1;
     if (in->cfg->relay_slots == 0 || in->esize == 0) {
         snprintf(plan->errmsg, sizeof(plan->errmsg),
                  "relay.slots and the element size must be positive");
@@ -1285,8 +1298,11 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
         return RMACOLL_ERR_NO_MEMORY;
     }
     ctx.pt = pt;
-    ctx.direct_node = direct_node(in);
-    plan->direct_node = ctx.direct_node;
+    st = direct_nodes(in, plan);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    ctx.direct_to = plan->direct_to;
     nin = pt->nin;
     st = plan_check(&ctx);
     if (st != RMACOLL_SUCCESS) {

@@ -96,6 +96,8 @@ typedef enum rmacoll__queue {
 #define RMACOLL__TASK_EAGER (1u << 7)    /* copy from an eager payload (WIN_EAGER: relay
                                           * copy; WIN_NODE_EAGER: a receiver's own copy
                                           * out of a node peer's payload) */
+#define RMACOLL__TASK_DIRECT (1u << 8)   /* PUT of a direct stream (relay.direct_min_bytes):
+                                          * straight into a receiver on another node */
 
 #define RMACOLL__NO_SIG UINT32_MAX
 
@@ -163,8 +165,9 @@ typedef struct rmacoll__plan {
     rmacoll__task_t *scratch;  /* sort buffer, tasks_cap entries */
     char errmsg[256];   /* why the build failed, naming ranks */
     int err_peer;       /* the other rank of a mismatch, or -1 */
-    int direct_node;    /* the node this rank's stream went to straight (direct
-                         * streams), or -1 */
+    uint8_t *direct_to; /* [nnodes]: this rank's stream to node B goes straight
+                         * to its receivers (direct streams), built per call */
+    int direct_to_cap;
     rmacoll__plan_topo_t *pt;  /* topology tables (first build), or NULL */
     uint32_t *bucket;   /* counting-sort buckets, bucket_cap entries */
     size_t bucket_cap;

@@ -5,7 +5,8 @@
 # (MPI_BTL=tcp,self) on multi-node shapes and over its shared memory on
 # 1 x 16. Each shape runs scripts/compare_mpi.sh for OLD then NEW (each
 # with its own MPI runs, back to back), so both trees meet the same machine.
-#   bash scripts/gpu/scale16.sh OLD_TREE NEW_TREE "2x8 4x4" [MIN MAX STEP REPS]
+#   [PERCALL="2x8 4x4 8x2 16x1"] bash scripts/gpu/scale16.sh OLD_TREE NEW_TREE "2x8 4x4" [MIN MAX STEP REPS]
+# PERCALL: also the time per call at 1 KiB per pair on those shapes (below).
 # Shapes: NODESxPPN with NODES*PPN = 16; "1x16" runs against MPI shm.
 # Builds (Release, CUDA and PMIx off) go to /tmp/sc-{old,new}; results to
 # $OUT (default /tmp/scale16-out), summary in $OUT/summary.txt.
@@ -37,3 +38,22 @@ for s in $shapes; do
       grep -v "^$" | tee "$OUT/$s-$t.txt"
   done
 done 2>&1 | tee -a "$OUT/summary.txt"
+# Time per call against the number of nodes at 1 KiB per pair (uniform, 16
+# ranks: 16 KiB per rank), both trees and Open MPI over TCP, alternated,
+# REPS times; the out-of-place time column (us, max over ranks) of each run.
+if [ -n "${PERCALL:-}" ]; then
+  echo "== per call, 1 KiB per pair (uniform, -b 16K), us: shape tree rep time"
+  for rep in $(seq "$REPS"); do
+    for s in $PERCALL; do
+      ppn=${s#*x}
+      for t in old new; do
+        us=$(timeout -k 5 120 /tmp/sc-$t/tools/rmacoll-perf -np 16 --ppn "$ppn" -b 16K -e 16K \
+               --dist uniform -n 2000 -w 200 -c 0 -q 2>&1 | awk '$1 == 16384 { print $6 }')
+        echo "percall $s $t $rep ${us:-failed}"
+      done
+      mpirun -np 16 --bind-to none --allow-run-as-root --mca btl tcp,self \
+        /tmp/sc-new/tools/rmacoll-mpi-perf -b 16K -e 16K --dist uniform -n 2000 -w 200 -c 0 -q \
+        2>/dev/null | awk -v s="$s" -v r="$rep" '$1 == 16384 { print "percall", s, "mpi-tcp", r, $6 }'
+    done
+  done 2>&1 | tee -a "$OUT/summary.txt"
+fi
