@@ -376,11 +376,11 @@ typedef struct rmacoll_comm_stats {
      * call succeeds */
     uint64_t node_eager_bytes_sent;
     uint64_t node_eager_bytes_copied;
-    /* direct streams (relay.direct_min_bytes; host calls on two nodes): the
+    /* direct streams (relay.direct_min_bytes; host calls across nodes): the
      * threshold in effect on this communicator (0: none: the key is 0, the
-     * topology is not two nodes within the one-round limits, the relay is
+     * topology is one node or beyond the one-round limits, the relay is
      * off, or a node's ranks are on different network interfaces), and the
-     * bytes of this rank's streams that went straight to the other node
+     * bytes of this rank's streams that went straight to other nodes
      * (every block of such a stream, the relay's own included); counted
      * when a call succeeds */
     uint64_t direct_min_bytes;

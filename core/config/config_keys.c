@@ -81,8 +81,8 @@ static const char *const level_names[] = {"error", "warn", "info", "debug", "tra
     X(RELAY_SLOTS, "relay.slots", "u32", "4", "slots per incoming relay channel (>= 1)",     \
       .kind = CFG_KIND_U32, .offset = CFG_OFF(relay_slots), .min = 1, .max = UINT32_MAX)     \
     X(RELAY_DIRECT_MIN_BYTES, "relay.direct_min_bytes", "size", "1MiB",                      \
-      "host calls on two nodes whose ranks of each node share one network interface (the "  \
-      "relay buys no rail alignment there): a sender's stream to the other node (its "      \
+      "host calls across nodes whose ranks of each node share one network interface (the "  \
+      "relay buys no rail alignment there): a sender's stream to another node (its "        \
       "blocks for that node in all) of at least this many bytes, and not eager, goes "       \
       "straight to its receivers, not through the relay (0 = never)",                        \
       .kind = CFG_KIND_SIZE, .offset = CFG_EXT, .min = 0, .max = UINT64_MAX)                 \

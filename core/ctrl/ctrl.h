@@ -246,7 +246,7 @@ uint64_t rmacoll__ctrl_eager_threshold(const rmacoll_topo_t *topo,
                                        const rmacoll__plan_cfg_t *pcfg);
 
 /** The smallest direct stream on topo (relay.direct_min_bytes):
- * pcfg->direct_min_bytes on two nodes within the one-round limits with the
+ * pcfg->direct_min_bytes on two nodes or more within the one-round limits with the
  * relay on (every rank holds every row after the metadata round), else 0.
  * The communicator keeps it only where rmacoll__ctrl_nic_differs finds one
  * interface per node. Pure. */
