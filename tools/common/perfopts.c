@@ -36,6 +36,7 @@ void rmacoll_perf_opts_init(rmacoll_perf_opts_t *o)
     o->average = 3;
 }
 
+/* Long because: one usage text, printed by one call. */
 void rmacoll_perf_usage(const char *prog, FILE *out)
 {
     fprintf(out,
@@ -360,192 +361,190 @@ static int perf_json_writable(const char *path, char *err, size_t errlen)
 }
 
 
-int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
-                            FILE *out, char *err, size_t errlen)
+/* The launch and runtime options: 1 when c is one of them, with *bad set
+ * when its value is wrong; 0 otherwise. */
+static int perf_opt_launch(int c, const char *v, rmacoll_perf_opts_t *o, int *bad)
 {
-    static const char shortopts[] = "+:hqt:g:b:e:i:f:n:m:w:p:c:o:d:r:z:G:C:a:R:M:N:T:J:";
-    char name[64];
-    int c;
+    switch (c) {
+    case PO_NP:
+        *bad = perf_int(v, 1, 1024, &o->np);
+        o->topology_given = o->np_given = 1;
+        break;
+    case PO_PPN:
+        *bad = perf_int(v, 1, 1024, &o->ppn);
+        o->topology_given = o->ppn_given = 1;
+        break;
+    case PO_TOPOLOGY:
+        *bad = perf_copy(o->topology, sizeof(o->topology), v);
+        o->topology_given = 1;
+        break;
+    case PO_NODES: {
+        int tmp[1024], n = 0;
 
-    optind = 0;      /* glibc: full re-initialisation (tests parse twice) */
-    opterr = 0;
-    for (;;) {
-        int li = -1, bad = 0, iv = 0;
-        const char *v;
-
-        optopt = 0;
-        c = getopt_long_only(argc, argv, shortopts, perf_longopts, &li);
-        if (c == -1)
-            break;
-        v = optarg;
-        switch (c) {
-        case 'h':
-            rmacoll_perf_usage(argv[0], out);
-            return 1;
-        case '?':
-            if (optopt > 0 && optopt < 256)
-                snprintf(name, sizeof(name), "-%c", optopt);
-            else
-                perf_optname(argv, NULL, name, sizeof(name));
-            snprintf(err, errlen, "unknown option %s (see --help)", name);
-            return -1;
-        case ':':
-            if (optopt > 0 && optopt < 256)
-                snprintf(name, sizeof(name), "-%c", optopt);
-            else
-                perf_optname(argv, NULL, name, sizeof(name));
-            snprintf(err, errlen, "option %s needs a value", name);
-            return -1;
-        case PO_NP:
-            bad = perf_int(v, 1, 1024, &o->np);
-            o->topology_given = o->np_given = 1;
-            break;
-        case PO_PPN:
-            bad = perf_int(v, 1, 1024, &o->ppn);
-            o->topology_given = o->ppn_given = 1;
-            break;
-        case PO_TOPOLOGY:
-            bad = perf_copy(o->topology, sizeof(o->topology), v);
-            o->topology_given = 1;
-            break;
-        case PO_NODES: {
-            int tmp[1024], n = 0;
-
-            bad = rmacoll_perf_parse_nodes(v, tmp, 1024, &n) ||
-                  perf_copy(o->nodes, sizeof(o->nodes), v);
-            o->topology_given = 1;
-            break;
-        }
-        case PO_TIMEOUT:
-        case 'T':
-            bad = perf_double(v, 0, &o->timeout_s);
-            break;
-        case PO_SPAWN: o->force_spawn = 1; break;
-        case PO_DRY_RUN: o->dry_run = 1; break;
-        case PO_CONFIG:
-            bad = perf_copy(o->config_path, sizeof(o->config_path), v);
-            break;
-        case PO_RELAY: bad = perf_onoff(v, &o->relay); break;
-        case PO_SCHEDULER:
-            bad = perf_copy(o->scheduler, sizeof(o->scheduler), v);
-            break;
-        case PO_INTRA:
-            bad = perf_copy(o->intra_node, sizeof(o->intra_node), v);
-            break;
-        case PO_INTER:
-            bad = perf_copy(o->inter_node, sizeof(o->inter_node), v);
-            break;
-        case PO_MEMORY:
-            /* Old name of --buffers; --memory 0|1 is what nccl-tests'
-             * getopt_long makes of an abbreviated --memory_report. */
-            if (!strcmp(v, "0") || !strcmp(v, "1")) {
-                o->memory_report = v[0] == '1';
-                break;
-            }
-            /* fall through */
-        case PO_BUFFERS:
-            if (!strcmp(v, "host"))
-                o->memory = RMACOLL_PERF_MEM_HOST;
-            else if (!strcmp(v, "cuda"))
-                o->memory = RMACOLL_PERF_MEM_CUDA;
-            else
-                bad = 1;
-            break;
-        case PO_BASELINE:
-            bad = (strcmp(v, "none") != 0 && strcmp(v, "nccl") != 0) ||
-                  perf_copy(o->baseline, sizeof(o->baseline), v);
-            break;
-        case PO_GEMM: bad = perf_int(v, 16, 65536, &o->gemm_n); break;
-        case PO_GEMM_ITERS:
-            bad = perf_int(v, 1, 1000000, &o->gemm_iters);
-            break;
-        case PO_DIST: bad = perf_copy(o->dist, sizeof(o->dist), v); break;
-        case PO_SEED: {
-            char *end = NULL;
-
-            errno = 0;
-            o->seed = strtoull(v, &end, 0);
-            bad = errno != 0 || end == v || *end != '\0';
-            break;
-        }
-        case PO_JSON:
-        case 'J':
-            bad = v[0] == '\0' || perf_copy(o->json_path, sizeof(o->json_path), v);
-            o->json_stdout = !strcmp(v, "-");
-            break;
-        case PO_NO_CHECK: o->check = 0; o->check_every = 0; break; /* turns both off */
-        case PO_CHECK_EVERY:
-            o->check_every = 1;
-            if (o->check == 0)
-                o->check = 1;
-            break;
-        case 'q': o->quiet = 1; break;
-        case 't':
-        case 'g':
-            bad = perf_int(v, 1, 1024, &iv);
-            if (!bad && iv != 1) {
-                snprintf(err, errlen, "%s %s: rmacoll-perf runs one rank per "
-                         "process and one GPU per rank; start more ranks with "
-                         "-np or the launcher",
-                         c == 't' ? "-t" : "-g", v);
-                return -1;
-            }
-            break;
-        case 'G': bad = perf_int(v, 0, 1000000, &o->graph_launches); break;
-        case 'b': bad = perf_size(v, &o->minbytes); break;
-        case 'e': bad = perf_size(v, &o->maxbytes); break;
-        case 'i':
-            bad = perf_size(v, &o->stepbytes) || o->stepbytes == 0;
-            break;
-        case 'f':
-            bad = perf_double(v, 0, &o->stepfactor) || !(o->stepfactor > 1.0);
-            break;
-        case 'n': bad = perf_int(v, 1, 1000000000, &o->iters); break;
-        case 'm': bad = perf_int(v, 1, 1000000, &o->agg_iters); break;
-        case 'w': bad = perf_int(v, 0, 1000000000, &o->warmup); break;
-        case 'N': bad = perf_int(v, 0, 1000000000, &o->run_cycles); break;
-        case PO_CHECK_ON:   /* --check alone = on; --check V / --check=V as -c V */
-            if (v == NULL && optind < argc && argv[optind][0] >= '0' &&
-                argv[optind][0] <= '9')
-                v = argv[optind++]; /* nccl-tests' "--check 0" */
-            /* fall through */
-        case 'c':           /* -c N: N checked iterations (nccl-tests) */
-            if (v == NULL)
-                o->check = 1;
-            else if (perf_onoff(v, &o->check) != 0)
-                bad = perf_int(v, 0, 1000000, &o->check);
-            if (!bad && o->check == 0)
-                o->check_every = 0; /* -c 0 is --no-check: the last option wins */
-            break;
-        case 'd':
-            if (!strcmp(v, "all")) {
-                o->dtype_all = 1;
-            } else {
-                bad = perf_dtype(v, &o->dtype);
-                o->dtype_all = 0;
-            }
-            o->dtype_given = 1;
-            break;
-        case 'a': bad = perf_int(v, 0, 3, &o->average); break;
-        case 'z': bad = perf_onoff(v, &o->blocking); break;
-        case 'C': bad = perf_onoff(v, &o->cputime); break;
-        case 'M': bad = perf_onoff(v, &o->memory_report); break;
-        case 'o':   /* reduction: none in an AlltoAllV */
-        case 'r':   /* root: none */
-        case 'p':   /* parallel init of threads: one thread per process */
-            break;
-        case 'R': bad = perf_int(v, 0, 2, &o->local_register); break;
-        default:
-            snprintf(err, errlen, "unknown option %s (see --help)",
-                     perf_optname(argv, v, name, sizeof(name)));
-            return -1;
-        }
-        if (bad) {
-            snprintf(err, errlen, "bad value for %s: %s",
-                     perf_optname(argv, v, name, sizeof(name)), v ? v : "");
-            return -1;
-        }
+        *bad = rmacoll_perf_parse_nodes(v, tmp, 1024, &n) ||
+               perf_copy(o->nodes, sizeof(o->nodes), v);
+        o->topology_given = 1;
+        break;
     }
+    case PO_TIMEOUT:
+    case 'T':
+        *bad = perf_double(v, 0, &o->timeout_s);
+        break;
+    case PO_SPAWN: o->force_spawn = 1; break;
+    case PO_DRY_RUN: o->dry_run = 1; break;
+    case PO_CONFIG:
+        *bad = perf_copy(o->config_path, sizeof(o->config_path), v);
+        break;
+    case PO_RELAY: *bad = perf_onoff(v, &o->relay); break;
+    case PO_SCHEDULER:
+        *bad = perf_copy(o->scheduler, sizeof(o->scheduler), v);
+        break;
+    case PO_INTRA:
+        *bad = perf_copy(o->intra_node, sizeof(o->intra_node), v);
+        break;
+    case PO_INTER:
+        *bad = perf_copy(o->inter_node, sizeof(o->inter_node), v);
+        break;
+    default:
+        return 0;
+    }
+    return 1;
+}
+
+/* The buffers, baseline, load, counts, output and checking options of
+ * rmacoll-perf's own: 1 when c is one of them, with *bad set when its
+ * value is wrong; 0 otherwise. */
+static int perf_opt_bench(int c, const char *v, rmacoll_perf_opts_t *o, int *bad)
+{
+    switch (c) {
+    case PO_MEMORY:
+        /* Old name of --buffers; --memory 0|1 is what nccl-tests'
+         * getopt_long makes of an abbreviated --memory_report. */
+        if (!strcmp(v, "0") || !strcmp(v, "1")) {
+            o->memory_report = v[0] == '1';
+            break;
+        }
+        /* fall through */
+    case PO_BUFFERS:
+        if (!strcmp(v, "host"))
+            o->memory = RMACOLL_PERF_MEM_HOST;
+        else if (!strcmp(v, "cuda"))
+            o->memory = RMACOLL_PERF_MEM_CUDA;
+        else
+            *bad = 1;
+        break;
+    case PO_BASELINE:
+        *bad = (strcmp(v, "none") != 0 && strcmp(v, "nccl") != 0) ||
+               perf_copy(o->baseline, sizeof(o->baseline), v);
+        break;
+    case PO_GEMM: *bad = perf_int(v, 16, 65536, &o->gemm_n); break;
+    case PO_GEMM_ITERS:
+        *bad = perf_int(v, 1, 1000000, &o->gemm_iters);
+        break;
+    case PO_DIST: *bad = perf_copy(o->dist, sizeof(o->dist), v); break;
+    case PO_SEED: {
+        char *end = NULL;
+
+        errno = 0;
+        o->seed = strtoull(v, &end, 0);
+        *bad = errno != 0 || end == v || *end != '\0';
+        break;
+    }
+    case PO_JSON:
+    case 'J':
+        *bad = v[0] == '\0' || perf_copy(o->json_path, sizeof(o->json_path), v);
+        o->json_stdout = !strcmp(v, "-");
+        break;
+    case PO_NO_CHECK: o->check = 0; o->check_every = 0; break; /* turns both off */
+    case PO_CHECK_EVERY:
+        o->check_every = 1;
+        if (o->check == 0)
+            o->check = 1;
+        break;
+    case 'q': o->quiet = 1; break;
+    default:
+        return 0;
+    }
+    return 1;
+}
+
+/* nccl-tests' options: 1 when c is one of them, with *bad set when its
+ * value is wrong (*vp: the value, which --check may take from the next
+ * element); -1 with err set for -t/-g other than 1; 0 otherwise. */
+static int perf_opt_nccl(int c, const char **vp, int argc, char **argv,
+                         rmacoll_perf_opts_t *o, char *err, size_t errlen,
+                         int *bad)
+{
+    const char *v = *vp;
+    int iv = 0;
+
+    switch (c) {
+    case 't':
+    case 'g':
+        *bad = perf_int(v, 1, 1024, &iv);
+        if (!*bad && iv != 1) {
+            snprintf(err, errlen, "%s %s: rmacoll-perf runs one rank per "
+                     "process and one GPU per rank; start more ranks with "
+                     "-np or the launcher",
+                     c == 't' ? "-t" : "-g", v);
+            return -1;
+        }
+        break;
+    case 'G': *bad = perf_int(v, 0, 1000000, &o->graph_launches); break;
+    case 'b': *bad = perf_size(v, &o->minbytes); break;
+    case 'e': *bad = perf_size(v, &o->maxbytes); break;
+    case 'i':
+        *bad = perf_size(v, &o->stepbytes) || o->stepbytes == 0;
+        break;
+    case 'f':
+        *bad = perf_double(v, 0, &o->stepfactor) || !(o->stepfactor > 1.0);
+        break;
+    case 'n': *bad = perf_int(v, 1, 1000000000, &o->iters); break;
+    case 'm': *bad = perf_int(v, 1, 1000000, &o->agg_iters); break;
+    case 'w': *bad = perf_int(v, 0, 1000000000, &o->warmup); break;
+    case 'N': *bad = perf_int(v, 0, 1000000000, &o->run_cycles); break;
+    case PO_CHECK_ON:   /* --check alone = on; --check V / --check=V as -c V */
+        if (v == NULL && optind < argc && argv[optind][0] >= '0' &&
+            argv[optind][0] <= '9')
+            *vp = v = argv[optind++]; /* nccl-tests' "--check 0" */
+        /* fall through */
+    case 'c':           /* -c N: N checked iterations (nccl-tests) */
+        if (v == NULL)
+            o->check = 1;
+        else if (perf_onoff(v, &o->check) != 0)
+            *bad = perf_int(v, 0, 1000000, &o->check);
+        if (!*bad && o->check == 0)
+            o->check_every = 0; /* -c 0 is --no-check: the last option wins */
+        break;
+    case 'd':
+        if (!strcmp(v, "all")) {
+            o->dtype_all = 1;
+        } else {
+            *bad = perf_dtype(v, &o->dtype);
+            o->dtype_all = 0;
+        }
+        o->dtype_given = 1;
+        break;
+    case 'a': *bad = perf_int(v, 0, 3, &o->average); break;
+    case 'z': *bad = perf_onoff(v, &o->blocking); break;
+    case 'C': *bad = perf_onoff(v, &o->cputime); break;
+    case 'M': *bad = perf_onoff(v, &o->memory_report); break;
+    case 'o':   /* reduction: none in an AlltoAllV */
+    case 'r':   /* root: none */
+    case 'p':   /* parallel init of threads: one thread per process */
+        break;
+    case 'R': *bad = perf_int(v, 0, 2, &o->local_register); break;
+    default:
+        return 0;
+    }
+    return 1;
+}
+
+/* The options that contradict each other or the sizes, and a --json file
+ * that cannot be written: 0, or -1 with err set. */
+static int perf_opts_conflicts(int argc, char **argv, rmacoll_perf_opts_t *o,
+                               char *err, size_t errlen)
+{
     if (optind < argc) {
         snprintf(err, errlen, "unexpected argument %s (see --help)",
                  argv[optind]);
@@ -574,6 +573,14 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
                  "with it", o->local_register);
         return -1;
     }
+    return 0;
+}
+
+/* The options' combined meaning (checking under --check-every and --gemm,
+ * -G's needs, the one node of device memory, --dist): 0, or -1 with err
+ * set. */
+static int perf_opts_settle(rmacoll_perf_opts_t *o, char *err, size_t errlen)
+{
     if (o->check_every && o->check == 0)
         o->check = 1;   /* --check-every is a mode of checking, whatever -c came after */
     if (o->gemm_n > 0) {
@@ -605,4 +612,66 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
         }
     }
     return 0;
+}
+
+/* An option getopt refused ('?' unknown, ':' value missing): err says it. */
+static void perf_opt_refused(int c, char **argv, char *err, size_t errlen)
+{
+    char name[64];
+
+    if (optopt > 0 && optopt < 256)
+        snprintf(name, sizeof(name), "-%c", optopt);
+    else
+        perf_optname(argv, NULL, name, sizeof(name));
+    if (c == '?')
+        snprintf(err, errlen, "unknown option %s (see --help)", name);
+    else
+        snprintf(err, errlen, "option %s needs a value", name);
+}
+
+int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
+                            FILE *out, char *err, size_t errlen)
+{
+    static const char shortopts[] = "+:hqt:g:b:e:i:f:n:m:w:p:c:o:d:r:z:G:C:a:R:M:N:T:J:";
+    char name[64];
+    int c;
+
+    optind = 0;      /* glibc: full re-initialisation (tests parse twice) */
+    opterr = 0;
+    for (;;) {
+        int li = -1, bad = 0, known;
+        const char *v;
+
+        optopt = 0;
+        c = getopt_long_only(argc, argv, shortopts, perf_longopts, &li);
+        if (c == -1)
+            break;
+        v = optarg;
+        if (c == 'h') {
+            rmacoll_perf_usage(argv[0], out);
+            return 1;
+        }
+        if (c == '?' || c == ':') {
+            perf_opt_refused(c, argv, err, errlen);
+            return -1;
+        }
+        known = perf_opt_launch(c, v, o, &bad) || perf_opt_bench(c, v, o, &bad);
+        if (!known)
+            known = perf_opt_nccl(c, &v, argc, argv, o, err, errlen, &bad);
+        if (known < 0)
+            return -1;
+        if (!known) {
+            snprintf(err, errlen, "unknown option %s (see --help)",
+                     perf_optname(argv, v, name, sizeof(name)));
+            return -1;
+        }
+        if (bad) {
+            snprintf(err, errlen, "bad value for %s: %s",
+                     perf_optname(argv, v, name, sizeof(name)), v ? v : "");
+            return -1;
+        }
+    }
+    if (perf_opts_conflicts(argc, argv, o, err, errlen) != 0)
+        return -1;
+    return perf_opts_settle(o, err, errlen);
 }
