@@ -376,7 +376,8 @@ static rmacoll_status_t ofi_select_check(rmacoll_transport_t *tp, const char *pr
  * fails fi_enable with EBUSY. A name with a random part avoids the clash. */
 static void ofi_name_shm(rmacoll_transport_t *tp, struct fi_info *info)
 {
-    char name[64];
+    char name[128];
+    const char *tag = getenv("RMACOLL_SHM_TAG"); /* as rmacoll__shm_tag */
     struct timespec ts;
 
     if (strcmp(info->fabric_attr->prov_name, "shm") != 0 ||
@@ -386,8 +387,13 @@ static void ofi_name_shm(rmacoll_transport_t *tp, struct fi_info *info)
     tp->shm_named = 1;
     rmacoll__ofi_sweep_stale_shm(tp);
     clock_gettime(CLOCK_REALTIME, &ts);
-    snprintf(name, sizeof(name), "fi_shm://rmacoll-%d-%lx-%d", (int)getpid(),
-             (unsigned long)(ts.tv_nsec ^ (ts.tv_sec << 20)), tp->env.rank);
+    if (tag == NULL || strlen(tag) > 24 ||
+        tag[strspn(tag, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")]) {
+        tag = ""; /* the core fails the communicator naming a bad one */
+    }
+    snprintf(name, sizeof(name), "fi_shm://rmacoll-%d-%lx-%d%s%s", (int)getpid(),
+             (unsigned long)(ts.tv_nsec ^ (ts.tv_sec << 20)), tp->env.rank,
+             tag[0] ? "." : "", tag);
     free(info->src_addr);
     info->src_addr = strdup(name);
     info->src_addrlen = info->src_addr ? strlen(name) + 1 : 0;
