@@ -65,6 +65,16 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
   add_test(NAME perf_help COMMAND rmacoll-perf --help)
   set_tests_properties(perf_help PROPERTIES TIMEOUT 30
     PASS_REGULAR_EXPRESSION "usage: .*--dist")
+  # --help's --scheduler line is made from the scheduler registry: every
+  # scheduler rmacoll-info lists as compiled in must be in it (largest_first
+  # was missing from the hard-coded text).
+  if(TARGET rmacoll-info)
+    add_test(NAME perf_help_schedulers COMMAND sh -c
+      "names=$(\"$1\" | awk '/^schedulers compiled in:/{f=1;next} f&&/^  [a-z_]/{print $1;next} f{exit}'); test -n \"$names\" || { echo 'rmacoll-info listed no scheduler'; exit 3; }; line=$(\"$2\" --help | grep -e '--scheduler NAME'); echo \"$line\"; n=0; for s in $names; do n=$((n+1)); echo \"$line\" | grep -qw -e \"$s\" || { echo \"--help lacks scheduler $s\"; exit 1; }; done; echo \"all $n schedulers in --help\""
+      sh $<TARGET_FILE:rmacoll-info> $<TARGET_FILE:rmacoll-perf>)
+    set_tests_properties(perf_help_schedulers PROPERTIES TIMEOUT 30
+      PASS_REGULAR_EXPRESSION "all [0-9]+ schedulers in --help")
+  endif()
   # A bad option must fail (exit 2), not start ranks.
   add_test(NAME perf_bad_option COMMAND rmacoll-perf --no-such-option)
   set_tests_properties(perf_bad_option PROPERTIES TIMEOUT 30 WILL_FAIL TRUE)
