@@ -724,6 +724,82 @@ static void test_syntax_error(void **state)
     assert_has(err, "line 2");
 }
 
+/* Issue 33 item 4: a second document is an error naming the file and its
+ * line (it was ignored); a map or list where a value is expected, and a
+ * value where a section is, say what the key expects, with line and column
+ * (they gave libyaml's "expecting STRING, got event: MAPPING_START"). */
+static void test_structure_errors(void **state)
+{
+    char err[512], want[512];
+    const char *path;
+    rmacoll_config_t cfg;
+
+    (void)state;
+    load_fails("timeout_ms: 100\n---\ntimeout_ms: 200\n", err, sizeof(err));
+    snprintf(want, sizeof(want), "config file '%s' line 2: a second YAML document starts "
+             "here; a config file holds one document (rmacoll would ignore this one)", tmp_path);
+    assert_string_equal(err, want);
+    load_fails("---\nrelay:\n  slots: 4\n...\n---\nrelay:\n  slots: 8\n", err, sizeof(err));
+    snprintf(want, sizeof(want), "config file '%s' line 5: a second YAML document starts "
+             "here; a config file holds one document (rmacoll would ignore this one)", tmp_path);
+    assert_string_equal(err, want);
+    /* one document with its explicit start and end marks is fine */
+    rmacoll_config_init(&cfg);
+    path = write_tmp("---\ntimeout_ms: 1234\n...\n");
+    assert_int_equal(rmacoll_config_load(path, &cfg, err, sizeof(err)), RMACOLL_SUCCESS);
+    assert_int_equal(cfg.timeout_ms, 1234);
+
+    load_fails("timeout_ms:\n  a: 1\n", err, sizeof(err));
+    snprintf(want, sizeof(want), "config file '%s' line 2 column 3: key 'timeout_ms' expects "
+             "a u64 value, got a map", tmp_path);
+    assert_string_equal(err, want);
+    load_fails("relay: {slots: {a: 1}}\n", err, sizeof(err));
+    snprintf(want, sizeof(want), "config file '%s' line 1 column 16: key 'relay.slots' "
+             "expects a u32 value, got a map", tmp_path);
+    assert_string_equal(err, want);
+    load_fails("scheduler: shift\nrelay:\n  slots: [1, 2]\n", err, sizeof(err));
+    snprintf(want, sizeof(want), "config file '%s' line 3 column 10: key 'relay.slots' "
+             "expects a u32 value, got a list", tmp_path);
+    assert_string_equal(err, want);
+    load_fails("scheduler: shift\nrelay: 5\n", err, sizeof(err));
+    snprintf(want, sizeof(want), "config file '%s' line 2 column 8: key 'relay' expects a "
+             "map of its keys (enabled, buffer_bytes, slots, direct_min_bytes), got a scalar",
+             tmp_path);
+    assert_string_equal(err, want);
+    load_fails("log:\n  subsystems:\n    core: 1\n", err, sizeof(err));
+    snprintf(want, sizeof(want), "config file '%s' line 3 column 5: key 'log.subsystems' "
+             "expects a list value, got a map", tmp_path);
+    assert_string_equal(err, want);
+}
+
+/* A config whose struct_size is wrong: rmacoll_config_set/get name the key
+ * they were given and both sizes (they named no key), and
+ * rmacoll__config_check has no empty slot in its message. */
+static void test_struct_size_errors(void **state)
+{
+    rmacoll_config_t c;
+    char err[512], want[512], buf[64];
+
+    (void)state;
+    rmacoll_config_init(&c);
+    c.struct_size = 8;
+    assert_int_equal(rmacoll_config_set(&c, "relay.slots", "4"), RMACOLL_ERR_INVALID_ARG);
+    snprintf(want, sizeof(want), "rmacoll_config_set: relay.slots: cfg->struct_size is 8, not "
+             "sizeof(rmacoll_config_t) = %zu (cfg was not initialised by rmacoll_config_init "
+             "or rmacoll_config_load)", sizeof(rmacoll_config_t));
+    assert_string_equal(rmacoll_config_last_error(), want);
+    assert_int_equal(rmacoll_config_get(&c, "relay.buffer_bytes", buf, sizeof(buf)),
+                     RMACOLL_ERR_INVALID_ARG);
+    snprintf(want, sizeof(want), "rmacoll_config_get: relay.buffer_bytes: cfg->struct_size is "
+             "8, not sizeof(rmacoll_config_t) = %zu (cfg was not initialised by "
+             "rmacoll_config_init or rmacoll_config_load)", sizeof(rmacoll_config_t));
+    assert_string_equal(rmacoll_config_last_error(), want);
+    assert_int_equal(rmacoll__config_check(&c, err, sizeof(err)), RMACOLL_ERR_INVALID_ARG);
+    snprintf(want, sizeof(want), "config struct_size is 8, not sizeof(rmacoll_config_t) = %zu "
+             "(fill it with rmacoll_config_init)", sizeof(rmacoll_config_t));
+    assert_string_equal(err, want);
+}
+
 static void test_missing_file(void **state)
 {
     rmacoll_config_t cfg;
@@ -1048,6 +1124,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_impossible_sizes, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_sizes, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_syntax_error, clean_env, cleanup),
+        cmocka_unit_test_setup_teardown(test_structure_errors, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_missing_file, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_hash, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_dump_round_trip, clean_env, cleanup),
@@ -1055,6 +1132,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hooks, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_long_string, clean_env, cleanup),
         cmocka_unit_test_setup_teardown(test_set_get, clean_env, cleanup),
+        /* last: it leaves rmacoll_config_last_error set (test_set_get wants it empty) */
+        cmocka_unit_test_setup_teardown(test_struct_size_errors, clean_env, cleanup),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

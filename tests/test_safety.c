@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dirent.h>
+#include <errno.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1012,6 +1014,149 @@ static void test_killed_rank_named_fast(void **state)
     run_kill(three_two, 5, 0, "auto");  /* a relay, and the rank whose id made the root */
 }
 
+/* ---- issue 33 item 2: a broken communicator leaves nothing in /dev/shm ---- */
+
+typedef struct region_shared {
+    stop_shared_t st;
+    char name[16][256]; /* the shm provider region each rank made */
+} region_shared_t;
+
+/* The /dev/shm entry named "rmacoll-<pid>-..." into out; 1 if one. */
+static int own_region(int pid, char *out, size_t len)
+{
+    char prefix[32];
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    int found = 0;
+
+    snprintf(prefix, sizeof(prefix), "rmacoll-%d-", pid);
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+            snprintf(out, len, "%s", e->d_name);
+            found++;
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return found;
+}
+
+/* Records its region, one exact call, then stop_rank dies (SIGKILL, when
+ * how is 0), stops (SIGSTOP, 1; the last survivor resumes it) or exits
+ * without destroying (2): the others' second call must fail, and mprun
+ * destroys every live communicator. */
+static int region_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    const stop_arg_t *a = p;
+    region_shared_t *rs = (region_shared_t *)a->sh;
+    int how = a->timeout_ms > 5000 ? 0 : a->timeout_ms == 1000 ? 1 : 2;
+    int64_t count = 1000, cnt[64], dsp[64];
+    size_t bytes = (size_t)count * 4 * (size_t)nranks;
+    unsigned char *send, *rbuf;
+    rmacoll_status_t st;
+    int rc;
+
+    atomic_store(&a->sh->pid[rank], (int)getpid());
+    if (own_region((int)getpid(), rs->name[rank], sizeof(rs->name[rank])) != 1) {
+        return 7; /* the shm provider made no region, or more than one */
+    }
+    rc = uniform_body(comm, rank, nranks, &count);
+    send = calloc(1, bytes);
+    rbuf = malloc(bytes);
+    if (rc != 0 || send == NULL || rbuf == NULL) {
+        return rc ? rc : 3;
+    }
+    for (int r = 0; r < nranks; r++) {
+        cnt[r] = count;
+        dsp[r] = (int64_t)r * count;
+    }
+    atomic_fetch_add(&a->sh->ready, 1);
+    if (rank == a->stop_rank) {
+        wait_first_calls(a->sh, nranks);
+        if (how == 0) {
+            raise(SIGKILL);
+        } else if (how == 2) {
+            _exit(0);
+        }
+        kill(getpid(), SIGSTOP);
+    }
+    st = rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32, comm, NULL);
+    fprintf(stderr, "rank %d: %s: %s\n", rank, rmacoll_status_name(st),
+            rmacoll_comm_last_error(comm));
+    rc = st == RMACOLL_SUCCESS ? 2 : 0;
+    if (rank != a->stop_rank && atomic_fetch_add(&a->sh->done, 1) + 1 == nranks - 1) {
+        int pid = atomic_load(&a->sh->pid[a->stop_rank]);
+        if (pid > 0) {
+            kill(pid, SIGCONT);
+        }
+    }
+    free(send);
+    free(rbuf);
+    return rc;
+}
+
+/* how: 0 the victim is killed, 1 stopped (then resumed), 2 exits right
+ * after create without destroying (mprun's kill_rank). */
+static void run_region(int victim, int how)
+{
+    static const int two_nodes[4] = {0, 0, 1, 1};
+    region_shared_t *rs = mmap(NULL, sizeof(*rs), PROT_READ | PROT_WRITE,
+                               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    stop_arg_t a = {&rs->st, victim, how == 0 ? 20000 : how == 1 ? 1000 : 1001};
+    rmacoll_config_t cfg = base_config(a.timeout_ms);
+    const char *tag = getenv("RMACOLL_SHM_TAG");
+    int codes[8] = {0}, leaked = 0;
+    mprun_opts_t o = {4, two_nodes, &cfg, 120, -1};
+
+    assert_true(rs != MAP_FAILED);
+    memset(rs, 0, sizeof(*rs));
+    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "shm");
+    (void)mprun(&o, region_body, &a, codes);
+    for (int r = 0; r < 4; r++) {
+        char left[256] = "", path[300];
+        int pid = atomic_load(&rs->st.pid[r]);
+
+        print_message("how %d: rank %d exit %d pid %d region %s\n", how, r, codes[r], pid,
+                      rs->name[r]);
+        assert_int_equal(codes[r], how == 0 && r == victim ? 128 + SIGKILL : 0);
+        assert_true(pid > 0 && rs->name[r][0] != '\0');
+        if (tag != NULL && tag[0] != '\0') {
+            /* the name carries the suite's tag (its /dev/shm check):
+             * "rmacoll-PID-RANDOM-RANK.TAG", to which the provider adds
+             * ":UID:INDEX" */
+            char want[64];
+            snprintf(want, sizeof(want), "-%d.%s:", r, tag);
+            assert_non_null(strstr(rs->name[r], want));
+        }
+        snprintf(path, sizeof(path), "/dev/shm/%s", rs->name[r]);
+        if (access(path, F_OK) == 0) {
+            print_message("left behind: %s\n", path);
+            leaked++;
+        }
+        while (own_region(pid, left, sizeof(left)) > 0) {
+            print_message("left behind by pid %d: /dev/shm/%s\n", pid, left);
+            snprintf(path, sizeof(path), "/%s", left);
+            shm_unlink(path); /* the suite leaves /dev/shm clean even so */
+            leaked++;
+        }
+    }
+    munmap(rs, sizeof(*rs));
+    assert_int_equal(leaked, 0);
+}
+
+/* The shm provider between two virtual nodes of 2: a rank dies, stops or
+ * exits without destroying, the others' communicator breaks (PEER or
+ * TIMEOUT); once every survivor destroyed (and the stopped one, resumed),
+ * no region of the run is left in /dev/shm, its own or a dead peer's. */
+static void test_broken_comm_no_shm_left(void **state)
+{
+    (void)state;
+    run_region(1, 0);
+    run_region(2, 1);
+    run_region(3, 2);
+}
+
 /* ---- item 1: no write into this rank's memory after its call failed ---- */
 
 typedef struct late_shared {
@@ -1522,6 +1667,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_slow_progress),
         cmocka_unit_test(test_stopped_rank_named),
         cmocka_unit_test(test_killed_rank_named_fast),
+        cmocka_unit_test(test_broken_comm_no_shm_left),
         cmocka_unit_test(test_late_write_node),
         cmocka_unit_test(test_late_write_shared),
         cmocka_unit_test(test_late_write_net),

@@ -109,6 +109,41 @@ static void test_name_format(void **state)
     assert_string_equal(name, "/rmacoll-0000000000000000-1023");
 }
 
+/* RMACOLL_SHM_TAG: unset or empty gives "", a valid tag itself, anything
+ * but 1-24 letters, digits or '_' -1 with the value (for the message). */
+static void test_tag(void **state)
+{
+    const char *saved = getenv("RMACOLL_SHM_TAG");
+    char *keep = saved ? strdup(saved) : NULL;
+    const char *tag = NULL;
+
+    (void)state;
+    unsetenv("RMACOLL_SHM_TAG");
+    assert_int_equal(rmacoll__shm_tag(&tag), 0);
+    assert_string_equal(tag, "");
+    setenv("RMACOLL_SHM_TAG", "", 1);
+    assert_int_equal(rmacoll__shm_tag(&tag), 0);
+    assert_string_equal(tag, "");
+    setenv("RMACOLL_SHM_TAG", "ct0123abcd_Z", 1);
+    assert_int_equal(rmacoll__shm_tag(&tag), 0);
+    assert_string_equal(tag, "ct0123abcd_Z");
+    setenv("RMACOLL_SHM_TAG", "a/b", 1);
+    assert_int_equal(rmacoll__shm_tag(&tag), -1);
+    assert_string_equal(tag, "a/b");
+    setenv("RMACOLL_SHM_TAG", "a.b", 1);
+    assert_int_equal(rmacoll__shm_tag(&tag), -1);
+    setenv("RMACOLL_SHM_TAG", "abcdefghijklmnopqrstuvwxy", 1); /* 25 */
+    assert_int_equal(rmacoll__shm_tag(&tag), -1);
+    setenv("RMACOLL_SHM_TAG", "abcdefghijklmnopqrstuvwx", 1); /* 24 */
+    assert_int_equal(rmacoll__shm_tag(&tag), 0);
+    if (keep != NULL) {
+        setenv("RMACOLL_SHM_TAG", keep, 1);
+        free(keep);
+    } else {
+        unsetenv("RMACOLL_SHM_TAG");
+    }
+}
+
 /* Owner and peer see each other's writes; unlink keeps the mappings. */
 static void test_fork_both_ways(void **state)
 {
@@ -418,6 +453,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_name_format),
+        cmocka_unit_test(test_tag),
         cmocka_unit_test(test_fork_both_ways),
         cmocka_unit_test(test_attach_waits_for_create),
         cmocka_unit_test(test_attach_timeout_missing),

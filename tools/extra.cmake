@@ -65,6 +65,16 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
   add_test(NAME perf_help COMMAND rmacoll-perf --help)
   set_tests_properties(perf_help PROPERTIES TIMEOUT 30
     PASS_REGULAR_EXPRESSION "usage: .*--dist")
+  # --help's --scheduler line is made from the scheduler registry: every
+  # scheduler rmacoll-info lists as compiled in must be in it (largest_first
+  # was missing from the hard-coded text).
+  if(TARGET rmacoll-info)
+    add_test(NAME perf_help_schedulers COMMAND sh -c
+      "names=$(\"$1\" | awk '/^schedulers compiled in:/{f=1;next} f&&/^  [a-z_]/{print $1;next} f{exit}'); test -n \"$names\" || { echo 'rmacoll-info listed no scheduler'; exit 3; }; line=$(\"$2\" --help | grep -e '--scheduler NAME'); echo \"$line\"; n=0; for s in $names; do n=$((n+1)); echo \"$line\" | grep -qw -e \"$s\" || { echo \"--help lacks scheduler $s\"; exit 1; }; done; echo \"all $n schedulers in --help\""
+      sh $<TARGET_FILE:rmacoll-info> $<TARGET_FILE:rmacoll-perf>)
+    set_tests_properties(perf_help_schedulers PROPERTIES TIMEOUT 30
+      PASS_REGULAR_EXPRESSION "all [0-9]+ schedulers in --help")
+  endif()
   # A bad option must fail (exit 2), not start ranks.
   add_test(NAME perf_bad_option COMMAND rmacoll-perf --no-such-option)
   set_tests_properties(perf_bad_option PROPERTIES TIMEOUT 30 WILL_FAIL TRUE)
@@ -190,6 +200,16 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
     set_tests_properties(perf_usage_exit64_${_n} PROPERTIES TIMEOUT 30
       ENVIRONMENT "${_perf_env}" FAIL_REGULAR_EXPRESSION "rank\\(s\\) failed|launch: rank")
   endforeach()
+  # The launcher's summary gives each rank's own code: every rank fails the
+  # mismatch case with RMACOLL_ERR_MISMATCH (it said RMACOLL_ERR_PEER, the
+  # launcher's own status, for all of them).
+  add_test(NAME perf_summary_rank_codes COMMAND sh -c
+    "\"$1\" --dist matrix:\"$2\" -n 1 -w 0 2>&1; echo rc=$?"
+    sh $<TARGET_FILE:rmacoll-perf> ${RMACOLL_CASES_DIR}/mismatch_2x2.txt)
+  set_tests_properties(perf_summary_rank_codes PROPERTIES TIMEOUT 120
+    ENVIRONMENT "${_perf_env}" LABELS "multiprocess"
+    PASS_REGULAR_EXPRESSION "\nrmacoll-perf: 4 of 4 rank\\(s\\) failed, 0 stopped by the launcher; each rank's own code: ranks 0-3 RMACOLL_ERR_MISMATCH \\(the ranks' messages above name the first failure\\)\nrc=1\n"
+    FAIL_REGULAR_EXPRESSION "ERR_PEER")
   # --nodes: a non-contiguous node map from the command line
   add_test(NAME perf_nodes_map COMMAND rmacoll-perf --nodes 0,1,0,1 -b 1K -e 4K -n 3 -w 1)
   set_tests_properties(perf_nodes_map PROPERTIES TIMEOUT 300 ENVIRONMENT "${_perf_env}"

@@ -985,7 +985,7 @@ static int perf_rank_comm(const rmacoll_launch_env_t *env,
 #ifdef RMACOLL_PERF_HAVE_CUDA
         perf_cuda_teardown(p);
 #endif
-        return 1;
+        return RMACOLL_PERF_EXIT_OF(st);
     }
     p->comm = comm;
     return 0;
@@ -1253,8 +1253,9 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
     rc = perf_rank_config(o, env, &cfg, &cfg_bad);
     if (rc >= 0)
         return rc;
-    if (perf_rank_comm(env, &cfg, cfg_bad, &p) != 0)
-        return 1;
+    rc = perf_rank_comm(env, &cfg, cfg_bad, &p);
+    if (rc != 0)
+        return rc;
     rc = perf_rank_alloc(o, &p);
     if (rc == 0)
         rc = perf_rank_paths(o, &p, &devpath, &dsig, &direct_min);
@@ -1271,6 +1272,49 @@ static int perf_rank(const rmacoll_perf_opts_t *o,
 }
 
 /* ---- parent: spawn the ranks ---- */
+
+/* One rank's exit code in words: the rmacoll status it failed with
+ * (RMACOLL_PERF_EXIT_OF), the data check, a usage error, a signal. */
+static void perf_code_name(int code, char *buf, size_t len)
+{
+    if (code == -1)
+        snprintf(buf, len, "stopped by the launcher");
+    else if (code == 0)
+        snprintf(buf, len, "ok");
+    else if (code > RMACOLL_PERF_EXIT_STATUS && code < RMACOLL_PERF_EXIT_STATUS + 28)
+        snprintf(buf, len, "%s",
+                 rmacoll_status_name((rmacoll_status_t)(code - RMACOLL_PERF_EXIT_STATUS)));
+    else if (code == 2)
+        snprintf(buf, len, "data check failed");
+    else if (code == RMACOLL_PERF_EXIT_USAGE)
+        snprintf(buf, len, "usage error (exit 64)");
+    else if (code > 128)
+        snprintf(buf, len, "signal %d (%s)", code - 128, strsignal(code - 128));
+    else
+        snprintf(buf, len, "exit %d", code);
+}
+
+/* "ranks 0-2 RMACOLL_ERR_MISMATCH, rank 3 ok": runs of equal codes. */
+static void perf_rank_codes(const int *codes, int n, char *buf, size_t len)
+{
+    size_t off = 0;
+
+    buf[0] = '\0';
+    for (int r = 0; r < n && off + 1 < len;) {
+        int e = r;
+        char what[96];
+
+        while (e + 1 < n && codes[e + 1] == codes[r])
+            e++;
+        perf_code_name(codes[r], what, sizeof(what));
+        if (e > r)
+            off += (size_t)snprintf(buf + off, len - off, "%sranks %d-%d %s",
+                                    off ? ", " : "", r, e, what);
+        else
+            off += (size_t)snprintf(buf + off, len - off, "%srank %d %s",
+                                    off ? ", " : "", r, what);
+        r = e + 1;
+}
 
 /* Every usage error is found here, once, before any rank starts: the
  * matrix file, the node map (node_of[*nranks]), the configuration and the
@@ -1313,38 +1357,47 @@ static int perf_spawn_check(const rmacoll_perf_opts_t *o, int *node_of,
 }
 
 /* The exit status of a launch that failed with st (res: what the
- * launcher saw), with the failure said. */
-static int perf_spawn_verdict(rmacoll_status_t st,
-                              const rmacoll_launch_result_t *res, int nranks)
+ * launcher saw, codes: each rank's exit code or NULL), with the failure
+ * said: each rank's own code (st, the launcher's, is ERR_PEER for any
+ * failed rank: not what the rank said). */
+static int perf_spawn_verdict(rmacoll_status_t st, const rmacoll_launch_result_t *res,
+                              const int *codes, int nranks)
 {
+    char own[2048] = "not known";
+
     /* A rank's own code when it reported wrong data (2), else 1. Exit 2 is
      * rank 0's verdict over every rank's check (the rank that found the
      * wrong values named them above): not a failure of the launch. */
     if (res->first_status == 2 && res->nfailed == 1 && !res->timed_out && !res->killed) {
         return 2;   /* rank 0 said "data check failed" */
     }
+    (void)st;
+    if (codes != NULL) {
+        perf_rank_codes(codes, nranks, own, sizeof(own));
+    }
     /* a rank killed by a signal of its own (a crash, kill -9) is the likely
      * cause; otherwise the ranks' own messages above say which failed
      * first (the launcher reaps ranks that fail together in rank order) */
     if (res->signal_rank >= 0) {
-        fprintf(stderr, PERF_NAME ": %s: rank %d died by signal %d (%s); %d of %d rank(s) "
-                "failed%s, %d stopped by the launcher\n",
-                rmacoll_status_name(st), res->signal_rank, res->signal_num,
+        fprintf(stderr, PERF_NAME ": rank %d died by signal %d (%s); %d of %d rank(s) "
+                "failed%s, %d stopped by the launcher; each rank's own code: %s\n",
+                res->signal_rank, res->signal_num,
                 strsignal(res->signal_num), res->nfailed, nranks,
-                res->timed_out ? ", deadline passed" : "", res->killed);
+                res->timed_out ? ", deadline passed" : "", res->killed, own);
     } else {
-        fprintf(stderr, PERF_NAME ": %s: %d of %d rank(s) failed%s, %d stopped by the "
-                "launcher (the ranks' messages above name the first failure)\n",
-                rmacoll_status_name(st), res->nfailed, nranks,
-                res->timed_out ? ", deadline passed" : "", res->killed);
+        fprintf(stderr, PERF_NAME ": %d of %d rank(s) failed%s, %d stopped by the "
+                "launcher; each rank's own code: %s (the ranks' messages above name "
+                "the first failure)\n", res->nfailed, nranks,
+                res->timed_out ? ", deadline passed" : "", res->killed, own);
     }
     return 1;
+}
 }
 
 static int perf_spawn(const rmacoll_perf_opts_t *o, int argc, char **argv)
 {
     int node_of[RMACOLL_LAUNCH_MAX_RANKS];
-    int nranks = 0;
+    int nranks = 0, *codes, rc;
     rmacoll_unique_id_t id;
     char hex[2 * RMACOLL_UNIQUE_ID_BYTES + 1];
     rmacoll_launch_spec_t spec;
@@ -1379,11 +1432,17 @@ static int perf_spawn(const rmacoll_perf_opts_t *o, int argc, char **argv)
     spec.argv = cargv;
     spec.id_hex = hex;
     spec.timeout_s = o->timeout_s;
+    codes = calloc((size_t)nranks, sizeof(*codes));
+    spec.rank_codes = codes;
     st = rmacoll_launch_spawn(&spec, &res);
     free(cargv);
-    if (st == RMACOLL_SUCCESS)
+    if (st == RMACOLL_SUCCESS) {
+        free(codes);
         return 0;
-    return perf_spawn_verdict(st, &res, nranks);
+    }
+    rc = perf_spawn_verdict(st, &res, codes, nranks);
+    free(codes);
+    return rc;
 }
 
 int main(int argc, char **argv)

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -123,6 +124,19 @@ int rmacoll__shm_sweep_stale(uint64_t magic, size_t pid_off)
     }
     closedir(d);
     return removed;
+}
+
+int rmacoll__shm_tag(const char **tag)
+{
+    const char *v = getenv("RMACOLL_SHM_TAG");
+    size_t n;
+
+    *tag = v != NULL ? v : "";
+    if (v == NULL || v[0] == '\0') {
+        return 0;
+    }
+    n = strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+    return (v[n] == '\0' && n <= RMACOLL__SHM_TAG_MAX) ? 0 : -1;
 }
 
 void rmacoll__shm_name(uint64_t comm_id, int rank, char *name, size_t len)

@@ -9,7 +9,8 @@
  * once every peer has attached (the mappings stay valid), so a crash after
  * that leaves nothing in /dev/shm.
  *
- * Names: "/rmacoll-<16 hex of a comm id>-<rank>" (rmacoll__shm_name).
+ * Names: "/rmacoll-<16 hex of a comm id>-<rank>" (rmacoll__shm_name), with
+ * ".<tag>" appended when RMACOLL_SHM_TAG is set (rmacoll__shm_tag).
  * Thread-safety: distinct segments may be used from distinct threads;
  * the functions keep no state outside *seg.
  */
@@ -24,7 +25,7 @@
 typedef struct rmacoll__shm {
     void *addr;    /* mapping, NULL when not mapped */
     size_t bytes;  /* mapped length */
-    char name[64]; /* POSIX name, "/..." */
+    char name[96]; /* POSIX name, "/..." */
     int owner;     /* 1 while this process created the name and has not
                     * unlinked it yet; 0 otherwise */
 } rmacoll__shm_t;
@@ -40,11 +41,24 @@ typedef struct rmacoll__shm {
  */
 int rmacoll__shm_sweep_stale(uint64_t magic, size_t pid_off);
 
+/* Longest RMACOLL_SHM_TAG. */
+#define RMACOLL__SHM_TAG_MAX 24
+
+/**
+ * RMACOLL_SHM_TAG, the text appended (after a '.') to the names of the
+ * /dev/shm files this process creates: control windows and the libfabric
+ * shm provider's regions. The test suite sets one per build so that its
+ * /dev/shm check sees only the files of its own tests. *tag gets "" when
+ * unset or empty; returns 0, or -1 when the value is not 1 to
+ * RMACOLL__SHM_TAG_MAX letters, digits or '_' (*tag then gets the value).
+ */
+int rmacoll__shm_tag(const char **tag);
+
 /** Writes "/rmacoll-<16 hex of comm_id>-<rank>" into name (len >= 64). */
 void rmacoll__shm_name(uint64_t comm_id, int rank, char *name, size_t len);
 
 /**
- * Creates name (must start with '/', shorter than 64 bytes, no other '/')
+ * Creates name (must start with '/', shorter than 96 bytes, no other '/')
  * with `bytes` (> 0) zero bytes and maps it read-write, shared.
  * Errors (logged, naming the segment and size): RMACOLL_ERR_INVALID_ARG
  * (bad name/size; the name already exists: a stale segment from an

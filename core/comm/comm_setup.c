@@ -197,18 +197,27 @@ rmacoll_status_t rmacoll__comm_check_relay(rmacoll_comm_t *comm)
 
 static void ctrl_name(const rmacoll_comm_t *comm, int rank, char *name, size_t len)
 {
-    snprintf(name, len, "/rmacoll-%016llx-%d", (unsigned long long)comm->comm_id,
-             rank);
+    const char *tag;
+
+    (void)rmacoll__shm_tag(&tag); /* checked by rmacoll__comm_setup_ctrl */
+    snprintf(name, len, "/rmacoll-%016llx-%d%s%s", (unsigned long long)comm->comm_id,
+             rank, tag[0] ? "." : "", tag);
 }
 
 /* Own control window, then the node peers' (after a barrier). */
 rmacoll_status_t rmacoll__comm_setup_ctrl(rmacoll_comm_t *comm)
 {
-    char name[64];
+    char name[96];
+    const char *tag;
     rmacoll_status_t st;
     const rmacoll_topo_t *topo = comm->topo;
     int A = topo->node_of[comm->rank];
 
+    if (rmacoll__shm_tag(&tag) != 0) {
+        return rmacoll__fail(&comm->fail, RMACOLL_ERR_INVALID_ARG, "rank %d: "
+                             "RMACOLL_SHM_TAG '%s': expected 1 to %d letters, digits or '_'",
+                             comm->rank, tag, RMACOLL__SHM_TAG_MAX);
+    }
     rmacoll__ctrl_layout(topo, &comm->pcfg, comm->rank, &comm->lay);
     ctrl_name(comm, comm->rank, name, sizeof(name));
     rmacoll__shm_sweep_stale(RMACOLL__CTRL_MAGIC, RMACOLL__CTRL_PID_OFF);

@@ -274,8 +274,8 @@ rmacoll_status_t rmacoll__config_check(const rmacoll_config_t *cfg, char *errbuf
     rmacoll__errbuf_printf(errbuf, errlen, "%s", "");
     if (cfg == NULL || cfg->struct_size != sizeof(rmacoll_config_t)) {
         rmacoll__errbuf_printf(errbuf, errlen,
-                               "config %s struct_size is %zu, not sizeof(rmacoll_config_t) "
-                               "= %zu (fill it with rmacoll_config_init)", cfg == NULL ? "is NULL;" : "",
+                               "config %sstruct_size is %zu, not sizeof(rmacoll_config_t) "
+                               "= %zu (fill it with rmacoll_config_init)", cfg == NULL ? "is NULL; " : "",
                                cfg != NULL ? cfg->struct_size : (size_t)0, sizeof(rmacoll_config_t));
         return RMACOLL_ERR_INVALID_ARG;
     }

@@ -285,6 +285,16 @@ const char *rmacoll_config_last_error(void)
     return config_err;
 }
 
+/* cfg's struct_size is wrong: the message names the call, the key it was
+ * given and both sizes. */
+static void config_size_error(const char *fn, const char *key, const rmacoll_config_t *cfg)
+{
+    rmacoll__errbuf_printf(config_err, sizeof(config_err),
+                           "%s: %s: cfg->struct_size is %zu, not sizeof(rmacoll_config_t) = "
+                           "%zu (cfg was not initialised by rmacoll_config_init or "
+                           "rmacoll_config_load)", fn, key, cfg->struct_size, sizeof(*cfg));
+}
+
 rmacoll_status_t rmacoll__config_set(rmacoll_config_t *cfg, const char *key, const char *value)
 {
     rmacoll_config_t tmp;
@@ -292,11 +302,14 @@ rmacoll_status_t rmacoll__config_set(rmacoll_config_t *cfg, const char *key, con
     rmacoll_status_t st;
     char problem[256] = "";
 
-    if (cfg == NULL || key == NULL || value == NULL || cfg->struct_size < sizeof(*cfg)) {
+    if (cfg == NULL || key == NULL || value == NULL) {
         rmacoll__errbuf_printf(config_err, sizeof(config_err), "rmacoll_config_set: %s",
                                cfg == NULL ? "cfg is NULL" : key == NULL ? "key is NULL"
-                               : value == NULL ? "value is NULL"
-                               : "cfg was not initialised by rmacoll_config_init or rmacoll_config_load");
+                               : "value is NULL");
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (cfg->struct_size < sizeof(*cfg)) {
+        config_size_error("rmacoll_config_set", key, cfg);
         return RMACOLL_ERR_INVALID_ARG;
     }
     id = config_id_in(cfg, key);
@@ -332,12 +345,14 @@ rmacoll_status_t rmacoll__config_get(const rmacoll_config_t *cfg, const char *ke
 {
     int id;
 
-    if (cfg == NULL || key == NULL || buf == NULL || len == 0 ||
-        cfg->struct_size < sizeof(*cfg)) {
+    if (cfg == NULL || key == NULL || buf == NULL || len == 0) {
         rmacoll__errbuf_printf(config_err, sizeof(config_err), "rmacoll_config_get: %s",
                                cfg == NULL ? "cfg is NULL" : key == NULL ? "key is NULL"
-                               : buf == NULL ? "buf is NULL" : len == 0 ? "len is 0"
-                               : "cfg was not initialised by rmacoll_config_init or rmacoll_config_load");
+                               : buf == NULL ? "buf is NULL" : "len is 0");
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (cfg->struct_size < sizeof(*cfg)) {
+        config_size_error("rmacoll_config_get", key, cfg);
         return RMACOLL_ERR_INVALID_ARG;
     }
     id = config_id_in(cfg, key);

@@ -34,11 +34,14 @@ typedef struct config_mark {
     char path[128];   /* dotted path of the key (of the sequence, for an item) */
     const char *item; /* NULL: a key; else the item's text (owned) */
     int line;         /* 1-based */
+    int vline, vcol;  /* a key's value: where it starts (1-based), */
+    char vkind;       /* and what it is: 's' scalar, 'm' map, 'l' list, 0 unknown */
 } config_mark_t;
 
 typedef struct config_marks {
     config_mark_t *m;
     size_t n, cap;
+    int doc2_line;    /* line of a second document's start, 0 if none */
 } config_marks_t;
 
 #define CONFIG_YAML_DEPTH 16
@@ -66,7 +69,24 @@ static void config_marks_add(config_marks_t *mk, const char *path, const char *i
     snprintf(mk->m[mk->n].path, sizeof(mk->m[mk->n].path), "%s", path);
     mk->m[mk->n].item = item != NULL ? strdup(item) : NULL;
     mk->m[mk->n].line = line;
+    mk->m[mk->n].vline = 0;
+    mk->m[mk->n].vcol = 0;
+    mk->m[mk->n].vkind = 0;
     mk->n++;
+}
+
+/* A value starts (kind 's', 'm', 'l') at depth (a mapping waiting for a
+ * value): note it on that mapping's last key. */
+static void config_marks_value(config_marks_t *mk, const long *keymark, int depth,
+                               const int *state, char kind, const yaml_mark_t *at)
+{
+    if (depth > 0 && state[depth - 1] == 0 && keymark[depth - 1] >= 0 &&
+        (size_t)keymark[depth - 1] < mk->n) {
+        config_mark_t *m = &mk->m[keymark[depth - 1]];
+        m->vline = (int)at->line + 1;
+        m->vcol = (int)at->column + 1;
+        m->vkind = kind;
+    }
 }
 
 /* Parses t once and records the marks; stops quietly at a syntax error
@@ -79,8 +99,9 @@ static void config_marks_build(const char *t, size_t len, config_marks_t *mk)
      * value (0), or a sequence (-1); plen: length of path at its start */
     int state[CONFIG_YAML_DEPTH];
     size_t plen[CONFIG_YAML_DEPTH];
+    long keymark[CONFIG_YAML_DEPTH]; /* index of the mapping's last key mark */
     char path[128] = "";
-    int depth = 0, done = 0;
+    int depth = 0, done = 0, docs = 0;
 
     memset(mk, 0, sizeof(*mk));
     if (!yaml_parser_initialize(&parser)) {
@@ -99,9 +120,11 @@ static void config_marks_build(const char *t, size_t len, config_marks_t *mk)
                 snprintf(path + base, sizeof(path) - base, "%s%s", base ? "." : "",
                          (const char *)ev.data.scalar.value);
                 config_marks_add(mk, path, NULL, line);
+                keymark[depth - 1] = (long)mk->n - 1;
                 state[depth - 1] = 0;
                 break;
             }
+            config_marks_value(mk, keymark, depth, state, 's', &ev.start_mark);
             if (item) {
                 config_marks_add(mk, path, (const char *)ev.data.scalar.value, line);
             } else if (depth > 0) {
@@ -115,8 +138,11 @@ static void config_marks_build(const char *t, size_t len, config_marks_t *mk)
                 done = 1; /* a complex key, or too deep: positions stop here */
                 break;
             }
+            config_marks_value(mk, keymark, depth, state,
+                               ev.type == YAML_MAPPING_START_EVENT ? 'm' : 'l', &ev.start_mark);
             plen[depth] = strlen(path);
             state[depth] = ev.type == YAML_MAPPING_START_EVENT ? 1 : -1;
+            keymark[depth] = -1;
             depth++;
             break;
         case YAML_MAPPING_END_EVENT:
@@ -134,6 +160,12 @@ static void config_marks_build(const char *t, size_t len, config_marks_t *mk)
             if (depth > 0 && state[depth - 1] == 0) {
                 state[depth - 1] = 1;
                 path[plen[depth - 1]] = '\0';
+            }
+            break;
+        case YAML_DOCUMENT_START_EVENT:
+            if (++docs == 2) {
+                mk->doc2_line = line; /* libcyaml reads only the first */
+                done = 1;
             }
             break;
         case YAML_STREAM_END_EVENT:
@@ -362,6 +394,80 @@ static void config_list_children(const char *parent, char *buf, size_t len)
     }
 }
 
+/* The type of key id, as rmacoll-info names it. */
+static const char *config_kind_name(config_id_t id)
+{
+    switch (CFG_FIELD(id).kind) {
+    case CFG_KIND_BOOL:
+        return "bool";
+    case CFG_KIND_U32:
+        return "u32";
+    case CFG_KIND_I32:
+        return "i32";
+    case CFG_KIND_U64:
+        return "u64";
+    case CFG_KIND_SIZE:
+        return "size";
+    case CFG_KIND_SUBSYS:
+        return "list";
+    case CFG_KIND_ENUM:
+    case CFG_KIND_LEVEL:
+        return "enum";
+    default:
+        return "string";
+    }
+}
+
+/* libcyaml's "expecting STRING, got event: MAPPING_START" (a map or list
+ * where a value goes, a value or list where a section's map goes) as what
+ * the key expects and what it got, at the value's line and column; 0 when
+ * msg is not one of those. */
+static int config_structure_error(const char *msg, const char *path, const char *file,
+                                  const config_marks_t *mk, char *errbuf, size_t errlen)
+{
+    static const char *const got_names[][2] = {
+        {"MAPPING_START", "a map"}, {"SEQUENCE_START", "a list"}, {"SCALAR", "a scalar"},
+        {"ALIAS", "an alias"}};
+    const char *got = strstr(msg, ", got event: ");
+    const char *gotw = NULL;
+    const config_mark_t *m = NULL;
+    char want[600];
+
+    if (strncmp(msg, "expecting ", 10) != 0 || got == NULL) {
+        return 0;
+    }
+    for (size_t k = 0; k < sizeof(got_names) / sizeof(got_names[0]); k++) {
+        if (strcmp(got + 13, got_names[k][0]) == 0) {
+            gotw = got_names[k][1];
+        }
+    }
+    for (size_t i = 0; i < mk->n && path[0] != '\0'; i++) {
+        if (mk->m[i].item == NULL && strcmp(mk->m[i].path, path) == 0) {
+            m = &mk->m[i];
+            break;
+        }
+    }
+    if (gotw == NULL || m == NULL || m->vline == 0) {
+        return 0; /* the top level, or positions lost: libcyaml's words */
+    }
+    if (strncmp(msg + 10, "MAPPING,", 8) == 0) {
+        char known[512];
+        config_list_children(path, known, sizeof(known));
+        snprintf(want, sizeof(want), "a map of its keys (%s)", known);
+    } else {
+        const char *type = "string";
+        for (size_t id = 0; id < rmacoll__cfg_nkeys(); id++) {
+            if (strcmp(CFG_KEY(id).key, path) == 0) {
+                type = config_kind_name((config_id_t)id);
+            }
+        }
+        snprintf(want, sizeof(want), "a %s value", type);
+    }
+    rmacoll__errbuf_printf(errbuf, errlen, "config file '%s' line %d column %d: key '%s' "
+                           "expects %s, got %s", file, m->vline, m->vcol, path, want, gotw);
+    return 1;
+}
+
 /* Turns what libcyaml logged into one message naming the key and its line. */
 static void config_cyaml_error(const config_cyaml_log_t *lg, cyaml_err_t err, const char *file,
                                const config_marks_t *mk, char *errbuf, size_t errlen)
@@ -389,6 +495,9 @@ static void config_cyaml_error(const config_cyaml_log_t *lg, cyaml_err_t err, co
         rmacoll__errbuf_printf(errbuf, errlen,
                                "config file '%s' line %d: unknown key '%s' (known: %s)",
                                file, line, full, known);
+        return;
+    }
+    if (config_structure_error(lg->msg, path, file, mk, errbuf, errlen)) {
         return;
     }
     line = 0;
@@ -497,6 +606,15 @@ rmacoll_status_t rmacoll__cfg_load_file(const char *file, rmacoll_config_t *cfg,
     }
     config_schema_build(schema);
     config_marks_build(text, len, &marks);
+    if (marks.doc2_line > 0) {
+        rmacoll__errbuf_printf(errbuf, errlen, "config file '%s' line %d: a second YAML "
+                               "document starts here; a config file holds one document "
+                               "(rmacoll would ignore this one)", file, marks.doc2_line);
+        config_marks_free(&marks);
+        free(schema);
+        free(text);
+        return RMACOLL_ERR_CONFIG;
+    }
     memset(&lg, 0, sizeof(lg));
     memset(&ycfg, 0, sizeof(ycfg));
     ycfg.log_fn = config_cyaml_log;

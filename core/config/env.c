@@ -38,6 +38,8 @@ static const rmacoll__env_var_t env_vars[] = {
      "1: one stderr line per stream operation, IPC import and device-word array of the CUDA transports (diagnostics; scripts/stream_trace_check.py reads them); ring: the same lines into an in-memory ring of the last 2048, printed on a stream that never drains (test_gpu_threads)"},
     {"RMACOLL_LARGEST_FIRST_LOAD", "library",
      "traffic profile (node-to-node byte matrix) read by the largest_first scheduler (docs/sim.md)"},
+    {"RMACOLL_SHM_TAG", "library",
+     "text (1-24 letters, digits, '_') appended as .TAG to the names of the /dev/shm files rmacoll creates; ranks of a node must agree (the test suite sets one per build)"},
     {"RMACOLL_LIBRARY", "python", "path of librmacoll.so (or its folder) for the Python package"},
     {"RMACOLL_RANK", "rmacoll-perf", "rank of a process the tool spawned itself"},
     {"RMACOLL_NRANKS", "rmacoll-perf", "ranks the tool spawned"},

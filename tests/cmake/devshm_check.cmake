@@ -1,12 +1,20 @@
-# cmake -DMODE=before|after -DSTATE=FILE -P devshm_check.cmake
-# The suite must leave /dev/shm as it found it: "before" records the
-# entries rmacoll or libfabric's shm provider could make, "after" fails
-# naming every such entry that was not there before.
-file(GLOB _now RELATIVE /dev/shm /dev/shm/rmacoll-* /dev/shm/fi_* /dev/shm/shm-*)
+# cmake -DMODE=before|after -DSTATE=FILE -DTAG=TAG -P devshm_check.cmake
+# The suite must leave /dev/shm as it found it. Only this build's files
+# count: every test runs with RMACOLL_SHM_TAG=TAG, which rmacoll appends
+# (".TAG") to the names of the files it creates there (control windows
+# "rmacoll-<comm id>-<rank>.TAG", the shm provider's regions
+# "rmacoll-<pid>-<random>-<rank>.TAG:<uid>:<index>", the provider adding
+# the last part); other jobs on the host, other
+# builds included, make other names and are ignored. "before" records this
+# build's entries, "after" fails naming every one that was not there before.
+if(NOT TAG)
+  message(FATAL_ERROR "devshm_check.cmake: -DTAG= is required")
+endif()
+file(GLOB _now RELATIVE /dev/shm /dev/shm/rmacoll-*.${TAG} /dev/shm/rmacoll-*.${TAG}:*)
 if(MODE STREQUAL "before")
   file(WRITE ${STATE} "${_now}")
   list(LENGTH _now _n)
-  message(STATUS "/dev/shm: ${_n} entries before the suite")
+  message(STATUS "/dev/shm: ${_n} entries tagged ${TAG} before the suite")
 else()
   set(_before "")
   if(EXISTS ${STATE})
@@ -22,5 +30,5 @@ else()
   if(_new)
     message(FATAL_ERROR "the suite left these in /dev/shm: ${_new}")
   endif()
-  message(STATUS "/dev/shm: nothing left behind")
+  message(STATUS "/dev/shm: nothing tagged ${TAG} left behind")
 endif()

@@ -291,7 +291,7 @@ static int launch_signal_all(const pid_t *pids, const int *done, int n,
 
 /* Reaps what has exited; returns the number still running. */
 static int launch_reap(const pid_t *pids, int *done, int n,
-                       rmacoll_launch_result_t *res, int quiet)
+                       rmacoll_launch_result_t *res, int quiet, int *codes)
 {
     int running = 0;
 
@@ -320,6 +320,9 @@ static int launch_reap(const pid_t *pids, int *done, int n,
                 res->signal_num = WTERMSIG(wstatus);
             }
         }
+        if (codes != NULL) {
+            codes[i] = code;
+        }
         if (code != 0) {
             res->nfailed++;
             if (res->first_rank < 0) {
@@ -339,7 +342,7 @@ static void launch_stop(const pid_t *pids, int *done, int n, double grace_s,
 
     res->killed += launch_signal_all(pids, done, n, SIGTERM);
     until = launch_now() + grace_s;
-    while (launch_reap(pids, done, n, res, 1) > 0) {
+    while (launch_reap(pids, done, n, res, 1, NULL) > 0) {
         if (launch_now() >= until) {
             launch_signal_all(pids, done, n, SIGKILL);
             /* SIGKILL cannot be ignored: these waits return. */
@@ -393,6 +396,8 @@ rmacoll_status_t rmacoll_launch_spawn(const rmacoll_launch_spec_t *spec,
         st = RMACOLL_ERR_NO_MEMORY;
         goto out;
     }
+    for (int r = 0; spec->rank_codes != NULL && r < n; r++)
+        spec->rank_codes[r] = -1; /* until reaped: stopped or never started */
     self = getpid();
     fflush(NULL); /* no duplicated stdio buffers in the children */
     for (int r = 0; r < n; r++) {
@@ -437,7 +442,7 @@ rmacoll_status_t rmacoll_launch_spawn(const rmacoll_launch_spec_t *spec,
 
     deadline = spec->timeout_s > 0 ? launch_now() + spec->timeout_s : 0;
     for (;;) {
-        int running = launch_reap(pids, done, n, res, 0);
+        int running = launch_reap(pids, done, n, res, 0, spec->rank_codes);
 
         if (res->nfailed > 0 && fail_at == 0)
             fail_at = launch_now();

@@ -113,6 +113,10 @@ typedef struct rmacoll_launch_spec {
     double grace_s;          /* SIGTERM -> SIGKILL delay; <= 0 = 2 s */
     double linger_s;         /* after a failure, time the others get to
                               * exit by themselves; <= 0 = 1 s */
+    int *rank_codes;         /* NULL, or [nranks]: each rank's own exit code
+                              * (128 + signal when a signal of its own ended
+                              * it), -1 for a rank the launcher stopped or
+                              * never started */
 } rmacoll_launch_spec_t;
 
 typedef struct rmacoll_launch_result {

@@ -39,6 +39,19 @@ void rmacoll_perf_opts_init(rmacoll_perf_opts_t *o)
 /* Long because: one usage text, printed by one call. */
 void rmacoll_perf_usage(const char *prog, FILE *out)
 {
+    /* the schedulers compiled in, from the registry: "a | b | c" */
+    const char *names = rmacoll_build_schedulers();
+    char scheds[512];
+    size_t o = 0;
+
+    for (const char *c = names; *c != '\0' && o + 4 < sizeof(scheds); c++) {
+        if (*c == ',') {
+            o += (size_t)snprintf(scheds + o, sizeof(scheds) - o, " | ");
+        } else {
+            scheds[o++] = *c;
+        }
+    }
+    scheds[o] = '\0';
     fprintf(out,
 "usage: %s [options]\n"
 "AlltoAllV benchmark; takes nccl-tests' alltoall_perf command lines and prints\n"
@@ -59,7 +72,7 @@ void rmacoll_perf_usage(const char *prog, FILE *out)
 "  --config FILE          YAML configuration (else RMACOLL_CONFIG)\n"
 "  --relay on|off         two-hop relay across nodes (default: the\n"
 "                         config's relay.enabled, which defaults to on)\n"
-"  --scheduler NAME       shift | node_shift | xor | random\n"
+"  --scheduler NAME       %s\n"
 "  --intra NAME, --inter NAME   transports inside / across nodes\n"
 "  --buffers host|cuda    buffers in host memory (default) or CUDA device\n"
 "                         memory: rank uses GPU local_rank %% device count;\n"
@@ -120,7 +133,7 @@ void rmacoll_perf_usage(const char *prog, FILE *out)
 "SIZE: bytes with K/M/G suffixes (powers of 1024), fractions allowed (1.5M).\n"
 "In-place columns print N/A: rmacoll has no in-place AlltoAllV yet.\n"
 "Exit status: 0 ok, 1 a rank failed, 2 wrong data, 64 bad usage.\n",
-            prog);
+            prog, scheds);
 }
 
 static int perf_int(const char *s, long lo, long hi, int *out)

@@ -389,7 +389,7 @@ static int perf_run_size(perf_run_t *r, uint64_t size, rmacoll_datatype_t dtype)
         else
             fprintf(stderr, "%s: rank %d: failed at %llu bytes: %s (%s)\n", be->name,
                     s->rank, (unsigned long long)size, s->err, rmacoll_status_name(st));
-        return 1;
+        return RMACOLL_PERF_EXIT_OF(st);
     }
     if (s->rank == 0)
         perf_run_report(r, size, dtype, maxsent);

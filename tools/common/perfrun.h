@@ -116,6 +116,14 @@ typedef struct rmacoll_perf_opts {
  * rmacoll_perf_run returns it when the backend lacks what an option needs. */
 #define RMACOLL_PERF_EXIT_USAGE 64
 
+/* Exit status of a rank whose call failed with rmacoll status st (1..27):
+ * RMACOLL_PERF_EXIT_STATUS + st, so that the spawning launcher's summary
+ * names each rank's own status (a rank that failed with
+ * RMACOLL_ERR_MISMATCH is not reported as RMACOLL_ERR_PEER). */
+#define RMACOLL_PERF_EXIT_STATUS 100
+#define RMACOLL_PERF_EXIT_OF(st)                                                  \
+    ((int)(st) > 0 && (int)(st) < 28 ? RMACOLL_PERF_EXIT_STATUS + (int)(st) : 1)
+
 /** The no-argument defaults: 2 virtual nodes x 2 ranks, zipf:1.2, relay
  *  on, 1K..16M x4, float32, 20 timed iterations after 5 warm-ups, then
  *  one checked iteration. */

@@ -53,6 +53,12 @@ static void ofi_close_all(rmacoll_transport_t *tp)
     if (tp->info) {
         fi_freeinfo(tp->info);
     }
+    /* The shm provider unlinks its region when the endpoint closes, but
+     * a revoked instance keeps its endpoint (above), and the process ends
+     * without libfabric's cleanup when it leaves by _exit or a signal: the
+     * region would stay in /dev/shm. Unlink the name here in every case
+     * (the mappings stay valid; a closed endpoint already removed it). */
+    rmacoll__ofi_unlink_own_shm(tp);
     free(tp->peers);
     free(tp->active);
     free(tp->ops);

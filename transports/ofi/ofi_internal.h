@@ -124,6 +124,7 @@ struct rmacoll_transport {
     rmacoll_status_t failed;    /* sticky after a transport error */
     int err_peer;
     int shm_named;              /* shm provider region named "rmacoll-PID-..." */
+    char shm_region[128];       /* its name, "rmacoll-PID-RANDOM-RANK[.TAG]" */
     int cut_off;                /* mem_revoke stopped all progress */
     int hmem;                   /* cuda memory registered (FI_HMEM, probed at init) */
     uint64_t hmem_flags;        /* fi_mr_regattr flags of device memory (ofi.hmem_device_only) */
@@ -152,6 +153,10 @@ static inline rmacoll_status_t ofi_fail(rmacoll_transport_t *tp, rmacoll_status_
 rmacoll_status_t rmacoll__ofi_select(rmacoll_transport_t *tp, struct fi_info **out);
 /* ofi_select.c: removes /dev/shm regions of shm left by dead processes. */
 void rmacoll__ofi_sweep_stale_shm(rmacoll_transport_t *tp);
+/* Unlinks this instance's shm provider region (the /dev/shm entries named
+ * tp->shm_region, with or without the ":UID:INDEX" the provider adds);
+ * the mappings stay valid. */
+void rmacoll__ofi_unlink_own_shm(rmacoll_transport_t *tp);
 
 /* ofi_init.c: base.init and base.finalize. */
 rmacoll_status_t rmacoll__ofi_init(const rmacoll_transport_env_t *env,

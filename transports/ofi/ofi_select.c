@@ -77,11 +77,37 @@ static int ofi_list_providers(const char *prov, enum fi_ep_type ep, char *buf, s
 }
 
 
+/* 0 when process pid is gone: kill(pid, 0) gives ESRCH, or it is a
+ * zombie (exited, its parent has not reaped it yet: a killed rank whose
+ * launcher is still waiting on the others). */
+static int ofi_pid_alive(long pid)
+{
+    char path[64], buf[256];
+    const char *rp;
+    FILE *f;
+    size_t n;
+
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+        return 0;
+    }
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return 1;
+    }
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    rp = strrchr(buf, ')'); /* "pid (comm) S ...": comm may hold spaces */
+    return !(rp != NULL && rp[1] == ' ' && rp[2] == 'Z');
+}
+
 /* Regions of the shm provider that this transport named
  * "rmacoll-PID-RANDOM-RANK" (below) and whose process is gone: a killed
  * rank never unlinks its region, and each would keep 16 MiB of /dev/shm
  * until reboot. Run at init and at finalize, so survivors of a killed
  * peer remove its region. A region whose process is alive is left alone
+ * (a zombie counts as gone)
  * (PIDs are those of this PID namespace: ranks of a job share one). */
 void rmacoll__ofi_sweep_stale_shm(rmacoll_transport_t *tp)
 {
@@ -104,7 +130,7 @@ void rmacoll__ofi_sweep_stale_shm(rmacoll_transport_t *tp)
          * core's control windows ("rmacoll-<16 hex digits>-RANK") never
          * match, and are unlinked by the core once mapped anyway */
         if (*end != '-' || end - p > 7 || pid <= 0 || pid == (long)getpid() ||
-            kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
+            ofi_pid_alive(pid)) {
             continue;
         }
         char name[300];
@@ -113,6 +139,31 @@ void rmacoll__ofi_sweep_stale_shm(rmacoll_transport_t *tp)
             OFI_LOG(tp, RMACOLL_LOG_INFO,
                     "ofi: removed /dev/shm%s, left by process %ld that has exited",
                     name, pid);
+        }
+    }
+    closedir(d);
+}
+
+void rmacoll__ofi_unlink_own_shm(rmacoll_transport_t *tp)
+{
+    size_t n = strlen(tp->shm_region);
+    DIR *d;
+    struct dirent *e;
+
+    if (!tp->shm_named || n == 0 || (d = opendir("/dev/shm")) == NULL) {
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        char name[300];
+
+        if (strncmp(e->d_name, tp->shm_region, n) != 0 ||
+            (e->d_name[n] != '\0' && e->d_name[n] != ':')) {
+            continue;
+        }
+        snprintf(name, sizeof(name), "/%s", e->d_name);
+        if (shm_unlink(name) == 0) {
+            OFI_LOG(tp, RMACOLL_LOG_INFO, "ofi: rank %d: removed its region /dev/shm%s",
+                    tp->env.rank, name);
         }
     }
     closedir(d);
@@ -376,7 +427,8 @@ static rmacoll_status_t ofi_select_check(rmacoll_transport_t *tp, const char *pr
  * fails fi_enable with EBUSY. A name with a random part avoids the clash. */
 static void ofi_name_shm(rmacoll_transport_t *tp, struct fi_info *info)
 {
-    char name[64];
+    char name[128];
+    const char *tag = getenv("RMACOLL_SHM_TAG"); /* as rmacoll__shm_tag */
     struct timespec ts;
 
     if (strcmp(info->fabric_attr->prov_name, "shm") != 0 ||
@@ -386,8 +438,14 @@ static void ofi_name_shm(rmacoll_transport_t *tp, struct fi_info *info)
     tp->shm_named = 1;
     rmacoll__ofi_sweep_stale_shm(tp);
     clock_gettime(CLOCK_REALTIME, &ts);
-    snprintf(name, sizeof(name), "fi_shm://rmacoll-%d-%lx-%d", (int)getpid(),
-             (unsigned long)(ts.tv_nsec ^ (ts.tv_sec << 20)), tp->env.rank);
+    if (tag == NULL || strlen(tag) > 24 ||
+        tag[strspn(tag, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")]) {
+        tag = ""; /* the core fails the communicator naming a bad one */
+    }
+    snprintf(name, sizeof(name), "fi_shm://rmacoll-%d-%lx-%d%s%s", (int)getpid(),
+             (unsigned long)(ts.tv_nsec ^ (ts.tv_sec << 20)), tp->env.rank,
+             tag[0] ? "." : "", tag);
+    snprintf(tp->shm_region, sizeof(tp->shm_region), "%s", name + strlen("fi_shm://"));
     free(info->src_addr);
     info->src_addr = strdup(name);
     info->src_addrlen = info->src_addr ? strlen(name) + 1 : 0;
