@@ -1314,6 +1314,7 @@ static void perf_rank_codes(const int *codes, int n, char *buf, size_t len)
             off += (size_t)snprintf(buf + off, len - off, "%srank %d %s",
                                     off ? ", " : "", r, what);
         r = e + 1;
+    }
 }
 
 /* Every usage error is found here, once, before any rank starts: the
@@ -1391,7 +1392,6 @@ static int perf_spawn_verdict(rmacoll_status_t st, const rmacoll_launch_result_t
                 res->timed_out ? ", deadline passed" : "", res->killed, own);
     }
     return 1;
-}
 }
 
 static int perf_spawn(const rmacoll_perf_opts_t *o, int argc, char **argv)
