@@ -120,100 +120,72 @@ static void plan_final_waits(rmacoll__plan_ctx_t *ctx, const rmacoll__sigstate_t
     }
 }
 
-rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
-                                     const rmacoll__sigstate_t *st_in,
-                                     rmacoll__sigstate_t *st_out,
-                                     rmacoll__plan_t *plan)
+/* This rank's blocks for its node peers travel in its node payload (the
+ * node eager path, sender side). */
+static int node_eager_send(const rmacoll__plan_input_t *in)
 {
     const rmacoll_topo_t *topo = in->topo;
     int me = in->rank;
     int A = topo->node_of[me];
-    int ls = topo->node_size[A];
-    int nin;
-    rmacoll__plan_ctx_t ctx = {in, plan, NULL, 0, RMACOLL_SUCCESS, 0, -1};
-    const rmacoll__plan_topo_t *pt;
+    uint64_t send_max = in->node_eager_send_max != 0 &&
+                                in->node_eager_send_max < in->node_eager_max_bytes
+                            ? in->node_eager_send_max : in->node_eager_max_bytes;
+
+    return in->node_eager_max_bytes != 0 &&
+           rmacoll__plan_node_eager_bytes(in->sendcounts,
+                                          topo->node_members + topo->node_first[A],
+                                          topo->node_size[A], topo->local_rank[me],
+                                          in->esize, send_max, NULL) != 0;
+}
+
+/* Both ends of every relay channel of this rank: its streams to the other
+ * nodes, then the incoming channels it relays. */
+static rmacoll_status_t plan_relay_streams(rmacoll__plan_ctx_t *ctx,
+                                           const rmacoll__sigstate_t *st_in)
+{
+    const rmacoll_topo_t *topo = ctx->in->topo;
+    int A = topo->node_of[ctx->in->rank];
     rmacoll_status_t st;
 
-    plan->rank = me;
-    plan->ntasks = 0;
-    plan->nbatches = 0;
-    plan->errmsg[0] = '\0';
-    plan->err_peer = -1;
-    plan->direct_node = -1;
-    if (in->cfg->relay_slots == 0 || in->esize == 0) {
-        snprintf(plan->errmsg, sizeof(plan->errmsg),
-                 "relay.slots and the element size must be positive");
-        return RMACOLL_ERR_CONFIG;
-    }
-    pt = rmacoll__plan_topo(plan, topo, in->cfg, me);
-    if (pt == NULL) {
-        return RMACOLL_ERR_NO_MEMORY;
-    }
-    ctx.pt = pt;
-    ctx.direct_node = rmacoll__plan_direct_node(in);
-    plan->direct_node = ctx.direct_node;
-    nin = pt->nin;
-    st = plan_check(&ctx);
-    if (st != RMACOLL_SUCCESS) {
-        return st;
-    }
-
-    {
-        uint64_t send_max = in->node_eager_send_max != 0 &&
-                                    in->node_eager_send_max < in->node_eager_max_bytes
-                                ? in->node_eager_send_max : in->node_eager_max_bytes;
-        ctx.node_eager_out =
-            in->node_eager_max_bytes != 0 &&
-            rmacoll__plan_node_eager_bytes(in->sendcounts,
-                                           topo->node_members + topo->node_first[A], ls,
-                                           topo->local_rank[me], in->esize, send_max,
-                                           NULL) != 0;
-    }
-    rmacoll__plan_direct_puts(&ctx, st_in);
-    if (in->node_eager_max_bytes != 0) {
-        rmacoll__plan_node_eager_pulls(&ctx);
-    }
-    if (in->eager_max_bytes != 0) {
-        rmacoll__plan_eager_pulls(&ctx);
-    }
-    if (in->cfg->relay_enabled) {
-        for (int B = 0; B < topo->nnodes && ctx.status == RMACOLL_SUCCESS; B++) {
-            uint64_t q;
-            if (B == A) {
-                continue;
-            }
-            st = rmacoll__plan_stream_out(&ctx, st_in, B, &q);
-            if (st != RMACOLL_SUCCESS) {
-                return st;
-            }
+    for (int B = 0; B < topo->nnodes && ctx->status == RMACOLL_SUCCESS; B++) {
+        uint64_t q;
+        if (B == A) {
+            continue;
         }
-        for (int c = 0; c < nin && ctx.status == RMACOLL_SUCCESS; c++) {
-            uint64_t q;
-            st = rmacoll__plan_stream_in(&ctx, st_in, c, &q);
-            if (st != RMACOLL_SUCCESS) {
-                return st;
-            }
+        st = rmacoll__plan_stream_out(ctx, st_in, B, &q);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
         }
     }
-    plan_final_waits(&ctx, st_in);
-    if (ctx.status != RMACOLL_SUCCESS) {
-        return ctx.status;
+    for (int c = 0; c < ctx->pt->nin && ctx->status == RMACOLL_SUCCESS; c++) {
+        uint64_t q;
+        st = rmacoll__plan_stream_in(ctx, st_in, c, &q);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
     }
-    st = rmacoll__plan_sort_tasks(plan, ctx.max_round);
-    if (st != RMACOLL_SUCCESS) {
-        return st;
-    }
-    st = rmacoll__plan_make_batches(plan);
-    if (st != RMACOLL_SUCCESS) {
-        return st;
-    }
+    return RMACOLL_SUCCESS;
+}
 
-    /* Success: advance the state (reads of st_in are over; st_out may alias). */
+/* Success: advance the state (reads of st_in are over; st_out may alias):
+ * one more DATA / XDATA per peer this plan signals or waits on directly,
+ * one more chunk, credit or forward per channel signal of the plan. */
+static void plan_advance_state(const rmacoll__plan_ctx_t *ctx,
+                               const rmacoll__sigstate_t *st_in,
+                               rmacoll__sigstate_t *st_out)
+{
+    const rmacoll__plan_input_t *in = ctx->in;
+    const rmacoll__plan_topo_t *pt = ctx->pt;
+    const rmacoll__plan_t *plan = ctx->plan;
+    const rmacoll_topo_t *topo = in->topo;
+    int me = in->rank;
+    int ls = topo->node_size[topo->node_of[me]];
+
     rmacoll__sigstate_copy(st_out, st_in);
     for (int j = 0; j < topo->nranks; j++) {
-        if (j != me && in->sendcounts[j] != 0 && rmacoll__plan_is_direct(&ctx, j) &&
-            !rmacoll__plan_eager_direct_out(in, j) && !rmacoll__plan_node_eager_out(&ctx, j)) {
-            if (rmacoll__plan_xdata_out(&ctx, j)) {
+        if (j != me && in->sendcounts[j] != 0 && rmacoll__plan_is_direct(ctx, j) &&
+            !rmacoll__plan_eager_direct_out(in, j) && !rmacoll__plan_node_eager_out(ctx, j)) {
+            if (rmacoll__plan_xdata_out(ctx, j)) {
                 st_out->xdata_out[j]++;
             } else {
                 st_out->data_out[j]++;
@@ -241,5 +213,68 @@ rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
             st_out->fwd_out[(size_t)c * ls + topo->local_rank[t->peer]]++;
         }
     }
+}
+
+rmacoll_status_t rmacoll__plan_build(const rmacoll__plan_input_t *in,
+                                     const rmacoll__sigstate_t *st_in,
+                                     rmacoll__sigstate_t *st_out,
+                                     rmacoll__plan_t *plan)
+{
+    const rmacoll_topo_t *topo = in->topo;
+    int me = in->rank;
+    rmacoll__plan_ctx_t ctx = {in, plan, NULL, 0, RMACOLL_SUCCESS, 0, -1};
+    const rmacoll__plan_topo_t *pt;
+    rmacoll_status_t st;
+
+    plan->rank = me;
+    plan->ntasks = 0;
+    plan->nbatches = 0;
+    plan->errmsg[0] = '\0';
+    plan->err_peer = -1;
+    plan->direct_node = -1;
+    if (in->cfg->relay_slots == 0 || in->esize == 0) {
+        snprintf(plan->errmsg, sizeof(plan->errmsg),
+                 "relay.slots and the element size must be positive");
+        return RMACOLL_ERR_CONFIG;
+    }
+    pt = rmacoll__plan_topo(plan, topo, in->cfg, me);
+    if (pt == NULL) {
+        return RMACOLL_ERR_NO_MEMORY;
+    }
+    ctx.pt = pt;
+    ctx.direct_node = rmacoll__plan_direct_node(in);
+    plan->direct_node = ctx.direct_node;
+    st = plan_check(&ctx);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+
+    ctx.node_eager_out = node_eager_send(in);
+    rmacoll__plan_direct_puts(&ctx, st_in);
+    if (in->node_eager_max_bytes != 0) {
+        rmacoll__plan_node_eager_pulls(&ctx);
+    }
+    if (in->eager_max_bytes != 0) {
+        rmacoll__plan_eager_pulls(&ctx);
+    }
+    if (in->cfg->relay_enabled) {
+        st = plan_relay_streams(&ctx, st_in);
+        if (st != RMACOLL_SUCCESS) {
+            return st;
+        }
+    }
+    plan_final_waits(&ctx, st_in);
+    if (ctx.status != RMACOLL_SUCCESS) {
+        return ctx.status;
+    }
+    st = rmacoll__plan_sort_tasks(plan, ctx.max_round);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    st = rmacoll__plan_make_batches(plan);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    plan_advance_state(&ctx, st_in, st_out);
     return RMACOLL_SUCCESS;
 }

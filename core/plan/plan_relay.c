@@ -35,19 +35,82 @@ static uint64_t slot_bytes_for(const rmacoll__plan_cfg_t *cfg, int nin)
 }
 
 /*
- * The senders of relay r (local l on a node of size s) are the ranks of
- * other nodes whose local rank is l mod s, so per distinct node size s
- * two histograms of local ranks mod s answer everything: tot[l] (all
- * ranks) and before[l] (ranks below `rank`). The only rank of r's own node
- * in the class is r itself.
+ * The channels of `rank` as a relay and as a sender (pt->nin, chan_src,
+ * chan_of_src, out_chan, out_slot, in_slot). The senders of relay r (local
+ * l on a node of size s) are the ranks of other nodes whose local rank is
+ * l mod s, so per distinct node size s two histograms of local ranks mod s
+ * answer everything: tot[l] (all ranks) and before[l] (ranks below
+ * `rank`). The only rank of r's own node in the class is r itself.
+ * Returns 0 when out of memory.
  */
+static int plan_topo_channels(rmacoll__plan_topo_t *pt, const rmacoll_topo_t *topo,
+                              const rmacoll__plan_cfg_t *cfg, int rank)
+{
+    int n = topo->nranks, nn = topo->nnodes, A = topo->node_of[rank];
+    int *tot = NULL, *before = NULL;
+    int maxs = 0;
+    int ok;
+
+    for (int B = 0; B < nn; B++) {
+        maxs = topo->node_size[B] > maxs ? topo->node_size[B] : maxs;
+    }
+    tot = malloc((size_t)maxs * sizeof(int));
+    before = malloc((size_t)maxs * sizeof(int));
+    ok = tot && before;
+    /* one pass over the ranks per distinct node size (nodes in order;
+     * a size seen before is skipped) */
+    for (int B = 0; ok && B < nn; B++) {
+        int sz = topo->node_size[B], seen = 0;
+        for (int B2 = 0; B2 < B && !seen; B2++) {
+            seen = topo->node_size[B2] == sz;
+        }
+        if (seen) {
+            continue;
+        }
+        memset(tot, 0, (size_t)sz * sizeof(int));
+        memset(before, 0, (size_t)sz * sizeof(int));
+        for (int i = 0; i < n; i++) {
+            int l = topo->local_rank[i] % sz;
+            tot[l]++;
+            before[l] += i < rank;
+        }
+        for (int D = B; D < nn; D++) {
+            int l, r;
+            if (topo->node_size[D] != sz || D == A) {
+                continue;
+            }
+            l = topo->local_rank[rank] % sz;
+            r = rmacoll__topo_rank(topo, D, l);
+            pt->out_chan[D] = before[l] - (r < rank);
+            pt->out_slot[D] = slot_bytes_for(cfg, tot[l] - 1);
+        }
+        if (sz == topo->node_size[A]) {
+            pt->nin = tot[topo->local_rank[rank]] - 1;
+        }
+    }
+    pt->chan_src = malloc(((size_t)pt->nin + 1) * sizeof(int));
+    ok = ok && pt->chan_src;
+    for (int i = 0, c = 0; ok && i < n; i++) {
+        if (topo->node_of[i] != A &&
+            rmacoll__topo_relay(topo, i, A) == rank) {
+            pt->chan_src[c] = i;
+            pt->chan_of_src[i] = c++;
+        }
+    }
+    pt->in_slot = slot_bytes_for(cfg, pt->nin);
+    free(tot);
+    free(before);
+    return ok;
+}
+
+/* The relay channel cache of `rank` (plan.h: rmacoll__plan_topo_t), or
+ * NULL when out of memory. */
 static rmacoll__plan_topo_t *plan_topo_create(const rmacoll_topo_t *topo,
                                               const rmacoll__plan_cfg_t *cfg,
                                               int rank)
 {
-    int n = topo->nranks, nn = topo->nnodes, A = topo->node_of[rank];
+    int n = topo->nranks, nn = topo->nnodes;
     rmacoll__plan_topo_t *pt = calloc(1, sizeof(*pt));
-    int *tot = NULL, *before = NULL;
     int ok;
 
     if (pt == NULL) {
@@ -69,57 +132,8 @@ static rmacoll__plan_topo_t *plan_topo_create(const rmacoll_topo_t *topo,
         pt->out_chan[B] = -1;
     }
     if (ok && cfg->relay_enabled) {
-        int maxs = 0;
-        for (int B = 0; B < nn; B++) {
-            maxs = topo->node_size[B] > maxs ? topo->node_size[B] : maxs;
-        }
-        tot = malloc((size_t)maxs * sizeof(int));
-        before = malloc((size_t)maxs * sizeof(int));
-        ok = tot && before;
-        /* one pass over the ranks per distinct node size (nodes in order;
-         * a size seen before is skipped) */
-        for (int B = 0; ok && B < nn; B++) {
-            int sz = topo->node_size[B], seen = 0;
-            for (int B2 = 0; B2 < B && !seen; B2++) {
-                seen = topo->node_size[B2] == sz;
-            }
-            if (seen) {
-                continue;
-            }
-            memset(tot, 0, (size_t)sz * sizeof(int));
-            memset(before, 0, (size_t)sz * sizeof(int));
-            for (int i = 0; i < n; i++) {
-                int l = topo->local_rank[i] % sz;
-                tot[l]++;
-                before[l] += i < rank;
-            }
-            for (int D = B; D < nn; D++) {
-                int l, r;
-                if (topo->node_size[D] != sz || D == A) {
-                    continue;
-                }
-                l = topo->local_rank[rank] % sz;
-                r = rmacoll__topo_rank(topo, D, l);
-                pt->out_chan[D] = before[l] - (r < rank);
-                pt->out_slot[D] = slot_bytes_for(cfg, tot[l] - 1);
-            }
-            if (sz == topo->node_size[A]) {
-                pt->nin = tot[topo->local_rank[rank]] - 1;
-            }
-        }
-        pt->chan_src = malloc(((size_t)pt->nin + 1) * sizeof(int));
-        ok = ok && pt->chan_src;
-        for (int i = 0, c = 0; ok && i < n; i++) {
-            if (topo->node_of[i] != A &&
-                rmacoll__topo_relay(topo, i, A) == rank) {
-                pt->chan_src[c] = i;
-                pt->chan_of_src[i] = c++;
-            }
-        }
-        pt->in_slot = slot_bytes_for(cfg, pt->nin);
+        ok = plan_topo_channels(pt, topo, cfg, rank);
     }
-    free(tot);
-    free(before);
     if (!ok) {
         rmacoll__plan_topo_free(pt);
         return NULL;
@@ -307,6 +321,48 @@ rmacoll_status_t rmacoll__plan_stream_out(rmacoll__plan_ctx_t *ctx,
     return ctx->status;
 }
 
+/* The relay's wait, in `round`, for chunk g of incoming channel c (from
+ * sender i) to arrive in its slot. */
+static void add_arrival_wait(rmacoll__plan_ctx_t *ctx, int c, int i, uint64_t g, int round)
+{
+    const rmacoll__plan_cfg_t *cfg = ctx->in->cfg;
+    uint32_t S = cfg->relay_slots;
+    uint32_t slot = (uint32_t)(g % S);
+    rmacoll__task_t t;
+
+    memset(&t, 0, sizeof(t));
+    t.op = RMACOLL__OP_WAIT;
+    t.path = RMACOLL__PATH_PROXY;
+    t.flags = RMACOLL__TASK_ARRIVAL;
+    t.peer = i;
+    t.origin = i;
+    t.round = round;
+    t.sig = rmacoll__sig_arrive(ctx->in->topo, cfg, c, slot);
+    t.sig_value = g / S + 1;
+    t.seq = g;
+    rmacoll__plan_add_task(ctx, &t);
+}
+
+/* The relay's credit to sender i, in `round`, once chunk g is forwarded:
+ * its slot is free again. */
+static void add_credit(rmacoll__plan_ctx_t *ctx, int i, uint64_t g, int round)
+{
+    const rmacoll_topo_t *topo = ctx->in->topo;
+    rmacoll__task_t t;
+
+    memset(&t, 0, sizeof(t));
+    t.op = RMACOLL__OP_PUT;
+    t.path = RMACOLL__PATH_PROXY;
+    t.flags = RMACOLL__TASK_CREDIT | RMACOLL__TASK_SIGNAL;
+    t.peer = i;
+    t.origin = ctx->in->rank;
+    t.round = round;
+    t.sig = rmacoll__sig_credit(topo, topo->node_of[ctx->in->rank]);
+    t.sig_value = g + 1;
+    t.seq = g;
+    rmacoll__plan_add_task(ctx, &t);
+}
+
 /* Relay side of incoming channel c: arrival waits, forwards, credits. */
 rmacoll_status_t rmacoll__plan_stream_in(rmacoll__plan_ctx_t *ctx,
                                          const rmacoll__sigstate_t *st, int c,
@@ -352,18 +408,7 @@ rmacoll_status_t rmacoll__plan_stream_in(rmacoll__plan_ctx_t *ctx,
         uint64_t slot_off = ((uint64_t)c * S + slot) * cb;
         rmacoll__task_t t;
 
-        memset(&t, 0, sizeof(t));
-        t.op = RMACOLL__OP_WAIT;
-        t.path = RMACOLL__PATH_PROXY;
-        t.flags = RMACOLL__TASK_ARRIVAL;
-        t.peer = i;
-        t.origin = i;
-        t.round = round;
-        t.sig = rmacoll__sig_arrive(topo, cfg, c, slot);
-        t.sig_value = g / S + 1;
-        t.seq = g;
-        rmacoll__plan_add_task(ctx, &t);
-
+        add_arrival_wait(ctx, c, i, g, round);
         while (stream_next(&s, &cur, cend, &p, &off, &n, &last)) {
             int j = rmacoll__topo_rank(topo, A, p);
             size_t k = (size_t)c * ls + p;
@@ -388,18 +433,7 @@ rmacoll_status_t rmacoll__plan_stream_in(rmacoll__plan_ctx_t *ctx,
             }
             rmacoll__plan_add_put(ctx, &t);
         }
-
-        memset(&t, 0, sizeof(t));
-        t.op = RMACOLL__OP_PUT;
-        t.path = RMACOLL__PATH_PROXY;
-        t.flags = RMACOLL__TASK_CREDIT | RMACOLL__TASK_SIGNAL;
-        t.peer = i;
-        t.origin = me;
-        t.round = round + 2;
-        t.sig = rmacoll__sig_credit(topo, A);
-        t.sig_value = g + 1;
-        t.seq = g;
-        rmacoll__plan_add_task(ctx, &t);
+        add_credit(ctx, i, g, round + 2);
     }
     *nchunks = Q;
     return ctx->status;
