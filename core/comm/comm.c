@@ -85,9 +85,9 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     return RMACOLL_SUCCESS;
 }
 
-/* Over 80 lines: a flat list of releases, in the reverse order of creation;
- * nothing to name between them. */
-static void comm_free(rmacoll_comm_t *comm)
+/* The runtime's threads, registrations and device buffers, first of
+ * comm_free's releases. */
+static void comm_free_runtime(rmacoll_comm_t *comm)
 {
     rmacoll__tinst_t *net;
 
@@ -115,38 +115,11 @@ static void comm_free(rmacoll_comm_t *comm)
         rmacoll__tinst_t *ce = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
         ce->ops->mem.mem_free(ce->tp, comm->dsig_buf, RMACOLL_MEM_CUDA);
     }
-    for (int i = comm->bp.ninst - 1; i >= 0; i--) { /* reverse of init */
-        if (comm->inst[i].tp != NULL) {
-            comm->inst[i].ops->base.finalize(comm->inst[i].tp);
-        }
-    }
-    for (int i = 0; i < comm->navail; i++) {
-        rmacoll__tops_release(&comm->avail[i]);
-    }
-    for (int r = 0; comm->peer_ctrl != NULL && r < comm->nranks; r++) {
-        if (r != comm->rank && comm->peer_ctrl[r].addr != NULL) {
-            rmacoll__shm_destroy(&comm->peer_ctrl[r]);
-        }
-    }
-    if (comm->ctrl.addr != NULL) {
-        rmacoll__shm_destroy(&comm->ctrl);
-    }
-    free(comm->relay_buf);
-    if (comm->sched_open) {
-        rmacoll__sched_close(&comm->sched);
-    }
-    rmacoll__sigstate_destroy(comm->sig);
-    rmacoll__sigstate_destroy(comm->sig_next);
-    rmacoll__plan_fini(&comm->plan);
-    rmacoll__topo_destroy(comm->topo);
-    if (comm->bs != NULL) {
-        rmacoll__bootstrap_destroy(comm->bs);
-    }
-    pthread_mutex_destroy(&comm->stage.lock);
-    pthread_cond_destroy(&comm->stage.cond);
-    pthread_mutex_destroy(&comm->async.lock);
-    pthread_mutex_destroy(&comm->mem_lock);
-    pthread_cond_destroy(&comm->async.cond);
+}
+
+/* The per-peer and per-call tables, last of comm_free's releases. */
+static void comm_free_tables(rmacoll_comm_t *comm)
+{
     free(comm->peer_ctrl);
     free(comm->peer_lay);
     free(comm->peer_nsig);
@@ -183,6 +156,46 @@ static void comm_free(rmacoll_comm_t *comm)
     free(comm->wait_idx);
     free(comm->wait_val);
     free(comm->wait_peer);
+}
+
+/* Releases in the reverse order of creation: runtime, transports, control
+ * windows, planner state, bootstrap, locks, tables. */
+static void comm_free(rmacoll_comm_t *comm)
+{
+    comm_free_runtime(comm);
+    for (int i = comm->bp.ninst - 1; i >= 0; i--) { /* reverse of init */
+        if (comm->inst[i].tp != NULL) {
+            comm->inst[i].ops->base.finalize(comm->inst[i].tp);
+        }
+    }
+    for (int i = 0; i < comm->navail; i++) {
+        rmacoll__tops_release(&comm->avail[i]);
+    }
+    for (int r = 0; comm->peer_ctrl != NULL && r < comm->nranks; r++) {
+        if (r != comm->rank && comm->peer_ctrl[r].addr != NULL) {
+            rmacoll__shm_destroy(&comm->peer_ctrl[r]);
+        }
+    }
+    if (comm->ctrl.addr != NULL) {
+        rmacoll__shm_destroy(&comm->ctrl);
+    }
+    free(comm->relay_buf);
+    if (comm->sched_open) {
+        rmacoll__sched_close(&comm->sched);
+    }
+    rmacoll__sigstate_destroy(comm->sig);
+    rmacoll__sigstate_destroy(comm->sig_next);
+    rmacoll__plan_fini(&comm->plan);
+    rmacoll__topo_destroy(comm->topo);
+    if (comm->bs != NULL) {
+        rmacoll__bootstrap_destroy(comm->bs);
+    }
+    pthread_mutex_destroy(&comm->stage.lock);
+    pthread_cond_destroy(&comm->stage.cond);
+    pthread_mutex_destroy(&comm->async.lock);
+    pthread_mutex_destroy(&comm->mem_lock);
+    pthread_cond_destroy(&comm->async.cond);
+    comm_free_tables(comm);
     free(comm);
 }
 

@@ -274,7 +274,7 @@ static rmacoll_status_t dsig_hand_out(rmacoll_comm_t *comm, int probe, char *why
  * INFO with the reason (DEBUG, and no exchange, when no transport takes
  * device memory or the communicator spans nodes).
  */
-/* Over 80 lines: two collective exchanges whose outcome every rank must
+/* Long because: two collective exchanges whose outcome every rank must
  * compute alike; kept in one function so that no rank can return between
  * them. */
 rmacoll_status_t rmacoll__comm_setup_device_signals(rmacoll_comm_t *comm)

@@ -219,7 +219,7 @@ static void nccl_oob_free(rmacoll_nccl_oob_t *o)
     free(o);
 }
 
-/* Over 80 lines: one sequence of fallible steps (arguments, the NCCL
+/* Long because: one sequence of fallible steps (arguments, the NCCL
  * library's symbols, the scratch buffers, the out-of-band calls, the
  * communicator), each failing with its own cleanup and message. */
 rmacoll_status_t rmacoll_comm_create_from_nccl(ncclComm_t nccl,

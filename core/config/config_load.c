@@ -165,60 +165,34 @@ static void config_blame(const config_id_t *ids, int n, const char *file, const 
     rmacoll__errbuf_printf(errbuf, errlen, "%s: %s", CFG_KEY(ids[0]).key, problem);
 }
 
-rmacoll_status_t rmacoll__config_load(const char *path, rmacoll_config_t *cfg, char *errbuf,
-                                      size_t errbuf_len)
+/* One reading: the file (when there is one), then the environment over
+ * it; lenient: unknown keys of the file ignored (pass 1). */
+static rmacoll_status_t config_read(const char *file, rmacoll_config_t *tmp, int *lines,
+                                    int *from_env, int lenient, char *errbuf,
+                                    size_t errbuf_len)
 {
-    /* Long (~80 lines): the loader's steps in their order (first reading,
-     * components declare keys, second reading, components' rules, transport
-     * check); each step is one call followed by the error path that blames
-     * its source. */
-    rmacoll_config_t tmp;
-    int lines[CONFIG_MAX_KEYS] = {0};
-    int from_env[CONFIG_MAX_KEYS] = {0};
-    char problem[320];
     rmacoll_status_t st;
-    const char *file = path;
-    const char *const *rule_keys;
 
-    rmacoll__errbuf_printf(errbuf, errbuf_len, "%s", "");
-    if (cfg == NULL) {
-        rmacoll__errbuf_printf(errbuf, errbuf_len, "config is NULL");
-        return RMACOLL_ERR_INVALID_ARG;
-    }
-    rmacoll__config_init(&tmp);
-    if (file == NULL) {
-        file = getenv("RMACOLL_CONFIG");
-        if (file != NULL && file[0] == '\0') {
-            file = NULL;
-        }
-    }
-    /* Pass 1, unknown keys ignored: which transports, so that the keys of
-     * a plugin named there are known (config_declare_keys) in pass 2. */
     if (file != NULL) {
-        st = rmacoll__cfg_load_file(file, &tmp, lines, 1, errbuf, errbuf_len);
+        st = rmacoll__cfg_load_file(file, tmp, lines, lenient, errbuf, errbuf_len);
         if (st != RMACOLL_SUCCESS) {
             return st;
         }
     }
-    st = config_load_env(&tmp, from_env, errbuf, errbuf_len);
-    if (st != RMACOLL_SUCCESS) {
-        return st;
-    }
-    config_declare_keys(&tmp);
-    rmacoll__config_init(&tmp);
-    memset(lines, 0, sizeof(lines));
-    memset(from_env, 0, sizeof(from_env));
-    if (file != NULL) {
-        st = rmacoll__cfg_load_file(file, &tmp, lines, 0, errbuf, errbuf_len);
-        if (st != RMACOLL_SUCCESS) {
-            return st;
-        }
-    }
-    st = config_load_env(&tmp, from_env, errbuf, errbuf_len);
-    if (st != RMACOLL_SUCCESS) {
-        return st;
-    }
-    rule_keys = rmacoll__cfg_rules_fail(&tmp, problem, sizeof(problem));
+    return config_load_env(tmp, from_env, errbuf, errbuf_len);
+}
+
+/* The components' rules, then the transport check, over the values read;
+ * an error blames the keys' sources (file line or environment). */
+static rmacoll_status_t config_check_rules(const rmacoll_config_t *tmp, const char *file,
+                                           const int *lines, const int *from_env,
+                                           char *errbuf, size_t errbuf_len)
+{
+    char problem[320];
+    const char *const *rule_keys;
+    const char *tkey = NULL;
+
+    rule_keys = rmacoll__cfg_rules_fail(tmp, problem, sizeof(problem));
     if (rule_keys != NULL) {
         config_id_t ids[RMACOLL__CONFIG_MAX_HOOKS];
         int n = 0;
@@ -235,18 +209,59 @@ rmacoll_status_t rmacoll__config_load(const char *path, rmacoll_config_t *cfg, c
         }
         return RMACOLL_ERR_CONFIG;
     }
-    {
-        const char *tkey = NULL;
-        if (rmacoll__cfg_check_transports(&tmp, &tkey, problem, sizeof(problem)) != RMACOLL_SUCCESS) {
-            int id = config_id_of(tkey);
-            config_id_t ids[1] = {id >= 0 ? (config_id_t)id : 0};
-            if (id >= 0) {
-                config_blame(ids, 1, file, lines, from_env, problem, errbuf, errbuf_len);
-            } else {
-                rmacoll__errbuf_printf(errbuf, errbuf_len, "%s: %s", tkey, problem);
-            }
-            return RMACOLL_ERR_CONFIG;
+    if (rmacoll__cfg_check_transports(tmp, &tkey, problem, sizeof(problem)) != RMACOLL_SUCCESS) {
+        int id = config_id_of(tkey);
+        config_id_t ids[1] = {id >= 0 ? (config_id_t)id : 0};
+        if (id >= 0) {
+            config_blame(ids, 1, file, lines, from_env, problem, errbuf, errbuf_len);
+        } else {
+            rmacoll__errbuf_printf(errbuf, errbuf_len, "%s: %s", tkey, problem);
         }
+        return RMACOLL_ERR_CONFIG;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* The loader's steps in their order: first reading, components declare
+ * keys, second reading, components' rules and transport check. */
+rmacoll_status_t rmacoll__config_load(const char *path, rmacoll_config_t *cfg, char *errbuf,
+                                      size_t errbuf_len)
+{
+    rmacoll_config_t tmp;
+    int lines[CONFIG_MAX_KEYS] = {0};
+    int from_env[CONFIG_MAX_KEYS] = {0};
+    rmacoll_status_t st;
+    const char *file = path;
+
+    rmacoll__errbuf_printf(errbuf, errbuf_len, "%s", "");
+    if (cfg == NULL) {
+        rmacoll__errbuf_printf(errbuf, errbuf_len, "config is NULL");
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    rmacoll__config_init(&tmp);
+    if (file == NULL) {
+        file = getenv("RMACOLL_CONFIG");
+        if (file != NULL && file[0] == '\0') {
+            file = NULL;
+        }
+    }
+    /* Pass 1, unknown keys ignored: which transports, so that the keys of
+     * a plugin named there are known (config_declare_keys) in pass 2. */
+    st = config_read(file, &tmp, lines, from_env, 1, errbuf, errbuf_len);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    config_declare_keys(&tmp);
+    rmacoll__config_init(&tmp);
+    memset(lines, 0, sizeof(lines));
+    memset(from_env, 0, sizeof(from_env));
+    st = config_read(file, &tmp, lines, from_env, 0, errbuf, errbuf_len);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    st = config_check_rules(&tmp, file, lines, from_env, errbuf, errbuf_len);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
     }
     *cfg = tmp;
     return RMACOLL_SUCCESS;

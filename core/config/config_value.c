@@ -308,19 +308,103 @@ static void config_join_names(const char *const *names, char *buf, size_t len)
     }
 }
 
+/* A string or enum value (shown: text as quoted in messages). */
+static rmacoll_status_t parse_text(const config_field_t *f, const char *text, void *p,
+                                   const char *shown, char *problem, size_t plen)
+{
+    char names[160];
+
+    if (strlen(text) >= RMACOLL_CONFIG_STR_MAX) {
+        rmacoll__errbuf_printf(problem, plen, "'%.32s...' is longer than %d bytes", text,
+                               RMACOLL_CONFIG_STR_MAX - 1);
+        return RMACOLL_ERR_CONFIG;
+    }
+    if (f->kind == CFG_KIND_ENUM && config_name_index(f->names, text) < 0 &&
+        !(f->plugin_ok && strncmp(text, CONFIG_PLUGIN_PREFIX, strlen(CONFIG_PLUGIN_PREFIX)) == 0 &&
+          text[strlen(CONFIG_PLUGIN_PREFIX)] != '\0')) {
+        config_join_names(f->names, names, sizeof(names));
+        rmacoll__errbuf_printf(problem, plen, "'%s' is not one of %s", shown, names);
+        return RMACOLL_ERR_CONFIG;
+    }
+    if (f->nonempty && text[0] == '\0') {
+        rmacoll__errbuf_printf(problem, plen, "must not be empty");
+        return RMACOLL_ERR_CONFIG;
+    }
+    /* Zero the tail so equal configs are equal bytes. */
+    memset(p, 0, RMACOLL_CONFIG_STR_MAX);
+    memcpy(p, text, strlen(text));
+    return RMACOLL_SUCCESS;
+}
+
+static rmacoll_status_t store_unsigned(const config_field_t *f, uint64_t u, void *p,
+                                       char *problem, size_t plen);
+
+/* A size, u32 or u64 value: parsed, checked against the field's range and
+ * stored (shown: text as quoted in messages). */
+static rmacoll_status_t parse_unsigned(const config_field_t *f, const char *text, void *p,
+                                       const char *shown, char *problem, size_t plen)
+{
+    uint64_t u = 0;
+    rmacoll_status_t st;
+
+    if (f->kind == CFG_KIND_SIZE) {
+        st = rmacoll__config_parse_size(text, &u);
+        if (st == RMACOLL_ERR_OVERFLOW) {
+            rmacoll__errbuf_printf(problem, plen, "'%s' overflows 64 bits", shown);
+            return RMACOLL_ERR_CONFIG;
+        }
+        if (st != RMACOLL_SUCCESS) {
+            rmacoll__errbuf_printf(problem, plen,
+                                   "'%s' is not a size (an integer with an optional suffix B, KiB, "
+                                   "MiB, GiB, TiB, K, M, G)", shown);
+            return RMACOLL_ERR_CONFIG;
+        }
+    } else {
+        st = config_parse_u64(text, &u);
+        if (st == RMACOLL_ERR_OVERFLOW) {
+            rmacoll__errbuf_printf(problem, plen, "'%s' overflows 64 bits", shown);
+            return RMACOLL_ERR_CONFIG;
+        }
+        if (st != RMACOLL_SUCCESS) {
+            rmacoll__errbuf_printf(problem, plen, "'%s' is not an unsigned integer", shown);
+            return RMACOLL_ERR_CONFIG;
+        }
+    }
+    return store_unsigned(f, u, p, problem, plen);
+}
+
+/* u checked against the field's range, then stored as u32 or u64. */
+static rmacoll_status_t store_unsigned(const config_field_t *f, uint64_t u, void *p,
+                                       char *problem, size_t plen)
+{
+    if (u < (uint64_t)f->min) {
+        rmacoll__errbuf_printf(problem, plen,
+                               "%" PRIu64 " is below the minimum %" PRId64, u, f->min);
+        return RMACOLL_ERR_CONFIG;
+    }
+    if (u > f->max) {
+        rmacoll__errbuf_printf(problem, plen,
+                               "%" PRIu64 " is above the maximum %" PRIu64, u, f->max);
+        return RMACOLL_ERR_CONFIG;
+    }
+    if (f->kind == CFG_KIND_U32) {
+        *(uint32_t *)p = (uint32_t)u;
+    } else {
+        *(uint64_t *)p = u;
+    }
+    return RMACOLL_SUCCESS;
+}
+
 /*
  * Parses text as the value of key id and stores it in cfg. On failure cfg
  * is unchanged, problem receives why ("'x' is not a size ...") and, for a
- * list, bad receives the offending entry.
+ * list, bad receives the offending entry. One case per kind of value;
+ * strings and unsigned numbers have their own helpers.
  */
 rmacoll_status_t rmacoll__cfg_parse_into(const config_field_t *f, const char *text, void *p,
                                          char *problem, size_t plen, char *bad, size_t badlen)
 {
-    /* Long (~130 lines) on purpose: one switch over the nine kinds of value,
-     * each case its parse and its range message; split by kind, the messages
-     * test_config checks byte for byte would be spread over nine functions. */
     char names[160];
-    uint64_t u = 0;
     int64_t i = 0;
     rmacoll_status_t st;
     /* a long value is quoted in part, so the reason fits the message */
@@ -333,26 +417,7 @@ rmacoll_status_t rmacoll__cfg_parse_into(const config_field_t *f, const char *te
     switch (f->kind) {
     case CFG_KIND_STRING:
     case CFG_KIND_ENUM:
-        if (strlen(text) >= RMACOLL_CONFIG_STR_MAX) {
-            rmacoll__errbuf_printf(problem, plen, "'%.32s...' is longer than %d bytes", text,
-                                   RMACOLL_CONFIG_STR_MAX - 1);
-            return RMACOLL_ERR_CONFIG;
-        }
-        if (f->kind == CFG_KIND_ENUM && config_name_index(f->names, text) < 0 &&
-            !(f->plugin_ok && strncmp(text, CONFIG_PLUGIN_PREFIX, strlen(CONFIG_PLUGIN_PREFIX)) == 0 &&
-              text[strlen(CONFIG_PLUGIN_PREFIX)] != '\0')) {
-            config_join_names(f->names, names, sizeof(names));
-            rmacoll__errbuf_printf(problem, plen, "'%s' is not one of %s", shown, names);
-            return RMACOLL_ERR_CONFIG;
-        }
-        if (f->nonempty && text[0] == '\0') {
-            rmacoll__errbuf_printf(problem, plen, "must not be empty");
-            return RMACOLL_ERR_CONFIG;
-        }
-        /* Zero the tail so equal configs are equal bytes. */
-        memset(p, 0, RMACOLL_CONFIG_STR_MAX);
-        memcpy(p, text, strlen(text));
-        return RMACOLL_SUCCESS;
+        return parse_text(f, text, p, shown, problem, plen);
     case CFG_KIND_BOOL: {
         int b = rmacoll__parse_bool(text);
         if (b < 0) {
@@ -390,30 +455,9 @@ rmacoll_status_t rmacoll__cfg_parse_into(const config_field_t *f, const char *te
         return RMACOLL_SUCCESS;
     }
     case CFG_KIND_SIZE:
-        st = rmacoll__config_parse_size(text, &u);
-        if (st == RMACOLL_ERR_OVERFLOW) {
-            rmacoll__errbuf_printf(problem, plen, "'%s' overflows 64 bits", shown);
-            return RMACOLL_ERR_CONFIG;
-        }
-        if (st != RMACOLL_SUCCESS) {
-            rmacoll__errbuf_printf(problem, plen,
-                                   "'%s' is not a size (an integer with an optional suffix B, KiB, "
-                                   "MiB, GiB, TiB, K, M, G)", shown);
-            return RMACOLL_ERR_CONFIG;
-        }
-        break;
     case CFG_KIND_U32:
     case CFG_KIND_U64:
-        st = config_parse_u64(text, &u);
-        if (st == RMACOLL_ERR_OVERFLOW) {
-            rmacoll__errbuf_printf(problem, plen, "'%s' overflows 64 bits", shown);
-            return RMACOLL_ERR_CONFIG;
-        }
-        if (st != RMACOLL_SUCCESS) {
-            rmacoll__errbuf_printf(problem, plen, "'%s' is not an unsigned integer", shown);
-            return RMACOLL_ERR_CONFIG;
-        }
-        break;
+        return parse_unsigned(f, text, p, shown, problem, plen);
     case CFG_KIND_I32:
         st = config_parse_i64(text, &i);
         if (st != RMACOLL_SUCCESS) {
@@ -429,24 +473,9 @@ rmacoll_status_t rmacoll__cfg_parse_into(const config_field_t *f, const char *te
         *(int32_t *)p = (int32_t)i;
         return RMACOLL_SUCCESS;
     }
-
-    /* Unsigned kinds: the range. */
-    if (u < (uint64_t)f->min) {
-        rmacoll__errbuf_printf(problem, plen,
-                               "%" PRIu64 " is below the minimum %" PRId64, u, f->min);
-        return RMACOLL_ERR_CONFIG;
-    }
-    if (u > f->max) {
-        rmacoll__errbuf_printf(problem, plen,
-                               "%" PRIu64 " is above the maximum %" PRIu64, u, f->max);
-        return RMACOLL_ERR_CONFIG;
-    }
-    if (f->kind == CFG_KIND_U32) {
-        *(uint32_t *)p = (uint32_t)u;
-    } else {
-        *(uint64_t *)p = u;
-    }
-    return RMACOLL_SUCCESS;
+    /* every kind returned above; as before, any other value of f->kind
+     * takes the unsigned range check of 0 */
+    return store_unsigned(f, 0, p, problem, plen);
 }
 
 /*

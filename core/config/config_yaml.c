@@ -573,13 +573,51 @@ static int config_text_empty(const char *t, size_t len)
     return 1;
 }
 
+/* Applies each key the file set, with its line into lines[id] (an error
+ * names the line of the offending list entry when there is one). */
+static rmacoll_status_t config_apply_raw(rmacoll_config_t *cfg, const config_raw_t *raw,
+                                         const config_marks_t *marks, int *lines,
+                                         const char *file, char *errbuf, size_t errlen)
+{
+    rmacoll_status_t st;
+
+    st = RMACOLL_SUCCESS;
+    for (size_t id = 0; raw != NULL && id < rmacoll__cfg_nkeys() && st == RMACOLL_SUCCESS; id++) {
+        char joined[512];
+        char problem[320];
+        char bad[64];
+        const char *val = raw->v[id];
+
+        if (CFG_FIELD(id).kind == CFG_KIND_SUBSYS && raw->seq != NULL) {
+            size_t off = 0;
+            joined[0] = '\0';
+            for (unsigned k = 0; k < raw->seq_count && off < sizeof(joined); k++) {
+                off += (size_t)snprintf(joined + off, sizeof(joined) - off, "%s%s",
+                                        k ? "," : "", raw->seq[k]);
+            }
+            val = joined;
+        }
+        if (val == NULL) {
+            continue;
+        }
+        lines[id] = config_find_line(marks, CFG_KEY(id).key, NULL, 1);
+        if (lines[id] == 0) {
+            lines[id] = 1;
+        }
+        st = rmacoll__cfg_set(cfg, id, val, problem, sizeof(problem), bad, sizeof(bad));
+        if (st != RMACOLL_SUCCESS) {
+            int line = bad[0] ? config_find_line(marks, CFG_KEY(id).key, bad, 1) : 0;
+            rmacoll__errbuf_printf(errbuf, errlen, "config file '%s' line %d: %s: %s", file,
+                                   line > 0 ? line : lines[id], CFG_KEY(id).key, problem);
+        }
+    }
+    return st;
+}
+
 /* Applies the file; lines[id] receives the line of every key it set. */
 rmacoll_status_t rmacoll__cfg_load_file(const char *file, rmacoll_config_t *cfg, int *lines,
                                         int lenient, char *errbuf, size_t errlen)
 {
-    /* Long (~80 lines): read, index the positions, parse with libcyaml, then
-     * apply each key with its line; the text, schema and marks are freed on
-     * every path in one place each. */
     config_cyaml_log_t lg;
     cyaml_config_t ycfg;
     config_schema_t *schema;
@@ -632,36 +670,7 @@ rmacoll_status_t rmacoll__cfg_load_file(const char *file, rmacoll_config_t *cfg,
         return err == CYAML_ERR_OOM ? RMACOLL_ERR_NO_MEMORY : RMACOLL_ERR_CONFIG;
     }
 
-    st = RMACOLL_SUCCESS;
-    for (size_t id = 0; raw != NULL && id < rmacoll__cfg_nkeys() && st == RMACOLL_SUCCESS; id++) {
-        char joined[512];
-        char problem[320];
-        char bad[64];
-        const char *val = raw->v[id];
-
-        if (CFG_FIELD(id).kind == CFG_KIND_SUBSYS && raw->seq != NULL) {
-            size_t off = 0;
-            joined[0] = '\0';
-            for (unsigned k = 0; k < raw->seq_count && off < sizeof(joined); k++) {
-                off += (size_t)snprintf(joined + off, sizeof(joined) - off, "%s%s",
-                                        k ? "," : "", raw->seq[k]);
-            }
-            val = joined;
-        }
-        if (val == NULL) {
-            continue;
-        }
-        lines[id] = config_find_line(&marks, CFG_KEY(id).key, NULL, 1);
-        if (lines[id] == 0) {
-            lines[id] = 1;
-        }
-        st = rmacoll__cfg_set(cfg, id, val, problem, sizeof(problem), bad, sizeof(bad));
-        if (st != RMACOLL_SUCCESS) {
-            int line = bad[0] ? config_find_line(&marks, CFG_KEY(id).key, bad, 1) : 0;
-            rmacoll__errbuf_printf(errbuf, errlen, "config file '%s' line %d: %s: %s", file,
-                                   line > 0 ? line : lines[id], CFG_KEY(id).key, problem);
-        }
-    }
+    st = config_apply_raw(cfg, raw, &marks, lines, file, errbuf, errlen);
     cyaml_free(&ycfg, &schema->value, raw, 0);
     config_marks_free(&marks);
     free(schema);

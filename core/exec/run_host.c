@@ -68,7 +68,7 @@ static void gate_leave(rmacoll_comm_t *comm, const rmacoll_put_t *puts, uint32_t
     }
 }
 
-/* Over 80 lines: one loop over the batches, its four queues in the order the
+/* Long because: one loop over the batches, its four queues in the order the
  * plan fixes (proxy puts, CE puts with the gate, then the waits); split,
  * each part would need the loop's state (st, the batch, the put window). */
 rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t mem,

@@ -236,7 +236,7 @@ static void translate_puts(rmacoll__call_t *c)
  * RMACOLL_ERR_UNSUPPORTED: not taken, nothing enqueued, comm->puts to be
  * translated again (compacted here).
  */
-/* Over 80 lines: the eligibility scan, the READY lists and the compaction
+/* Long because: the eligibility scan, the READY lists and the compaction
  * fill one rmacoll_stream_call_t and share its bounds (ONE_MAX); read top to
  * bottom it is the call as one launch sees it. */
 static rmacoll_status_t stream_whole_call(rmacoll__call_t *c, int graph,
@@ -333,7 +333,7 @@ static rmacoll_status_t stream_whole_call(rmacoll__call_t *c, int graph,
     return ti->ops->stream.call_stream(ti->tp, &call, c->stream);
 }
 
-/* Over 80 lines: the split path's stream order (READY, READY waits, per
+/* Long because: the split path's stream order (READY, READY waits, per
  * batch puts then waits, graph-mode resets) in one place: the order is the
  * protocol, and it reads as a list. */
 static rmacoll_status_t stream_enqueue(rmacoll__call_t *c)

@@ -195,7 +195,7 @@ rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
     return rmacoll__wait_word_for(comm, word, value, peer, what, comm->cfg.timeout_ms);
 }
 
-/* Over 80 lines: the one spin loop every wait takes; each check (transport
+/* Long because: the one spin loop every wait takes; each check (transport
  * error, abort word, dead rank, silence) must run inside it in this order,
  * at its own period. */
 rmacoll_status_t rmacoll__wait_word_for(rmacoll_comm_t *comm, const volatile uint64_t *word,

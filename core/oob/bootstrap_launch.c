@@ -152,7 +152,7 @@ static rmacoll_status_t bs_pmix_exchange(int want_rank, int want_n, int *rank,
                                          int *nranks, rmacoll_unique_id_t *id,
                                          const rmacoll__logger_t *lg)
 {
-    /* Long (~105 lines): the PMIx sequence (Init, Put/Commit on rank 0, Fence,
+    /* Long because: the PMIx sequence (Init, Put/Commit on rank 0, Fence,
      * Get, Finalize) with a message for each call that fails; split, the
      * steps would pass the process handle and the value around. */
     static unsigned seq;   /* one key per call: every rank counts alike */
@@ -261,7 +261,7 @@ static rmacoll_status_t bs_pmix_exchange(int want_rank, int want_n, int *rank,
 rmacoll_status_t rmacoll__bootstrap_from_env(int *rank, int *nranks,
                                              rmacoll_unique_id_t *id)
 {
-    /* Long (~110 lines): the launchers in their order of precedence (rank and
+    /* Long because: the launchers in their order of precedence (rank and
      * size variables, then RMACOLL_BOOTSTRAP_ADDR, PMIx, MASTER_ADDR), each
      * with the message that says what is missing; read top to bottom it is
      * the documentation of the wire-up. */

@@ -121,7 +121,7 @@ rmacoll_status_t rmacoll__bootstrap_create_ex(const rmacoll_unique_id_t *id,
                                               const rmacoll__logger_t *lg,
                                               rmacoll__bootstrap_t **out)
 {
-    /* Long (~90 lines): connect with back-off, HELLO, wait for WELCOME, as one
+    /* Long because: connect with back-off, HELLO, wait for WELCOME, as one
      * sequence whose every failure releases the half-built object in one place. */
     rmacoll__bootstrap_t *bs;
     bs_id_t d;

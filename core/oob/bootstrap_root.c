@@ -163,7 +163,7 @@ static void bs_root_progress(bs_root_t *rt, int from, uint32_t seq, int in_gathe
 /* A complete HELLO from pending socket c. 0 ok, -1 fatal (root failed). */
 int rmacoll__bs_root_hello(bs_root_t *rt, bs_rconn_t *c)
 {
-    /* Long (~85 lines): a hello is checked field by field (version, magic,
+    /* Long because: a hello is checked field by field (version, magic,
      * rank, size, duplicate), each check with its own rejection message, in an
      * order where each relies on the previous one. */
     bs_hdr_t h;
@@ -317,7 +317,7 @@ static void bs_root_start_scatter(bs_root_t *rt)
 /* Gather-phase input from rank r. 0 ok, -1 root failed. */
 int rmacoll__bs_root_gather_input(bs_root_t *rt, int r)
 {
-    /* Long (~125 lines): one state machine over a rank's OP message (header,
+    /* Long because: one state machine over a rank's OP message (header,
      * BYE, sequence and size checks, payload, completion of the gather); the
      * states share the header just read, and every protocol violation has its
      * own message naming the rank. */

@@ -178,6 +178,101 @@ static rmacoll_status_t check_send_recv_overlap(int nranks, int rank, const void
     return RMACOLL_SUCCESS;
 }
 
+/* The rank, and the argument arrays (none may be NULL). */
+static rmacoll_status_t check_rank_and_arrays(int nranks, int rank,
+                                              const int64_t *sendcounts,
+                                              const int64_t *sdispls,
+                                              const int64_t *recvcounts,
+                                              const int64_t *rdispls,
+                                              const int64_t *scratch,
+                                              char *errbuf, size_t errlen)
+{
+    if (nranks < 1 || rank < 0 || rank >= nranks) {
+        rmacoll__errbuf_printf(errbuf, errlen, "rank %d: rank outside [0, %d)", rank, nranks);
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    const struct {
+        const void *ptr;
+        const char *name;
+    } arrays[] = {
+        {sendcounts, "sendcounts"}, {sdispls, "sdispls"},
+        {recvcounts, "recvcounts"}, {rdispls, "rdispls"},
+        {scratch, "scratch"},
+    };
+    for (size_t a = 0; a < sizeof(arrays) / sizeof(arrays[0]); a++) {
+        if (arrays[a].ptr == NULL) {
+            rmacoll__errbuf_printf(errbuf, errlen, "rank %d: %s is NULL", rank, arrays[a].name);
+            return RMACOLL_ERR_INVALID_ARG;
+        }
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* A NULL buffer is fine only when its side moves nothing; any/first: the
+ * side has a non-empty block, the first one (validate_side). */
+static rmacoll_status_t check_null_buffer(int rank, const void *buf, const char *bufname,
+                                          const char *countsname, const int64_t *counts,
+                                          int any, int first, char *errbuf, size_t errlen)
+{
+    if (buf == NULL && any) {
+        rmacoll__errbuf_printf(errbuf, errlen,
+                               "rank %d: %s is NULL but %s[%d] = %" PRId64,
+                               rank, bufname, countsname, first, counts[first]);
+        return RMACOLL_ERR_NULL_BUFFER;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* Overlap: sort the non-empty receive blocks by displacement; with
+ * starts sorted, some pair overlaps iff some neighbour pair does. Leaves
+ * the sorted (rdispl, rank) pairs in scratch and their number in *nout. */
+static rmacoll_status_t check_recv_overlap(int nranks, int rank, const int64_t *recvcounts,
+                                           const int64_t *rdispls, int64_t *scratch,
+                                           size_t *nout, char *errbuf, size_t errlen)
+{
+    size_t n = 0;
+    for (int j = 0; j < nranks; j++) {
+        if (recvcounts[j] > 0) {
+            scratch[2 * n] = rdispls[j];
+            scratch[2 * n + 1] = j;
+            n++;
+        }
+    }
+    heap_sort_pairs(scratch, n);
+    *nout = n;
+    for (size_t k = 0; k + 1 < n; k++) {
+        int a = (int)scratch[2 * k + 1];
+        int b = (int)scratch[2 * k + 3];
+
+        /* Cannot overflow: displ + count was checked above. */
+        if (rdispls[a] + recvcounts[a] > rdispls[b]) {
+            rmacoll__errbuf_printf(errbuf, errlen,
+                                   "rank %d: recvcounts[%d] = %" PRId64 " with rdispls[%d] = %" PRId64
+                                   " overlaps rdispls[%d] = %" PRId64 " (block of %" PRId64 ")",
+                                   rank, a, recvcounts[a], a, rdispls[a], b, rdispls[b],
+                                   recvcounts[b]);
+            return RMACOLL_ERR_OVERLAP;
+        }
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* Larger than any node's memory (256 TiB): a caller's error, not something
+ * to plan for (the plan would need bytes / max_task_bytes tasks). */
+static rmacoll_status_t check_extents(int rank, uint64_t sext, uint64_t rext,
+                                      char *errbuf, size_t errlen)
+{
+    if (sext > RMACOLL__MAX_EXTENT || rext > RMACOLL__MAX_EXTENT) {
+        rmacoll__errbuf_printf(errbuf, errlen,
+                               "rank %d: %s buffer extent of %" PRIu64 " bytes exceeds any "
+                               "node's memory (2^48 bytes)", rank,
+                               sext > RMACOLL__MAX_EXTENT ? "send" : "receive",
+                               sext > RMACOLL__MAX_EXTENT ? sext : rext);
+        return RMACOLL_ERR_OVERFLOW;
+    }
+    return RMACOLL_SUCCESS;
+}
+
 rmacoll_status_t rmacoll__validate_args(int nranks, int rank,
                                         const void *sendbuf,
                                         const int64_t *sendcounts,
@@ -198,6 +293,7 @@ rmacoll_status_t rmacoll__validate_args(int nranks, int rank,
     int r_any = 0;
     int s_first = -1;
     int r_first = -1;
+    size_t n = 0;
     rmacoll_status_t st;
 
     rmacoll__errbuf_printf(errbuf, errlen, "%s", "");
@@ -205,23 +301,10 @@ rmacoll_status_t rmacoll__validate_args(int nranks, int rank,
         rmacoll__errbuf_printf(errbuf, errlen, "rank %d: unknown datatype %d", rank, (int)dtype);
         return RMACOLL_ERR_DATATYPE;
     }
-    if (nranks < 1 || rank < 0 || rank >= nranks) {
-        rmacoll__errbuf_printf(errbuf, errlen, "rank %d: rank outside [0, %d)", rank, nranks);
-        return RMACOLL_ERR_INVALID_ARG;
-    }
-    const struct {
-        const void *ptr;
-        const char *name;
-    } arrays[] = {
-        {sendcounts, "sendcounts"}, {sdispls, "sdispls"},
-        {recvcounts, "recvcounts"}, {rdispls, "rdispls"},
-        {scratch, "scratch"},
-    };
-    for (size_t a = 0; a < sizeof(arrays) / sizeof(arrays[0]); a++) {
-        if (arrays[a].ptr == NULL) {
-            rmacoll__errbuf_printf(errbuf, errlen, "rank %d: %s is NULL", rank, arrays[a].name);
-            return RMACOLL_ERR_INVALID_ARG;
-        }
+    st = check_rank_and_arrays(nranks, rank, sendcounts, sdispls, recvcounts, rdispls,
+                               scratch, errbuf, errlen);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
     }
 
     int64_t esize = (int64_t)esize_u;
@@ -235,54 +318,23 @@ rmacoll_status_t rmacoll__validate_args(int nranks, int rank,
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
-    if (sendbuf == NULL && s_any) {
-        rmacoll__errbuf_printf(errbuf, errlen,
-                               "rank %d: sendbuf is NULL but sendcounts[%d] = %" PRId64,
-                               rank, s_first, sendcounts[s_first]);
-        return RMACOLL_ERR_NULL_BUFFER;
+    st = check_null_buffer(rank, sendbuf, "sendbuf", "sendcounts", sendcounts, s_any,
+                           s_first, errbuf, errlen);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
     }
-    if (recvbuf == NULL && r_any) {
-        rmacoll__errbuf_printf(errbuf, errlen,
-                               "rank %d: recvbuf is NULL but recvcounts[%d] = %" PRId64,
-                               rank, r_first, recvcounts[r_first]);
-        return RMACOLL_ERR_NULL_BUFFER;
+    st = check_null_buffer(rank, recvbuf, "recvbuf", "recvcounts", recvcounts, r_any,
+                           r_first, errbuf, errlen);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
     }
-
-    /* Overlap: sort the non-empty receive blocks by displacement; with
-     * starts sorted, some pair overlaps iff some neighbour pair does. */
-    size_t n = 0;
-    for (int j = 0; j < nranks; j++) {
-        if (recvcounts[j] > 0) {
-            scratch[2 * n] = rdispls[j];
-            scratch[2 * n + 1] = j;
-            n++;
-        }
+    st = check_recv_overlap(nranks, rank, recvcounts, rdispls, scratch, &n, errbuf, errlen);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
     }
-    heap_sort_pairs(scratch, n);
-    for (size_t k = 0; k + 1 < n; k++) {
-        int a = (int)scratch[2 * k + 1];
-        int b = (int)scratch[2 * k + 3];
-
-        /* Cannot overflow: displ + count was checked above. */
-        if (rdispls[a] + recvcounts[a] > rdispls[b]) {
-            rmacoll__errbuf_printf(errbuf, errlen,
-                                   "rank %d: recvcounts[%d] = %" PRId64 " with rdispls[%d] = %" PRId64
-                                   " overlaps rdispls[%d] = %" PRId64 " (block of %" PRId64 ")",
-                                   rank, a, recvcounts[a], a, rdispls[a], b, rdispls[b],
-                                   recvcounts[b]);
-            return RMACOLL_ERR_OVERLAP;
-        }
-    }
-
-    /* Larger than any node's memory (256 TiB): a caller's error, not something
-     * to plan for (the plan would need bytes / max_task_bytes tasks). */
-    if (sext > RMACOLL__MAX_EXTENT || rext > RMACOLL__MAX_EXTENT) {
-        rmacoll__errbuf_printf(errbuf, errlen,
-                               "rank %d: %s buffer extent of %" PRIu64 " bytes exceeds any "
-                               "node's memory (2^48 bytes)", rank,
-                               sext > RMACOLL__MAX_EXTENT ? "send" : "receive",
-                               sext > RMACOLL__MAX_EXTENT ? sext : rext);
-        return RMACOLL_ERR_OVERFLOW;
+    st = check_extents(rank, sext, rext, errbuf, errlen);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
     }
     /* after the extent check: both extents are below 2^48 */
     st = check_send_recv_overlap(nranks, rank, sendbuf, sendcounts, sdispls, sext,

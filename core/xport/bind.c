@@ -52,27 +52,18 @@ static void add(rmacoll__bind_plan_t *out, rmacoll__binding_t *b, const rmacoll_
     }
 }
 
-/* Over 80 lines: the binding rules of bind.h in their order, each a few
- * lines; the rules read best as one list. */
-rmacoll_status_t rmacoll__bind_resolve(const rmacoll__tops_t *avail, int navail,
-                                       const rmacoll_config_t *cfg, int multinode,
-                                       int rank, rmacoll__bind_plan_t *out, char *err,
-                                       size_t len)
+/* The transport named by transports.intra_node (NULL for auto; it must be
+ * built in and serve node peers), and the one for node peers in host
+ * memory: the named one when it takes host memory, else the first that
+ * does. */
+static rmacoll_status_t bind_pick_base(const rmacoll__tops_t *avail, int navail,
+                                       const char *intra, int rank,
+                                       const rmacoll__tops_t **named_out,
+                                       const rmacoll__tops_t **base_out, char *err, size_t len)
 {
-    const char *intra = cfg->intra_node;
-    int is_auto = strcmp(intra, AUTO) == 0;
     const rmacoll__tops_t *named = NULL, *base = NULL;
-    rmacoll__binding_t *ceh = &out->bind[RMACOLL__PATH_CE][RMACOLL_MEM_HOST];
-    rmacoll__binding_t *cec = &out->bind[RMACOLL__PATH_CE][RMACOLL_MEM_CUDA];
-    rmacoll__binding_t *pxh = &out->bind[RMACOLL__PATH_PROXY][RMACOLL_MEM_HOST];
 
-    memset(out, 0, sizeof(*out));
-    for (int p = 0; p < 2; p++) {
-        for (int m = 0; m < 2; m++) {
-            out->bind[p][m].ctl = -1;
-        }
-    }
-    if (!is_auto) {
+    if (strcmp(intra, AUTO) != 0) {
         named = by_spec(avail, navail, intra);
         if (named == NULL) {
             snprintf(err, len, "rank %d: transports.intra_node '%s' is not built in "
@@ -99,10 +90,22 @@ rmacoll_status_t rmacoll__bind_resolve(const rmacoll__tops_t *avail, int navail,
                  rank, rmacoll__tops_builtin_names());
         return RMACOLL_ERR_CONFIG;
     }
-    /* CE x host */
-    add(out, ceh, base, RMACOLL__PATH_CE, UINT64_MAX);
-    ceh->ctl = ceh->inst[0];
-    /* CE x cuda */
+    *named_out = named;
+    *base_out = base;
+    return RMACOLL_SUCCESS;
+}
+
+/* CE x cuda: the named transport when it takes device memory; with auto,
+ * every other transport for node peers in device memory up to its size key,
+ * then base when it takes device memory. The control instance is base's,
+ * or the last candidate's. */
+static rmacoll_status_t bind_ce_cuda(const rmacoll__tops_t *avail, int navail,
+                                     const rmacoll_config_t *cfg, int is_auto,
+                                     const rmacoll__tops_t *named, const rmacoll__tops_t *base,
+                                     int rank, rmacoll__bind_plan_t *out, char *err, size_t len)
+{
+    rmacoll__binding_t *cec = &out->bind[RMACOLL__PATH_CE][RMACOLL_MEM_CUDA];
+
     if (named != NULL && has(named, RMACOLL_TCAP_MEM_CUDA)) {
         add(out, cec, named, RMACOLL__PATH_CE, UINT64_MAX);
     } else {
@@ -129,22 +132,68 @@ rmacoll_status_t rmacoll__bind_resolve(const rmacoll__tops_t *avail, int navail,
         cec->ctl = has(base, RMACOLL_TCAP_MEM_CUDA) ? inst_of(out, base, RMACOLL__PATH_CE)
                                                     : cec->inst[cec->n - 1];
     }
+    return RMACOLL_SUCCESS;
+}
+
+/* PROXY x host: transports.inter_node, which must be built in and serve
+ * network peers in host memory. */
+static rmacoll_status_t bind_proxy_host(const rmacoll__tops_t *avail, int navail,
+                                        const rmacoll_config_t *cfg, int rank,
+                                        rmacoll__bind_plan_t *out, char *err, size_t len)
+{
+    rmacoll__binding_t *pxh = &out->bind[RMACOLL__PATH_PROXY][RMACOLL_MEM_HOST];
+    const rmacoll__tops_t *net = by_spec(avail, navail, cfg->inter_node);
+
+    if (net == NULL) {
+        snprintf(err, len, "rank %d: transports.inter_node '%s' is not built in "
+                 "(built: %s)", rank, cfg->inter_node, rmacoll__tops_builtin_names());
+        return RMACOLL_ERR_CONFIG;
+    }
+    if (!has(net, RMACOLL_TCAP_PROXY | RMACOLL_TCAP_MEM_HOST)) {
+        snprintf(err, len, "rank %d: transports.inter_node '%s' does not serve network "
+                 "peers in host memory (needs RMACOLL_TCAP_PROXY | "
+                 "RMACOLL_TCAP_MEM_HOST)", rank, cfg->inter_node);
+        return RMACOLL_ERR_CONFIG;
+    }
+    add(out, pxh, net, RMACOLL__PATH_PROXY, UINT64_MAX);
+    pxh->ctl = pxh->inst[0];
+    return RMACOLL_SUCCESS;
+}
+
+/* The binding rules of bind.h in their order: CE x host, CE x cuda, then
+ * PROXY x host on more than one node. */
+rmacoll_status_t rmacoll__bind_resolve(const rmacoll__tops_t *avail, int navail,
+                                       const rmacoll_config_t *cfg, int multinode,
+                                       int rank, rmacoll__bind_plan_t *out, char *err,
+                                       size_t len)
+{
+    const char *intra = cfg->intra_node;
+    int is_auto = strcmp(intra, AUTO) == 0;
+    const rmacoll__tops_t *named = NULL, *base = NULL;
+    rmacoll__binding_t *ceh = &out->bind[RMACOLL__PATH_CE][RMACOLL_MEM_HOST];
+    rmacoll_status_t st;
+
+    memset(out, 0, sizeof(*out));
+    for (int p = 0; p < 2; p++) {
+        for (int m = 0; m < 2; m++) {
+            out->bind[p][m].ctl = -1;
+        }
+    }
+    st = bind_pick_base(avail, navail, intra, rank, &named, &base, err, len);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    /* CE x host */
+    add(out, ceh, base, RMACOLL__PATH_CE, UINT64_MAX);
+    ceh->ctl = ceh->inst[0];
+    /* CE x cuda */
+    st = bind_ce_cuda(avail, navail, cfg, is_auto, named, base, rank, out, err, len);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
     /* PROXY x host */
     if (multinode) {
-        const rmacoll__tops_t *net = by_spec(avail, navail, cfg->inter_node);
-        if (net == NULL) {
-            snprintf(err, len, "rank %d: transports.inter_node '%s' is not built in "
-                     "(built: %s)", rank, cfg->inter_node, rmacoll__tops_builtin_names());
-            return RMACOLL_ERR_CONFIG;
-        }
-        if (!has(net, RMACOLL_TCAP_PROXY | RMACOLL_TCAP_MEM_HOST)) {
-            snprintf(err, len, "rank %d: transports.inter_node '%s' does not serve network "
-                     "peers in host memory (needs RMACOLL_TCAP_PROXY | "
-                     "RMACOLL_TCAP_MEM_HOST)", rank, cfg->inter_node);
-            return RMACOLL_ERR_CONFIG;
-        }
-        add(out, pxh, net, RMACOLL__PATH_PROXY, UINT64_MAX);
-        pxh->ctl = pxh->inst[0];
+        return bind_proxy_host(avail, navail, cfg, rank, out, err, len);
     }
     return RMACOLL_SUCCESS;
 }

@@ -145,8 +145,9 @@ static int copy_group(void *dst, size_t dst_size, const void *src, size_t src_si
 
 #define CE_CUDA (RMACOLL_TCAP_CE | RMACOLL_TCAP_MEM_CUDA)
 
-/* Requires every op a capability names; fills the rest with stubs. */
-static rmacoll_status_t complete(rmacoll__tops_t *t, char *err, size_t len)
+/* Requires base.init and base.finalize, a consistent set of caps, and
+ * every op a capability names. */
+static rmacoll_status_t check_required(const rmacoll__tops_t *t, char *err, size_t len)
 {
     struct {
         uint64_t cap;
@@ -196,6 +197,12 @@ static rmacoll_status_t complete(rmacoll__tops_t *t, char *err, size_t len)
             return RMACOLL_ERR_CONFIG;
         }
     }
+    return RMACOLL_SUCCESS;
+}
+
+/* Fills every op a transport left NULL with its stub. */
+static void fill_stubs(rmacoll__tops_t *t)
+{
     if (t->base.progress == NULL) {
         t->base.progress = stub_progress;
     }
@@ -248,6 +255,17 @@ static rmacoll_status_t complete(rmacoll__tops_t *t, char *err, size_t len)
     if (t->stream.set_device_signals == NULL) {
         t->stream.set_device_signals = stub_set_device_signals;
     }
+}
+
+/* Requires every op a capability names; fills the rest with stubs. */
+static rmacoll_status_t complete(rmacoll__tops_t *t, char *err, size_t len)
+{
+    rmacoll_status_t st = check_required(t, err, len);
+
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    fill_stubs(t);
     return RMACOLL_SUCCESS;
 }
 
