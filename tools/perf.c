@@ -1196,7 +1196,7 @@ static void perf_rank_stats(const perf_rmacoll_t *p, const char *devpath)
                (unsigned long long)cs.node_eager_bytes_copied);
     if (rmacoll_comm_get_stats(p->comm, &cs) == RMACOLL_SUCCESS)
         printf("# rank %d stats: direct streams: relay.direct_min_bytes %llu in effect "
-               "(0: none), %llu bytes of streams that went straight to the other node\n",
+               "(0: none), %llu bytes of streams that went straight to other nodes\n",
                p->rank, (unsigned long long)cs.direct_min_bytes,
                (unsigned long long)cs.direct_bytes_sent);
 }
