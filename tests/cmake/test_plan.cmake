@@ -14,6 +14,16 @@ if(TARGET rmacoll-plan)
             --json --rank 1)
   set_tests_properties(plan_tool_json PROPERTIES TIMEOUT 60
     PASS_REGULAR_EXPRESSION "^\\{\"case\":.*\"plans\":\\[\\{\"rank\":1,.*\"totals\":\\{\"rounds\":")
+  # direct streams on five nodes (issue 30): the reference executor runs
+  # three calls exact, and the CE bytes are the node-local and self copies
+  # alone (91046784 B; 153320400 B with RMACOLL_RELAY_DIRECT_MIN_BYTES=0,
+  # where the relays forward the same streams)
+  add_test(NAME plan_tool_check_direct_5_nodes
+    COMMAND rmacoll-plan --topology 5x3 --count 70000 --dist zipf:1.2 --seed 7
+            --check --calls 3)
+  set_tests_properties(plan_tool_check_direct_5_nodes PROPERTIES TIMEOUT 60
+    ENVIRONMENT "RMACOLL_RELAY_DIRECT_MIN_BYTES=1M"
+    PASS_REGULAR_EXPRESSION "direct streams planned.*check: ok \\(virtual, 3 calls, 675 puts, 210 signals, proxy 98209872 B, ce 91046784 B\\)")
   add_test(NAME plan_tool_mismatch
     COMMAND rmacoll-plan --case ${RMACOLL_CASES_DIR}/mismatch_2x2.txt)
   set_tests_properties(plan_tool_mismatch PROPERTIES TIMEOUT 60
