@@ -196,7 +196,7 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
     list(GET _bad 2 _v)
     add_test(NAME perf_usage_exit64_${_n} COMMAND sh -c
       "\"$1\" --dist matrix:\"$2\" \"$3\" \"$4\" 2>&1; rc=$?; echo rc=$rc; test $rc -eq 64"
-      sh $<TARGET_FILE:rmacoll-perf> ${RMACOLL_CASES_DIR}/moe_zipf_2x4.txt ${_o} ${_v})
+      sh $<TARGET_FILE:rmacoll-perf> ${PROJECT_SOURCE_DIR}/tests/cases/moe_zipf_2x4.txt ${_o} ${_v})
     set_tests_properties(perf_usage_exit64_${_n} PROPERTIES TIMEOUT 30
       ENVIRONMENT "${_perf_env}" FAIL_REGULAR_EXPRESSION "rank\\(s\\) failed|launch: rank")
   endforeach()
@@ -205,7 +205,7 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
   # launcher's own status, for all of them).
   add_test(NAME perf_summary_rank_codes COMMAND sh -c
     "\"$1\" --dist matrix:\"$2\" -n 1 -w 0 2>&1; echo rc=$?"
-    sh $<TARGET_FILE:rmacoll-perf> ${RMACOLL_CASES_DIR}/mismatch_2x2.txt)
+    sh $<TARGET_FILE:rmacoll-perf> ${PROJECT_SOURCE_DIR}/tests/cases/mismatch_2x2.txt)
   set_tests_properties(perf_summary_rank_codes PROPERTIES TIMEOUT 120
     ENVIRONMENT "${_perf_env}" LABELS "multiprocess"
     PASS_REGULAR_EXPRESSION "\nrmacoll-perf: 4 of 4 rank\\(s\\) failed, 0 stopped by the launcher; each rank's own code: ranks 0-3 RMACOLL_ERR_MISMATCH \\(the ranks' messages above name the first failure\\)\nrc=1\n"
