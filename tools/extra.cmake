@@ -210,6 +210,20 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
     ENVIRONMENT "${_perf_env}" LABELS "multiprocess"
     PASS_REGULAR_EXPRESSION "\nrmacoll-perf: 4 of 4 rank\\(s\\) failed, 0 stopped by the launcher; each rank's own code: ranks 0-3 RMACOLL_ERR_MISMATCH \\(the ranks' messages above name the first failure\\)\nrc=1\n"
     FAIL_REGULAR_EXPRESSION "ERR_PEER")
+  # Dataflow execution under random delays (docs/protocol.md): every hand-over
+  # to a transport sleeps 0..300 us at random, so lanes and ranks interleave
+  # differently on every run; 3 nodes of 2, relay on, no eager path or
+  # direct streams, 256-byte slots (one or two slots per channel: credits
+  # on every chunk); data checked on every rank
+  foreach(_slots 1 2)
+    add_test(NAME perf_dataflow_delays_${_slots}slot COMMAND rmacoll-perf -np 6 --ppn 2
+      --dist zipf:1.2 -b 4K -e 64K -f 4 -n 3 -w 1 -c 1)
+    set_tests_properties(perf_dataflow_delays_${_slots}slot PROPERTIES TIMEOUT 300
+      ENVIRONMENT "${_perf_env};RMACOLL_TEST_DELAY_US=300;RMACOLL_RELAY_SLOTS=${_slots};RMACOLL_RELAY_BUFFER_BYTES=${_slots}K;RMACOLL_EAGER_MAX_BYTES=0;RMACOLL_NODE_EAGER_MAX_BYTES=0;RMACOLL_RELAY_DIRECT_MIN_BYTES=0"
+      LABELS "multiprocess"
+      PASS_REGULAR_EXPRESSION "Out of bounds values : 0 OK"
+      FAIL_REGULAR_EXPRESSION "FAILED|failed")
+  endforeach()
   # --nodes: a non-contiguous node map from the command line
   add_test(NAME perf_nodes_map COMMAND rmacoll-perf --nodes 0,1,0,1 -b 1K -e 4K -n 3 -w 1)
   set_tests_properties(perf_nodes_map PROPERTIES TIMEOUT 300 ENVIRONMENT "${_perf_env}"

@@ -186,6 +186,8 @@ static void comm_free(rmacoll_comm_t *comm)
     rmacoll__sigstate_destroy(comm->sig);
     rmacoll__sigstate_destroy(comm->sig_next);
     rmacoll__plan_fini(&comm->plan);
+    rmacoll__flow_fini(&comm->flow);
+    free(comm->lane_cur);
     rmacoll__topo_destroy(comm->topo);
     if (comm->bs != NULL) {
         rmacoll__bootstrap_destroy(comm->bs);
@@ -266,6 +268,7 @@ static rmacoll_comm_t *comm_new(const rmacoll_comm_params_t *params)
     pthread_cond_init(&comm->async.cond, NULL);
     pthread_mutex_init(&comm->mem_lock, NULL);
     rmacoll__plan_init(&comm->plan);
+    rmacoll__flow_init(&comm->flow);
     comm->rank = params->rank;
     comm->nranks = params->nranks;
     comm->fail_culprit = -1;

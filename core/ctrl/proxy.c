@@ -3,6 +3,7 @@
  * ring, and every call into the network transport.
  */
 #include "core/base/clock.h"
+#include "core/base/delay.h"
 #include "core/ctrl/proxy.h"
 
 #include <sched.h>
@@ -55,6 +56,7 @@ static int proxy_drive_locked(rmacoll__proxy_t *px)
     while (next < posted) {
         const rmacoll__proxy_job_t *job = &px->ring[next % RMACOLL__PROXY_RING];
         if (st == RMACOLL_SUCCESS && atomic_load(&px->status) == RMACOLL_SUCCESS) {
+            rmacoll__test_delay();
             st = px->ops->host.post_puts(px->tp, job->puts, job->n);
         }
         next++;

@@ -112,6 +112,12 @@ rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
 rmacoll_status_t rmacoll__wait_word_for(rmacoll_comm_t *comm, const volatile uint64_t *word,
                                         uint64_t value, int peer, const char *what,
                                         uint64_t timeout_ms);
+/** rmacoll__wait_word_for that also returns (successfully) as soon as
+ * ready(arg) is non-zero (checked while it spins; NULL: never). */
+rmacoll_status_t rmacoll__wait_word_or(rmacoll_comm_t *comm, const volatile uint64_t *word,
+                                       uint64_t value, int peer, const char *what,
+                                       uint64_t timeout_ms, int (*ready)(void *),
+                                       void *arg);
 /** Raises this rank's progress count (ctrl.h): a completed wait or batch
  * of copies, seen by node peers waiting on this rank. */
 void rmacoll__progress_bump(rmacoll_comm_t *comm);

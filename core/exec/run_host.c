@@ -1,12 +1,14 @@
 /*
- * run_host.c - the host-memory runner: the call blocks; CE queues run on
- * the calling thread, proxy queues through the proxy, waits spin on the
- * control window.
+ * run_host.c - the host-memory runner (also the staged and registered
+ * device paths across nodes): the call blocks and walks the plan in its
+ * dataflow order (core/plan/flow.h); CE puts run on the calling thread,
+ * proxy puts through the proxy, waits spin on the control window.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/delay.h"
 #include "core/exec/call.h"
 #include "core/exec/state.h"
 
@@ -68,103 +70,233 @@ static void gate_leave(rmacoll_comm_t *comm, const rmacoll_put_t *puts, uint32_t
     }
 }
 
-/* Long because: one loop over the batches, its four queues in the order the
- * plan fixes (proxy puts, CE puts with the gate, then the waits); split,
- * each part would need the loop's state (st, the batch, the put window). */
+/* The copies of a CE step, flow tasks [f, f + n), on this thread: through
+ * the receive gates of their targets, the proxy thread driving the
+ * network meanwhile when they are long. */
+static rmacoll_status_t ce_step(rmacoll_comm_t *comm, rmacoll_memtype_t mem, uint32_t f,
+                                uint32_t n)
+{
+    rmacoll__tinst_t *ti = mem == RMACOLL_MEM_CUDA
+                               ? rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, mem)
+                               : rmacoll__inst_bound(comm, RMACOLL__PATH_CE, mem,
+                                                     &comm->flow.tasks[f], n);
+    long closed = gate_enter(comm, &comm->puts[f], n);
+    uint64_t cbytes = 0;
+    rmacoll_status_t st;
+
+    if (closed >= 0) {
+        /* the target's call already ended (with an error): its buffer is
+         * not written after it returned */
+        char sec[160];
+        const rmacoll_put_t *cp = &comm->puts[f + (uint32_t)closed];
+        gate_leave(comm, &comm->puts[f], n);
+        if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
+            return rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: %s; rank "
+                                 "%d closed its receive buffer, %llu bytes "
+                                 "not copied", comm->rank, sec, cp->peer,
+                                 (unsigned long long)cp->bytes);
+        }
+        comm->fail_culprit = cp->peer;
+        return rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: rank %d closed "
+                             "its receive buffer (its call ended): %llu bytes "
+                             "not copied", comm->rank, cp->peer,
+                             (unsigned long long)cp->bytes);
+    }
+    /* during a long copy the proxy thread keeps the network moving (it
+     * stays off while this thread waits or makes short copies) */
+    for (uint32_t k = 0; k < n; k++) {
+        cbytes += comm->puts[f + k].bytes;
+    }
+    if (cbytes >= HOST_HANDOVER_BYTES) {
+        rmacoll__proxy_drive(&comm->proxy, 0);
+    }
+    rmacoll__test_delay();
+    st = ti->ops->host.post_puts(ti->tp, &comm->puts[f], n);
+    if (cbytes >= HOST_HANDOVER_BYTES) {
+        rmacoll__proxy_drive(&comm->proxy, 1);
+    }
+    if (st == RMACOLL_SUCCESS && mem == RMACOLL_MEM_CUDA) {
+        st = rmacoll__device_copies_wait(comm, ti); /* sources reusable */
+    }
+    gate_leave(comm, &comm->puts[f], n);
+    rmacoll__progress_bump(comm); /* copies made: progress for waiters */
+    if (st != RMACOLL_SUCCESS) {
+        char sec[160];
+        int ep = ti->ops->base.error_peer(ti->tp);
+        comm->fail_culprit = ep;
+        if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
+            /* the peer likely freed its buffer after its own error */
+            st = rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: %s; then "
+                               "the copy to rank %d failed: %s", comm->rank,
+                               sec, ep, rmacoll_status_string(st));
+        } else {
+            st = rmacoll__fail(&comm->fail, st, "rank %d: copy to rank %d failed: "
+                               "%s", comm->rank, ep, rmacoll_status_string(st));
+        }
+    }
+    return st;
+}
+
+/* Issues put step s: proxy puts handed to the proxy, CE puts copied here. */
+static rmacoll_status_t issue_step(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
+                                   const rmacoll__flow_step_t *s)
+{
+    rmacoll_status_t st;
+
+    if (s->path == RMACOLL__PATH_PROXY) {
+        st = rmacoll__proxy_submit(&comm->proxy, &comm->puts[s->first], s->count);
+        rmacoll__proxy_poll(&comm->proxy);
+        return st;
+    }
+    rmacoll__proxy_poll(&comm->proxy);
+    return ce_step(comm, mem, s->first, s->count);
+}
+
+/* The head step of lane l, or NULL once the lane is done. */
+static const rmacoll__flow_step_t *lane_head(const rmacoll_comm_t *comm, size_t l)
+{
+    uint32_t s = comm->lane_cur[l];
+
+    return s < comm->flow.lane_step[l + 1] ? &comm->flow.steps[s] : NULL;
+}
+
+static int holds(const rmacoll_comm_t *comm, const rmacoll__task_t *t)
+{
+    return __atomic_load_n(&comm->signals[t->sig], __ATOMIC_ACQUIRE) >= t->sig_value;
+}
+
+/* While blocked: 1 when the head wait of some lane (FINAL excluded) holds. */
+static int some_head_holds(void *arg)
+{
+    const rmacoll_comm_t *comm = arg;
+
+    for (size_t l = 0; l + 1 < comm->flow.nlanes; l++) {
+        const rmacoll__flow_step_t *s = lane_head(comm, l);
+        if (s != NULL && s->wait && holds(comm, &comm->flow.tasks[s->first])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* One pass over the lanes (FINAL excluded): passes the head waits that
+ * hold; *put gets the lane whose head put step comes first in the plan,
+ * *wait the lane whose blocked head wait does (SIZE_MAX: none). Returns 0
+ * once every lane is done. */
+static int scan_lanes(rmacoll_comm_t *comm, size_t *put, size_t *wait)
+{
+    const rmacoll__flow_t *fl = &comm->flow;
+    uint32_t pkey = UINT32_MAX, wkey = UINT32_MAX;
+    int open = 0, passed = 0;
+
+    *put = *wait = SIZE_MAX;
+    for (size_t l = 0; l + 1 < fl->nlanes; l++) {
+        const rmacoll__flow_step_t *s = lane_head(comm, l);
+        uint32_t key;
+
+        while (s != NULL && s->wait && holds(comm, &fl->tasks[s->first])) {
+            comm->lane_cur[l]++;
+            passed = 1;
+            s = lane_head(comm, l);
+        }
+        if (s == NULL) {
+            continue;
+        }
+        open = 1;
+        key = fl->order[s->first];
+        if (!s->wait && key < pkey) {
+            pkey = key;
+            *put = l;
+        } else if (s->wait && key < wkey) {
+            wkey = key;
+            *wait = l;
+        }
+    }
+    if (passed) {
+        rmacoll__progress_bump(comm); /* waits passed: progress for waiters */
+    }
+    return open;
+}
+
+/*
+ * Dataflow execution of the plan (core/plan/flow.h, docs/protocol.md): of
+ * the lanes whose head can move, the put step that comes first in the plan
+ * is issued; a wait blocks its lane only; with nothing to issue, this
+ * thread waits for the first blocked wait in plan order, or for any other
+ * head wait to hold. The data waits come last.
+ */
+static rmacoll_status_t walk_lanes(rmacoll_comm_t *comm, rmacoll_memtype_t mem)
+{
+    const rmacoll__flow_t *fl = &comm->flow;
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+    size_t put, wait;
+
+    while (st == RMACOLL_SUCCESS && scan_lanes(comm, &put, &wait)) {
+        if (put != SIZE_MAX) {
+            st = issue_step(comm, mem, lane_head(comm, put));
+            comm->lane_cur[put]++;
+        } else {
+            const rmacoll__task_t *t = &fl->tasks[lane_head(comm, wait)->first];
+            char what[96];
+
+            snprintf(what, sizeof(what), "%s from rank %d, signal %u",
+                     (t->flags & RMACOLL__TASK_CREDIT) ? "relay credit" : "relay chunk",
+                     t->origin, t->sig);
+            st = rmacoll__wait_word_or(comm, &comm->signals[t->sig], t->sig_value, t->peer,
+                                       what, comm->cfg.timeout_ms, some_head_holds, comm);
+        }
+    }
+    for (uint32_t k = fl->lane_step[fl->nlanes - 1];
+         st == RMACOLL_SUCCESS && k < fl->lane_step[fl->nlanes]; k++) {
+        st = wait_task(comm, &fl->tasks[fl->steps[k].first]);
+    }
+    return st;
+}
+
+/* The plan's dataflow order and this call's puts in that order. */
+static rmacoll_status_t flow_prepare(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
+                                     const void *sendbuf, void *recvbuf,
+                                     rmacoll_mem_t *send_mem)
+{
+    rmacoll__flow_t *fl = &comm->flow;
+    rmacoll_status_t st = rmacoll__flow_build(fl, &comm->plan, comm->topo);
+
+    if (st == RMACOLL_SUCCESS) {
+        st = rmacoll__grow_puts(comm, fl->ntasks);
+    }
+    if (st == RMACOLL_SUCCESS && fl->nlanes > comm->lane_cap) {
+        uint32_t *c = realloc(comm->lane_cur, fl->nlanes * sizeof(*c));
+        if (c == NULL) {
+            st = RMACOLL_ERR_NO_MEMORY;
+        } else {
+            comm->lane_cur = c;
+            comm->lane_cap = fl->nlanes;
+        }
+    }
+    if (st != RMACOLL_SUCCESS) {
+        return rmacoll__fail(&comm->fail, st, "rank %d: out of memory for the call's "
+                             "dataflow order (%zu tasks)", comm->rank, comm->plan.ntasks);
+    }
+    for (size_t k = 0; k < fl->ntasks; k++) {
+        if (fl->tasks[k].op == RMACOLL__OP_PUT) {
+            rmacoll__translate(comm, mem, &fl->tasks[k], sendbuf, recvbuf, send_mem,
+                               &comm->puts[k]);
+        }
+    }
+    for (size_t l = 0; l < fl->nlanes; l++) {
+        comm->lane_cur[l] = fl->lane_step[l];
+    }
+    return RMACOLL_SUCCESS;
+}
+
 rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
                                         const void *sendbuf, void *recvbuf,
                                         rmacoll_mem_t *send_mem)
 {
-    const rmacoll__plan_t *plan = &comm->plan;
-    rmacoll_status_t st = rmacoll__grow_puts(comm, plan->ntasks);
+    rmacoll_status_t st = flow_prepare(comm, mem, sendbuf, recvbuf, send_mem);
 
-    if (st != RMACOLL_SUCCESS) {
-        return st;
-    }
-    for (size_t k = 0; k < plan->ntasks; k++) {
-        if (plan->tasks[k].op == RMACOLL__OP_PUT) {
-            rmacoll__translate(comm, mem, &plan->tasks[k], sendbuf, recvbuf, send_mem,
-                               &comm->puts[k]);
-        }
-    }
-    for (size_t b = 0; b < plan->nbatches && st == RMACOLL_SUCCESS; b++) {
-        const rmacoll__batch_t *bt = &plan->batches[b];
-        uint32_t n;
-
-        /* proxyPut: handed to the proxy */
-        if (bt->count[RMACOLL__Q_PROXY_PUT]) {
-            st = rmacoll__proxy_submit(&comm->proxy,
-                                       &comm->puts[bt->first[RMACOLL__Q_PROXY_PUT]],
-                                       bt->count[RMACOLL__Q_PROXY_PUT]);
-            rmacoll__proxy_poll(&comm->proxy);
-        }
-        /* cePut: on this thread */
-        n = bt->count[RMACOLL__Q_CE_PUT];
-        if (st == RMACOLL_SUCCESS && n) {
-            uint32_t f = bt->first[RMACOLL__Q_CE_PUT];
-            rmacoll__tinst_t *ti = mem == RMACOLL_MEM_CUDA
-                                       ? rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, mem)
-                                       : rmacoll__inst_bound(comm, RMACOLL__PATH_CE, mem,
-                                                             &plan->tasks[f], n);
-            long closed = gate_enter(comm, &comm->puts[f], n);
-            if (closed >= 0) {
-                /* the target's call already ended (with an error): its
-                 * buffer is not written after it returned */
-                char sec[160];
-                const rmacoll_put_t *cp = &comm->puts[f + (uint32_t)closed];
-                gate_leave(comm, &comm->puts[f], n);
-                if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
-                    return rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: %s; rank "
-                                         "%d closed its receive buffer, %llu bytes "
-                                         "not copied", comm->rank, sec, cp->peer,
-                                         (unsigned long long)cp->bytes);
-                }
-                comm->fail_culprit = cp->peer;
-                return rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: rank %d closed "
-                                     "its receive buffer (its call ended): %llu bytes "
-                                     "not copied", comm->rank, cp->peer,
-                                     (unsigned long long)cp->bytes);
-            }
-            /* during a long copy the proxy thread keeps the network moving
-             * (it stays off while this thread waits or makes short copies) */
-            uint64_t cbytes = 0;
-            for (uint32_t k = 0; k < n; k++) {
-                cbytes += comm->puts[f + k].bytes;
-            }
-            if (cbytes >= HOST_HANDOVER_BYTES) {
-                rmacoll__proxy_drive(&comm->proxy, 0);
-            }
-            st = ti->ops->host.post_puts(ti->tp, &comm->puts[f], n);
-            if (cbytes >= HOST_HANDOVER_BYTES) {
-                rmacoll__proxy_drive(&comm->proxy, 1);
-            }
-            if (st == RMACOLL_SUCCESS && mem == RMACOLL_MEM_CUDA) {
-                st = rmacoll__device_copies_wait(comm, ti); /* sources reusable */
-            }
-            gate_leave(comm, &comm->puts[f], n);
-            rmacoll__progress_bump(comm); /* copies made: progress for waiters */
-            if (st != RMACOLL_SUCCESS) {
-                char sec[160];
-                int ep = ti->ops->base.error_peer(ti->tp);
-                comm->fail_culprit = ep;
-                if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
-                    /* the peer likely freed its buffer after its own error */
-                    st = rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: %s; then "
-                                       "the copy to rank %d failed: %s", comm->rank,
-                                       sec, ep, rmacoll_status_string(st));
-                } else {
-                    st = rmacoll__fail(&comm->fail, st, "rank %d: copy to rank %d failed: "
-                                       "%s", comm->rank, ep,
-                                       rmacoll_status_string(st));
-                }
-            }
-        }
-        /* proxyWait and ceWait: signals land in the control window */
-        for (int q = RMACOLL__Q_PROXY_WAIT; q <= RMACOLL__Q_CE_WAIT; q++) {
-            for (uint32_t k = 0; st == RMACOLL_SUCCESS && k < bt->count[q]; k++) {
-                st = wait_task(comm, &plan->tasks[bt->first[q] + k]);
-            }
-        }
+    if (st == RMACOLL_SUCCESS) {
+        st = walk_lanes(comm, mem);
     }
     if (st == RMACOLL_SUCCESS) {
         st = rmacoll__proxy_flush(&comm->proxy);

@@ -33,6 +33,7 @@
 #include "core/ctrl/ctrl.h"
 #include "core/base/fail.h"
 #include "core/base/log.h"
+#include "core/plan/flow.h"
 #include "core/plan/plan.h"
 #include "core/ctrl/proxy.h"
 #include "core/base/shm.h"
@@ -200,6 +201,9 @@ struct rmacoll_comm {
     rmacoll__sigstate_t *sig;         /* state before the call */
     rmacoll__sigstate_t *sig_next;    /* state after it, kept on success */
     rmacoll__plan_t plan;
+    rmacoll__flow_t flow;             /* the plan's dataflow order (host runner) */
+    uint32_t *lane_cur;               /* [flow.nlanes]: each lane's next step */
+    size_t lane_cap;
     rmacoll_put_t *puts;
     size_t puts_cap;
     uint32_t *wait_idx;               /* stream waits of one batch */

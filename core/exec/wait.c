@@ -195,12 +195,19 @@ rmacoll_status_t rmacoll__wait_word(rmacoll_comm_t *comm,
     return rmacoll__wait_word_for(comm, word, value, peer, what, comm->cfg.timeout_ms);
 }
 
-/* Long because: the one spin loop every wait takes; each check (transport
- * error, abort word, dead rank, silence) must run inside it in this order,
- * at its own period. */
 rmacoll_status_t rmacoll__wait_word_for(rmacoll_comm_t *comm, const volatile uint64_t *word,
                                         uint64_t value, int peer, const char *what,
                                         uint64_t timeout_ms)
+{
+    return rmacoll__wait_word_or(comm, word, value, peer, what, timeout_ms, NULL, NULL);
+}
+
+/* Long because: the one spin loop every wait takes; each check (transport
+ * error, abort word, dead rank, silence) must run inside it in this order,
+ * at its own period. */
+rmacoll_status_t rmacoll__wait_word_or(rmacoll_comm_t *comm, const volatile uint64_t *word,
+                                       uint64_t value, int peer, const char *what,
+                                       uint64_t timeout_ms, int (*ready)(void *), void *arg)
 {
     volatile uint64_t *waiting = hdr_word(comm->ctrl.addr, RMACOLL__CTRL_WAITING_OFF);
     uint64_t last_change = 0, next_sample = 0, seen = 0;
@@ -212,7 +219,7 @@ rmacoll_status_t rmacoll__wait_word_for(rmacoll_comm_t *comm, const volatile uin
     char sec[160];
 
     rmacoll__proxy_drive(&comm->proxy, 1);
-    while (load_acquire(word) < value) {
+    while (load_acquire(word) < value && (ready == NULL || !ready(arg))) {
         int ep;
         rmacoll_status_t pst = rmacoll__proxy_error(&comm->proxy, &ep);
         uint64_t now;

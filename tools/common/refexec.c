@@ -109,6 +109,9 @@ void refexec_destroy(refexec_t *ex)
         rx_rank_t *k = &ex->rk[r];
 
         rmacoll__plan_fini(&k->plan);
+        rmacoll__flow_fini(&k->flow);
+        free(k->lstep);
+        free(k->lput);
         rmacoll__sigstate_destroy(k->st);
         rmacoll__sigstate_destroy(k->stn);
         free(k->sig);
@@ -198,6 +201,7 @@ rmacoll_status_t refexec_create(const refexec_opts_t *opts, int nranks,
         size_t nc;
 
         rmacoll__plan_init(&k->plan);
+        rmacoll__flow_init(&k->flow);
         k->nin = rmacoll__plan_nin(ex->topo, &ex->cfg, r);
         k->slot_bytes = rmacoll__plan_slot_bytes(ex->topo, &ex->cfg, r);
         k->nsig = rmacoll__sig_count(ex->topo, &ex->cfg, r);
@@ -462,88 +466,144 @@ int refexec_corrupt(refexec_t *ex, int r, int op, uint32_t flags, size_t k,
     return 0;
 }
 
-/* 1 when every wait of rank r's current batch holds. */
-static int rx_waits_hold(refexec_t *ex, int r, char *why, size_t whylen)
+/* 1 when wait t of rank r holds; 0 (and, with why, what it waits for). */
+static int rx_wait_holds(refexec_t *ex, int r, const rmacoll__task_t *t, char *why,
+                         size_t whylen)
 {
     rx_rank_t *k = &ex->rk[r];
-    const rmacoll__batch_t *b = &k->plan.batches[k->bi];
 
-    for (int q = RMACOLL__Q_PROXY_WAIT; q <= RMACOLL__Q_CE_WAIT; q++) {
-        for (uint32_t i = 0; i < b->count[q]; i++) {
-            const rmacoll__task_t *t = &k->plan.tasks[b->first[q] + i];
+    if (t->op != RMACOLL__OP_WAIT || t->sig >= k->nsig) {
+        char d[320];
 
-            if (t->op != RMACOLL__OP_WAIT || t->sig >= k->nsig) {
-                char d[320];
-
-                rx_describe(d, sizeof(d), r, t);
-                rx_fail(ex, "%s: not a wait on an own signal word", d);
-                return 0;
-            }
-            if (k->sig[t->sig] < t->sig_value) {
-                if (why != NULL) {
-                    snprintf(why, whylen, "rank %d round %d waits word %u >= %"
-                             PRIu64 " from rank %d (now %" PRIu64 ")",
-                             r, t->round, t->sig, t->sig_value, t->peer,
-                             k->sig[t->sig]);
-                }
-                return 0;
-            }
+        rx_describe(d, sizeof(d), r, t);
+        rx_fail(ex, "%s: not a wait on an own signal word", d);
+        return 0;
+    }
+    if (k->sig[t->sig] < t->sig_value) {
+        if (why != NULL) {
+            snprintf(why, whylen, "rank %d round %d waits word %u >= %" PRIu64
+                     " from rank %d (now %" PRIu64 ")", r, t->round, t->sig,
+                     t->sig_value, t->peer, k->sig[t->sig]);
         }
+        return 0;
     }
     return 1;
 }
 
-/* One step of rank r; 1 if it progressed. */
+/* The head step of lane l of rank r, or NULL when the lane is done. */
+static const rmacoll__flow_step_t *rx_head(const rx_rank_t *k, size_t l)
+{
+    uint32_t s = k->lstep[l];
+
+    return s < k->flow.lane_step[l + 1] ? &k->flow.steps[s] : NULL;
+}
+
+/* 1 when lane l of rank r can move: its head is a put step, or a wait that
+ * holds. The FINAL lane moves only once every other lane is done. */
+static int rx_lane_ready(refexec_t *ex, int r, size_t l, char *why, size_t whylen)
+{
+    rx_rank_t *k = &ex->rk[r];
+    const rmacoll__flow_step_t *s = rx_head(k, l);
+
+    if (s == NULL) {
+        return 0;
+    }
+    if (rmacoll__flow_is_final(&k->flow, l)) {
+        for (size_t o = 0; o + 1 < k->flow.nlanes; o++) {
+            if (rx_head(k, o) != NULL) {
+                return 0;
+            }
+        }
+    }
+    return !s->wait || rx_wait_holds(ex, r, &k->flow.tasks[s->first], why, whylen);
+}
+
+static void rx_finish(refexec_t *ex, int r)
+{
+    ex->rk[r].done = 1;
+    /* the call returns here: the user may read the buffer now */
+    rx_check_recv_done(ex, r);
+}
+
+/*
+ * One step of rank r; 1 if it progressed. Dataflow (core/plan/flow.h): a
+ * lane is picked at random among those that can move; a wait that holds
+ * is passed, a put step issues a few of its puts (order kept inside the
+ * lane). Any interleaving of lanes is one the runtime may take.
+ */
 static int rx_step(refexec_t *ex, int r)
 {
     rx_rank_t *k = &ex->rk[r];
-    const rmacoll__batch_t *b;
-    uint32_t left[2];
+    size_t nl = k->flow.nlanes, pick = SIZE_MAX, nready = 0;
+    const rmacoll__flow_step_t *s;
     int nput;
 
-    if (k->bi >= k->plan.nbatches) {
-        k->done = 1;
-        rx_check_recv_done(ex, r);
-        return 1;
-    }
-    b = &k->plan.batches[k->bi];
-    left[0] = b->count[RMACOLL__Q_PROXY_PUT] - k->qpos[0];
-    left[1] = b->count[RMACOLL__Q_CE_PUT] - k->qpos[1];
-    if (left[0] + left[1] > 0) {
-        nput = 1 + (int)(rx_rand(ex) % 4);
-        while (nput-- > 0 && left[0] + left[1] > 0 && !ex->failed) {
-            int q = left[0] == 0   ? 1
-                    : left[1] == 0 ? 0
-                                   : (int)(rx_rand(ex) & 1);
-            const rmacoll__task_t *t =
-                &k->plan.tasks[b->first[q] + k->qpos[q]];
-
-            if (t->op != RMACOLL__OP_PUT) {
-                rx_fail(ex, "rank %d round %d: a wait in a put queue", r,
-                        b->round);
-                return 1;
-            }
-            rx_put(ex, r, t);
-            k->qpos[q]++;
-            left[q]--;
+    for (size_t l = 0; l < nl && !ex->failed; l++) {
+        if (rx_lane_ready(ex, r, l, NULL, 0) && rx_rand(ex) % ++nready == 0) {
+            pick = l; /* reservoir: each ready lane alike */
         }
-        return 1;
     }
-    if (!rx_waits_hold(ex, r, NULL, 0)) {
+    if (pick == SIZE_MAX) {
+        size_t l = 0;
+
+        while (l < nl && rx_head(k, l) == NULL) {
+            l++;
+        }
+        if (l == nl && !ex->failed) {
+            rx_finish(ex, r);
+            return 1;
+        }
         return 0;
     }
-    ex->stats.batches++;
-    if (b->round > ex->stats.max_round) {
-        ex->stats.max_round = b->round;
+    s = rx_head(k, pick);
+    if (s->wait) {
+        k->lstep[pick]++;
+        return 1;
     }
-    k->bi++;
-    k->qpos[0] = k->qpos[1] = 0;
-    if (k->bi >= k->plan.nbatches) {
-        /* the call returns here: the user may read the buffer now */
-        k->done = 1;
-        rx_check_recv_done(ex, r);
+    nput = 1 + (int)(rx_rand(ex) % 4);
+    while (nput-- > 0 && k->lput[pick] < s->count && !ex->failed) {
+        const rmacoll__task_t *t = &k->flow.tasks[s->first + k->lput[pick]];
+
+        if (t->op != RMACOLL__OP_PUT) {
+            rx_fail(ex, "rank %d round %d: a wait in a put step", r, t->round);
+            return 1;
+        }
+        rx_put(ex, r, t);
+        k->lput[pick]++;
+    }
+    if (k->lput[pick] == s->count) {
+        k->lput[pick] = 0;
+        k->lstep[pick]++;
     }
     return 1;
+}
+
+/* Rank r's flow and lane cursors for this call. */
+static int rx_flow_start(refexec_t *ex, int r)
+{
+    rx_rank_t *k = &ex->rk[r];
+
+    if (rmacoll__flow_build(&k->flow, &k->plan, ex->topo) != RMACOLL_SUCCESS) {
+        return -1;
+    }
+    if (k->flow.nlanes > k->lcap) {
+        uint32_t *a = realloc(k->lstep, k->flow.nlanes * sizeof(*a));
+        uint32_t *b = a ? realloc(k->lput, k->flow.nlanes * sizeof(*b)) : NULL;
+
+        if (a != NULL) {
+            k->lstep = a;
+        }
+        if (b == NULL) {
+            return -1;
+        }
+        k->lput = b;
+        k->lcap = k->flow.nlanes;
+    }
+    for (size_t l = 0; l < k->flow.nlanes; l++) {
+        k->lstep[l] = k->flow.lane_step[l];
+        k->lput[l] = 0;
+    }
+    return 0;
 }
 
 rmacoll_status_t refexec_execute(refexec_t *ex, refexec_result_t *res)
@@ -581,10 +641,17 @@ rmacoll_status_t refexec_execute(refexec_t *ex, refexec_result_t *res)
                               k->sdispls, ex->iter);
         }
         k->recv_written = 0;
-        k->bi = 0;
-        k->qpos[0] = k->qpos[1] = 0;
-        k->done = k->plan.nbatches == 0;
+        if (rx_flow_start(ex, r) != 0) {
+            rx_fail(ex, "out of memory for rank %d's dataflow order", r);
+            break;
+        }
+        k->done = k->plan.ntasks == 0;
         ex->stats.tasks += k->plan.ntasks;
+        ex->stats.batches += k->plan.nbatches;
+        if (k->plan.nbatches > 0 &&
+            k->plan.batches[k->plan.nbatches - 1].round > ex->stats.max_round) {
+            ex->stats.max_round = k->plan.batches[k->plan.nbatches - 1].round;
+        }
         for (size_t t = 0; t < k->plan.ntasks; t++) {
             ex->stats.waits += k->plan.tasks[t].op == RMACOLL__OP_WAIT;
         }
@@ -637,7 +704,9 @@ rmacoll_status_t refexec_execute(refexec_t *ex, refexec_result_t *res)
             for (int r = 0; r < n && len + 1 < sizeof(msg); r++) {
                 if (!ex->rk[r].done) {
                     why[0] = '\0';
-                    rx_waits_hold(ex, r, why, sizeof(why));
+                    for (size_t l = 0; l < ex->rk[r].flow.nlanes && why[0] == '\0'; l++) {
+                        rx_lane_ready(ex, r, l, why, sizeof(why));
+                    }
                     len += (size_t)snprintf(msg + len, sizeof(msg) - len,
                                             "%s%s", len ? "; " : "", why);
                 }

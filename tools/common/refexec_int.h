@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/plan/flow.h"
 #include "core/plan/plan.h"
 #include "refexec.h"
 
@@ -59,9 +60,12 @@ typedef struct rx_rank {
     uint64_t *eager_in_off;           /* [nranks] planner input */
     uint8_t *direct_in;               /* [nranks] planner input */
     uint64_t recv_written;            /* bytes put into RECV this call */
-    /* execution */
-    size_t bi;
-    uint32_t qpos[2];
+    /* execution: the plan's dataflow order (core/plan/flow.h); per lane,
+     * its current step and the puts of that step issued so far */
+    rmacoll__flow_t flow;
+    uint32_t *lstep;                  /* [flow.nlanes] */
+    uint32_t *lput;                   /* [flow.nlanes] */
+    size_t lcap;
     int done;
 } rx_rank_t;
 
