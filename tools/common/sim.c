@@ -8,6 +8,10 @@
  * moved in place when the flow's rate changes) and the other events (a
  * heap). Simultaneous events run in one fixed order (ev_before), whatever
  * the heaps' layout, so results do not depend on how they are stored.
+ *
+ * Each rank executes its plan's flow (core/plan/flow.h: lanes of steps)
+ * as the runtime does: one thread issues one step at a time, the ready
+ * step whose first task comes first in the plan (rank_step).
  */
 #include "sim.h"
 
@@ -20,6 +24,7 @@
 
 #include <cyaml/cyaml.h>
 
+#include "core/plan/flow.h"
 #include "core/plan/sched_registry.h"
 #include "core/plan/topo.h"
 #include "planin.h"
@@ -38,7 +43,7 @@ void sim_model_defaults(sim_model_t *m)
     m->ce_lat = 2.0e-6;      /* cudaMemcpyAsync issue + completion */
     m->self_bw = 1500.0e9;   /* device-local copy (assumed) */
     m->put_s = 0.3e-6;       /* proxy: post one work request */
-    m->batch_s = 0.5e-6;     /* executor: one batch */
+    m->batch_s = 0.5e-6;     /* executor: issue one step (core/plan/flow.h) */
 }
 
 typedef struct yaml_link {
@@ -200,44 +205,65 @@ void sim_opts_init(sim_opts_t *o)
 typedef struct sim_task {
     uint64_t bytes;
     uint32_t sig_value;
-    uint32_t sig;
+    uint32_t sig;             /* UINT32_MAX: a wait written on an unsimulated
+                               * rail, taken as holding */
     int32_t peer;
+    int32_t round;
     uint16_t flags;
     uint8_t op, path;
 } sim_task_t;
 
-typedef struct sim_batch {
-    uint32_t first, nproxy, nce, nwait;  /* tasks: proxy puts, ce puts, waits */
-    int32_t round;
-} sim_batch_t;
+/* One step of a rank's flow (core/plan/flow.h): one WAIT, or PUTs of one
+ * path and round, tasks t[first .. first + count). */
+typedef struct sim_step {
+    uint32_t first, count;
+    uint32_t key;             /* plan index of its first task: the pick order */
+    uint8_t wait, path;
+} sim_step_t;
 
-/* Per batch, for the critical path. */
-typedef struct sim_brec {
-    double start, end;
-    int32_t crank, cbatch;   /* poster of the flow that ended the batch, -1 */
-    float xfer, queue, lat;  /* that flow: transfer, queueing, latency */
-    uint8_t kind;            /* 0 start-only, 1 wait (proxy), 2 wait (ce), 3 own ce */
-} sim_brec_t;
+/* The flow whose signal made a wait hold (for the critical path). */
+typedef struct sim_cause {
+    double t;                 /* when; -1: none yet */
+    int32_t rank, rec;        /* its poster: simulated rank, record */
+    float xfer, queue, lat;
+    uint8_t ce;               /* a CE flow (else proxy) */
+} sim_cause_t;
+
+/* One record per step the thread issued, in issue order, and a last one
+ * for the end of the FINAL lane: for the critical path. */
+typedef struct sim_srec {
+    double start, end;        /* end: CE puts done (CE step), else start */
+    float xfer, queue, lat;   /* woke: the signalling flow */
+    int32_t crank, crec;      /* woke: its poster */
+    uint8_t woke;             /* 0: thread's previous record + step cost;
+                               * 1: a wait became true (proxy flow), 2 (CE) */
+    uint8_t ce;               /* a CE step */
+    uint8_t final;            /* the end of the FINAL lane, not a step */
+} sim_srec_t;
 
 typedef struct sim_rank {
     int id;
-    sim_task_t *t;
+    sim_task_t *t;            /* [nt] the plan's tasks in flow order */
     uint32_t nt;
-    sim_batch_t *b;
-    uint32_t nb;
-    sim_brec_t *rec;
-    uint32_t cur, pending, ce_i, ce_end;
-    int ce_active, done_batches, in_batch;
+    uint32_t *ppos;           /* [nt] index in t of the plan's task k */
+    sim_step_t *st;
+    uint32_t nst;
+    uint32_t *lane_step;      /* [nlanes + 1]; the last lane is FINAL */
+    uint32_t nlanes, lanes_open;  /* lanes before FINAL not finished */
+    uint32_t *lcur;           /* [nlanes] each lane's next step */
+    sim_cause_t *lcause;      /* [nlanes] what satisfied its latest wait */
+    uint32_t *ready;          /* heap of lanes whose head step is ready */
+    uint32_t nready;
+    sim_srec_t *rec;          /* [nst + 1] */
+    uint32_t nrec;
+    uint32_t ce_i, ce_end;    /* the CE step running: its next and end task */
+    int ce_active, step_ev, blocked, final_done;
     uint32_t nsig;
     uint32_t *sig;
-    int32_t *whead, *wnext;
-    int proxy_out;
-    double end, last_batch_end, post_free;
-    /* what satisfied the latest wait / ended the latest CE put */
-    double wait_t, ce_t;
-    int32_t wait_flow_rank, wait_flow_batch, ce_flow_batch;
-    float wait_xfer, wait_queue, wait_lat, ce_xfer;
-    uint8_t wait_kind;
+    int32_t *whead, *wnext;   /* per word, per lane: lanes whose head waits */
+    int proxy_out;            /* proxy puts issued, not yet finished */
+    double end, final_t, post_free, blocked_since;
+    sim_cause_t wake;         /* the latest wait that became true */
     /* queue pairs with a flow in flight: dst rank, tail flow */
     int32_t *qdst, *qtail;
     int nq, qcap;
@@ -247,7 +273,7 @@ typedef struct sim_flow {
     double rem, rate, last, post, start, done;
     int32_t link[4], lpos[4];
     int32_t hpos;             /* place in the end queue, -1 = not in it */
-    int32_t rk, task, batch, dst, qnext;
+    int32_t rk, task, rec, dst, qnext;  /* poster: rank, task, record */
     uint32_t mark;            /* last link change that settled / rescheduled it */
     uint32_t sig;             /* the task's signal word and flags */
     uint16_t flags;
@@ -262,7 +288,7 @@ typedef struct sim_event {
 
 /* A flow's end is not an event of this list: it is kept in the end queue
  * (one entry per flow in flight, moved when its rate changes). */
-enum { EV_FLOW_DONE = 0, EV_SIGNAL, EV_POST, EV_CE_START, EV_BATCH };
+enum { EV_FLOW_DONE = 0, EV_SIGNAL, EV_POST, EV_CE_START, EV_STEP };
 
 /* End queue entry: a flow in flight and when it ends at its rate now. */
 typedef struct sim_fend {
@@ -320,8 +346,9 @@ typedef struct sim {
 /* ------------------------------------------------------------- heap */
 
 /* Event order: time, then kind (flow ends, signals, posts, CE starts,
- * batch starts), then the event's fields: simultaneous events run in an
- * order that does not depend on how the queue stores them. */
+ * a rank's thread picking its next step), then the event's fields:
+ * simultaneous events run in an order that does not depend on how the
+ * queue stores them. */
 static int ev_before(const sim_event_t *x, const sim_event_t *y)
 {
     if (x->t != y->t) {
@@ -693,12 +720,10 @@ static void flow_start(sim_t *s, int32_t id)
 }
 
 static void deliver_signal(sim_t *s, int32_t id);
-static void rank_try_finish_batch(sim_t *s, sim_rank_t *r);
-static void rank_start_batch(sim_t *s, sim_rank_t *r);
 static void ce_next(sim_t *s, sim_rank_t *r);
 
-/* Creates the flow of task k of rank r. */
-static int32_t flow_make(sim_t *s, sim_rank_t *r, uint32_t k, uint32_t batch)
+/* Creates the flow of task k of rank r, issued by its record rec. */
+static int32_t flow_make(sim_t *s, sim_rank_t *r, uint32_t k, uint32_t rec)
 {
     const sim_task_t *t = &r->t[k];
     int32_t id = flow_alloc(s);
@@ -715,7 +740,7 @@ static int32_t flow_make(sim_t *s, sim_rank_t *r, uint32_t k, uint32_t batch)
     f->post = s->now;
     f->rk = (int32_t)(r - s->rk);
     f->task = (int32_t)k;
-    f->batch = (int32_t)batch;
+    f->rec = (int32_t)rec;
     f->dst = dst;
     f->qnext = -1;
     f->path = t->path;
@@ -742,16 +767,16 @@ static int32_t flow_make(sim_t *s, sim_rank_t *r, uint32_t k, uint32_t batch)
     return id;
 }
 
-/* Proxy put k of rank r is posted now: FIFO per (src, dst) queue pair. */
-static void post_proxy(sim_t *s, sim_rank_t *r, uint32_t k, uint32_t batch)
+/* Proxy put k of rank r is posted now: FIFO per (src, dst) queue pair
+ * (r->proxy_out counted it when its step was issued). */
+static void post_proxy(sim_t *s, sim_rank_t *r, uint32_t k, uint32_t rec)
 {
-    int32_t id = flow_make(s, r, k, batch);
+    int32_t id = flow_make(s, r, k, rec);
     int dst = r->t[k].peer;
 
     if (id < 0) {
         return;
     }
-    r->proxy_out++;
     for (int q = 0; q < r->nq; q++) {
         if (r->qdst[q] == dst) {
             s->f[r->qtail[q]].qnext = id;
@@ -820,14 +845,11 @@ static void flow_done(sim_t *s, int32_t id)
         } else {
             flow_free(s, id);
         }
-        if (r->proxy_out == 0 && r->done_batches) {
-            r->end = s->now > r->last_batch_end ? s->now : r->last_batch_end;
+        if (r->proxy_out == 0 && r->final_done) {
+            r->end = s->now > r->final_t ? s->now : r->final_t;
         }
     } else {
         r->ce_active = 0;
-        r->ce_t = s->now;
-        r->ce_xfer = (float)(s->now - f->start);
-        r->ce_flow_batch = f->batch;
         if (flags & RMACOLL__TASK_SIGNAL) {
             deliver_signal(s, id);
         } else {
@@ -837,11 +859,106 @@ static void flow_done(sim_t *s, int32_t id)
     }
 }
 
+/* ------------------------------------------------------- a rank's flow */
+
+/* Ready lanes: a heap by the plan index of their head step's first task
+ * (the runtime's pick, core/plan/flow.h); a lane is in it at most once. */
+static int ready_before(const sim_rank_t *r, uint32_t a, uint32_t b)
+{
+    return r->st[r->lcur[a]].key < r->st[r->lcur[b]].key;
+}
+
+static void ready_push(sim_rank_t *r, uint32_t l)
+{
+    uint32_t i = r->nready++;
+
+    while (i > 0) {
+        uint32_t p = (i - 1) / 2;
+        if (!ready_before(r, l, r->ready[p])) {
+            break;
+        }
+        r->ready[i] = r->ready[p];
+        i = p;
+    }
+    r->ready[i] = l;
+}
+
+static uint32_t ready_pop(sim_rank_t *r)
+{
+    uint32_t top = r->ready[0], last = r->ready[--r->nready], i = 0;
+
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= r->nready) {
+            break;
+        }
+        if (c + 1 < r->nready && ready_before(r, r->ready[c + 1], r->ready[c])) {
+            c++;
+        }
+        if (!ready_before(r, r->ready[c], last)) {
+            break;
+        }
+        r->ready[i] = r->ready[c];
+        i = c;
+    }
+    if (r->nready > 0) {
+        r->ready[i] = last;
+    }
+    return top;
+}
+
+static int wait_holds(const sim_rank_t *r, const sim_task_t *t)
+{
+    return t->sig >= r->nsig || r->sig[t->sig] >= t->sig_value;
+}
+
+/* Lane l's next step becomes its head: ready at once (a put, or a wait
+ * that holds), or a wait registered on its signal word. */
+static void lane_arm(sim_rank_t *r, uint32_t l)
+{
+    const sim_step_t *p = &r->st[r->lcur[l]];
+    const sim_task_t *t = &r->t[p->first];
+
+    if (!p->wait || wait_holds(r, t)) {
+        ready_push(r, l);
+        return;
+    }
+    r->wnext[l] = r->whead[t->sig];
+    r->whead[t->sig] = (int32_t)l;
+}
+
+/* Lane l's head step is done (a wait consumed, puts issued): the next one
+ * becomes its head; the FINAL lane's turn comes once every other lane is
+ * done. */
+static void lane_next(sim_rank_t *r, uint32_t l)
+{
+    uint32_t fin = r->nlanes - 1;
+
+    if (++r->lcur[l] < r->lane_step[l + 1]) {
+        lane_arm(r, l);
+        return;
+    }
+    if (l != fin && --r->lanes_open == 0 && r->lcur[fin] < r->lane_step[fin + 1]) {
+        lane_arm(r, fin);
+    }
+}
+
+/* The thread is blocked with nothing ready: a signal that makes a head
+ * wait hold lets it pick again (after every signal of this instant). */
+static void rank_wake(sim_t *s, sim_rank_t *r)
+{
+    if (r->blocked && !r->step_ev) {
+        r->step_ev = 1;
+        ev_push(s, s->now, EV_STEP, (uint32_t)(r - s->rk), 0);
+    }
+}
+
 static void deliver_signal(sim_t *s, int32_t id)
 {
     sim_flow_t *f = &s->f[id];
     int32_t ti = s->sim_of[f->dst];
     sim_rank_t *r;
+    sim_cause_t c;
     uint32_t w;
     int32_t *pp;
 
@@ -856,31 +973,89 @@ static void deliver_signal(sim_t *s, int32_t id)
         return;
     }
     r->sig[w]++;
+    c.t = s->now;
+    c.rank = f->rk;
+    c.rec = f->rec;
+    c.xfer = (float)(f->done - f->start);
+    c.queue = (float)(f->start - f->post);
+    c.lat = (float)(s->now - f->done);
+    c.ce = f->path != RMACOLL__PATH_PROXY;
     pp = &r->whead[w];
     while (*pp >= 0) {
-        int32_t k = *pp;
-        if (r->t[k].sig_value <= r->sig[w]) {
-            *pp = r->wnext[k];
-            r->pending--;
-            r->wait_t = s->now;
-            r->wait_flow_rank = f->rk;
-            r->wait_flow_batch = f->batch;
-            r->wait_xfer = (float)(f->done - f->start);
-            r->wait_queue = (float)(f->start - f->post);
-            r->wait_lat = (float)(s->now - f->done);
-            r->wait_kind = f->path == RMACOLL__PATH_PROXY ? 1 : 2;
+        int32_t l = *pp;
+        if (r->t[r->st[r->lcur[l]].first].sig_value <= r->sig[w]) {
+            *pp = r->wnext[l];
+            r->lcause[l] = c;
+            r->wake = c;
+            ready_push(r, (uint32_t)l);
+            rank_wake(s, r);
         } else {
-            pp = &r->wnext[k];
+            pp = &r->wnext[l];
         }
     }
     flow_free(s, id);
-    rank_try_finish_batch(s, r);
 }
 
-/* The next CE put of r's batch starts now (one at a time). */
+/* A record of r's thread now: a step issued, or the end of its FINAL
+ * lane. woke: the thread was blocked, and lane l's wait (or another that
+ * became true this instant) let it go on. */
+static sim_srec_t *rank_record(sim_t *s, sim_rank_t *r, int woke, uint32_t l)
+{
+    sim_srec_t *rec = &r->rec[r->nrec++];
+    const sim_cause_t *c = r->lcause[l].t == s->now ? &r->lcause[l] : &r->wake;
+
+    memset(rec, 0, sizeof(*rec));
+    rec->start = s->now;
+    rec->end = s->now;
+    if (woke && c->t == s->now) {
+        rec->woke = c->ce ? 2 : 1;
+        rec->crank = c->rank;
+        rec->crec = c->rec;
+        rec->xfer = c->xfer;
+        rec->queue = c->queue;
+        rec->lat = c->lat;
+    }
+    if (r->blocked && s->trace_row && s->trace_row[r->id] >= 0 && s->now > r->blocked_since) {
+        trace_add(s, s->trace_row[r->id] + 4, r->blocked_since, s->now, 4);
+    }
+    r->blocked = 0;
+    return rec;
+}
+
+/* Issues step p: CE puts one after the other on the thread (ce_lat before
+ * each; it is free again the step cost after the last), or proxy puts
+ * posted one after the other (put_s each, on the proxy's thread) and
+ * started when their queue pair is free; the thread is free again the
+ * step cost later. */
+static void rank_issue(sim_t *s, sim_rank_t *r, const sim_step_t *p, sim_srec_t *rec)
+{
+    uint32_t ri = (uint32_t)(r - s->rk), rn = (uint32_t)(rec - r->rec);
+
+    if (p->path == RMACOLL__PATH_CE) {
+        rec->ce = 1;
+        r->ce_i = p->first;
+        r->ce_end = p->first + p->count;
+        ev_push(s, s->now + s->m->ce_lat, EV_CE_START, ri, 0);
+        return;
+    }
+    for (uint32_t k = p->first; k < p->first + p->count; k++) {
+        r->proxy_out++;
+        if (s->m->put_s > 0) {
+            double t = (s->now > r->post_free ? s->now : r->post_free) + s->m->put_s;
+            r->post_free = t;
+            ev_push3(s, t, EV_POST, ri, k, rn);
+        } else {
+            post_proxy(s, r, k, rn);
+        }
+    }
+    r->step_ev = 1;
+    ev_push(s, s->now + s->m->batch_s, EV_STEP, ri, 0);
+}
+
+/* The next CE put of r's step starts now (one at a time). */
 static void ce_start(sim_t *s, sim_rank_t *r)
 {
-    int32_t id = flow_make(s, r, r->ce_i++, r->cur);
+    int32_t id = flow_make(s, r, r->ce_i++, r->nrec - 1);
 
     if (id >= 0) {
         r->ce_active = 1;
@@ -894,86 +1069,71 @@ static void ce_next(sim_t *s, sim_rank_t *r)
         ev_push(s, s->now + s->m->ce_lat, EV_CE_START, (uint32_t)(r - s->rk), 0);
         return;
     }
-    rank_try_finish_batch(s, r);
+    /* the CE step is done; the thread picks again the step cost later */
+    r->rec[r->nrec - 1].end = s->now;
+    r->step_ev = 1;
+    ev_push(s, s->now + s->m->batch_s, EV_STEP, (uint32_t)(r - s->rk), 0);
 }
 
-static void rank_try_finish_batch(sim_t *s, sim_rank_t *r)
+/*
+ * r's thread is free and picks (core/plan/flow.h): among the lanes whose
+ * head step is ready, the step whose first task comes first in the plan;
+ * a wait that holds is consumed at no cost, a put step is issued. Nothing
+ * ready: the thread blocks until a signal makes a head wait hold. Every
+ * other lane done and the FINAL lane's waits held: the rank is done (once
+ * its proxy puts are flushed).
+ */
+static void rank_step(sim_t *s, sim_rank_t *r)
 {
-    sim_brec_t *rec;
+    uint32_t fin = r->nlanes - 1;
+    int woke = r->blocked;
 
-    if (!r->in_batch || r->cur >= r->nb || r->pending > 0 || r->ce_active ||
-        r->ce_i < r->ce_end) {
+    r->step_ev = 0;
+    while (r->nready > 0) {
+        uint32_t l = ready_pop(r);
+        const sim_step_t *p = &r->st[r->lcur[l]];
+        if (p->wait) {
+            lane_next(r, l);
+            continue;
+        }
+        rank_issue(s, r, p, rank_record(s, r, woke, l));
+        lane_next(r, l);
         return;
     }
-    r->in_batch = 0;
-    rec = &r->rec[r->cur];
-    rec->end = s->now;
-    rec->crank = -1;
-    rec->kind = 0;
-    if (r->b[r->cur].nwait > 0 && r->wait_t >= rec->start &&
-        (r->b[r->cur].nce == 0 || r->wait_t >= r->ce_t)) {
-        rec->kind = r->wait_kind;
-        rec->crank = r->wait_flow_rank;
-        rec->cbatch = r->wait_flow_batch;
-        rec->xfer = r->wait_xfer;
-        rec->queue = r->wait_queue;
-        rec->lat = r->wait_lat;
-    } else if (r->b[r->cur].nce > 0) {
-        rec->kind = 3;
-        rec->xfer = r->ce_xfer;
-    }
-    if (s->trace_row && s->trace_row[r->id] >= 0 && rec->end > rec->start &&
-        r->b[r->cur].nwait > 0) {
-        trace_add(s, s->trace_row[r->id] + 4, rec->start, rec->end, 4);
-    }
-    r->cur++;
-    if (r->cur < r->nb) {
-        ev_push(s, s->now + s->m->batch_s, EV_BATCH, (uint32_t)(r - s->rk), 0);
-    } else {
-        r->done_batches = 1;
-        r->last_batch_end = s->now;
+    if (r->lanes_open == 0 && r->lcur[fin] == r->lane_step[fin + 1]) {
+        rank_record(s, r, woke, fin)->final = 1;
+        r->final_done = 1;
+        r->final_t = s->now;
         if (r->proxy_out == 0) {
             r->end = s->now;
         }
+        return;
+    }
+    if (!r->blocked) {
+        r->blocked = 1;
+        r->blocked_since = s->now;
     }
 }
 
-static void rank_start_batch(sim_t *s, sim_rank_t *r)
+/* Every lane's first step becomes its head (the FINAL lane's when it is
+ * the only one), and the thread picks at time 0. */
+static void rank_begin(sim_t *s, sim_rank_t *r)
 {
-    const sim_batch_t *b = &r->b[r->cur];
-    uint32_t k = b->first;
+    uint32_t fin = r->nlanes - 1;
 
-    r->rec[r->cur].start = s->now;
-    r->in_batch = 1;
-    for (uint32_t i = 0; i < b->nproxy; i++, k++) {
-        if (s->m->put_s > 0) {
-            /* one posting thread: after this batch starts and after the
-             * puts it posted before */
-            double t = (s->now > r->post_free ? s->now : r->post_free) + s->m->put_s;
-            r->post_free = t;
-            ev_push3(s, t, EV_POST, (uint32_t)(r - s->rk), k, r->cur);
-        } else {
-            post_proxy(s, r, k, r->cur);
+    r->lanes_open = 0;
+    for (uint32_t l = 0; l < r->nlanes; l++) {
+        r->lcur[l] = r->lane_step[l];
+        if (l != fin && r->lcur[l] < r->lane_step[l + 1]) {
+            r->lanes_open++;
+            lane_arm(r, l);
         }
     }
-    r->ce_i = k;
-    r->ce_end = k + b->nce;
-    k += b->nce;
-    r->pending = 0;
-    for (uint32_t i = 0; i < b->nwait; i++, k++) {
-        const sim_task_t *t = &r->t[k];
-        if (t->sig >= r->nsig || r->sig[t->sig] >= t->sig_value) {
-            continue;
-        }
-        r->wnext[k] = r->whead[t->sig];
-        r->whead[t->sig] = (int32_t)k;
-        r->pending++;
+    if (r->lanes_open == 0 && r->lcur[fin] < r->lane_step[fin + 1]) {
+        lane_arm(r, fin);
     }
-    if (r->ce_i < r->ce_end) {
-        ev_push(s, s->now + s->m->ce_lat, EV_CE_START, (uint32_t)(r - s->rk), 0);
-    } else {
-        rank_try_finish_batch(s, r);
-    }
+    r->step_ev = 1;
+    ev_push(s, 0.0, EV_STEP, (uint32_t)(r - s->rk), 0);
 }
 
 /* ----------------------------------------------------------- planning */
@@ -986,75 +1146,82 @@ static double wall_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Converts plan p of rank r into compact tasks and batches; waits whose
- * writer is not simulated are dropped (they belong to other rails). */
-static rmacoll_status_t convert_plan(sim_t *s, sim_rank_t *r,
-                                     const rmacoll__plan_t *p)
+/* Adds put t of rank src to the links' byte counts. */
+static void count_bytes(sim_t *s, int src, const rmacoll__task_t *t)
 {
-    uint32_t nt = 0;
+    int dst = t->peer;
 
-    r->t = malloc((p->ntasks + 1) * sizeof(*r->t));
-    r->b = malloc((p->nbatches + 1) * sizeof(*r->b));
-    r->rec = calloc(p->nbatches + 1, sizeof(*r->rec));
-    r->wnext = malloc((p->ntasks + 1) * sizeof(int32_t));
-    if (!r->t || !r->b || !r->rec || !r->wnext) {
+    if (t->flags & RMACOLL__TASK_SELF) {
+        s->lbytes[src * SIM_NCLASSES + SIM_SELF] += t->bytes;
+    } else if (t->path == RMACOLL__PATH_PROXY) {
+        s->lbytes[src * SIM_NCLASSES + SIM_NIC_TX] += t->bytes;
+        s->lbytes[dst * SIM_NCLASSES + SIM_NIC_RX] += t->bytes;
+        s->lbytes[src * SIM_NCLASSES + SIM_PCIE_TX] += t->bytes;
+        s->lbytes[dst * SIM_NCLASSES + SIM_PCIE_RX] += t->bytes;
+    } else {
+        s->lbytes[src * SIM_NCLASSES + SIM_NVL_TX] += t->bytes;
+        s->lbytes[dst * SIM_NCLASSES + SIM_NVL_RX] += t->bytes;
+        s->lbytes[src * SIM_NCLASSES + SIM_NVL_BI] += t->bytes;
+        s->lbytes[dst * SIM_NCLASSES + SIM_NVL_BI] += t->bytes;
+    }
+}
+
+/* Converts plan p of rank r into its flow (core/plan/flow.h, built in fl)
+ * as compact tasks in flow order, steps and lanes; a wait whose writer is
+ * not simulated (another rail) holds at once. */
+static rmacoll_status_t convert_plan(sim_t *s, sim_rank_t *r, const rmacoll__plan_t *p,
+                                     rmacoll__flow_t *fl)
+{
+    rmacoll_status_t st = rmacoll__flow_build(fl, p, s->topo);
+
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    r->nt = (uint32_t)fl->ntasks;
+    r->nst = (uint32_t)fl->nsteps;
+    r->nlanes = (uint32_t)fl->nlanes;
+    r->t = malloc((r->nt + 1) * sizeof(*r->t));
+    r->ppos = malloc((r->nt + 1) * sizeof(*r->ppos));
+    r->st = malloc((r->nst + 1) * sizeof(*r->st));
+    r->rec = malloc((r->nst + 1) * sizeof(*r->rec));
+    r->lane_step = malloc((r->nlanes + 1) * sizeof(*r->lane_step));
+    r->lcur = calloc(r->nlanes + 1, sizeof(*r->lcur));
+    r->lcause = malloc((r->nlanes + 1) * sizeof(*r->lcause));
+    r->ready = malloc((r->nlanes + 1) * sizeof(*r->ready));
+    r->wnext = malloc((r->nlanes + 1) * sizeof(*r->wnext));
+    if (!r->t || !r->ppos || !r->st || !r->rec || !r->lane_step || !r->lcur ||
+        !r->lcause || !r->ready || !r->wnext) {
         return RMACOLL_ERR_NO_MEMORY;
     }
-    r->nb = 0;
-    for (size_t bi = 0; bi < p->nbatches; bi++) {
-        const rmacoll__batch_t *pb = &p->batches[bi];
-        sim_batch_t *b = &r->b[r->nb];
-        static const int order[4] = {RMACOLL__Q_PROXY_PUT, RMACOLL__Q_CE_PUT,
-                                     RMACOLL__Q_PROXY_WAIT, RMACOLL__Q_CE_WAIT};
-        memset(b, 0, sizeof(*b));
-        b->first = nt;
-        b->round = pb->round;
-        for (int qi = 0; qi < 4; qi++) {
-            int q = order[qi];
-            for (uint32_t k = 0; k < pb->count[q]; k++) {
-                const rmacoll__task_t *t = &p->tasks[pb->first[q] + k];
-                sim_task_t *o = &r->t[nt];
-                if (t->op == RMACOLL__OP_WAIT && s->sim_of[t->peer] < 0) {
-                    continue;
-                }
-                o->bytes = t->bytes;
-                o->sig_value = (uint32_t)t->sig_value;
-                o->sig = t->sig;
-                o->peer = t->peer;
-                o->flags = (uint16_t)t->flags;
-                o->op = t->op;
-                o->path = t->path;
-                nt++;
-                if (q == RMACOLL__Q_PROXY_PUT) {
-                    b->nproxy++;
-                } else if (q == RMACOLL__Q_CE_PUT) {
-                    b->nce++;
-                } else {
-                    b->nwait++;
-                }
-                if (t->op == RMACOLL__OP_PUT) {
-                    int src = r->id, dst = t->peer;
-                    if (t->flags & RMACOLL__TASK_SELF) {
-                        s->lbytes[src * SIM_NCLASSES + SIM_SELF] += t->bytes;
-                    } else if (t->path == RMACOLL__PATH_PROXY) {
-                        s->lbytes[src * SIM_NCLASSES + SIM_NIC_TX] += t->bytes;
-                        s->lbytes[dst * SIM_NCLASSES + SIM_NIC_RX] += t->bytes;
-                        s->lbytes[src * SIM_NCLASSES + SIM_PCIE_TX] += t->bytes;
-                        s->lbytes[dst * SIM_NCLASSES + SIM_PCIE_RX] += t->bytes;
-                    } else {
-                        s->lbytes[src * SIM_NCLASSES + SIM_NVL_TX] += t->bytes;
-                        s->lbytes[dst * SIM_NCLASSES + SIM_NVL_RX] += t->bytes;
-                        s->lbytes[src * SIM_NCLASSES + SIM_NVL_BI] += t->bytes;
-                        s->lbytes[dst * SIM_NCLASSES + SIM_NVL_BI] += t->bytes;
-                    }
-                }
-            }
-        }
-        if (b->nproxy + b->nce + b->nwait > 0) {
-            r->nb++;
+    for (uint32_t k = 0; k < r->nt; k++) {
+        const rmacoll__task_t *t = &fl->tasks[k];
+        sim_task_t *o = &r->t[k];
+        o->bytes = t->bytes;
+        o->sig_value = (uint32_t)t->sig_value;
+        o->sig = t->op == RMACOLL__OP_WAIT && s->sim_of[t->peer] < 0 ? UINT32_MAX : t->sig;
+        o->peer = t->peer;
+        o->round = t->round;
+        o->flags = (uint16_t)t->flags;
+        o->op = t->op;
+        o->path = t->path;
+        r->ppos[fl->order[k]] = k;
+        if (t->op == RMACOLL__OP_PUT) {
+            count_bytes(s, r->id, t);
         }
     }
-    r->nt = nt;
+    for (uint32_t i = 0; i < r->nst; i++) {
+        const rmacoll__flow_step_t *q = &fl->steps[i];
+        r->st[i].first = q->first;
+        r->st[i].count = q->count;
+        r->st[i].key = fl->order[q->first];
+        r->st[i].wait = q->wait;
+        r->st[i].path = q->path;
+    }
+    memcpy(r->lane_step, fl->lane_step, (r->nlanes + 1) * sizeof(*r->lane_step));
+    for (uint32_t l = 0; l < r->nlanes; l++) {
+        r->lcause[l].t = -1;
+    }
+    r->wake.t = -1;
     return RMACOLL_SUCCESS;
 }
 
@@ -1142,7 +1309,7 @@ static int write_gantt(const sim_t *s, const char *path, const sim_result_t *res
 {
     static const char *const kcolor[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728"};
     static const char *const kname[] = {"direct put", "put to relay", "relay forward (CE)",
-                                        "self copy", "rank waits (blocked in a batch)"};
+                                        "self copy", "rank waits (nothing ready)"};
     static const char *const rname[] = {"nic tx", "nic rx", "nvl tx", "nvl rx", "waits"};
     FILE *f = fopen(path, "w");
     int rows = s->ntrace * SIM_TRACE_ROWS, W = 1100, left = 150, top = 40, rh = 12;
@@ -1255,8 +1422,13 @@ static void sim_free(sim_t *s)
     for (int i = 0; s->rk != NULL && i < s->nsim; i++) {
         sim_rank_t *r = &s->rk[i];
         free(r->t);
-        free(r->b);
+        free(r->ppos);
+        free(r->st);
         free(r->rec);
+        free(r->lane_step);
+        free(r->lcur);
+        free(r->lcause);
+        free(r->ready);
         free(r->sig);
         free(r->whead);
         free(r->wnext);
@@ -1286,7 +1458,7 @@ static void sim_free(sim_t *s)
     rmacoll__topo_destroy(s->topo_own);
 }
 
-/* Static per-round loads: merges the simulated ranks' batches by round.
+/* Static per-round loads: merges the simulated ranks' plans by round.
  * Fills the peak link load per round and the heat rows. */
 static rmacoll_status_t round_loads(sim_t *s, sim_result_t *res, uint64_t **heat_out,
                                     int *ncols_out, int *per_out)
@@ -1314,30 +1486,27 @@ static rmacoll_status_t round_loads(sim_t *s, sim_result_t *res, uint64_t **heat
         size_t nt = 0;
         for (int i = 0; i < s->nsim; i++) {
             sim_rank_t *r = &s->rk[i];
-            while (cur[i] < r->nb && r->b[cur[i]].round <= round) {
-                const sim_batch_t *b = &r->b[cur[i]];
-                for (uint32_t k = b->first; k < b->first + b->nproxy + b->nce; k++) {
-                    const sim_task_t *t = &r->t[k];
-                    int32_t l1, l2;
-                    if (t->flags & RMACOLL__TASK_SELF) {
-                        continue;
-                    }
-                    l1 = r->id * SIM_NCLASSES + (t->path == RMACOLL__PATH_PROXY ? SIM_NIC_TX : SIM_NVL_TX);
-                    l2 = t->peer * SIM_NCLASSES + (t->path == RMACOLL__PATH_PROXY ? SIM_NIC_RX : SIM_NVL_RX);
-                    /* listed once per round, in the order first touched
-                     * (a zero-byte put used to list its links again) */
-                    if (seen[l1] != (uint32_t)(round + 2)) {
-                        seen[l1] = (uint32_t)(round + 2);
-                        touched[nt++] = l1;
-                    }
-                    acc[l1] += t->bytes;
-                    if (seen[l2] != (uint32_t)(round + 2)) {
-                        seen[l2] = (uint32_t)(round + 2);
-                        touched[nt++] = l2;
-                    }
-                    acc[l2] += t->bytes;
+            /* the plan's tasks in its order (ascending rounds) */
+            while (cur[i] < r->nt && r->t[r->ppos[cur[i]]].round <= round) {
+                const sim_task_t *t = &r->t[r->ppos[cur[i]++]];
+                int32_t l1, l2;
+                if (t->op != RMACOLL__OP_PUT || (t->flags & RMACOLL__TASK_SELF)) {
+                    continue;
                 }
-                cur[i]++;
+                l1 = r->id * SIM_NCLASSES + (t->path == RMACOLL__PATH_PROXY ? SIM_NIC_TX : SIM_NVL_TX);
+                l2 = t->peer * SIM_NCLASSES + (t->path == RMACOLL__PATH_PROXY ? SIM_NIC_RX : SIM_NVL_RX);
+                /* listed once per round, in the order first touched
+                 * (a zero-byte put used to list its links again) */
+                if (seen[l1] != (uint32_t)(round + 2)) {
+                    seen[l1] = (uint32_t)(round + 2);
+                    touched[nt++] = l1;
+                }
+                acc[l1] += t->bytes;
+                if (seen[l2] != (uint32_t)(round + 2)) {
+                    seen[l2] = (uint32_t)(round + 2);
+                    touched[nt++] = l2;
+                }
+                acc[l2] += t->bytes;
             }
         }
         for (size_t q = 0; q < nt; q++) {
@@ -1367,63 +1536,64 @@ static rmacoll_status_t round_loads(sim_t *s, sim_result_t *res, uint64_t **heat
 }
 
 /*
- * Walks back from the rank that finished last: a batch that ended on a
- * wait jumps to the batch that posted the signalling flow (its transfer,
- * queueing behind other flows of its queue pair, latency, and the host's
- * posting delay are charged), a batch that ended on its own CE puts or
- * with nothing to wait for goes to the rank's previous batch (plus the
- * batch cost). The segments add up to the makespan.
+ * Walks back from the rank that finished last, record by record: a step
+ * (or the end of the FINAL lane) that started when a wait became true
+ * jumps to the step that posted the signalling flow (its transfer,
+ * queueing behind other flows of its queue pair, latency, and the time
+ * from that step's start to the post: posting, or the CE launches and
+ * copies before it, are charged); any other goes to the thread's previous
+ * step, whose CE puts (if any) and the step cost are charged. The
+ * segments add up to the makespan.
  */
 static void critical_path(sim_t *s, sim_result_t *res)
 {
     int ri = -1;
-    int32_t b;
-    double worst = -1;
+    int32_t i;
+    double worst = -1, T;
 
-    for (int i = 0; i < s->nsim; i++) {
-        if (s->rk[i].nb > 0 && s->rk[i].end > worst) {
-            worst = s->rk[i].end;
-            ri = i;
+    for (int k = 0; k < s->nsim; k++) {
+        if (s->rk[k].nst > 0 && s->rk[k].end > worst) {
+            worst = s->rk[k].end;
+            ri = k;
         }
     }
     res->cp_last_rank = ri >= 0 ? s->rk[ri].id : -1;
     if (ri < 0) {
         return;
     }
-    b = (int32_t)s->rk[ri].nb - 1;
-    /* the flush after the last batch */
-    res->cp_nic += s->rk[ri].end - s->rk[ri].rec[b].end;
-    while (ri >= 0 && b >= 0) {
-        const sim_brec_t *rec = &s->rk[ri].rec[b];
-        res->cp_steps++;
-        if (rec->kind == 1 || rec->kind == 2) {
-            const sim_brec_t *pr = &s->rk[rec->crank].rec[rec->cbatch];
-            double post = rec->end - rec->lat - rec->xfer - rec->queue;
-            if (rec->kind == 1) {
+    i = (int32_t)s->rk[ri].nrec - 1;
+    T = s->rk[ri].rec[i].end;
+    /* the flush after the end of the FINAL lane */
+    res->cp_nic += s->rk[ri].end - T;
+    while (i >= 0) {
+        const sim_srec_t *rec = &s->rk[ri].rec[i];
+        /* from the record's start to T: its CE puts, or posting */
+        if (rec->ce) {
+            res->cp_ce += T - rec->start;
+        } else {
+            res->cp_host += T - rec->start;
+        }
+        res->cp_steps += !rec->final;
+        if (rec->woke) {
+            T = rec->start - rec->lat - rec->xfer - rec->queue;
+            if (rec->woke == 1) {
                 res->cp_nic += rec->xfer;
             } else {
                 res->cp_ce += rec->xfer;
             }
             res->cp_queue += rec->queue;
             res->cp_lat += rec->lat;
-            res->cp_host += post - pr->start;
             if (rec->crank != ri) {
                 res->cp_hops++;
             }
             ri = rec->crank;
-            b = rec->cbatch;
-        } else if (rec->kind == 3) {
-            res->cp_ce += rec->end - rec->start;
-        } else {
-            res->cp_host += rec->end - rec->start;
+            i = rec->crec;
+            continue;
         }
-        /* what started batch b: the end of b - 1, plus the batch cost */
-        if (b > 0) {
-            res->cp_host += s->rk[ri].rec[b].start - s->rk[ri].rec[b - 1].end;
-        } else {
-            res->cp_host += s->rk[ri].rec[0].start;
-        }
-        b--;
+        /* the thread's previous record, plus the step cost */
+        T = i > 0 ? s->rk[ri].rec[i - 1].end : 0;
+        res->cp_host += rec->start - T;
+        i--;
     }
 }
 
@@ -1528,7 +1698,8 @@ static rmacoll_status_t sim_pick_ranks(sim_t *s, const rmacoll_case_t *c,
 /* Plans simulated rank r (the runtime's planner) into s->rk. */
 static rmacoll_status_t sim_plan_rank(sim_t *s, int r, const sim_opts_t *o,
                                       planin_ctx_t *ctx, planin_t *pi,
-                                      rmacoll__plan_t *plan, sim_result_t *res)
+                                      rmacoll__plan_t *plan, rmacoll__flow_t *fl,
+                                      sim_result_t *res)
 {
     sim_rank_t *k = &s->rk[s->sim_of[r]];
     rmacoll__sigstate_t *st0 = NULL, *st1 = NULL;
@@ -1554,7 +1725,7 @@ static rmacoll_status_t sim_plan_rank(sim_t *s, int r, const sim_opts_t *o,
             res->nrounds = plan->tasks[q].round + 1;
         }
     }
-    if ((st = convert_plan(s, k, plan)) != RMACOLL_SUCCESS) {
+    if ((st = convert_plan(s, k, plan, fl)) != RMACOLL_SUCCESS) {
         return st;
     }
     k->nsig = rmacoll__sig_count(s->topo, &o->cfg, r) + 1;
@@ -1574,19 +1745,22 @@ static rmacoll_status_t sim_plan_all(sim_t *s, const rmacoll_case_t *c, const si
                                      rmacoll__sched_t *sched, sim_result_t *res)
 {
     rmacoll__plan_t plan;
+    rmacoll__flow_t flow;
     planin_ctx_t ctx;
     planin_t pi;
     rmacoll_status_t st;
 
     memset(&ctx, 0, sizeof(ctx));
     rmacoll__plan_init(&plan);
+    rmacoll__flow_init(&flow);
     planin_init(&pi);
     st = planin_ctx_create(&ctx, c, s->topo, &o->cfg, sched, 0);
     for (int r = 0; r < s->n && st == RMACOLL_SUCCESS; r++) {
         if (s->sim_of[r] >= 0) {
-            st = sim_plan_rank(s, r, o, &ctx, &pi, &plan, res);
+            st = sim_plan_rank(s, r, o, &ctx, &pi, &plan, &flow, res);
         }
     }
+    rmacoll__flow_fini(&flow);
     rmacoll__plan_fini(&plan);
     planin_fini(&pi);
     planin_ctx_destroy(&ctx);
@@ -1655,14 +1829,34 @@ static void sim_bounds(const sim_t *s, sim_result_t *res)
     res->bound = res->bound_nic > res->bound_nvl ? res->bound_nic : res->bound_nvl;
 }
 
+/* Why rank r did not finish: the first lane whose head waits. */
+static void deadlock_msg(const sim_rank_t *r, sim_result_t *res)
+{
+    uint32_t l = 0;
+
+    while (l + 1 < r->nlanes && (r->lcur[l] == r->lane_step[l + 1] || !r->st[r->lcur[l]].wait)) {
+        l++;
+    }
+    if (r->lcur[l] == r->lane_step[l + 1]) {
+        snprintf(res->msg, sizeof(res->msg), "rank %d stopped with %u lanes open: "
+                 "the model deadlocked", r->id, r->lanes_open);
+        return;
+    }
+    snprintf(res->msg, sizeof(res->msg), "rank %d stopped with %u lanes open, lane %u "
+             "waiting for signal %u >= %u from rank %d (round %d): the model deadlocked",
+             r->id, r->lanes_open, l, r->t[r->st[r->lcur[l]].first].sig,
+             r->t[r->st[r->lcur[l]].first].sig_value, r->t[r->st[r->lcur[l]].first].peer,
+             r->t[r->st[r->lcur[l]].first].round);
+}
+
 /* Runs the events to the end; the makespan, or a deadlock. */
 static rmacoll_status_t sim_events(sim_t *s, sim_result_t *res)
 {
     for (int i = 0; i < s->nsim; i++) {
-        if (s->rk[i].nb > 0) {
-            ev_push(s, 0.0, EV_BATCH, (uint32_t)i, 0);
+        if (s->rk[i].nst > 0) {
+            rank_begin(s, &s->rk[i]);
         } else {
-            s->rk[i].done_batches = 1;
+            s->rk[i].final_done = 1;
         }
     }
     while ((s->nev > 0 || s->nfh > 0) && !s->failed) {
@@ -1687,8 +1881,8 @@ static rmacoll_status_t sim_events(sim_t *s, sim_result_t *res)
         case EV_CE_START:
             ce_start(s, &s->rk[e.a]);
             break;
-        case EV_BATCH:
-            rank_start_batch(s, &s->rk[e.a]);
+        case EV_STEP:
+            rank_step(s, &s->rk[e.a]);
             break;
         }
     }
@@ -1697,10 +1891,8 @@ static rmacoll_status_t sim_events(sim_t *s, sim_result_t *res)
     }
     for (int i = 0; i < s->nsim; i++) {
         sim_rank_t *r = &s->rk[i];
-        if (r->cur < r->nb) {
-            snprintf(res->msg, sizeof(res->msg), "rank %d stopped in batch %u of %u "
-                     "(round %d) with %u waits pending: the model deadlocked",
-                     r->id, r->cur, r->nb, r->b[r->cur].round, r->pending);
+        if (!r->final_done) {
+            deadlock_msg(r, res);
             return RMACOLL_ERR_INTERNAL;
         }
         if (r->end > res->makespan) {

@@ -17,16 +17,24 @@
  * flow gets the smallest (bandwidth / active flows) over its links (a
  * bottleneck fair share, not full max-min).
  *
- * Execution, as core/exec/exec.c runs a plan: batches in order; at a batch's
- * start the proxy puts are posted (host cost put_s each, in order) and
- * start when their (src, dst) queue pair is free (puts of one pair are
- * FIFO, different pairs run concurrently); the CE puts run one after the
- * other (ce_lat_s before each); the batch ends when its CE puts are done
- * and every wait holds, plus batch_s; a signal becomes visible nic_lat_s
- * after a proxy put's last byte, at once after a CE put's. A rank is done
- * after its last batch and its last proxy put (flush). Events at the same
- * instant run in a fixed order: flow ends, signals, posts, CE starts, batch
- * starts, then by flow or rank and task.
+ * Execution, as the runtime runs a plan: dataflow (core/plan/flow.h).
+ * Each rank's tasks are lanes of steps (a step: one wait, or puts of one
+ * path and round); a lane runs in its order, a wait blocks only its lane,
+ * and the FINAL lane (data waits) is walked once every other lane is
+ * done. The rank's one thread issues one step at a time: among the lanes
+ * whose head step is ready, the step whose first task comes first in the
+ * plan; a head wait that holds is consumed at no cost; nothing ready, it
+ * blocks until a signal makes a head wait hold. A proxy-put step posts its
+ * puts one after the other (host cost put_s each), each starting when its
+ * (src, dst) queue pair is free (puts of one pair are FIFO, different pairs
+ * run concurrently); a CE-put step runs its puts one after the other on
+ * the thread (ce_lat_s before each). After each step the thread is busy
+ * batch_s (the cost of one step) before it picks again. A signal becomes
+ * visible nic_lat_s after a proxy put's last byte, at once after a CE
+ * put's. A rank is done when its FINAL waits hold and its proxy puts are
+ * flushed. Events at the same instant run in a fixed order: flow ends,
+ * signals, posts, CE starts, the threads' picks, then by flow or rank and
+ * task.
  *
  * Thread-safety: none needed (no global state); one run per call.
  */
@@ -53,7 +61,8 @@ typedef struct sim_model {
     double pcie_bw;                /* per direction; 0 = not a limit */
     double ce_bw, ce_bidir_bw, ce_lat;  /* per GPU; bidir 0 = no cap */
     double self_bw;
-    double put_s, batch_s;         /* host cost per posted put, per batch */
+    double put_s, batch_s;         /* host cost per posted put, per step
+                                      issued (YAML key batch_us) */
     double call_s;                 /* per call before the data rounds
                                       (validate, metadata, agreement); 0 */
 } sim_model_t;
@@ -109,7 +118,7 @@ typedef struct sim_result {
     double max_nic_bytes;          /* most loaded NIC direction, bytes */
     /* Critical path from the last rank back to time 0: seconds spent in
      * transfers (NIC / CE), in latency, in host costs, in queueing behind
-     * other flows; steps = batches on it; hops = rank changes. */
+     * other flows; steps = steps issued on it; hops = rank changes. */
     double cp_nic, cp_ce, cp_lat, cp_host, cp_queue;
     int cp_steps, cp_hops, cp_last_rank;
     double plan_s, sim_s;          /* wall time of planning, of simulating */
