@@ -20,6 +20,7 @@ void rmacoll__flow_fini(rmacoll__flow_t *f)
     free(f->lane_step);
     free(f->lane_kind);
     free(f->scratch);
+    free(f->keys);
     rmacoll__flow_init(f);
 }
 
@@ -78,19 +79,24 @@ static int in_cmp(const void *a, const void *b)
     return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
+/* Makes room for n elements; the capacity at least doubles, so that
+ * growing one step at a time (make_steps) stays O(n) overall (growing to
+ * exactly n made each step a realloc: quadratic copying, seconds for a
+ * 16k-chunk relay under ASan). */
 static int grow(void **p, size_t *cap, size_t n, size_t esize)
 {
+    size_t want = *cap * 2 > n ? *cap * 2 : n;
     void *q;
 
     if (n <= *cap) {
         return 0;
     }
-    q = realloc(*p, n * esize);
+    q = realloc(*p, want * esize);
     if (q == NULL) {
         return -1;
     }
     *p = q;
-    *cap = n;
+    *cap = want;
     return 0;
 }
 
@@ -133,10 +139,10 @@ static rmacoll_status_t sort_in_lanes(rmacoll__flow_t *f, const rmacoll__plan_t 
         if (kind_of_number(l, topo) != RMACOLL__LANE_IN || n < 2) {
             continue;
         }
-        keys = malloc(n * sizeof(*keys));
-        if (keys == NULL) {
+        if (grow(&f->keys, &f->keys_cap, n, sizeof(*keys))) {
             return RMACOLL_ERR_NO_MEMORY;
         }
+        keys = f->keys;
         for (size_t k = 0; k < n; k++) {
             const rmacoll__task_t *t = &plan->tasks[f->order[seg[l] + k]];
             keys[k].seq = t->seq;
@@ -147,7 +153,6 @@ static rmacoll_status_t sort_in_lanes(rmacoll__flow_t *f, const rmacoll__plan_t 
         for (size_t k = 0; k < n; k++) {
             f->order[seg[l] + k] = keys[k].pos;
         }
-        free(keys);
     }
     return RMACOLL_SUCCESS;
 }
@@ -163,16 +168,18 @@ static rmacoll_status_t make_steps(rmacoll__flow_t *f, const uint32_t *seg, uint
         used += seg[l + 1] > seg[l] || l + 1 == nlane;
     }
     if (used + 1 > f->lanes_cap) {
+        /* both arrays get the new capacity */
         size_t cap = f->lanes_cap;
-        uint8_t *kind = realloc(f->lane_kind, used + 1);
+        uint8_t *kind;
 
-        if (kind == NULL) {
-            return RMACOLL_ERR_NO_MEMORY;
-        }
-        f->lane_kind = kind;
         if (grow((void **)&f->lane_step, &cap, used + 1, sizeof(uint32_t))) {
             return RMACOLL_ERR_NO_MEMORY;
         }
+        kind = realloc(f->lane_kind, cap);
+        if (kind == NULL) {
+            return RMACOLL_ERR_NO_MEMORY; /* lanes_cap unchanged: retried */
+        }
+        f->lane_kind = kind;
         f->lanes_cap = cap;
     }
     f->nlanes = 0;
@@ -223,16 +230,18 @@ rmacoll_status_t rmacoll__flow_build(rmacoll__flow_t *f, const rmacoll__plan_t *
     f->nsteps = 0;
     f->nlanes = 0;
     if (n > f->tasks_cap) {
+        /* both arrays get the new capacity */
         size_t cap = f->tasks_cap;
-        uint32_t *order = realloc(f->order, n * sizeof(*order));
+        uint32_t *order;
 
-        if (order == NULL) {
-            return RMACOLL_ERR_NO_MEMORY;
-        }
-        f->order = order;
         if (grow((void **)&f->tasks, &cap, n, sizeof(*f->tasks))) {
             return RMACOLL_ERR_NO_MEMORY;
         }
+        order = realloc(f->order, cap * sizeof(*order));
+        if (order == NULL) {
+            return RMACOLL_ERR_NO_MEMORY; /* tasks_cap unchanged: retried */
+        }
+        f->order = order;
         f->tasks_cap = cap;
     }
     if (grow((void **)&f->scratch, &f->scratch_cap, (n + nlane + 2) / 2 + 1,

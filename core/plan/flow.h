@@ -66,6 +66,8 @@ typedef struct rmacoll__flow {
     size_t nlanes, lanes_cap;
     uint64_t *scratch;          /* build scratch */
     size_t scratch_cap;
+    void *keys;                 /* sort keys of the IN lanes (flow.c) */
+    size_t keys_cap;
 } rmacoll__flow_t;
 
 void rmacoll__flow_init(rmacoll__flow_t *f);
