@@ -122,13 +122,15 @@ else
     done
 fi
 
-# busbw per size from a JSON file (one row per line, as perfrun writes).
+# busbw per size from a JSON file (perfrun's rows).
 rows() {
-    awk '/"size":/ {
-        match($0, /"size": [0-9]+/); s = substr($0, RSTART + 8, RLENGTH - 8);
-        match($0, /"busbw_gbs": [0-9.eE+-]+/); b = substr($0, RSTART + 13, RLENGTH - 13);
-        match($0, /"wrong": [0-9]+/); w = substr($0, RSTART + 9, RLENGTH - 9);
-        print s, b, w }' "$1"
+    # the tools write their JSON through cJSON: one key per line, tab after
+    # the colon; a row ends with its "in_place" key
+    awk '{ gsub(/[\t ,]/, "") }
+        /^"size":/ { s = substr($0, 8) }
+        /^"busbw_gbs":/ { b = substr($0, 13) }
+        /^"wrong":/ { w = substr($0, 9) }
+        /^"in_place":/ && s != "" { print s, b, w; s = "" }' "$1"
 }
 
 # Median busbw per size over files $@: "size median wrong_total".
