@@ -122,15 +122,13 @@ else
     done
 fi
 
-# busbw per size from a JSON file (perfrun's rows).
+# busbw per size from a JSON file (perfrun's rows), through Python's json
+# module rather than patterns over cJSON's layout.
 rows() {
-    # the tools write their JSON through cJSON: one key per line, tab after
-    # the colon; a row ends with its "in_place" key
-    awk '{ gsub(/[\t ,]/, "") }
-        /^"size":/ { s = substr($0, 8) }
-        /^"busbw_gbs":/ { b = substr($0, 13) }
-        /^"wrong":/ { w = substr($0, 9) }
-        /^"in_place":/ && s != "" { print s, b, w; s = "" }' "$1"
+    python3 -c '
+import json, sys
+for r in json.load(open(sys.argv[1])).get("rows", []):
+    print(r["size"], r["busbw_gbs"], r["wrong"])' "$1"
 }
 
 # Median busbw per size over files $@: "size median wrong_total".
