@@ -25,7 +25,7 @@ static const char *const env_names[] = {
     "RMACOLL_SCHEDULER_PLUGIN",      "RMACOLL_SCHEDULER_SEED",        "RMACOLL_RELAY_ENABLED",
     "RMACOLL_RELAY_BUFFER_BYTES",    "RMACOLL_RELAY_SLOTS",           "RMACOLL_RELAY_DIRECT_MIN_BYTES",
     "RMACOLL_MAX_TASK_BYTES",
-    "RMACOLL_EAGER_MAX_BYTES",       "RMACOLL_NODE_EAGER_MAX_BYTES",  "RMACOLL_TIMEOUT_MS",            "RMACOLL_NVLINK_KERNEL_THRESHOLD", "RMACOLL_OFI_PROVIDER",
+    "RMACOLL_EAGER_MAX_BYTES",       "RMACOLL_NODE_EAGER_MAX_BYTES",  "RMACOLL_MERGE_MAX_PUTS",        "RMACOLL_TIMEOUT_MS",            "RMACOLL_NVLINK_KERNEL_THRESHOLD", "RMACOLL_OFI_PROVIDER",
     "RMACOLL_OFI_IFACE",             "RMACOLL_OFI_HMEM_DEVICE_ONLY",  "RMACOLL_OFI_DELIVERY_COMPLETE",
     "RMACOLL_VERBS_DEVICE",          "RMACOLL_VERBS_PORT",
     "RMACOLL_VERBS_GID_INDEX",       "RMACOLL_VERBS_MTU",             "RMACOLL_VERBS_TRAFFIC_CLASS",
@@ -308,6 +308,7 @@ static void test_env_every_key(void **state)
     setenv("RMACOLL_MAX_TASK_BYTES", "4KiB", 1);
     setenv("RMACOLL_EAGER_MAX_BYTES", "0", 1);
     setenv("RMACOLL_NODE_EAGER_MAX_BYTES", "1KiB", 1);
+    setenv("RMACOLL_MERGE_MAX_PUTS", "3", 1);
     setenv("RMACOLL_TIMEOUT_MS", "250", 1);
     setenv("RMACOLL_NVLINK_KERNEL_THRESHOLD", "512B", 1);
     setenv("RMACOLL_OFI_PROVIDER", "sockets", 1);
@@ -350,6 +351,11 @@ static void test_env_every_key(void **state)
         assert_int_equal(rmacoll__config_get_size(&cfg, "relay.direct_min_bytes", &eager),
                          RMACOLL_SUCCESS);
         assert_int_equal(eager, 65536);
+        assert_int_equal(rmacoll__config_get_count(&cfg, "merge_max_puts", &eager),
+                         RMACOLL_SUCCESS);
+        assert_int_equal(eager, 3);
+        assert_int_equal(rmacoll__config_get_count(&cfg, "eager_max_bytes", &eager),
+                         RMACOLL_ERR_CONFIG); /* a size, not a count */
     }
     assert_int_equal(cfg.timeout_ms, 250);
     assert_int_equal(cfg.nvlink_kernel_threshold, 512);
@@ -420,6 +426,7 @@ static void test_env_bad_values(void **state)
         {"RMACOLL_TIMEOUT_MS", "0", "timeout_ms"},
         {"RMACOLL_TIMEOUT_MS", "-5", "timeout_ms"},
         {"RMACOLL_MAX_TASK_BYTES", "0", "max_task_bytes"},
+        {"RMACOLL_MERGE_MAX_PUTS", "0", "merge_max_puts"},
         {"RMACOLL_EAGER_MAX_BYTES", "1048577", "eager_max_bytes"},
         {"RMACOLL_EAGER_MAX_BYTES", "8XB", "eager_max_bytes"},
         {"RMACOLL_NODE_EAGER_MAX_BYTES", "2MiB", "node_eager_max_bytes"},

@@ -119,7 +119,7 @@ static void test_layout_and_map(void **state)
         assert_int_equal(rmacoll__topo_create_sizes(topos[t].nnodes, topos[t].sizes, &topo),
                          RMACOLL_SUCCESS);
         for (int relay = 0; relay <= 1; relay++) {
-            rmacoll__plan_cfg_t pcfg = {relay, 1u << 20, 4, 1u << 30, 0, 0, 0};
+            rmacoll__plan_cfg_t pcfg = {relay, 1u << 20, 4, 1u << 30, 0, 0, 0, 1};
             for (int r = 0; r < topo->nranks; r++) {
                 check_layout(topo, &pcfg, r);
             }
@@ -137,7 +137,7 @@ static void test_net_peers(void **state)
         assert_int_equal(rmacoll__topo_create_sizes(topos[t].nnodes, topos[t].sizes, &topo),
                          RMACOLL_SUCCESS);
         for (int relay = 0; relay <= 1; relay++) {
-            rmacoll__plan_cfg_t pcfg = {relay, 1u << 20, 4, 1u << 30, 0, 0, 0};
+            rmacoll__plan_cfg_t pcfg = {relay, 1u << 20, 4, 1u << 30, 0, 0, 0, 1};
             int n = topo->nranks;
             int *list = calloc((size_t)n, sizeof(int)), *other = calloc((size_t)n, sizeof(int));
             for (int r = 0; r < n; r++) {

@@ -265,7 +265,7 @@ static void test_eager_2x2(void **state)
          RMACOLL__WIN_SEND, RMACOLL__WIN_RECV, 24, 12, 12, 2, 1},
         {2, RMACOLL__Q_CE_WAIT, W, CE, 3, 3, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 3, 1},
     };
-    rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 16, 0, 0};
+    rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 16, 0, 0, 1};
     char err[256];
     rmacoll_case_t *c;
     plan_fix_t f;
@@ -341,7 +341,7 @@ static void test_direct_2x2(void **state)
         {4, RMACOLL__Q_CE_WAIT, W, CE, 1, 1, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 1, 1},
         {4, RMACOLL__Q_CE_WAIT, W, CE, 1, 3, RMACOLL__TASK_DATA, 0, 0, 0, 0, 0, 3, 1},
     };
-    rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 0, 0, 16};
+    rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 0, 0, 16, 1};
     char err[256];
     rmacoll_case_t *c;
     plan_fix_t f;
@@ -423,7 +423,7 @@ static void test_node_eager_plan(void **state)
     };
     static const int64_t send[9] = {1, 4, 0, 2, 1, 3, 5, 1, 2};
     static const int node_of[3] = {0, 0, 0};
-    rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 0, 24, 0};
+    rmacoll__plan_cfg_t cfg = {1, 1u << 20, 4, 1u << 30, 0, 24, 0, 1};
     rmacoll_case_t *c;
     plan_fix_t f;
     static const int sizes[1] = {3};
@@ -483,8 +483,8 @@ static void test_layout_1_4(void **state)
 {
     static const int sizes[2] = {1, 4};
     rmacoll_topo_t *t;
-    rmacoll__plan_cfg_t on = {1, 1000, 2, 1u << 30, 0, 0, 0};
-    rmacoll__plan_cfg_t off = {0, 1000, 2, 1u << 30, 0, 0, 0};
+    rmacoll__plan_cfg_t on = {1, 1000, 2, 1u << 30, 0, 0, 0, 1};
+    rmacoll__plan_cfg_t off = {0, 1000, 2, 1u << 30, 0, 0, 0, 1};
 
     (void)state;
     assert_int_equal(rmacoll__topo_create_sizes(2, sizes, &t), 0);
@@ -935,7 +935,7 @@ static void test_plan_topo_tables(void **state)
         int keys[64];
         rmacoll_topo_t *topo;
         rmacoll__plan_cfg_t cfg = {trial % 5 != 0, 1u << 20,
-                                   1 + (uint32_t)(trial % 4), 1u << 30, 0, 0, 0};
+                                   1 + (uint32_t)(trial % 4), 1u << 30, 0, 0, 0, 1};
         rmacoll__plan_t plan;
 
         for (int r = 0; r < n; r++) {

@@ -188,6 +188,8 @@ static void comm_free(rmacoll_comm_t *comm)
     rmacoll__plan_fini(&comm->plan);
     rmacoll__flow_fini(&comm->flow);
     free(comm->lane_cur);
+    free(comm->mputs);
+    free(comm->mtasks);
     rmacoll__topo_destroy(comm->topo);
     if (comm->bs != NULL) {
         rmacoll__bootstrap_destroy(comm->bs);

@@ -117,6 +117,13 @@ rmacoll_status_t rmacoll__config_get_size(const rmacoll_config_t *cfg, const cha
                                           uint64_t *bytes);
 
 /**
+ * Reads the u32 or u64 key `key` of cfg into *value. RMACOLL_ERR_CONFIG
+ * when there is no such key or it is of another type. Thread-safe.
+ */
+rmacoll_status_t rmacoll__config_get_count(const rmacoll_config_t *cfg, const char *key,
+                                           uint64_t *value);
+
+/**
  * Writes cfg as YAML (nested mappings, one key a line) into buf (always
  * NUL-terminated when len > 0). The text loads back to the same config.
  * Returns the length it needed, snprintf-style.

@@ -101,6 +101,12 @@ static const char *const level_names[] = {"error", "warn", "info", "debug", "tra
       "own out (no copy into peers' buffers, no signal, no wait; 0 = off; <= 1MiB; sizes "  \
       "each rank's control window)",                                                          \
       .kind = CFG_KIND_SIZE, .offset = CFG_EXT, .min = 0, .max = RMACOLL__EAGER_MAX_CAP)   \
+    X(MERGE_MAX_PUTS, "merge_max_puts", "u32", "256",                                       \
+      "copy-engine put steps that are ready together (relay forwards of several channels, " \
+      "rounds of local copies) go to the transport as one submission of at most this many " \
+      "puts (one post_puts, one batched copy and one completion wait on device memory; 1 = " \
+      "one step at a time; docs/protocol.md \"Dataflow execution\")",                       \
+      .kind = CFG_KIND_U32, .offset = CFG_EXT, .min = 1, .max = 65536)                      \
     X(TIMEOUT_MS, "timeout_ms", "u64", "30000",                                              \
       "a wait fails after this many milliseconds without progress (silence, not total "     \
       "time), naming the silent peer (>= 1)",                                                 \

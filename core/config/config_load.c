@@ -393,3 +393,15 @@ rmacoll_status_t rmacoll__config_get_size(const rmacoll_config_t *cfg, const cha
     *bytes = rmacoll__cfg_get_u64(cfg, (config_id_t)id);
     return RMACOLL_SUCCESS;
 }
+
+rmacoll_status_t rmacoll__config_get_count(const rmacoll_config_t *cfg, const char *key,
+                                           uint64_t *value)
+{
+    int id = cfg != NULL ? config_id_of(key) : -1;
+
+    if (id < 0 || (CFG_FIELD(id).kind != CFG_KIND_U32 && CFG_FIELD(id).kind != CFG_KIND_U64)) {
+        return RMACOLL_ERR_CONFIG;
+    }
+    *value = rmacoll__cfg_get_u64(cfg, (config_id_t)id);
+    return RMACOLL_SUCCESS;
+}

@@ -70,17 +70,17 @@ static void gate_leave(rmacoll_comm_t *comm, const rmacoll_put_t *puts, uint32_t
     }
 }
 
-/* The copies of a CE step, flow tasks [f, f + n), on this thread: through
- * the receive gates of their targets, the proxy thread driving the
- * network meanwhile when they are long. */
-static rmacoll_status_t ce_step(rmacoll_comm_t *comm, rmacoll_memtype_t mem, uint32_t f,
-                                uint32_t n)
+/* The copies puts[0, n) (of tasks[0, n)) on this thread, as one
+ * submission: through the receive gates of their targets, the proxy
+ * thread driving the network meanwhile when they are long. */
+static rmacoll_status_t ce_copies(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
+                                  const rmacoll_put_t *puts, const rmacoll__task_t *tasks,
+                                  uint32_t n)
 {
     rmacoll__tinst_t *ti = mem == RMACOLL_MEM_CUDA
                                ? rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, mem)
-                               : rmacoll__inst_bound(comm, RMACOLL__PATH_CE, mem,
-                                                     &comm->flow.tasks[f], n);
-    long closed = gate_enter(comm, &comm->puts[f], n);
+                               : rmacoll__inst_bound(comm, RMACOLL__PATH_CE, mem, tasks, n);
+    long closed = gate_enter(comm, puts, n);
     uint64_t cbytes = 0;
     rmacoll_status_t st;
 
@@ -88,8 +88,8 @@ static rmacoll_status_t ce_step(rmacoll_comm_t *comm, rmacoll_memtype_t mem, uin
         /* the target's call already ended (with an error): its buffer is
          * not written after it returned */
         char sec[160];
-        const rmacoll_put_t *cp = &comm->puts[f + (uint32_t)closed];
-        gate_leave(comm, &comm->puts[f], n);
+        const rmacoll_put_t *cp = &puts[(uint32_t)closed];
+        gate_leave(comm, puts, n);
         if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
             return rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: %s; rank "
                                  "%d closed its receive buffer, %llu bytes "
@@ -105,20 +105,20 @@ static rmacoll_status_t ce_step(rmacoll_comm_t *comm, rmacoll_memtype_t mem, uin
     /* during a long copy the proxy thread keeps the network moving (it
      * stays off while this thread waits or makes short copies) */
     for (uint32_t k = 0; k < n; k++) {
-        cbytes += comm->puts[f + k].bytes;
+        cbytes += puts[k].bytes;
     }
     if (cbytes >= HOST_HANDOVER_BYTES) {
         rmacoll__proxy_drive(&comm->proxy, 0);
     }
     rmacoll__test_delay();
-    st = ti->ops->host.post_puts(ti->tp, &comm->puts[f], n);
+    st = ti->ops->host.post_puts(ti->tp, puts, n);
     if (cbytes >= HOST_HANDOVER_BYTES) {
         rmacoll__proxy_drive(&comm->proxy, 1);
     }
     if (st == RMACOLL_SUCCESS && mem == RMACOLL_MEM_CUDA) {
         st = rmacoll__device_copies_wait(comm, ti); /* sources reusable */
     }
-    gate_leave(comm, &comm->puts[f], n);
+    gate_leave(comm, puts, n);
     rmacoll__progress_bump(comm); /* copies made: progress for waiters */
     if (st != RMACOLL_SUCCESS) {
         char sec[160];
@@ -137,27 +137,68 @@ static rmacoll_status_t ce_step(rmacoll_comm_t *comm, rmacoll_memtype_t mem, uin
     return st;
 }
 
-/* Issues put step s: proxy puts handed to the proxy, CE puts copied here. */
-static rmacoll_status_t issue_step(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
-                                   const rmacoll__flow_step_t *s)
-{
-    rmacoll_status_t st;
-
-    if (s->path == RMACOLL__PATH_PROXY) {
-        st = rmacoll__proxy_submit(&comm->proxy, &comm->puts[s->first], s->count);
-        rmacoll__proxy_poll(&comm->proxy);
-        return st;
-    }
-    rmacoll__proxy_poll(&comm->proxy);
-    return ce_step(comm, mem, s->first, s->count);
-}
-
 /* The head step of lane l, or NULL once the lane is done. */
 static const rmacoll__flow_step_t *lane_head(const rmacoll_comm_t *comm, size_t l)
 {
     uint32_t s = comm->lane_cur[l];
 
     return s < comm->flow.lane_step[l + 1] ? &comm->flow.steps[s] : NULL;
+}
+
+/* Takes lane l's head step while it is a put on `path` (a lane's
+ * consecutive CE steps, rounds of one lane, merge too) and its puts fit
+ * after *n of at most max; CE puts are gathered into comm->mputs/mtasks,
+ * proxy puts handed to the proxy at once. Returns 0, or the failure of a
+ * hand-over. */
+static rmacoll_status_t take_lane(rmacoll_comm_t *comm, size_t l, int path, uint32_t max,
+                                  uint32_t *n)
+{
+    const rmacoll__flow_t *fl = &comm->flow;
+    const rmacoll__flow_step_t *s;
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+
+    while (st == RMACOLL_SUCCESS && (s = lane_head(comm, l)) != NULL && !s->wait &&
+           s->path == path && (*n == 0 || (uint64_t)*n + s->count <= max)) {
+        if (path == RMACOLL__PATH_PROXY) {
+            st = rmacoll__proxy_submit(&comm->proxy, &comm->puts[s->first], s->count);
+        } else {
+            memcpy(&comm->mputs[*n], &comm->puts[s->first], s->count * sizeof(*comm->mputs));
+            memcpy(&comm->mtasks[*n], &fl->tasks[s->first], s->count * sizeof(*comm->mtasks));
+        }
+        *n += s->count;
+        comm->lane_cur[l]++;
+        if (path == RMACOLL__PATH_PROXY) {
+            break; /* a lane's later proxy steps wait for their turn in plan order */
+        }
+    }
+    return st;
+}
+
+/*
+ * Issues lane `first`'s head put step and, merged with it (flow.h
+ * "Merging"), the head put steps of every other lane on the same path:
+ * CE puts as one submission of at most pcfg.merge_max_puts puts (a lane's
+ * consecutive CE steps included), proxy puts handed over together and
+ * polled once. merge_max_puts 1: the one step alone.
+ */
+static rmacoll_status_t issue_merged(rmacoll_comm_t *comm, rmacoll_memtype_t mem, size_t first)
+{
+    const rmacoll__flow_t *fl = &comm->flow;
+    int path = lane_head(comm, first)->path;
+    uint32_t max = comm->pcfg.merge_max_puts, n = 0;
+    rmacoll_status_t st = take_lane(comm, first, path, max, &n);
+
+    /* merge_max_puts 1: one step at a time, on either path */
+    for (size_t l = 0; st == RMACOLL_SUCCESS && max > 1 && l + 1 < fl->nlanes; l++) {
+        if (l != first && (n < max || path == RMACOLL__PATH_PROXY)) {
+            st = take_lane(comm, l, path, path == RMACOLL__PATH_PROXY ? UINT32_MAX : max, &n);
+        }
+    }
+    rmacoll__proxy_poll(&comm->proxy);
+    if (st == RMACOLL_SUCCESS && path != RMACOLL__PATH_PROXY) {
+        st = ce_copies(comm, mem, comm->mputs, comm->mtasks, n);
+    }
+    return st;
 }
 
 static int holds(const rmacoll_comm_t *comm, const rmacoll__task_t *t)
@@ -233,8 +274,7 @@ static rmacoll_status_t walk_lanes(rmacoll_comm_t *comm, rmacoll_memtype_t mem)
 
     while (st == RMACOLL_SUCCESS && scan_lanes(comm, &put, &wait)) {
         if (put != SIZE_MAX) {
-            st = issue_step(comm, mem, lane_head(comm, put));
-            comm->lane_cur[put]++;
+            st = issue_merged(comm, mem, put);
         } else {
             const rmacoll__task_t *t = &fl->tasks[lane_head(comm, wait)->first];
             char what[96];
@@ -263,6 +303,19 @@ static rmacoll_status_t flow_prepare(rmacoll_comm_t *comm, rmacoll_memtype_t mem
 
     if (st == RMACOLL_SUCCESS) {
         st = rmacoll__grow_puts(comm, fl->ntasks);
+    }
+    if (st == RMACOLL_SUCCESS && fl->ntasks > comm->mcap) {
+        rmacoll_put_t *mp = realloc(comm->mputs, fl->ntasks * sizeof(*mp));
+        rmacoll__task_t *mt = mp != NULL ? realloc(comm->mtasks, fl->ntasks * sizeof(*mt)) : NULL;
+        if (mp != NULL) {
+            comm->mputs = mp;
+        }
+        if (mt == NULL) {
+            st = RMACOLL_ERR_NO_MEMORY;
+        } else {
+            comm->mtasks = mt;
+            comm->mcap = fl->ntasks;
+        }
     }
     if (st == RMACOLL_SUCCESS && fl->nlanes > comm->lane_cap) {
         uint32_t *c = realloc(comm->lane_cur, fl->nlanes * sizeof(*c));

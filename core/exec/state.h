@@ -206,6 +206,9 @@ struct rmacoll_comm {
     size_t lane_cap;
     rmacoll_put_t *puts;
     size_t puts_cap;
+    rmacoll_put_t *mputs;             /* [mcap]: one merged CE submission (run_host.c) */
+    rmacoll__task_t *mtasks;          /* [mcap]: its tasks */
+    size_t mcap;
     uint32_t *wait_idx;               /* stream waits of one batch */
     uint64_t *wait_val;
     int *wait_peer;                   /* the writer of each (one-launch path) */

@@ -28,6 +28,13 @@
  * Steps: a lane is cut into steps, each one WAIT, or consecutive PUTs of
  * one path and one round (one submission to the proxy or one post_puts).
  *
+ * Merging: the runtime and the simulator issue with the chosen put step
+ * the head put steps of every other lane on its path that are ready too;
+ * on the CE path also each such lane's further CE steps, as one
+ * submission of at most merge_max_puts puts (rmacoll__plan_cfg_t; the
+ * first step always whole). Each merged step could have been issued next
+ * on its own, so merging is an order the rules above allow.
+ *
  * Not thread-safe: one flow per plan, built after it.
  */
 #ifndef RMACOLL_CORE_PLAN_FLOW_H

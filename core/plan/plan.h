@@ -186,6 +186,8 @@ typedef struct rmacoll__plan_cfg {
     uint64_t direct_min_bytes; /* relay.direct_min_bytes: smallest direct stream
                                 * (0: none); the communicator clears it where a
                                 * node's ranks do not share one interface */
+    uint32_t merge_max_puts;   /* merge_max_puts: most puts of one merged CE
+                                * submission of a flow walker (flow.h); >= 1 */
 } rmacoll__plan_cfg_t;
 
 /* The planner's settings of a configuration: rmacoll__plan_cfg_from

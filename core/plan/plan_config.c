@@ -9,6 +9,8 @@
 
 void rmacoll__plan_cfg_from(const rmacoll_config_t *cfg, rmacoll__plan_cfg_t *out)
 {
+    uint64_t v;
+
     memset(out, 0, sizeof(*out));
     out->relay_enabled = cfg->relay_enabled;
     out->relay_buffer_bytes = cfg->relay_buffer_bytes;
@@ -25,6 +27,11 @@ void rmacoll__plan_cfg_from(const rmacoll_config_t *cfg, rmacoll__plan_cfg_t *ou
     if (rmacoll__config_get_size(cfg, "relay.direct_min_bytes", &out->direct_min_bytes) !=
         RMACOLL_SUCCESS) {
         out->direct_min_bytes = 0;
+    }
+    out->merge_max_puts = 1;
+    if (rmacoll__config_get_count(cfg, "merge_max_puts", &v) == RMACOLL_SUCCESS && v >= 1 &&
+        v <= UINT32_MAX) {
+        out->merge_max_puts = (uint32_t)v;
     }
 }
 
