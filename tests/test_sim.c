@@ -167,6 +167,45 @@ static void test_host_costs_by_hand(void **state)
 }
 
 /*
+ * Merging (core/plan/flow.h): ranks 0 (node 0) and 4 (node 2) each send
+ * 1000 floats to rank 3 (node 1), both through relay 2 (local index 0 of
+ * node 1). Copies cost ce_lat = 1 us before a submission and
+ * ce_copy_s = 0.25 us per further copy (NVLink fast enough that the bytes
+ * take picoseconds). The two chunks share relay 2's NIC receive side (1
+ * GB/s): both done at 8 us, visible at 10 us, so both forwards are ready
+ * at 10 us. Merged (the default), they are one submission: copies at 11
+ * and 11.25 us, so rank 3's last data signal lands at 11.25 us. One step
+ * at a time (merge_max_puts 1): the first forward at 11 us, the second
+ * submission after it (the credit step between costs nothing here) starts
+ * its copy 1 us later, at 12 us.
+ */
+static void test_merged_forwards_by_hand(void **state)
+{
+    static const int node_of[6] = {0, 0, 1, 1, 2, 2};
+    int64_t send[36] = {0};
+    rmacoll_case_t *c;
+    sim_model_t m;
+    sim_opts_t o;
+    sim_result_t res;
+
+    (void)state;
+    send[0 * 6 + 3] = 1000;
+    send[4 * 6 + 3] = 1000;
+    c = make_case(6, node_of, send);
+    plain_model(&m);
+    m.ce_bw = 1e15;
+    m.ce_lat = 1e-6;
+    m.ce_copy_s = 0.25e-6;
+    sim_opts_init(&o);
+    assert_int_equal(sim_run(c, &m, &o, &res), 0);
+    assert_true(fabs(res.makespan - 11.25e-6) < 1e-10);
+    o.cfg.merge_max_puts = 1;
+    assert_int_equal(sim_run(c, &m, &o, &res), 0);
+    assert_true(fabs(res.makespan - 12e-6) < 1e-10);
+    rmacoll_case_free(c);
+}
+
+/*
  * Where dataflow differs from lock-step batches: three nodes of two ranks,
  * only 0 -> 3 and 2 -> 1 send (1000 floats each), scheduler shift (round
  * of i -> j = (j - i) mod 6), relay on. Rank 0's stream to node 1 goes
@@ -357,8 +396,10 @@ static void test_model_file(void **state)
  * from lock-step batches to dataflow execution (core/plan/flow.h): what
  * does not depend on execution (bounds, rounds, tasks, flows, per-round
  * peak, max NIC bytes) kept its value, and so did the relay-off case's
- * makespan (every put in a free lane, issued in plan order as before); a
- * change of the model or of the executor's rules shows here, and a pin
+ * makespan (every put in a free lane, issued in plan order as before);
+ * pinned again when ready steps of one path merged into one submission
+ * (flow.h "Merging", copies ce_copy_s apart): only the execution-dependent
+ * values moved. A change of the model or of the executor's rules shows here, and a pin
  * that differs prints its new initializer. nevents counts events
  * scheduled (a flow's end is rescheduled whenever its rate changes; one
  * more per step the threads pick).
@@ -384,34 +425,34 @@ typedef struct sim_pin {
 static const sim_pin_t pins[] = {
     /* 4 x 4, zipf:1.2, 1000 floats, 1 relay slot of a 4 KiB buffer */
     {4, 4, 1000, "zipf:1.2", "node_shift", 1, 4096, 1, 0,
-     0x1.1a5c21b8e9a2bp-12, 0x1.0a198be3b9e59p-19, 0x1.833473e4e14d2p-21, 0x1.0a198be3b9e59p-19, 0x1.0fa49843662ecp+7,
-     82, 16, 2766, 1666, 9958, 27844, 4, 7, 0, 8, 1, 0x1.0a198be3b9d04p-19, 96156, 0x1.779cp+16,
-     {0x1.8c05c5cbap-21, 0x1.82786c8ed72b3p-14, 0x1.1b1d936p-13, 0x1.5b49d012703efp-15, 0x0p+0}, 99, 45, 8},
+     0x1.01b71dc89a28ep-12, 0x1.0a198be3b9e59p-19, 0x1.833473e4e14d2p-21, 0x1.0a198be3b9e59p-19, 0x1.efde132af8fe1p+6,
+     82, 16, 2766, 1666, 9775, 27844, 4, 7, 0, 8, 1, 0x1.0a198be3b9d62p-19, 96156, 0x1.779cp+16,
+     {0x1.2c8f249fap-21, 0x1.62e868fdf3b2fp-14, 0x1.f75106p-14, 0x1.5493d3b66b615p-15, 0x0p+0}, 90, 40, 8},
     /* 4 x 4, uniform, random scheduler, no host costs (many simultaneous events) */
     {4, 4, 4096, "uniform", "random", 4, 67108864, 1, 1,
-     0x1.38c4d1f70e50cp-15, 0x1.100b4b0f99264p-18, 0x1.43c85631f9cf4p-21, 0x1.100b4b0f99264p-18, 0x1.2652ab67183c5p+3,
-     19, 16, 736, 448, 2920, 65536, 0, 7, 0, 12, 1, 0x1.1aeac0783e066p-17, 196608, 0x1.8p+17,
-     {0x1.6ab9bap-22, 0x1.144490baac602p-15, 0x1.92a738p-19, -0x1.79e0f7p-43, 0x1.100b4cp-20}, 18, 1, 1},
+     0x1.2173da23885f2p-16, 0x1.100b4b0f99264p-18, 0x1.43c85631f9cf4p-21, 0x1.100b4b0f99264p-18, 0x1.1061ba6c83373p+2,
+     19, 16, 736, 448, 4569, 65536, 0, 7, 0, 2, 1, 0x1.f4f123f539cc8p-18, 196608, 0x1.8p+17,
+     {0x1.100b4cp-20, 0x1.7839aa5cf3beap-17, 0x1.92a738p-19, -0x1.2bc600bp-42, 0x1.100b4cp-19}, 5, 1, 8},
     /* 2 x 4, zipf:1.2, 64 KiB per pair */
     {2, 4, 16384, "zipf:1.2", "node_shift", 4, 67108864, 1, 0,
-     0x1.ee07c750721ecp-16, 0x1.0b4f23687afb3p-17, 0x1.d5fc7ed8da566p-19, 0x1.0b4f23687afb3p-17, 0x1.d921189a96d5ep+1,
-     8, 8, 160, 96, 596, 638472, 5, 4, 5, 3, 0, 0x1.0b4f23687afb3p-17, 386372, 0x1.7951p+18,
-     {0x1.1c1676p-21, 0x1.fd5bd4b5db5e1p-17, 0x1.92a738p-19, 0x1.27476d1611beep-18, 0x1.a9499cp-18}, 8, 1, 7},
+     0x1.49f0829227fe9p-16, 0x1.0b4f23687afb3p-17, 0x1.d5fc7ed8da566p-19, 0x1.0b4f23687afb3p-17, 0x1.3bfb0aed4e217p+1,
+     8, 8, 160, 96, 632, 638472, 5, 4, 5, 3, 0, 0x1.0b4f23687afb2p-17, 386372, 0x1.7951p+18,
+     {0x1.2e5762p-19, 0x1.cf9d6a910a93p-18, 0x1.92a738p-19, 0x1.6a63496f2ace8p-19, 0x1.4273aep-18}, 4, 1, 4},
     /* 4 x 4, zipf:1.2, relay off, xor */
     {4, 4, 16384, "zipf:1.2", "xor", 4, 67108864, 0, 0,
-     0x1.c8caabf25ed28p-14, 0x1.8e5c96cb1871fp-14, 0x1.945e52e89947p-19, 0x1.8e5c96cb1871fp-14, 0x1.258c8b462a255p+0,
-     17, 16, 496, 256, 7207, 455772, 7, 12, 0, 4, 0, 0x1.8ff395540443cp-14, 993764, 0x1.1926ap+22,
-     {0x1.7d323ep-14, 0x1.13ee113170427p-17, 0x1.92a738p-19, 0x1.c85720c30ca32p-18, 0x0p+0}, 14, 1, 11},
+     0x1.ae21c61299696p-14, 0x1.8e5c96cb1871fp-14, 0x1.945e52e89947p-19, 0x1.8e5c96cb1871fp-14, 0x1.146aa54286e3ap+0,
+     17, 16, 496, 256, 7281, 455772, 7, 12, 0, 4, 0, 0x1.8f0e59868dd94p-14, 993764, 0x1.1926ap+22,
+     {0x1.7c50a8p-14, 0x1.e02203ce839dp-19, 0x1.92a738p-19, 0x1.63ad434254c78p-18, 0x0p+0}, 11, 1, 11},
     /* 8 x 8, uniform, 4 KiB per pair */
     {8, 8, 1024, "uniform", "node_shift", 4, 67108864, 1, 0,
-     0x1.2148020aa30dap-13, 0x1.3d62823cdd574p-18, 0x1.79bf0f3a4e1c8p-21, 0x1.3d62823cdd574p-18, 0x1.d2a9f2c44f6f1p+4,
-     60, 64, 12160, 7680, 45744, 32768, 8, 0, 0, 0, 0, 0x1.3d62823cdd588p-18, 229376, 0x1.cp+17,
-     {0x1.6ab9bap-24, 0x1.e36ac4f481486p-14, 0x1.92a738p-19, 0x1.48d55bc9134cp-16, 0x0p+0}, 36, 1, 6},
+     0x1.cd91ce43ca98dp-15, 0x1.3d62823cdd574p-18, 0x1.79bf0f3a4e1c8p-21, 0x1.3d62823cdd574p-18, 0x1.744c5a26c1f8bp+3,
+     60, 64, 12160, 7680, 125016, 32768, 8, 0, 0, 24, 0, 0x1.22bd3711c53aap-16, 229376, 0x1.cp+17,
+     {0x1.26183555e57bp-19, 0x1.08f498cfe061ep-15, 0x1.92a738p-19, 0x1.14d2f5bd17be8p-16, 0x1.d4f878p-20}, 4, 1, 56},
     /* 8 x 8, zipf:1.2, 112 KiB per pair */
     {8, 8, 28672, "zipf:1.2", "node_shift", 4, 67108864, 1, 0,
-     0x1.4d1772a5fe1fdp-11, 0x1.9408e2bf937c8p-12, 0x1.4013c9d3b2457p-12, 0x1.9408e2bf937c8p-12, 0x1.a619806663cbap+0,
-     61, 64, 12276, 7767, 151743, 15491208, 9, 59, 5, 9, 0, 0x1.957d814d0b0e6p-12, 7271180, 0x1.1d279cp+24,
-     {0x1.23b7a6p-17, 0x1.340d7d922b828p-12, 0x1.92a738p-19, 0x1.b0da219d0bd28p-16, 0x1.3ed0bap-12}, 40, 1, 60},
+     0x1.3c935a3dd6adfp-11, 0x1.9408e2bf937c8p-12, 0x1.4013c9d3b2457p-12, 0x1.9408e2bf937c8p-12, 0x1.912b956963d13p+0,
+     61, 64, 12276, 7767, 183634, 15491208, 9, 59, 5, 9, 0, 0x1.a32c829b1bd03p-12, 7271180, 0x1.1d279cp+24,
+     {0x1.5d780151db94ap-12, 0x1.fbe6aa2e3a1cp-13, 0x1.92a738p-19, 0x1.19db6f2b4b944p-16, 0x1.1f0b16p-17}, 7, 1, 57},
 };
 
 static int pin_matches(const sim_pin_t *p, const sim_result_t *r)
@@ -496,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_shared_link_by_hand),
         cmocka_unit_test(test_host_costs_by_hand),
         cmocka_unit_test(test_relay_sends_before_arrival),
+        cmocka_unit_test(test_merged_forwards_by_hand),
         cmocka_unit_test(test_all_cases_all_schedulers),
         cmocka_unit_test(test_rails),
         cmocka_unit_test(test_model_file),

@@ -20,6 +20,7 @@
 
 #include "cases.h"
 #include "core/plan/plan.h"
+#include "core/plan/plan_config.h"
 #include "core/plan/sched_registry.h"
 #include "core/plan/topo.h"
 #include "plan_cli.h"
@@ -250,6 +251,11 @@ static int sim_one(const rmacoll_case_t *c, const plan_cli_t *cli,
     so.cfg.relay_buffer_bytes = op->relay_buffer_bytes;
     so.cfg.relay_slots = op->relay_slots;
     so.cfg.max_task_bytes = op->max_task_bytes;
+    {
+        rmacoll__plan_cfg_t lib; /* merge_max_puts as the library reads it */
+        rmacoll__plan_cfg_from(&cli->cfg, &lib);
+        so.cfg.merge_max_puts = lib.merge_max_puts;
+    }
     so.rails = cli->rails;
     so.trace_ranks = cli->trace;
     so.gantt_svg = (nn == 1 || (gantt && strstr(gantt, "%s")))

@@ -79,6 +79,7 @@ void plan_pcfg(const refexec_opts_t *op, rmacoll__plan_cfg_t *cfg)
     cfg->eager_max_bytes = op->eager_max_bytes;
     cfg->node_eager_max_bytes = op->node_eager_max_bytes;
     cfg->direct_min_bytes = op->direct_min_bytes;
+    cfg->merge_max_puts = 1; /* walkers here take one step at a time */
 }
 
 /* The eager path, node eager path and direct streams the runtime gives a

@@ -41,13 +41,14 @@ void sim_model_defaults(sim_model_t *m)
     m->ce_bw = 395.0e9;      /* H200 copy engine over NVLink, one way */
     m->ce_bidir_bw = 652.0e9;  /* both ways together */
     m->ce_lat = 2.0e-6;      /* cudaMemcpyAsync issue + completion */
+    m->ce_copy_s = 0.5e-6;   /* each further copy of one submission */
     m->self_bw = 1500.0e9;   /* device-local copy (assumed) */
     m->put_s = 0.3e-6;       /* proxy: post one work request */
     m->batch_s = 0.5e-6;     /* executor: issue one step (core/plan/flow.h) */
 }
 
 typedef struct yaml_link {
-    char *bandwidth_GBps, *bidir_GBps, *latency_us;
+    char *bandwidth_GBps, *bidir_GBps, *latency_us, *copy_us;
 } yaml_link_t;
 
 typedef struct yaml_host {
@@ -67,6 +68,8 @@ static const cyaml_schema_field_t yaml_link_fields[] = {
                            yaml_link_t, bidir_GBps, 0, CYAML_UNLIMITED),
     CYAML_FIELD_STRING_PTR("latency_us", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
                            yaml_link_t, latency_us, 0, CYAML_UNLIMITED),
+    CYAML_FIELD_STRING_PTR("copy_us", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+                           yaml_link_t, copy_us, 0, CYAML_UNLIMITED),
     CYAML_FIELD_END
 };
 
@@ -145,6 +148,7 @@ rmacoll_status_t sim_model_load(const char *path, sim_model_t *m, char *err,
         bad |= yaml_num(path, "nic.bandwidth_GBps", y->nic->bandwidth_GBps, 1e9, 1, &m->nic_bw, err, errlen);
         bad |= yaml_num(path, "nic.latency_us", y->nic->latency_us, 1e-6, 0, &m->nic_lat, err, errlen);
         bad |= y->nic->bidir_GBps ? (snprintf(err, errlen, "%s: nic.bidir_GBps: not a key of nic", path), -1) : 0;
+        bad |= y->nic->copy_us ? (snprintf(err, errlen, "%s: nic.copy_us: not a key of nic", path), -1) : 0;
     }
     if (y->pcie) {
         bad |= yaml_num(path, "pcie.bandwidth_GBps", y->pcie->bandwidth_GBps, 1e9, 0, &m->pcie_bw, err, errlen);
@@ -153,6 +157,7 @@ rmacoll_status_t sim_model_load(const char *path, sim_model_t *m, char *err,
         bad |= yaml_num(path, "nvlink.bandwidth_GBps", y->nvlink->bandwidth_GBps, 1e9, 1, &m->ce_bw, err, errlen);
         bad |= yaml_num(path, "nvlink.bidir_GBps", y->nvlink->bidir_GBps, 1e9, 0, &m->ce_bidir_bw, err, errlen);
         bad |= yaml_num(path, "nvlink.latency_us", y->nvlink->latency_us, 1e-6, 0, &m->ce_lat, err, errlen);
+        bad |= yaml_num(path, "nvlink.copy_us", y->nvlink->copy_us, 1e-6, 0, &m->ce_copy_s, err, errlen);
     }
     if (y->self) {
         bad |= yaml_num(path, "self.bandwidth_GBps", y->self->bandwidth_GBps, 1e9, 1, &m->self_bw, err, errlen);
@@ -172,11 +177,11 @@ void sim_model_print(FILE *out, const sim_model_t *m)
             "name: \"%s\"\n"
             "nic: {bandwidth_GBps: %g, latency_us: %g}\n"
             "pcie: {bandwidth_GBps: %g}\n"
-            "nvlink: {bandwidth_GBps: %g, bidir_GBps: %g, latency_us: %g}\n"
+            "nvlink: {bandwidth_GBps: %g, bidir_GBps: %g, latency_us: %g, copy_us: %g}\n"
             "self: {bandwidth_GBps: %g}\n"
             "host: {put_us: %g, batch_us: %g, call_us: %g}\n",
             m->name, m->nic_bw / 1e9, m->nic_lat * 1e6, m->pcie_bw / 1e9,
-            m->ce_bw / 1e9, m->ce_bidir_bw / 1e9, m->ce_lat * 1e6,
+            m->ce_bw / 1e9, m->ce_bidir_bw / 1e9, m->ce_lat * 1e6, m->ce_copy_s * 1e6,
             m->self_bw / 1e9, m->put_s * 1e6, m->batch_s * 1e6, m->call_s * 1e6);
 }
 
@@ -196,6 +201,7 @@ void sim_opts_init(sim_opts_t *o)
     o->cfg.relay_buffer_bytes = 64ull << 20;
     o->cfg.relay_slots = 4;
     o->cfg.max_task_bytes = 1ull << 30;
+    o->cfg.merge_max_puts = 256;
     o->trace_ranks = 8;
     o->feed_load = 1;
 }
@@ -256,8 +262,12 @@ typedef struct sim_rank {
     uint32_t nready;
     sim_srec_t *rec;          /* [nst + 1] */
     uint32_t nrec;
-    uint32_t ce_i, ce_end;    /* the CE step running: its next and end task */
-    int ce_active, step_ev, blocked, final_done;
+    uint32_t *ce_list;        /* [nt] the CE submission running: its tasks */
+    uint32_t ce_i, ce_n;      /* its next task to start, its length */
+    uint32_t ce_active;       /* its copies started, not done */
+    uint32_t *aside;          /* [nlanes] merging: the other ready lanes */
+    uint32_t *mstamp, mseq;   /* [nlanes] merging: lanes taken (== mseq) */
+    int step_ev, blocked, final_done;
     uint32_t nsig;
     uint32_t *sig;
     int32_t *whead, *wnext;   /* per word, per lane: lanes whose head waits */
@@ -334,6 +344,7 @@ typedef struct sim {
     uint64_t nevents, nflows;
     double now;
     int failed;
+    uint32_t merge_max;       /* merge_max_puts of the options' cfg */
     /* trace */
     int32_t *trace_row;       /* [n] first row of a traced rank, -1 */
     int ntrace;
@@ -849,7 +860,7 @@ static void flow_done(sim_t *s, int32_t id)
             r->end = s->now > r->final_t ? s->now : r->final_t;
         }
     } else {
-        r->ce_active = 0;
+        r->ce_active--;
         if (flags & RMACOLL__TASK_SIGNAL) {
             deliver_signal(s, id);
         } else {
@@ -1022,22 +1033,12 @@ static sim_srec_t *rank_record(sim_t *s, sim_rank_t *r, int woke, uint32_t l)
     return rec;
 }
 
-/* Issues step p: CE puts one after the other on the thread (ce_lat before
- * each; it is free again the step cost after the last), or proxy puts
- * posted one after the other (put_s each, on the proxy's thread) and
- * started when their queue pair is free; the thread is free again the
- * step cost later. */
-static void rank_issue(sim_t *s, sim_rank_t *r, const sim_step_t *p, sim_srec_t *rec)
+/* Proxy puts of step p posted one after the other (put_s each, on the
+ * proxy's thread), each started when its queue pair is free. */
+static void post_step(sim_t *s, sim_rank_t *r, const sim_step_t *p, uint32_t rn)
 {
-    uint32_t ri = (uint32_t)(r - s->rk), rn = (uint32_t)(rec - r->rec);
+    uint32_t ri = (uint32_t)(r - s->rk);
 
-    if (p->path == RMACOLL__PATH_CE) {
-        rec->ce = 1;
-        r->ce_i = p->first;
-        r->ce_end = p->first + p->count;
-        ev_push(s, s->now + s->m->ce_lat, EV_CE_START, ri, 0);
-        return;
-    }
     for (uint32_t k = p->first; k < p->first + p->count; k++) {
         r->proxy_out++;
         if (s->m->put_s > 0) {
@@ -1048,28 +1049,123 @@ static void rank_issue(sim_t *s, sim_rank_t *r, const sim_step_t *p, sim_srec_t 
             post_proxy(s, r, k, rn);
         }
     }
+}
+
+static int lane_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* Takes lane l's head step into the submission being built (flow.h
+ * "Merging"): a proxy step is posted; a CE step's tasks join r->ce_list,
+ * and so do the lane's further CE steps while *n stays within max (the
+ * first step of a submission always whole). The lane moves on. */
+static void take_lane(sim_t *s, sim_rank_t *r, uint32_t l, uint32_t rn, uint32_t max,
+                      uint32_t *n)
+{
+    const sim_step_t *p = &r->st[r->lcur[l]];
+
+    r->mstamp[l] = r->mseq;
+    if (p->path == RMACOLL__PATH_PROXY) {
+        post_step(s, r, p, rn);
+        *n += p->count;
+        lane_next(r, l);
+        return;
+    }
+    for (;;) {
+        uint32_t nx = r->lcur[l] + 1;
+        for (uint32_t k = p->first; k < p->first + p->count; k++) {
+            r->ce_list[(*n)++] = k;
+        }
+        if (nx < r->lane_step[l + 1] && !r->st[nx].wait && r->st[nx].path == p->path &&
+            (uint64_t)*n + r->st[nx].count <= max) {
+            r->lcur[l] = nx;
+            p = &r->st[nx];
+            continue;
+        }
+        lane_next(r, l);
+        return;
+    }
+}
+
+/*
+ * Issues lane l's head put step and, merged with it, the head put steps of
+ * the other ready lanes on its path (core/plan/flow.h "Merging", the
+ * runtime's issue_merged): ready waits met on the way are consumed, as the
+ * runtime's scan passes them. CE: one submission, its copies started
+ * ce_lat after the issue and ce_copy_s apart, the thread busy until the
+ * last is done and the step cost after; proxy: posted, the thread free
+ * again the step cost later.
+ */
+static void rank_issue(sim_t *s, sim_rank_t *r, uint32_t l, sim_srec_t *rec)
+{
+    uint32_t ri = (uint32_t)(r - s->rk), rn = (uint32_t)(rec - r->rec);
+    uint32_t max = s->merge_max, n = 0, nc = 0;
+    int path = r->st[r->lcur[l]].path, back = 0;
+
+    r->mseq++;
+    take_lane(s, r, l, rn, max, &n);
+    /* the other lanes that can move, in lane order (as the runtime scans) */
+    while (max > 1 && r->nready > 0) {
+        uint32_t m = ready_pop(r);
+        if (r->mstamp[m] == r->mseq) {
+            back = 1;                 /* l again: its next step waits its turn */
+        } else if (r->st[r->lcur[m]].wait) {
+            lane_next(r, m);
+        } else {
+            r->aside[nc++] = m;
+        }
+    }
+    qsort(r->aside, nc, sizeof(*r->aside), lane_cmp);
+    for (uint32_t k = 0; k < nc; k++) {
+        uint32_t m = r->aside[k];
+        const sim_step_t *q = &r->st[r->lcur[m]];
+        if (q->path == path &&
+            (path == RMACOLL__PATH_PROXY || (uint64_t)n + q->count <= max)) {
+            take_lane(s, r, m, rn, path == RMACOLL__PATH_PROXY ? UINT32_MAX : max, &n);
+        } else {
+            ready_push(r, m);
+        }
+    }
+    if (back) {
+        ready_push(r, l);
+    }
+    if (path != RMACOLL__PATH_PROXY) {
+        rec->ce = 1;
+        r->ce_i = 0;
+        r->ce_n = n;
+        r->ce_active = 0;
+        ev_push(s, s->now + s->m->ce_lat, EV_CE_START, ri, 0);
+        return;
+    }
     r->step_ev = 1;
     ev_push(s, s->now + s->m->batch_s, EV_STEP, ri, 0);
 }
 
-/* The next CE put of r's step starts now (one at a time). */
+/* The next copy of r's CE submission starts now; the one after it
+ * ce_copy_s later. */
 static void ce_start(sim_t *s, sim_rank_t *r)
 {
-    int32_t id = flow_make(s, r, r->ce_i++, r->nrec - 1);
+    int32_t id = flow_make(s, r, r->ce_list[r->ce_i++], r->nrec - 1);
 
+    if (r->ce_i < r->ce_n) {
+        ev_push(s, s->now + s->m->ce_copy_s, EV_CE_START, (uint32_t)(r - s->rk), 0);
+    }
     if (id >= 0) {
-        r->ce_active = 1;
+        r->ce_active++;
         flow_start(s, id);
     }
 }
 
+/* A copy ended: once every copy of the submission is done, the thread
+ * picks again the step cost later. */
 static void ce_next(sim_t *s, sim_rank_t *r)
 {
-    if (r->ce_i < r->ce_end) {
-        ev_push(s, s->now + s->m->ce_lat, EV_CE_START, (uint32_t)(r - s->rk), 0);
+    if (r->ce_active > 0 || r->ce_i < r->ce_n) {
         return;
     }
-    /* the CE step is done; the thread picks again the step cost later */
     r->rec[r->nrec - 1].end = s->now;
     r->step_ev = 1;
     ev_push(s, s->now + s->m->batch_s, EV_STEP, (uint32_t)(r - s->rk), 0);
@@ -1096,8 +1192,7 @@ static void rank_step(sim_t *s, sim_rank_t *r)
             lane_next(r, l);
             continue;
         }
-        rank_issue(s, r, p, rank_record(s, r, woke, l));
-        lane_next(r, l);
+        rank_issue(s, r, l, rank_record(s, r, woke, l));
         return;
     }
     if (r->lanes_open == 0 && r->lcur[fin] == r->lane_step[fin + 1]) {
@@ -1189,8 +1284,11 @@ static rmacoll_status_t convert_plan(sim_t *s, sim_rank_t *r, const rmacoll__pla
     r->lcause = malloc((r->nlanes + 1) * sizeof(*r->lcause));
     r->ready = malloc((r->nlanes + 1) * sizeof(*r->ready));
     r->wnext = malloc((r->nlanes + 1) * sizeof(*r->wnext));
+    r->ce_list = malloc((r->nt + 1) * sizeof(*r->ce_list));
+    r->aside = malloc((r->nlanes + 1) * sizeof(*r->aside));
+    r->mstamp = calloc(r->nlanes + 1, sizeof(*r->mstamp));
     if (!r->t || !r->ppos || !r->st || !r->rec || !r->lane_step || !r->lcur ||
-        !r->lcause || !r->ready || !r->wnext) {
+        !r->lcause || !r->ready || !r->wnext || !r->ce_list || !r->aside || !r->mstamp) {
         return RMACOLL_ERR_NO_MEMORY;
     }
     for (uint32_t k = 0; k < r->nt; k++) {
@@ -1434,6 +1532,9 @@ static void sim_free(sim_t *s)
         free(r->wnext);
         free(r->qdst);
         free(r->qtail);
+        free(r->ce_list);
+        free(r->aside);
+        free(r->mstamp);
     }
     free(s->rk);
     free(s->sim_of);
@@ -1964,6 +2065,7 @@ rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
     memset(res, 0, sizeof(*res));
     memset(&s, 0, sizeof(s));
     s.m = m;
+    s.merge_max = o->cfg.merge_max_puts > 0 ? o->cfg.merge_max_puts : 1;
     s.n = c->nranks;
     if (c->has_mismatch) {
         snprintf(res->msg, sizeof(res->msg), "the case has a count mismatch: "

@@ -21,15 +21,18 @@
  * Each rank's tasks are lanes of steps (a step: one wait, or puts of one
  * path and round); a lane runs in its order, a wait blocks only its lane,
  * and the FINAL lane (data waits) is walked once every other lane is
- * done. The rank's one thread issues one step at a time: among the lanes
- * whose head step is ready, the step whose first task comes first in the
- * plan; a head wait that holds is consumed at no cost; nothing ready, it
- * blocks until a signal makes a head wait hold. A proxy-put step posts its
- * puts one after the other (host cost put_s each), each starting when its
- * (src, dst) queue pair is free (puts of one pair are FIFO, different pairs
- * run concurrently); a CE-put step runs its puts one after the other on
- * the thread (ce_lat_s before each). After each step the thread is busy
- * batch_s (the cost of one step) before it picks again. A signal becomes
+ * done. The rank's one thread issues one submission at a time: among the
+ * lanes whose head step is ready, the step whose first task comes first in
+ * the plan, merged with the ready head steps of the other lanes on its
+ * path (flow.h "Merging", at most cfg.merge_max_puts CE puts); a head wait
+ * that holds is consumed at no cost; nothing ready, it blocks until a
+ * signal makes a head wait hold. Proxy puts are posted one after the other
+ * (host cost put_s each), each starting when its (src, dst) queue pair is
+ * free (puts of one pair are FIFO, different pairs run concurrently); the
+ * copies of a CE submission start ce_lat after the issue and ce_copy_s
+ * apart, run together (sharing the links) and hold the thread until the
+ * last is done. After each submission the thread is busy batch_s (the
+ * cost of one step) before it picks again. A signal becomes
  * visible nic_lat_s after a proxy put's last byte, at once after a CE
  * put's. A rank is done when its FINAL waits hold and its proxy puts are
  * flushed. Events at the same instant run in a fixed order: flow ends,
@@ -60,6 +63,8 @@ typedef struct sim_model {
     double nic_bw, nic_lat;        /* per rail, per direction */
     double pcie_bw;                /* per direction; 0 = not a limit */
     double ce_bw, ce_bidir_bw, ce_lat;  /* per GPU; bidir 0 = no cap */
+    double ce_copy_s;              /* each further copy of one CE submission
+                                      (YAML key nvlink.copy_us) */
     double self_bw;
     double put_s, batch_s;         /* host cost per posted put, per step
                                       issued (YAML key batch_us) */
