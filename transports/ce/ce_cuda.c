@@ -48,6 +48,11 @@
 
 struct rmacoll__ce_cuda {
     rmacoll__cu_t *cu;
+    /* post_puts' batched copies (cudaMemcpyBatchAsync): its arrays */
+    void **dsts;
+    const void **srcs;
+    size_t *sizes, cap;
+    int batch_off;            /* the runtime refused a batch: one by one */
 };
 
 /* The backend is off: log why (every call that needed it) and return. */
@@ -95,6 +100,9 @@ void rmacoll__ce_cuda_finalize(rmacoll_transport_t *tp)
 {
     if (tp != NULL && tp->cuda != NULL) {
         rmacoll__cu_close(tp->cuda->cu);
+        free(tp->cuda->dsts);
+        free(tp->cuda->srcs);
+        free(tp->cuda->sizes);
         free(tp->cuda);
         tp->cuda = NULL;
     }
@@ -334,6 +342,95 @@ rmacoll_memtype_t rmacoll__ce_cuda_queue_memtype(rmacoll_transport_t *tp,
     return RMACOLL_MEM_HOST; /* signal-only queues: host stores */
 }
 
+/* Room for n copies in the batch arrays. */
+static int batch_room(struct rmacoll__ce_cuda *cc, size_t n)
+{
+    if (n > cc->cap) {
+        size_t cap = n > 2 * cc->cap ? n : 2 * cc->cap;
+        void **d = realloc(cc->dsts, cap * sizeof(*d));
+        const void **sr = d != NULL ? realloc(cc->srcs, cap * sizeof(*sr)) : NULL;
+        size_t *sz = sr != NULL ? realloc(cc->sizes, cap * sizeof(*sz)) : NULL;
+
+        cc->dsts = d != NULL ? d : cc->dsts;
+        cc->srcs = sr != NULL ? sr : cc->srcs;
+        cc->sizes = sz != NULL ? sz : cc->sizes;
+        if (sz == NULL) {
+            return 0;
+        }
+        cc->cap = cap;
+    }
+    return 1;
+}
+
+/*
+ * The copies of puts[0, n) as one cudaMemcpyBatchAsync on s (CUDA 12.8+:
+ * one submission, the copies unordered among themselves, the batch in
+ * stream order), then every signal after the whole batch. 1 when done, 0
+ * when not taken (fewer than two copies, no room, or the runtime refused:
+ * then batching stays off and the caller enqueues one by one; nothing was
+ * enqueued), or -1 with *st set after a failure past the copies.
+ */
+static int post_batched(rmacoll_transport_t *tp, const rmacoll_put_t *puts, size_t n,
+                        cudaStream_t s, rmacoll_status_t *st)
+{
+#if CUDART_VERSION >= 12080
+    struct rmacoll__ce_cuda *cc = tp->cuda;
+    rmacoll__cu_t *cu = cc->cu;
+    struct cudaMemcpyAttributes attr;
+    size_t k = 0, aidx = 0;
+    unsigned nops = 0;
+    int ops_peer = -1;
+    cudaError_t e;
+
+    if (cc->batch_off || n < 2 || !batch_room(cc, n)) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (puts[i].bytes > 0) {
+            cc->dsts[k] = (void *)(uintptr_t)puts[i].dst_addr;
+            cc->srcs[k] = puts[i].src;
+            cc->sizes[k++] = (size_t)puts[i].bytes;
+        }
+    }
+    if (k < 2) {
+        return 0;
+    }
+    memset(&attr, 0, sizeof(attr));
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    e = cudaMemcpyBatchAsync(cc->dsts, cc->srcs, cc->sizes, k, &attr, &aidx, 1, s);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        cc->batch_off = 1;
+        CE_LOG(tp, RMACOLL_LOG_INFO, "ce: cudaMemcpyBatchAsync of %zu copies refused (%s); "
+               "copies go one by one from now on", k, cudaGetErrorString(e));
+        return 0;
+    }
+    rmacoll__cu_trace(cu, "batch s=%p copies=%zu", (void *)s, k);
+    for (size_t i = 0; i < n; i++) {
+        CUdeviceptr sig;
+
+        (void)rmacoll__cu_check_put(cu, &puts[i], i, &sig);
+        if (sig == 0) {
+            continue;
+        }
+        if (nops == RMACOLL__CU_MAX_OPS) {
+            *st = rmacoll__cu_flush_ops(cu, s, nops, ops_peer);
+            nops = 0;
+            if (*st != RMACOLL_SUCCESS) {
+                return -1;
+            }
+        }
+        rmacoll__cu_op_write(cu, nops++, sig, puts[i].sig_value);
+        ops_peer = puts[i].peer;
+    }
+    *st = rmacoll__cu_flush_ops(cu, s, nops, ops_peer);
+    return *st == RMACOLL_SUCCESS ? 1 : -1;
+#else
+    (void)tp, (void)puts, (void)n, (void)s, (void)st;
+    return 0;
+#endif
+}
+
 rmacoll_status_t rmacoll__ce_cuda_post_puts(rmacoll_transport_t *tp,
                                             const rmacoll_put_t *puts,
                                             size_t n)
@@ -352,7 +449,15 @@ rmacoll_status_t rmacoll__ce_cuda_post_puts(rmacoll_transport_t *tp,
     }
     st = rmacoll__cu_own_stream(tp->cuda->cu, &s);
     if (st == RMACOLL_SUCCESS) {
-        st = rmacoll__ce_cuda_post_puts_stream(tp, puts, n, s);
+        /* several copies (a merged submission, core/plan/flow.h): checked,
+         * then one batch; else, or when refused, one by one */
+        for (size_t i = 0; i < n && st == RMACOLL_SUCCESS; i++) {
+            CUdeviceptr sig;
+            st = rmacoll__cu_check_put(tp->cuda->cu, &puts[i], i, &sig);
+        }
+        if (st == RMACOLL_SUCCESS && post_batched(tp, puts, n, s, &st) == 0) {
+            st = rmacoll__ce_cuda_post_puts_stream(tp, puts, n, s);
+        }
     }
     return st == RMACOLL_SUCCESS ? rmacoll__cu_record(tp->cuda->cu, n) : st;
 }
