@@ -5,7 +5,7 @@
  * not affected), enqueue the calls, end and instantiate, then launch the
  * graph n times on the stream. rmacoll records a call under capture only
  * with its graph mode on (RMACOLL_CUDA_GRAPH=1 in the environment before
- * the process's first call; docs/gpu.md). Header-only (static functions):
+ * the process's first call; docs/gpu.md). Header-only (static inline functions):
  * the tools' support library is built without CUDA, and only tools built
  * with the CUDA runtime include this. Not thread-safe per graph.
  */
@@ -23,7 +23,7 @@ typedef struct rmacoll_tool_graph {
 } rmacoll_tool_graph_t;
 
 /* Releases the graph (no-op for none). */
-static void rmacoll_tool_graph_free(rmacoll_tool_graph_t *tg)
+static inline void rmacoll_tool_graph_free(rmacoll_tool_graph_t *tg)
 {
     if (tg->exec != NULL)
         cudaGraphExecDestroy(tg->exec);
@@ -34,7 +34,7 @@ static void rmacoll_tool_graph_free(rmacoll_tool_graph_t *tg)
 }
 
 /* Starts capturing s. 0, or -1 with err filled. */
-static int rmacoll_tool_graph_begin(cudaStream_t s, char *err, size_t len)
+static inline int rmacoll_tool_graph_begin(cudaStream_t s, char *err, size_t len)
 {
     cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
 
@@ -48,7 +48,7 @@ static int rmacoll_tool_graph_begin(cudaStream_t s, char *err, size_t len)
 /* Ends the capture of s (always, so s is usable again) and, when the calls
  * enqueued succeeded (ok != 0), instantiates it into *tg (whose previous
  * graph is released first). 0, or -1 with err filled. */
-static int rmacoll_tool_graph_end(rmacoll_tool_graph_t *tg, cudaStream_t s, int ok, char *err,
+static inline int rmacoll_tool_graph_end(rmacoll_tool_graph_t *tg, cudaStream_t s, int ok, char *err,
                                   size_t len)
 {
     cudaGraph_t g = NULL;
@@ -76,7 +76,7 @@ static int rmacoll_tool_graph_end(rmacoll_tool_graph_t *tg, cudaStream_t s, int 
 }
 
 /* Enqueues n launches of tg on s. 0, or -1 with err filled. */
-static int rmacoll_tool_graph_launch(const rmacoll_tool_graph_t *tg, cudaStream_t s, int n,
+static inline int rmacoll_tool_graph_launch(const rmacoll_tool_graph_t *tg, cudaStream_t s, int n,
                                      char *err, size_t len)
 {
     for (int i = 0; i < n; i++) {

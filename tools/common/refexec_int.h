@@ -1,7 +1,8 @@
 /*
  * refexec_int.h - what the parts of the reference executor share
- * (refexec.c, rx_mem.c, rx_task.c, rx_check.c): its state and the helpers
- * one part calls in another. Not an interface of the tools (refexec.h).
+ * (refexec.c, rx_exec.c, rx_mem.c, rx_task.c, rx_check.c): its state and
+ * the helpers one part calls in another. Not an interface of the tools
+ * (refexec.h).
  */
 #ifndef RMACOLL_TOOLS_REFEXEC_INT_H
 #define RMACOLL_TOOLS_REFEXEC_INT_H
