@@ -709,19 +709,25 @@ typedef enum rmacoll_recv_mode {
  * Errors found on the HOST (returned by this call, the same code on every
  * rank; rmacoll_comm_last_error names the rank and the argument; nothing
  * is enqueued on any rank):
- *  RMACOLL_ERR_INVALID_ARG  NULL comm, sendcounts, recvcounts or status;
- *                           a capacity < 0; unknown mode; a pointer that is
- *                           not device memory of this rank's GPU
+ *  RMACOLL_ERR_INVALID_ARG  NULL comm, sendcounts, recvcounts, status or
+ *                           stream (NULL is refused: pass a created stream
+ *                           or cudaStreamPerThread); a capacity < 0;
+ *                           unknown mode; a pointer that is not device
+ *                           memory of this rank's GPU, or a capacity that
+ *                           passes the end of its buffer's allocation
  *  RMACOLL_ERR_NULL_BUFFER  NULL sendbuf / recvbuf with a capacity > 0
  *  RMACOLL_ERR_OVERFLOW     capacity * element size > 2^63 - 1 bytes
  *  RMACOLL_ERR_DATATYPE     unknown dtype, or element sizes that differ
  *                           between ranks
  *  RMACOLL_ERR_UNSUPPORTED  comm spans more than one node (device counts
- *                           across nodes are not implemented yet), more
- *                           than 64 ranks, no nvlink_kernel transport with
- *                           device-resident signal words on this
- *                           communicator, or ranks of one GPU in separate
- *                           processes (the kernel's ranks must run at once)
+ *                           across nodes are not implemented yet: issue 31
+ *                           item 3), more than 64 ranks, no transport that
+ *                           runs device-count calls (transports.intra_node
+ *                           must be nvlink_kernel or auto: the default ce
+ *                           has none), no device-resident signal words on
+ *                           this communicator, or ranks of one GPU in
+ *                           separate processes (the kernels of the ranks
+ *                           wait for each other and must run at once)
  *  RMACOLL_ERR_PEER, RMACOLL_ERR_CUDA, RMACOLL_ERR_TIMEOUT  as
  *                           rmacoll_alltoallv (the communicator is broken)
  *
@@ -741,7 +747,8 @@ typedef enum rmacoll_recv_mode {
  * order (the device-side report, the one to use inside a graph); (2) by
  * the next rmacoll_device_counts_check on the communicator (the
  * host-visible report) once the failing call has run on the device: see
- * there. The call itself has returned RMACOLL_SUCCESS long before (it only
+ * there; a later failure before that check is only in its own *status).
+ * The call itself has returned RMACOLL_SUCCESS long before (it only
  * enqueues). A device error other than TIMEOUT leaves the communicator
  * usable: the next call may succeed.
  *

@@ -691,6 +691,7 @@ rmacoll_status_t rmacoll__dcounts_check(rmacoll_comm_t *comm)
         "a peer's kernel that never arrived"};
     rmacoll__tinst_t *ti = dc_inst(comm);
     rmacoll_dcounts_report_t r;
+    char peer[32] = "";
 
     if (ti == NULL || ti->ops->stream.dcounts_report(ti->tp, &r) != RMACOLL_SUCCESS ||
         r.seq == 0) {
@@ -701,12 +702,15 @@ rmacoll_status_t rmacoll__dcounts_check(rmacoll_comm_t *comm)
                              "on the device: rank %d waited in vain for rank %d",
                              comm->rank, (unsigned long long)r.seq, r.rank, r.peer);
     }
+    if (r.peer >= 0) {
+        snprintf(peer, sizeof(peer), " (peer: rank %d)", r.peer);
+    }
     return rmacoll__fail(&comm->fail, r.code, "rank %d: device-count call %llu failed on "
-                         "the device: rank %d: %s%s%d (%lld against %lld elements); nothing "
-                         "was written", comm->rank, (unsigned long long)r.seq, r.rank,
+                         "the device: rank %d: %s%s: %lld against %lld elements; no "
+                         "receive buffer was written", comm->rank, (unsigned long long)r.seq,
+                         r.rank,
                          r.reason > 0 && r.reason < (int)(sizeof(why) / sizeof(why[0]))
                              ? why[r.reason]
                              : "unknown reason",
-                         r.peer >= 0 ? ", rank " : "", r.peer >= 0 ? r.peer : r.rank,
-                         (long long)r.need, (long long)r.have);
+                         peer, (long long)r.need, (long long)r.have);
 }
