@@ -385,6 +385,11 @@ typedef struct rmacoll_comm_stats {
      * when a call succeeds */
     uint64_t direct_min_bytes;
     uint64_t direct_bytes_sent;
+    /* device-count calls (rmacoll_alltoallv_device_counts) enqueued by the
+     * host: each one kernel launch and no device-to-host copy or host
+     * synchronisation (the counts are read on the device only); graph
+     * replays are not counted (the host never sees them) */
+    uint64_t device_counts_calls;
 } rmacoll_comm_stats_t;
 
 /**
@@ -651,6 +656,145 @@ rmacoll_status_t rmacoll_test(rmacoll_request_t *req, int *done);
  * flight), else those of rmacoll_alltoallv.
  */
 rmacoll_status_t rmacoll_wait(rmacoll_request_t *req);
+
+/* rmacoll_alltoallv_device_counts: what the call does with recvcounts. */
+typedef enum rmacoll_recv_mode {
+    /* dispatch: the receive side is PRODUCED: the call writes recvcounts
+     * (each rank learns what it receives) */
+    RMACOLL_RECV_PRODUCE = 0,
+    /* combine: the receive side is GIVEN (known from an earlier dispatch):
+     * recvcounts is read and checked against the senders' counts */
+    RMACOLL_RECV_GIVEN = 1
+} rmacoll_recv_mode_t;
+
+/**
+ * AlltoAllV whose counts live in device memory (issue 31): the split sizes
+ * of an MoE layer, written by a kernel (the router) earlier on the same
+ * stream, are read on the device; the host never sees them, nothing is
+ * synchronised with the host, and the call may be captured into a CUDA
+ * graph whose replays take the counts current at each replay. Collective
+ * over all ranks of comm, which must be one node (see UNSUPPORTED below).
+ *
+ * Layout: PACKED on both sides (no displacement arrays). Rank i's block
+ * for rank j starts at element sum(sendcounts[0..j-1]) of sendbuf; rank
+ * j receives it at element sum over k < i of (what rank k sends to j) of
+ * recvbuf, i.e. blocks packed in source-rank order. Packed layouts are
+ * what a router's sort by destination produces, need no displacement
+ * array to compute or check on the device, cannot overlap, and make the
+ * bounds check one prefix sum against a capacity; a dispatch's receive
+ * layout is exactly a combine's send layout, and the other way round.
+ *
+ * Shapes and units (ELEMENTS of dtype everywhere; no argument is in bytes):
+ *  sendbuf         device memory, send_capacity elements
+ *  sendcounts      DEVICE memory, nranks int64: elements for each rank;
+ *                  read on the device when the stream reaches the call
+ *  send_capacity   elements of sendbuf (>= 0): the call reads no element
+ *                  past it (sum(sendcounts) > send_capacity is an error)
+ *  recvbuf         device memory, recv_capacity elements
+ *  recvcounts      DEVICE memory, nranks int64: recvcounts[i] = elements
+ *                  from rank i. RMACOLL_RECV_PRODUCE: written by the call
+ *                  (also when it fails on capacity: the sizes a retry
+ *                  needs); RMACOLL_RECV_GIVEN: read, and each must equal
+ *                  what rank i sends here (else RMACOLL_ERR_MISMATCH)
+ *  recv_capacity   elements of recvbuf (>= 0): nothing is written past it
+ *  status          DEVICE memory, one int32, written by the call on the
+ *                  stream: 0 (RMACOLL_SUCCESS) or the rmacoll_status_t of
+ *                  a failure found on the device (below); later work on
+ *                  the stream (or a graph node after the call) may read it
+ * sendbuf / recvbuf may be NULL only with a capacity of 0.
+ * The pointers must stay valid (and, for graph replays, at the same
+ * addresses) while the stream runs the call; the arrays are read or
+ * written only by the device, in stream order.
+ *
+ * Errors found on the HOST (returned by this call, the same code on every
+ * rank; rmacoll_comm_last_error names the rank and the argument; nothing
+ * is enqueued on any rank):
+ *  RMACOLL_ERR_INVALID_ARG  NULL comm, sendcounts, recvcounts, status or
+ *                           stream (NULL is refused: pass a created stream
+ *                           or cudaStreamPerThread); a capacity < 0;
+ *                           unknown mode; a pointer that is not device
+ *                           memory of this rank's GPU, or a capacity that
+ *                           passes the end of its buffer's allocation
+ *  RMACOLL_ERR_NULL_BUFFER  NULL sendbuf / recvbuf with a capacity > 0
+ *  RMACOLL_ERR_OVERFLOW     capacity * element size > 2^63 - 1 bytes
+ *  RMACOLL_ERR_DATATYPE     unknown dtype, or element sizes that differ
+ *                           between ranks
+ *  RMACOLL_ERR_UNSUPPORTED  comm spans more than one node (device counts
+ *                           across nodes are not implemented yet: issue 31
+ *                           item 3), more than 64 ranks, no transport that
+ *                           runs device-count calls (transports.intra_node
+ *                           must be nvlink_kernel or auto: the default ce
+ *                           has none), no device-resident signal words on
+ *                           this communicator, or ranks of one GPU in
+ *                           separate processes (the kernels of the ranks
+ *                           wait for each other and must run at once)
+ *  RMACOLL_ERR_PEER, RMACOLL_ERR_CUDA, RMACOLL_ERR_TIMEOUT  as
+ *                           rmacoll_alltoallv (the communicator is broken)
+ *
+ * Errors found on the DEVICE (all ranks find the same one, since every
+ * rank's kernel reads every rank's counts and capacities; NO byte of any
+ * rank's recvbuf is written then, and nothing is read past any sendbuf's
+ * capacity):
+ *  RMACOLL_ERR_OVERFLOW     a negative count, a sum of counts above
+ *                           INT64_MAX, sum(sendcounts) > send_capacity on
+ *                           some rank, or some rank would receive more
+ *                           than its recv_capacity
+ *  RMACOLL_ERR_MISMATCH     RMACOLL_RECV_GIVEN: a recvcounts entry differs
+ *                           from its sender's count
+ *  RMACOLL_ERR_TIMEOUT      a peer's kernel did not arrive within
+ *                           timeout_ms (the communicator is then broken)
+ * Such an error is reported twice: (1) in *status on every rank, in stream
+ * order (the device-side report, the one to use inside a graph); (2) by
+ * the next rmacoll_device_counts_check on the communicator (the
+ * host-visible report) once the failing call has run on the device: see
+ * there; a later failure before that check is only in its own *status).
+ * The call itself has returned RMACOLL_SUCCESS long before (it only
+ * enqueues). A device error other than TIMEOUT leaves the communicator
+ * usable: the next call may succeed.
+ *
+ * Graphs: the call may be captured (no RMACOLL_CUDA_GRAPH needed: its
+ * kernel keeps its own sequence number in device memory, so every replay
+ * and every ordinary call pairs with the same call on the other ranks).
+ * Between replays the contents of sendbuf, sendcounts and (GIVEN)
+ * recvcounts may change; the pointers, capacities, mode, dtype and stream
+ * must not. Every rank must launch its graph once per replay, in the same
+ * order relative to its other device-count calls. Make one ordinary call
+ * with the same buffers before capturing, so that node peers' buffers are
+ * mapped outside the capture. Ranks that are threads of one process
+ * capture with cudaStreamCaptureModeThreadLocal or Relaxed.
+ *
+ * Cost: one kernel launch; inside, two rounds of flags between the ranks
+ * (arrival, then completion: a rank's arrays and buffers are reused only
+ * after every peer is done with them) and nranks^2 counts read.
+ *
+ * Thread-safety: as rmacoll_alltoallv (one call per communicator at a
+ * time). Device-count calls and ordinary device calls may be mixed on one
+ * stream; their signal words are distinct.
+ */
+rmacoll_status_t rmacoll_alltoallv_device_counts(const void *sendbuf,
+                                                 const int64_t *sendcounts,
+                                                 int64_t send_capacity, void *recvbuf,
+                                                 int64_t *recvcounts, int64_t recv_capacity,
+                                                 rmacoll_recv_mode_t mode,
+                                                 rmacoll_datatype_t dtype,
+                                                 rmacoll_comm_t *comm, void *stream,
+                                                 int32_t *status);
+
+/**
+ * The host-visible report of device-count calls (rmacoll_alltoallv_device_counts):
+ * returns the first error that such a call on comm met on the device and
+ * that no earlier check returned (RMACOLL_SUCCESS: none), and forgets it.
+ * rmacoll_comm_last_error then names the call (its sequence number on the
+ * device, 1 = the first device-count call of comm, graph replays
+ * included), the rank and the reason ("rank 2 would receive 4096 elements,
+ * its recv_capacity is 4000"). Local and non-blocking: it reads a word the
+ * kernel wrote into host-mapped memory, so it sees a call only once the
+ * stream has run it (e.g. after cudaStreamSynchronize or an event); every
+ * rank then reports the same error. Not collective. Errors besides the
+ * reported one: RMACOLL_ERR_INVALID_ARG (NULL comm). Thread-safety: as a
+ * call on comm (not while another thread is inside one).
+ */
+rmacoll_status_t rmacoll_device_counts_check(rmacoll_comm_t *comm);
 
 /**
  * Version of the library loaded at run time (which may differ from the

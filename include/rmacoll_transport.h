@@ -330,6 +330,60 @@ typedef struct rmacoll_stream_call {
     const int *wait_peer;          /* [nwait] or NULL (appended) */
 } rmacoll_stream_call_t;
 
+/*
+ * Device-count calls (rmacoll_alltoallv_device_counts, one node): the
+ * counts are read by the device, so the transport gets the arrays, not
+ * their values. Each rank owns a zeroed region of device memory of
+ * RMACOLL_DCOUNTS_REGION_BYTES(nranks) (allocated by the core, mapped by
+ * every node peer) that only the transport's kernels use: their sequence
+ * number, arrival and completion flags, and the rows of counts the ranks
+ * push to each other. region[p] is rank p's region as mapped in this
+ * process (own at p == rank), recv_addr[p] rank p's receive buffer as
+ * mapped here (0: rank p has none: its recv_capacity is 0). Capacities
+ * and counts in elements of esize bytes.
+ */
+#define RMACOLL_DCOUNTS_MAX_RANKS 64
+/* 64-bit words: 8 of header, arrive[n], done[n], rows[n][2n + 4] */
+#define RMACOLL_DCOUNTS_REGION_WORDS(n) (8u + 2u * (n) + (n) * (2u * (n) + 4u))
+#define RMACOLL_DCOUNTS_REGION_BYTES(n) ((size_t)RMACOLL_DCOUNTS_REGION_WORDS(n) * 8u)
+
+typedef struct rmacoll_dcounts_call {
+    size_t struct_size;            /* sizeof(rmacoll_dcounts_call_t) */
+    int check_only;                /* 1: check the pointers, enqueue nothing */
+    int given;                     /* 1: recvcounts is read (combine), 0: written */
+    uint32_t esize;                /* element size, bytes */
+    const void *sendbuf;
+    const int64_t *sendcounts;     /* device, [nranks] */
+    int64_t send_capacity;
+    void *recvbuf;
+    int64_t *recvcounts;           /* device, [nranks] */
+    int64_t recv_capacity;
+    int32_t *status;               /* device, one word */
+    const uint64_t *region;        /* [nranks] */
+    const uint64_t *recv_addr;     /* [nranks] */
+    char *msg;                     /* check_only failing: why (naming the argument) */
+    size_t msg_len;
+} rmacoll_dcounts_call_t;
+
+/* The first device-side failure of a device-count call not yet reported
+ * (stream.dcounts_report). */
+typedef struct rmacoll_dcounts_report {
+    uint64_t seq;                  /* the call's device sequence number (0: none) */
+    rmacoll_status_t code;
+    int rank;                      /* the rank whose counts or capacity failed */
+    int reason;                    /* RMACOLL_DCOUNTS_WHY_* */
+    int peer;                      /* the other rank involved, or -1 */
+    int64_t need, have;            /* elements: needed, available (or the counts
+                                    * that differ, for a mismatch) */
+} rmacoll_dcounts_report_t;
+
+#define RMACOLL_DCOUNTS_WHY_NEGATIVE 1  /* rank's count for peer < 0 */
+#define RMACOLL_DCOUNTS_WHY_SEND_CAP 2  /* rank sends need > send_capacity have */
+#define RMACOLL_DCOUNTS_WHY_RECV_CAP 3  /* rank receives need > recv_capacity have */
+#define RMACOLL_DCOUNTS_WHY_SUM 4       /* a sum of rank's counts passes INT64_MAX */
+#define RMACOLL_DCOUNTS_WHY_MISMATCH 5  /* rank expects have from peer, which sends need */
+#define RMACOLL_DCOUNTS_WHY_TIMEOUT 6   /* rank waited in vain for peer */
+
 /* The data path enqueued on a CUDA stream (no host synchronisation). */
 typedef struct rmacoll_transport_stream_ops {
     size_t size;    /* sizeof(rmacoll_transport_stream_ops_t) */
@@ -377,6 +431,19 @@ typedef struct rmacoll_transport_stream_ops {
      * reason's status, without logging an error. */
     rmacoll_status_t (*set_device_signals)(rmacoll_transport_t *tp, const uint64_t *addr,
                                            const uint32_t *nwords);
+    /* Optional (appended; NULL: RMACOLL_ERR_UNSUPPORTED): a device-count
+     * call (rmacoll_dcounts_call_t above) enqueued whole on `stream`,
+     * without reading the counts on the host. With check_only it only
+     * checks the call could run (pointers are device memory of this
+     * rank's GPU, the ranks sharing a GPU can run at once): an error with
+     * c->msg saying why, nothing enqueued. */
+    rmacoll_status_t (*dcounts_stream)(rmacoll_transport_t *tp,
+                                       const rmacoll_dcounts_call_t *c, void *stream);
+    /* Optional (appended, with dcounts_stream): the first device-side
+     * failure of a device-count call that the device has completed and no
+     * earlier report returned, then forgotten; r->seq = 0 when none. Reads
+     * host-mapped memory only (no synchronisation). */
+    rmacoll_status_t (*dcounts_report)(rmacoll_transport_t *tp, rmacoll_dcounts_report_t *r);
 } rmacoll_transport_stream_ops_t;
 
 typedef struct rmacoll_transport_ops {

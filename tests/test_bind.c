@@ -75,7 +75,7 @@ static const rmacoll_transport_mem_ops_t mem_reg = {sizeof(mem_reg), f_reg, f_de
                                                     NULL, NULL, NULL, NULL};
 static const rmacoll_transport_host_ops_t host = {sizeof(host), f_puts};
 static const rmacoll_transport_stream_ops_t stream = {sizeof(stream), f_puts_s, f_wait_s,
-                                                      f_sig_s, NULL, NULL};
+                                                      f_sig_s, NULL, NULL, NULL, NULL};
 
 static rmacoll_transport_ops_t table(const char *name, uint64_t caps)
 {

@@ -574,7 +574,8 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
             STATS_END(device_calls_device_signals), STATS_END(eager_bytes_sent),
             STATS_END(eager_bytes_copied), STATS_END(node_eager_bytes_sent),
             STATS_END(node_eager_bytes_copied), STATS_END(direct_min_bytes),
-            STATS_END(direct_bytes_sent)
+            STATS_END(direct_bytes_sent),
+            STATS_END(device_counts_calls)
 #undef STATS_END
         };
         size_t fit = ends[0];
@@ -602,6 +603,7 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
     s.node_eager_bytes_copied = atomic_load(&comm->stats.node_eager_bytes_copied);
     s.direct_min_bytes = comm->pcfg.direct_min_bytes;
     s.direct_bytes_sent = atomic_load(&comm->stats.direct_bytes_sent);
+    s.device_counts_calls = atomic_load(&comm->stats.device_counts_calls);
     memcpy(stats, &s, want);
     return RMACOLL_SUCCESS;
 }

@@ -280,7 +280,11 @@ static rmacoll_status_t dsig_hand_out(rmacoll_comm_t *comm, int probe, char *why
 rmacoll_status_t rmacoll__comm_setup_device_signals(rmacoll_comm_t *comm)
 {
     rmacoll__tinst_t *ctl = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
-    size_t bytes = (size_t)comm->lay.nsig * sizeof(uint64_t);
+    /* the words, then the region of device-count calls (state.h) */
+    size_t bytes = rmacoll__dc_region_off(comm->lay.nsig) +
+                   (comm->nranks <= RMACOLL_DCOUNTS_MAX_RANKS
+                        ? RMACOLL_DCOUNTS_REGION_BYTES((size_t)comm->nranks)
+                        : 0);
     dsig_card_t mine, *all;
     int32_t ok2 = 0, *all2 = NULL;
     char why[320] = "";

@@ -28,6 +28,19 @@
 
 typedef struct rmacoll__runner rmacoll__runner_t;
 
+/* The arguments of a device-count call (rmacoll_alltoallv_device_counts),
+ * which the pipeline runs with zero host counts: the data moves by the
+ * runner rmacoll__run_dcounts (run_stream.c), whose kernel reads the
+ * counts on the device. */
+typedef struct rmacoll__dcounts {
+    const int64_t *sendcounts;        /* device, [nranks] */
+    int64_t send_capacity;            /* elements */
+    int64_t *recvcounts;              /* device, [nranks] */
+    int64_t recv_capacity;            /* elements */
+    int mode;                         /* rmacoll_recv_mode_t */
+    int32_t *status;                  /* device, one word */
+} rmacoll__dcounts_t;
+
 /* The state of one call, on the caller's stack (blocking) or in a request
  * (rmacoll_alltoallv_start). User buffers and arrays are borrowed. */
 typedef struct rmacoll__call {
@@ -65,6 +78,7 @@ typedef struct rmacoll__call {
                                        * its send buffer is shared memory (plan.h) */
     int drives;                       /* this thread drives the network (host call) */
     int plan_failed;                  /* planning (or runner planned) failed here */
+    const rmacoll__dcounts_t *dc;     /* a device-count call's arguments, or NULL */
     char msg[512];                    /* a step's error message */
     uint64_t prof[5];                 /* stage timestamps (TRACE), ns */
 } rmacoll__call_t;
@@ -100,6 +114,7 @@ extern const rmacoll__runner_t rmacoll__run_host;   /* host memory: blocking */
 extern const rmacoll__runner_t rmacoll__run_stream; /* device memory, one node */
 extern const rmacoll__runner_t rmacoll__run_staged; /* device memory across nodes */
 extern const rmacoll__runner_t rmacoll__run_hmem;   /* the same, registered: no staging */
+extern const rmacoll__runner_t rmacoll__run_dcounts; /* device counts, one node */
 
 /* ---- waits on signal words, the receive gate (wait.c) ---- */
 
@@ -181,6 +196,10 @@ rmacoll_status_t rmacoll__stream_export_recv(rmacoll__call_t *call);
 /** Maps node peer j's device receive buffer of this call (its export) into
  * comm->peer_recv_addr[j] (run_stream.c); on error call->msg says why. */
 rmacoll_status_t rmacoll__stream_map_peer(rmacoll__call_t *call, int j);
+/** rmacoll_device_counts_check once comm is entered (run_stream.c): the
+ * first unreported device-side failure of a device-count call, recorded
+ * in last_error, or RMACOLL_SUCCESS. */
+rmacoll_status_t rmacoll__dcounts_check(rmacoll_comm_t *comm);
 /** Waits until the previous staged call's receive blocks are back on the
  * device; returns its error, if any. No-op when none is in flight
  * (run_staged.c). */

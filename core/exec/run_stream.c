@@ -459,3 +459,258 @@ const rmacoll__runner_t rmacoll__run_stream = {
     .run = stream_enqueue,
     .release = stream_release,
 };
+
+/* ---- device-count calls (rmacoll_alltoallv_device_counts) -------------- */
+
+/*
+ * The pipeline runs a device-count call with zero host counts (exec.c):
+ * validation, the control exchange and the agreement make every rank
+ * return the same host-side error with nothing enqueued, and carry each
+ * rank's receive buffer export (recv_capacity elements, or none) to its
+ * node peers. This runner checks the device-count arguments (prepare),
+ * maps the node peers' receive buffers (planned) and hands the whole call
+ * to the transport's stream.dcounts_stream (run): one kernel that reads
+ * the counts on the device (the transport says how). Its flags live in each rank's region
+ * after its device-resident signal words (state.h: rmacoll__dc_region_off),
+ * distinct from every word of the other runners.
+ */
+
+/* The instance that runs device-count calls: the first that offers them. */
+static rmacoll__tinst_t *dc_inst(rmacoll_comm_t *comm)
+{
+    for (int i = 0; i < comm->bp.ninst; i++) {
+        rmacoll__tinst_t *ti = &comm->inst[i];
+
+        if (ti->tp != NULL && ti->ops->stream.dcounts_stream != NULL &&
+            ti->ops->stream.dcounts_report != NULL) {
+            return ti;
+        }
+    }
+    return NULL;
+}
+
+/* Host-side checks of the arguments that need no GPU; c->msg names the
+ * rank and the argument. */
+static rmacoll_status_t dc_check_args(rmacoll__call_t *c)
+{
+    const rmacoll__dcounts_t *dc = c->dc;
+    int me = c->comm->rank;
+    const char *bad = NULL;
+    rmacoll_status_t st = RMACOLL_ERR_INVALID_ARG;
+
+    if (c->stream == NULL) {
+        bad = "stream is NULL (device-count calls are enqueued on a created stream, or "
+              "cudaStreamPerThread)";
+    } else if (dc->sendcounts == NULL) {
+        bad = "sendcounts is NULL (nranks int64 in device memory expected)";
+    } else if (dc->recvcounts == NULL) {
+        bad = "recvcounts is NULL (nranks int64 in device memory expected)";
+    } else if (dc->status == NULL) {
+        bad = "status is NULL (one int32 in device memory expected)";
+    } else if (dc->mode != RMACOLL_RECV_PRODUCE && dc->mode != RMACOLL_RECV_GIVEN) {
+        bad = "mode is neither RMACOLL_RECV_PRODUCE nor RMACOLL_RECV_GIVEN";
+    } else if (dc->send_capacity < 0) {
+        bad = "send_capacity is negative";
+    } else if (dc->recv_capacity < 0) {
+        bad = "recv_capacity is negative";
+    } else if (c->sendbuf == NULL && dc->send_capacity > 0) {
+        st = RMACOLL_ERR_NULL_BUFFER;
+        bad = "sendbuf is NULL with send_capacity > 0";
+    } else if (c->recvbuf == NULL && dc->recv_capacity > 0) {
+        st = RMACOLL_ERR_NULL_BUFFER;
+        bad = "recvbuf is NULL with recv_capacity > 0";
+    } else if ((uint64_t)dc->send_capacity > (uint64_t)INT64_MAX / c->esize) {
+        st = RMACOLL_ERR_OVERFLOW;
+        bad = "send_capacity * element size passes 2^63 - 1 bytes";
+    } else if ((uint64_t)dc->recv_capacity > (uint64_t)INT64_MAX / c->esize) {
+        st = RMACOLL_ERR_OVERFLOW;
+        bad = "recv_capacity * element size passes 2^63 - 1 bytes";
+    }
+    if (bad != NULL) {
+        snprintf(c->msg, sizeof(c->msg), "rank %d: rmacoll_alltoallv_device_counts: %s",
+                 me, bad);
+        return st;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* The call's rmacoll_dcounts_call_t without the peers' addresses. */
+static void dc_fill(rmacoll__call_t *c, rmacoll_dcounts_call_t *dcall, char *msg,
+                    size_t len)
+{
+    const rmacoll__dcounts_t *dc = c->dc;
+
+    memset(dcall, 0, sizeof(*dcall));
+    dcall->struct_size = sizeof(*dcall);
+    dcall->given = dc->mode == RMACOLL_RECV_GIVEN;
+    dcall->esize = (uint32_t)c->esize;
+    dcall->sendbuf = c->sendbuf;
+    dcall->sendcounts = dc->sendcounts;
+    dcall->send_capacity = dc->send_capacity;
+    dcall->recvbuf = c->recvbuf;
+    dcall->recvcounts = dc->recvcounts;
+    dcall->recv_capacity = dc->recv_capacity;
+    dcall->status = dc->status;
+    dcall->msg = msg;
+    dcall->msg_len = len;
+}
+
+static rmacoll_status_t dc_prepare(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    int me = comm->rank;
+    rmacoll__tinst_t *ti;
+    rmacoll_dcounts_call_t dcall;
+    char why[320] = "";
+    rmacoll_status_t st = dc_check_args(c);
+
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    if (comm->topo->nnodes != 1) {
+        snprintf(c->msg, sizeof(c->msg), "rank %d: rmacoll_alltoallv_device_counts: "
+                 "sendcounts in device memory across nodes (this communicator spans %d "
+                 "nodes) is not supported yet (issue 31, item 3); on several nodes pass "
+                 "host counts to rmacoll_alltoallv", me, comm->topo->nnodes);
+        return RMACOLL_ERR_UNSUPPORTED;
+    }
+    if (comm->nranks > RMACOLL_DCOUNTS_MAX_RANKS) {
+        snprintf(c->msg, sizeof(c->msg), "rank %d: rmacoll_alltoallv_device_counts: "
+                 "sendcounts in device memory: at most %d ranks (this communicator has %d)",
+                 me, RMACOLL_DCOUNTS_MAX_RANKS, comm->nranks);
+        return RMACOLL_ERR_UNSUPPORTED;
+    }
+    ti = dc_inst(comm);
+    if (ti == NULL || !comm->dsig) {
+        snprintf(c->msg, sizeof(c->msg), "rank %d: rmacoll_alltoallv_device_counts: "
+                 "sendcounts in device memory: %s", me,
+                 ti == NULL ? "no transport of this communicator runs device-count calls "
+                              "(transports.intra_node must name one whose ops offer "
+                              "stream.dcounts_stream: docs/gpu.md lists them)"
+                            : "the communicator has no device-resident signal words "
+                              "(rmacoll_comm_get_stats: device_signals = 0; its log says "
+                              "why at create)");
+        return RMACOLL_ERR_UNSUPPORTED;
+    }
+    dc_fill(c, &dcall, why, sizeof(why));
+    dcall.check_only = 1;
+    st = ti->ops->stream.dcounts_stream(ti->tp, &dcall, c->stream);
+    if (st != RMACOLL_SUCCESS) {
+        snprintf(c->msg, sizeof(c->msg), "rank %d: rmacoll_alltoallv_device_counts: %s", me,
+                 why[0] != '\0' ? why : rmacoll_status_string(st));
+        return st;
+    }
+    /* the receive buffer, exported for the node peers (none: a zero blob) */
+    c->recv_extent = (uint64_t)c->dc->recv_capacity * c->esize;
+    if (c->recv_extent == 0) {
+        rmacoll__local_rec_t *lr = rmacoll__ctrl_local(comm->ctrl.addr, &comm->lay, c->par);
+
+        memset(lr->recv_blob, 0, sizeof(lr->recv_blob));
+        return RMACOLL_SUCCESS;
+    }
+    return rmacoll__stream_export_recv(c);
+}
+
+/* Maps every node peer's receive buffer (those with a capacity). */
+static rmacoll_status_t dc_planned(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+    static const uint8_t zero[RMACOLL_EXPORT_BYTES];
+
+    for (int j = 0; j < comm->nranks && st == RMACOLL_SUCCESS; j++) {
+        const rmacoll__local_rec_t *lr;
+
+        comm->peer_recv_addr[j] = 0;
+        if (j == comm->rank) {
+            comm->peer_recv_addr[j] = (uint64_t)(uintptr_t)c->recvbuf;
+            continue;
+        }
+        lr = rmacoll__ctrl_local(comm->peer_ctrl[j].addr, &comm->peer_lay[j], c->par);
+        if (memcmp(lr->recv_blob, zero, sizeof(zero)) != 0) {
+            st = rmacoll__stream_map_peer(c, j);
+        }
+    }
+    return st;
+}
+
+static rmacoll_status_t dc_run(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    rmacoll__tinst_t *ti = dc_inst(comm);
+    rmacoll_dcounts_call_t dcall;
+    uint64_t *region = comm->wait_val; /* [nranks], grown below */
+    char why[320] = "";
+    rmacoll_status_t st = grow_waits(comm, (size_t)comm->nranks);
+
+    if (st != RMACOLL_SUCCESS) {
+        return rmacoll__fail(&comm->fail, st, "rank %d: device-count call: no memory",
+                             comm->rank);
+    }
+    region = comm->wait_val;
+    for (int p = 0; p < comm->nranks; p++) {
+        region[p] = comm->dsig_addr[p] + rmacoll__dc_region_off(comm->dsig_n[p]);
+    }
+    dc_fill(c, &dcall, why, sizeof(why));
+    dcall.region = region;
+    dcall.recv_addr = comm->peer_recv_addr;
+    st = ti->ops->stream.dcounts_stream(ti->tp, &dcall, c->stream);
+    if (st != RMACOLL_SUCCESS) {
+        int peer = ti->ops->base.error_peer(ti->tp);
+
+        if (peer >= 0) {
+            comm->fail_culprit = peer;
+        }
+        return rmacoll__fail(&comm->fail, st, "rank %d: enqueueing the device-count call "
+                             "failed: %s%s", comm->rank, rmacoll_status_string(st),
+                             st == RMACOLL_ERR_TIMEOUT ? " (an earlier device-count call "
+                                                         "waited in vain on the GPU)"
+                                                       : "");
+    }
+    atomic_fetch_add(&comm->stats.device_counts_calls, 1);
+    return RMACOLL_SUCCESS;
+}
+
+const rmacoll__runner_t rmacoll__run_dcounts = {
+    .name = "dcounts",
+    .mem = RMACOLL_MEM_CUDA,
+    .caps = RMACOLL__RUNNER_GRAPH,
+    .prepare = dc_prepare,
+    .planned = dc_planned,
+    .run = dc_run,
+    .release = stream_release,
+};
+
+/* rmacoll_device_counts_check's work, comm entered. */
+rmacoll_status_t rmacoll__dcounts_check(rmacoll_comm_t *comm)
+{
+    static const char *const why[] = {
+        "", "a negative count", "more elements to send than send_capacity",
+        "more elements to receive than recv_capacity", "a sum of counts past INT64_MAX",
+        "a receive count that differs from its sender's count",
+        "a peer's kernel that never arrived"};
+    rmacoll__tinst_t *ti = dc_inst(comm);
+    rmacoll_dcounts_report_t r;
+    char peer[32] = "";
+
+    if (ti == NULL || ti->ops->stream.dcounts_report(ti->tp, &r) != RMACOLL_SUCCESS ||
+        r.seq == 0) {
+        return RMACOLL_SUCCESS;
+    }
+    if (r.reason == RMACOLL_DCOUNTS_WHY_TIMEOUT) {
+        return rmacoll__fail(&comm->fail, r.code, "rank %d: device-count call %llu failed "
+                             "on the device: rank %d waited in vain for rank %d",
+                             comm->rank, (unsigned long long)r.seq, r.rank, r.peer);
+    }
+    if (r.peer >= 0) {
+        snprintf(peer, sizeof(peer), " (peer: rank %d)", r.peer);
+    }
+    return rmacoll__fail(&comm->fail, r.code, "rank %d: device-count call %llu failed on "
+                         "the device: rank %d: %s%s: %lld against %lld elements; no "
+                         "receive buffer was written", comm->rank, (unsigned long long)r.seq,
+                         r.rank,
+                         r.reason > 0 && r.reason < (int)(sizeof(why) / sizeof(why[0]))
+                             ? why[r.reason]
+                             : "unknown reason",
+                         peer, (long long)r.need, (long long)r.have);
+}

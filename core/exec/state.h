@@ -74,6 +74,7 @@ typedef struct rmacoll__stats {
     _Atomic uint64_t device_calls_staged;
     _Atomic uint64_t device_calls_hmem;
     _Atomic uint64_t device_calls_dsig;
+    _Atomic uint64_t device_counts_calls;
     _Atomic uint64_t eager_bytes_sent;
     _Atomic uint64_t eager_bytes_copied;
     _Atomic uint64_t node_eager_bytes_sent;
@@ -219,6 +220,15 @@ struct rmacoll_comm {
     rmacoll__proxy_t proxy;           /* owns the network transport's progress */
     rmacoll__async_t async;           /* rmacoll_alltoallv_start */
 };
+
+/* Byte offset, in a rank's device-resident signal array of nsig words
+ * (comm->dsig_addr), of its region for device-count calls
+ * (RMACOLL_DCOUNTS_REGION_BYTES(nranks) more bytes, allocated with the
+ * words when nranks <= RMACOLL_DCOUNTS_MAX_RANKS: comm_xport.c). */
+static inline size_t rmacoll__dc_region_off(uint32_t nsig)
+{
+    return ((size_t)nsig * sizeof(uint64_t) + 255u) & ~(size_t)255u;
+}
 
 /* put.c: after device puts posted on ti's host data path, drives
  * ti (and the proxy) until they are complete, their sources reusable;

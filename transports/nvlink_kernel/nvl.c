@@ -58,6 +58,12 @@ rmacoll_status_t rmacoll__nvl_off(rmacoll_transport_t *tp, const char *op)
 /* Releases the GPU part (idempotent). */
 static void nvl_gpu_free(rmacoll_transport_t *tp)
 {
+    if (tp->dc_rep != NULL) {
+        cudaFreeHost(tp->dc_rep);
+        tp->dc_rep = NULL;
+        tp->dc_rep_dev = NULL;
+    }
+    tp->dc_ok = 0;
     if (tp->ferr != NULL) {
         cudaFreeHost(tp->ferr);
         tp->ferr = NULL;
@@ -140,6 +146,47 @@ static int nvl_env_on(const char *name)
                          strcmp(v, "on") == 0 || strcmp(v, "true") == 0);
 }
 
+/* Device-count calls (nvl.h): their kernels wait for each other as the
+ * one-launch path's do, so the same rule: no rank on this GPU in another
+ * process; the grid bounded likewise. Off (with the reason kept for the
+ * call's message) when not possible. */
+static void nvl_dc_init(rmacoll_transport_t *tp, const struct cudaDeviceProp *prop,
+                        int nshare, int other)
+{
+    cudaError_t e;
+
+    if (other >= 0) {
+        snprintf(tp->dc_why, sizeof(tp->dc_why), "rank %d uses the same GPU from another "
+                 "process (kernels of separate processes are time-sliced without MPS and "
+                 "cannot wait for each other)", other);
+        return;
+    }
+    e = cudaHostAlloc((void **)&tp->dc_rep, RMACOLL__NVL_DC_REP_BYTES, cudaHostAllocMapped);
+    if (e == cudaSuccess) {
+        memset(tp->dc_rep, 0, RMACOLL__NVL_DC_REP_BYTES);
+        e = cudaHostGetDevicePointer((void **)&tp->dc_rep_dev, tp->dc_rep, 0);
+    }
+    if (e != cudaSuccess) {
+        rmacoll__cu_rt_error(tp->cu, e, -1, "allocating the device-count report word");
+        snprintf(tp->dc_why, sizeof(tp->dc_why), "cannot allocate %u bytes of mapped host "
+                 "memory: %s", (unsigned)RMACOLL__NVL_DC_REP_BYTES, cudaGetErrorString(e));
+        if (tp->dc_rep != NULL) {
+            cudaFreeHost(tp->dc_rep);
+        }
+        tp->dc_rep = NULL;
+        tp->dc_rep_dev = NULL;
+        return;
+    }
+    tp->dc_max_blocks = (uint32_t)(prop->multiProcessorCount / nshare);
+    if (tp->dc_max_blocks == 0) {
+        tp->dc_max_blocks = 1;
+    }
+    if (tp->dc_max_blocks > RMACOLL__NVL_DC_MAX_BLOCKS) {
+        tp->dc_max_blocks = RMACOLL__NVL_DC_MAX_BLOCKS;
+    }
+    tp->dc_ok = 1;
+}
+
 /*
  * The one-launch path needs the kernels of node peers that share a GPU to
  * run at the same time (they spin on each other's signals). Ranks that are
@@ -195,6 +242,9 @@ static rmacoll_status_t nvl_fused_init(rmacoll_transport_t *tp)
         }
     }
     free(all);
+    if (mine.on) {
+        nvl_dc_init(tp, &prop, nshare, other);
+    }
     if (!want || !mine.on) {
         return RMACOLL_SUCCESS;
     }
@@ -374,7 +424,9 @@ const rmacoll_transport_ops_t rmacoll_transport_nvlink_kernel_ops = {
                                    .wait_stream = rmacoll__nvl_wait_stream,
                                    .signal_stream = rmacoll__nvl_signal_stream,
                                    .call_stream = rmacoll__nvl_call_stream,
-                                   .set_device_signals = rmacoll__nvl_set_device_signals),
+                                   .set_device_signals = rmacoll__nvl_set_device_signals,
+                                   .dcounts_stream = rmacoll__nvl_dcounts_stream,
+                                   .dcounts_report = rmacoll__nvl_dcounts_report),
     .keys = rmacoll_transport_nvlink_kernel_keys,
     .nkeys = NVL_NKEYS,
 };

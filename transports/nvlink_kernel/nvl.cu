@@ -300,6 +300,307 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
     }
 }
 
+/* ---- device-count calls (nvl.h: rmacoll__nvl_dc_t) ---------------------- */
+
+static_assert(sizeof(rmacoll__nvl_dc_t) <= 4000,
+              "device-count descriptor must fit the 4 KiB kernel parameter limit");
+
+/* Words of a region (nvl.h). */
+__device__ __forceinline__ uint64_t *dc_word(uint64_t region, unsigned w)
+{
+    return (uint64_t *)(uintptr_t)region + w;
+}
+__device__ __forceinline__ unsigned dc_row(unsigned n, unsigned i)
+{
+    return 8u + 2u * n + i * (2u * n + 4u);
+}
+
+/* A failure candidate: the lowest key wins on every rank alike. */
+__device__ __forceinline__ unsigned long long dc_key(unsigned rank, unsigned why,
+                                                     unsigned peer)
+{
+    return ((unsigned long long)rank << 16) | ((unsigned long long)why << 8) | peer;
+}
+
+/* The host-mapped report of a failure (when it is free). */
+__device__ void dc_report(const rmacoll__nvl_dc_t &d, uint64_t seq, int32_t code, int rank,
+                          int why, int peer, int64_t need, int64_t have)
+{
+    volatile uint64_t *rep = (volatile uint64_t *)(uintptr_t)d.rep;
+
+    if (rep[0] != 0) {
+        return; /* an earlier failure is not reported yet: it is the first */
+    }
+    rep[1] = (uint64_t)(int64_t)code;
+    rep[2] = (uint64_t)(int64_t)rank;
+    rep[3] = (uint64_t)(int64_t)why;
+    rep[4] = (uint64_t)(int64_t)peer;
+    rep[5] = (uint64_t)need;
+    rep[6] = (uint64_t)have;
+    __threadfence_system();
+    rep[0] = seq;
+    __threadfence_system();
+}
+
+/* Thread t < n checks what rank t receives (column t) and sends (row t)
+ * and, for this rank, where its block for t lands: *off. The thread's
+ * lowest failure key goes to *key (~0: none), its need and have to
+ * detail[2t], detail[2t + 1]. A key names rank t, except a negative count
+ * (rank i's count for t): the thread of a key is found again from it. */
+__device__ void dc_check(const rmacoll__nvl_dc_t &d, uint64_t myreg, unsigned t,
+                         unsigned long long *key, int64_t *off, int64_t *detail)
+{
+    const unsigned n = d.n;
+    const volatile int64_t *rows = (const volatile int64_t *)dc_word(myreg, 0);
+    const unsigned rt = dc_row(n, t);
+    unsigned long long k = ~0ull;
+    int64_t total = 0, stot = 0, need = 0, have = 0;
+
+    for (unsigned i = 0; i < n; i++) {
+        int64_t c = rows[dc_row(n, i) + t]; /* rank i sends to t */
+
+        if (c < 0) {
+            unsigned long long kk = dc_key(i, RMACOLL_DCOUNTS_WHY_NEGATIVE, t);
+            if (kk < k) {
+                k = kk;
+                need = c;
+                have = 0;
+            }
+            continue;
+        }
+        if (i == d.me) {
+            *off = total;
+        }
+        if (total > INT64_MAX - c) {
+            unsigned long long kk = dc_key(t, RMACOLL_DCOUNTS_WHY_SUM, i);
+            if (kk < k) {
+                k = kk;
+                need = c;
+                have = total;
+            }
+            total = INT64_MAX;
+        } else {
+            total += c;
+        }
+        if (rows[rt + 2u * n + 2u] != 0 && rows[rt + n + i] != c) {
+            unsigned long long kk = dc_key(t, RMACOLL_DCOUNTS_WHY_MISMATCH, i);
+            if (kk < k) {
+                k = kk;
+                need = c;
+                have = rows[rt + n + i];
+            }
+        }
+    }
+    if (total > rows[rt + 2u * n]) {
+        unsigned long long kk = dc_key(t, RMACOLL_DCOUNTS_WHY_RECV_CAP, 255u);
+        if (kk < k) {
+            k = kk;
+            need = total;
+            have = rows[rt + 2u * n];
+        }
+    }
+    for (unsigned j = 0; j < n; j++) {
+        int64_t c = rows[rt + j];
+
+        if (c < 0) {
+            continue; /* reported by column j */
+        }
+        if (stot > INT64_MAX - c) {
+            unsigned long long kk = dc_key(t, RMACOLL_DCOUNTS_WHY_SUM, j);
+            if (kk < k) {
+                k = kk;
+                need = c;
+                have = stot;
+            }
+            stot = INT64_MAX;
+        } else {
+            stot += c;
+        }
+    }
+    if (stot > rows[rt + 2u * n + 1u]) {
+        unsigned long long kk = dc_key(t, RMACOLL_DCOUNTS_WHY_SEND_CAP, 255u);
+        if (kk < k) {
+            k = kk;
+            need = stot;
+            have = rows[rt + 2u * n + 1u];
+        }
+    }
+    *key = k; /* this thread's slot; its details beside it */
+    detail[2 * t] = need;
+    detail[2 * t + 1] = have;
+}
+
+__global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
+    rmacoll__nvl_dc_kernel(const rmacoll__nvl_dc_t d)
+{
+    __shared__ uint64_t s_seq;
+    __shared__ int s_go, s_last;
+    __shared__ unsigned long long s_key, s_tkey[RMACOLL_DCOUNTS_MAX_RANKS];
+    __shared__ int64_t s_off[RMACOLL_DCOUNTS_MAX_RANKS], s_cnt[RMACOLL_DCOUNTS_MAX_RANKS];
+    __shared__ int64_t s_soff[RMACOLL_DCOUNTS_MAX_RANKS];
+    __shared__ int64_t s_det[2 * RMACOLL_DCOUNTS_MAX_RANKS];
+    const unsigned n = d.n, me = d.me, tid = threadIdx.x;
+    const unsigned rowlen = 2u * n + 4u;
+    const uint64_t myreg = d.region[me];
+    uint32_t *terr = (uint32_t *)(uintptr_t)d.terr;
+    uint64_t seq;
+
+    if (tid == 0) {
+        s_seq = *(volatile uint64_t *)dc_word(myreg, 0) + 1;
+        s_key = ~0ull;
+        s_last = 0;
+    }
+    if (tid < RMACOLL_DCOUNTS_MAX_RANKS) {
+        s_off[tid] = 0;
+        s_tkey[tid] = ~0ull;
+    }
+    __syncthreads();
+    seq = s_seq;
+
+    /* block 0: this rank's row into every region, then arrive[me] */
+    if (blockIdx.x == 0) {
+        const int64_t *sc = (const int64_t *)(uintptr_t)d.sendcounts;
+        const int64_t *rc = (const int64_t *)(uintptr_t)d.recvcounts;
+
+        for (unsigned x = tid; x < n * rowlen; x += blockDim.x) {
+            unsigned p = x / rowlen, k = x % rowlen;
+            int64_t v = k < n                ? sc[k]
+                        : k < 2u * n         ? (d.given ? rc[k - n] : 0)
+                        : k == 2u * n        ? d.recv_cap
+                        : k == 2u * n + 1u   ? d.send_cap
+                        : k == 2u * n + 2u   ? (int64_t)d.given
+                                             : 0;
+
+            *(volatile int64_t *)dc_word(d.region[p], dc_row(n, me) + k) = v;
+        }
+        nvl_fence(d.scope);
+        __syncthreads();
+        if (tid == 0) {
+            for (unsigned p = 0; p < n; p++) {
+                nvl_store_release((uint64_t)(uintptr_t)dc_word(d.region[p], 8u + me), seq,
+                                  d.scope);
+            }
+        }
+    }
+    /* every block: every rank's row is in */
+    if (tid == 0) {
+        int go = 1;
+
+        for (unsigned p = 0; p < n && go; p++) {
+            go = nvl_wait_word((uint64_t)(uintptr_t)dc_word(myreg, 8u + p), seq, d.scope,
+                               d.timeout_ns, terr, RMACOLL__NVL_ERR_READY_TIMEOUT, (int)p);
+        }
+        nvl_fence(d.scope);
+        s_go = go;
+    }
+    __syncthreads();
+
+    /* the verdict, alike on every rank */
+    if (s_go && tid < n) {
+        dc_check(d, myreg, tid, &s_tkey[tid], &s_off[tid], s_det);
+    }
+    __syncthreads();
+    if (tid == 0 && s_go) {
+        const volatile int64_t *mine = (const volatile int64_t *)dc_word(myreg, dc_row(n, me));
+        int64_t o = 0;
+
+        for (unsigned t = 0; t < n; t++) {
+            if (s_tkey[t] < s_key) {
+                s_key = s_tkey[t];
+            }
+            s_cnt[t] = mine[t];
+            s_soff[t] = o;
+            o += mine[t] > 0 ? mine[t] : 0; /* a clean verdict: no overflow */
+        }
+    }
+    __syncthreads();
+
+    /* the copies: this block's share of every block of this rank */
+    if (s_go && s_key == ~0ull) {
+        for (unsigned t = 0; t < n; t++) {
+            if (s_cnt[t] > 0 && d.recv_addr[t] != 0) {
+                rmacoll__nvl_entry_t en;
+
+                en.src = d.sendbuf + (uint64_t)s_soff[t] * d.esize;
+                en.dst = d.recv_addr[t] + (uint64_t)s_off[t] * d.esize;
+                en.bytes = (uint64_t)s_cnt[t] * d.esize;
+                en.sig = 0;
+                en.value = 0;
+                nvl_copy(&en, blockIdx.x, gridDim.x);
+            }
+        }
+    }
+    nvl_fence(d.scope);
+    __syncthreads();
+    if (tid == 0) {
+        unsigned old = atomicAdd((unsigned *)dc_word(myreg, 1), 1u);
+
+        s_last = old + 1 == gridDim.x;
+    }
+    __syncthreads();
+    if (!s_last) {
+        return;
+    }
+
+    /* the last block: outputs, completion, status */
+    nvl_fence(d.scope); /* acquire: every block's copies */
+    if (s_go && !d.given) {
+        int64_t *rc = (int64_t *)(uintptr_t)d.recvcounts;
+
+        for (unsigned i = tid; i < n; i += blockDim.x) {
+            rc[i] = *(const volatile int64_t *)dc_word(myreg, dc_row(n, i) + me);
+        }
+    }
+    __syncthreads();
+    if (tid == 0) {
+        int go = s_go;
+        int32_t code = 0;
+
+        *(volatile unsigned *)dc_word(myreg, 1) = 0; /* the counter, for the next call */
+        nvl_fence(d.scope);
+        if (go) {
+            for (unsigned p = 0; p < n; p++) {
+                nvl_store_release((uint64_t)(uintptr_t)dc_word(d.region[p], 8u + n + me),
+                                  seq, d.scope);
+            }
+            for (unsigned p = 0; p < n && go; p++) {
+                go = nvl_wait_word((uint64_t)(uintptr_t)dc_word(myreg, 8u + n + p), seq,
+                                   d.scope, d.timeout_ns, terr,
+                                   RMACOLL__NVL_ERR_DATA_TIMEOUT, (int)p);
+            }
+        }
+        if (!go) {
+            uint32_t w = *(volatile uint32_t *)terr;
+
+            code = RMACOLL_ERR_TIMEOUT;
+            dc_report(d, seq, code, (int)me, RMACOLL_DCOUNTS_WHY_TIMEOUT,
+                      RMACOLL__NVL_ERR_PEER(w), 0, 0);
+        } else if (s_key != ~0ull) {
+            unsigned rank = (unsigned)(s_key >> 16), why = (unsigned)(s_key >> 8) & 0xffu;
+            unsigned peer = (unsigned)s_key & 0xffu;
+            /* the details of the thread (column) whose key won */
+            unsigned col = why == RMACOLL_DCOUNTS_WHY_NEGATIVE ? peer : rank;
+
+            code = why == RMACOLL_DCOUNTS_WHY_MISMATCH ? RMACOLL_ERR_MISMATCH
+                                                       : RMACOLL_ERR_OVERFLOW;
+            dc_report(d, seq, code, (int)rank, (int)why, peer == 255u ? -1 : (int)peer,
+                      s_det[2 * col], s_det[2 * col + 1]);
+        }
+        *(volatile int32_t *)(uintptr_t)d.status = code;
+        *(volatile uint64_t *)dc_word(myreg, 0) = seq;
+        nvl_fence(d.scope);
+    }
+}
+
+extern "C" cudaError_t rmacoll__nvl_launch_dc(const rmacoll__nvl_dc_t *d, unsigned nblocks,
+                                              cudaStream_t s)
+{
+    void *args[1] = {(void *)d};
+
+    return cudaLaunchKernel((const void *)rmacoll__nvl_dc_kernel, dim3(nblocks),
+                            dim3(RMACOLL__NVL_THREADS), args, 0, s);
+}
+
 extern "C" cudaError_t rmacoll__nvl_launch_fused(const rmacoll__nvl_fused_t *f,
                                                  cudaStream_t s)
 {

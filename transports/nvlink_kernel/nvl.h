@@ -18,6 +18,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "rmacoll_transport.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -108,6 +110,51 @@ typedef struct rmacoll__nvl_fused {
 
 /* Launches the one-launch kernel for *f on s (f copied into the launch). */
 cudaError_t rmacoll__nvl_launch_fused(const rmacoll__nvl_fused_t *f, cudaStream_t s);
+
+/*
+ * Device-count calls (stream.dcounts_stream, rmacoll_alltoallv_device_counts):
+ * one kernel reads the counts on the device. Region of rank p (the core's,
+ * RMACOLL_DCOUNTS_REGION_WORDS 64-bit words, zeroed at create): word 0 the
+ * sequence number of the last call its kernel completed, word 1 its
+ * blocks' completion counter, arrive[i] at 8 + i, done[i] at 8 + n + i
+ * (the sequence number rank i's kernel reached: monotonic, never reset,
+ * so graph replays need no reset), row i at 8 + 2n + i * (2n + 4): rank
+ * i's sendcounts[n], its given recvcounts[n] (combine) or 0, its
+ * recv_capacity, its send_capacity, its given flag, 0.
+ *
+ * Kernel, every block: seq = word 0 + 1; block 0 pushes this rank's row
+ * into every rank's region and then raises arrive[me] = seq there (release
+ * after the row); every block waits for arrive[p] >= seq of every p in its
+ * own region, reads the n rows, computes the verdict (the same on every
+ * rank: the same rows) and, when it is clean, copies its share of each of
+ * this rank's blocks into the receivers' buffers. The last block to finish
+ * (counter) writes recvcounts (dispatch), raises done[me] = seq in every
+ * region, waits for every done[p] >= seq (every peer has read its rows out
+ * of this region and written into this rank's buffer: the region and the
+ * buffers may be reused), then writes *status, the host-mapped report of a
+ * failure, and word 0 = seq. Waits time out after timeout_ns.
+ */
+#define RMACOLL__NVL_DC_MAX_BLOCKS 32u
+/* host-mapped report (uint64 words): [0] seq of the failing call (written
+ * last; 0: free), [1] code, [2] rank, [3] reason, [4] peer, [5] need,
+ * [6] have; then the timeout word (uint32, RMACOLL__NVL_ERR_WORD, sticky) */
+#define RMACOLL__NVL_DC_REP_WORDS 8u
+#define RMACOLL__NVL_DC_REP_BYTES (RMACOLL__NVL_DC_REP_WORDS * 8u + 8u)
+
+typedef struct rmacoll__nvl_dc {
+    uint64_t sendbuf, sendcounts, recvcounts, status; /* device addresses */
+    uint64_t rep;               /* host-mapped report (device address) */
+    uint64_t terr;              /* host-mapped timeout word (device address) */
+    uint64_t timeout_ns;
+    int64_t send_cap, recv_cap; /* elements */
+    uint32_t n, me, esize, given, scope, pad;
+    uint64_t region[RMACOLL_DCOUNTS_MAX_RANKS];
+    uint64_t recv_addr[RMACOLL_DCOUNTS_MAX_RANKS];
+} rmacoll__nvl_dc_t;
+
+/* Launches the device-count kernel for *d with nblocks blocks on s. */
+cudaError_t rmacoll__nvl_launch_dc(const rmacoll__nvl_dc_t *d, unsigned nblocks,
+                                   cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -45,6 +45,15 @@ struct rmacoll_transport {
     uint32_t *ferr;                /* host-mapped error word of the kernel */
     uint32_t *ferr_dev;
     rmacoll__nvl_fused_t fdesc;    /* reused; copied by the launch */
+    /* device-count calls (dcounts_stream): usable when every rank on this
+     * GPU is a thread of this process (their kernels wait for each
+     * other), whatever RMACOLL_NVL_ONE_LAUNCH says */
+    int dc_ok;
+    char dc_why[200];              /* why not, when !dc_ok */
+    uint32_t dc_max_blocks;        /* grid bound, as fused_max_blocks */
+    uint64_t *dc_rep;              /* host-mapped report (nvl.h), and */
+    uint64_t *dc_rep_dev;          /* its device address */
+    rmacoll__nvl_dc_t dc_desc;     /* reused; copied by the launch */
 };
 
 /* Logs why op is impossible (no usable GPU) and returns the status that
@@ -57,6 +66,10 @@ rmacoll_status_t rmacoll__nvl_post_puts_stream(rmacoll_transport_t *tp,
                                                void *stream);
 rmacoll_status_t rmacoll__nvl_call_stream(rmacoll_transport_t *tp,
                                           const rmacoll_stream_call_t *c, void *stream);
+rmacoll_status_t rmacoll__nvl_dcounts_stream(rmacoll_transport_t *tp,
+                                            const rmacoll_dcounts_call_t *c, void *stream);
+rmacoll_status_t rmacoll__nvl_dcounts_report(rmacoll_transport_t *tp,
+                                            rmacoll_dcounts_report_t *r);
 rmacoll_status_t rmacoll__nvl_set_device_signals(rmacoll_transport_t *tp,
                                                  const uint64_t *addr, const uint32_t *nwords);
 rmacoll_status_t rmacoll__nvl_wait_stream(rmacoll_transport_t *tp, const uint32_t *idx,

@@ -472,3 +472,193 @@ rmacoll_status_t rmacoll__nvl_signal_stream(rmacoll_transport_t *tp, int peer,
     }
     return rmacoll__cu_signal_stream(tp->cu, peer, idx, value, (cudaStream_t)stream);
 }
+
+/* ---- device-count calls (nvl.h: rmacoll__nvl_dc_t) ---------------------- */
+
+/* c->msg gets why; returns st. */
+static rmacoll_status_t nvl_dc_refuse(const rmacoll_dcounts_call_t *c, rmacoll_status_t st,
+                                      const char *fmt, const char *arg, const char *why)
+{
+    if (c->msg != NULL && c->msg_len > 0) {
+        snprintf(c->msg, c->msg_len, fmt, arg, why);
+    }
+    return st;
+}
+
+/* Checks that [p, p + bytes) (bytes 0: p alone, when not NULL) is device
+ * memory of this rank's GPU; names the argument. */
+static rmacoll_status_t nvl_dc_check_ptr(rmacoll_transport_t *tp,
+                                         const rmacoll_dcounts_call_t *c, const void *p,
+                                         uint64_t bytes, const char *arg)
+{
+    int dev = -1;
+    uint64_t id = 0;
+    CUdeviceptr base = 0;
+    size_t size = 0;
+
+    if (p == NULL) {
+        return RMACOLL_SUCCESS; /* NULL with a capacity was refused by the core */
+    }
+    if (rmacoll__cu_pointer_info(p, &dev, &id) != 0) {
+        return nvl_dc_refuse(c, RMACOLL_ERR_INVALID_ARG, "%s is not device memory "
+                             "(host memory, or no CUDA driver)%s", arg, "");
+    }
+    if (dev != tp->cu->device) {
+        char why[64];
+
+        snprintf(why, sizeof(why), " (device %d, this rank uses device %d)", dev,
+                 tp->cu->device);
+        return nvl_dc_refuse(c, RMACOLL_ERR_INVALID_ARG, "%s is memory of another GPU%s",
+                             arg, why);
+    }
+    if (bytes > 0 &&
+        rmacoll__cu_device_range(tp->cu, (void *)(uintptr_t)p, (size_t)bytes, &base, &size) !=
+            RMACOLL_SUCCESS) {
+        char why[96];
+
+        snprintf(why, sizeof(why), " (%llu bytes from %p)", (unsigned long long)bytes, p);
+        return nvl_dc_refuse(c, RMACOLL_ERR_INVALID_ARG, "%s: its capacity passes the end "
+                             "of its device allocation%s", arg, why);
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* check_only: can the call run here? (nvl.h; c->msg says why not) */
+static rmacoll_status_t nvl_dc_check(rmacoll_transport_t *tp, const rmacoll_dcounts_call_t *c)
+{
+    int n = tp->env->nranks;
+    rmacoll_status_t st;
+
+    if (!tp->on) {
+        return nvl_dc_refuse(c, tp->off_status != RMACOLL_SUCCESS ? tp->off_status
+                                                                  : RMACOLL_ERR_NO_DEVICE,
+                             "sendcounts: device counts need the nvlink_kernel transport's "
+                             "GPU part, which is off%s: %s", "",
+                             tp->off_why[0] != '\0' ? tp->off_why : "no usable GPU");
+    }
+    if (!tp->dc_ok) {
+        return nvl_dc_refuse(c, RMACOLL_ERR_UNSUPPORTED, "sendcounts: device counts "
+                             "unsupported on this communicator%s: %s", "",
+                             tp->dc_why[0] != '\0' ? tp->dc_why
+                                                   : "no out-of-band allgather at init");
+    }
+    if (n > RMACOLL_DCOUNTS_MAX_RANKS) {
+        return nvl_dc_refuse(c, RMACOLL_ERR_UNSUPPORTED, "sendcounts: device counts take "
+                             "at most 64 ranks%s%s", "", "");
+    }
+    st = nvl_dc_check_ptr(tp, c, c->sendcounts, (uint64_t)n * 8u, "sendcounts");
+    if (st == RMACOLL_SUCCESS) {
+        st = nvl_dc_check_ptr(tp, c, c->recvcounts, (uint64_t)n * 8u, "recvcounts");
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = nvl_dc_check_ptr(tp, c, c->status, 4u, "status");
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = nvl_dc_check_ptr(tp, c, c->sendbuf, (uint64_t)c->send_capacity * c->esize,
+                              "sendbuf");
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = nvl_dc_check_ptr(tp, c, c->recvbuf, (uint64_t)c->recv_capacity * c->esize,
+                              "recvbuf");
+    }
+    return st;
+}
+
+rmacoll_status_t rmacoll__nvl_dcounts_stream(rmacoll_transport_t *tp,
+                                            const rmacoll_dcounts_call_t *c, void *stream)
+{
+    rmacoll__nvl_dc_t *d;
+    uint32_t w;
+    uint64_t timeout_ms;
+    int n, me;
+    cudaError_t e;
+
+    if (tp == NULL || c == NULL || c->struct_size < sizeof(*c)) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (c->check_only) {
+        return nvl_dc_check(tp, c);
+    }
+    if (!tp->on || !tp->dc_ok || c->region == NULL || c->recv_addr == NULL) {
+        return RMACOLL_ERR_UNSUPPORTED; /* check_only said so first */
+    }
+    n = tp->env->nranks;
+    me = tp->env->rank;
+    w = *(volatile uint32_t *)(tp->dc_rep + RMACOLL__NVL_DC_REP_WORDS);
+    if (w != 0) {
+        tp->error_peer = RMACOLL__NVL_ERR_PEER(w);
+        NVL_LOG(tp, RMACOLL_LOG_ERROR, "nvlink_kernel: an earlier device-count call timed "
+                "out on the GPU waiting for %s of rank %d (that rank's kernel never got "
+                "there)", RMACOLL__NVL_ERR_CODE(w) == RMACOLL__NVL_ERR_READY_TIMEOUT
+                              ? "the arrival" : "the completion",
+                tp->error_peer);
+        return RMACOLL_ERR_TIMEOUT;
+    }
+    d = &tp->dc_desc;
+    memset(d, 0, sizeof(*d));
+    d->sendbuf = (uint64_t)(uintptr_t)c->sendbuf;
+    d->sendcounts = (uint64_t)(uintptr_t)c->sendcounts;
+    d->recvcounts = (uint64_t)(uintptr_t)c->recvcounts;
+    d->status = (uint64_t)(uintptr_t)c->status;
+    d->rep = (uint64_t)(uintptr_t)tp->dc_rep_dev;
+    d->terr = (uint64_t)(uintptr_t)(tp->dc_rep_dev + RMACOLL__NVL_DC_REP_WORDS);
+    timeout_ms = tp->env->config != NULL ? tp->env->config->timeout_ms : 0;
+    d->timeout_ns = (timeout_ms > 0 ? timeout_ms : 60000u) * 1000000ull;
+    d->send_cap = c->send_capacity;
+    d->recv_cap = c->recv_capacity;
+    d->n = (uint32_t)n;
+    d->me = (uint32_t)me;
+    d->esize = c->esize;
+    d->given = c->given != 0;
+    d->scope = RMACOLL__NVL_SCOPE_GPU;
+    for (int p = 0; p < n; p++) {
+        if (c->region[p] == 0) {
+            NVL_LOG(tp, RMACOLL_LOG_ERROR, "nvlink_kernel: device-count call: no region "
+                    "of rank %d", p);
+            return RMACOLL_ERR_INVALID_ARG;
+        }
+        d->region[p] = c->region[p];
+        d->recv_addr[p] = c->recv_addr[p];
+        if (!nvl_gpu_peer(tp, p)) {
+            d->scope = RMACOLL__NVL_SCOPE_SYS;
+        }
+    }
+    NVL_LOG(tp, RMACOLL_LOG_TRACE, "nvlink_kernel: device-count call: %d ranks, %u blocks, "
+            "%s scope, %s", n, tp->dc_max_blocks,
+            d->scope == RMACOLL__NVL_SCOPE_GPU ? "gpu" : "sys",
+            d->given ? "receive counts given" : "receive counts produced");
+    e = rmacoll__nvl_launch_dc(d, tp->dc_max_blocks, (cudaStream_t)stream);
+    if (e != cudaSuccess) {
+        return rmacoll__cu_rt_error(tp->cu, e, -1, "launch of the device-count kernel");
+    }
+    return RMACOLL_SUCCESS;
+}
+
+rmacoll_status_t rmacoll__nvl_dcounts_report(rmacoll_transport_t *tp,
+                                            rmacoll_dcounts_report_t *r)
+{
+    volatile uint64_t *rep;
+
+    if (tp == NULL || r == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    memset(r, 0, sizeof(*r));
+    r->peer = -1;
+    if (tp->dc_rep == NULL) {
+        return RMACOLL_SUCCESS;
+    }
+    rep = (volatile uint64_t *)tp->dc_rep;
+    if (rep[0] == 0) {
+        return RMACOLL_SUCCESS;
+    }
+    __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the fields were written before word 0 */
+    r->code = (rmacoll_status_t)(int64_t)rep[1];
+    r->rank = (int)(int64_t)rep[2];
+    r->reason = (int)(int64_t)rep[3];
+    r->peer = (int)(int64_t)rep[4];
+    r->need = (int64_t)rep[5];
+    r->have = (int64_t)rep[6];
+    r->seq = rep[0];
+    rep[0] = 0; /* free for the next failure */
+    return RMACOLL_SUCCESS;
+}
