@@ -506,6 +506,8 @@ static int gpu_mode_nccl(rmacoll_comm_t *comm, int rank, int nranks,
         goto out;
     }
     rcode = gpu_mode_case(c2, rank, nranks, arg, stream);
+    if (rcode == GPU_OK) /* the calls ran on c2: its counters, not comm's */
+        rcode = gpu_check_path(c2, rank, arg);
 out:
     if (c2 != NULL || oob != NULL) {
         st = rmacoll_comm_destroy_nccl(c2, oob);
@@ -557,7 +559,7 @@ static int gpu_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
 #endif
         break;
     }
-    if (rcode == GPU_OK)
+    if (rcode == GPU_OK && arg->mode != GPU_MODE_NCCL) /* NCCL: checked on its comm */
         rcode = gpu_check_path(comm, rank, arg);
 out:
     if (stream != NULL)
