@@ -178,6 +178,12 @@ static void test_host_costs_by_hand(void **state)
  * at a time (merge_max_puts 1): the first forward at 11 us, the second
  * submission after it (the credit step between costs nothing here) starts
  * its copy 1 us later, at 12 us.
+ *
+ * As an nvlink_kernel launch (kernel_max_bytes at least the 4000 bytes of
+ * each forward, ce_kernel_s = 2 us): both copies start together when the
+ * launch does, at 12 us; one byte under the threshold, the copy engine
+ * again (11.25 us); one step at a time, the second launch 2 us after the
+ * first: 14 us.
  */
 static void test_merged_forwards_by_hand(void **state)
 {
@@ -202,7 +208,56 @@ static void test_merged_forwards_by_hand(void **state)
     o.cfg.merge_max_puts = 1;
     assert_int_equal(sim_run(c, &m, &o, &res), 0);
     assert_true(fabs(res.makespan - 12e-6) < 1e-10);
+    m.ce_kernel_s = 2e-6;
+    sim_opts_init(&o);
+    o.kernel_max_bytes = 4000;
+    assert_int_equal(sim_run(c, &m, &o, &res), 0);
+    assert_true(fabs(res.makespan - 12e-6) < 1e-10);
+    o.kernel_max_bytes = 3999;
+    assert_int_equal(sim_run(c, &m, &o, &res), 0);
+    assert_true(fabs(res.makespan - 11.25e-6) < 1e-10);
+    o.kernel_max_bytes = 4000;
+    o.cfg.merge_max_puts = 1;
+    assert_int_equal(sim_run(c, &m, &o, &res), 0);
+    assert_true(fabs(res.makespan - 14e-6) < 1e-10);
     rmacoll_case_free(c);
+}
+
+/*
+ * A submission of more puts than one nvlink_kernel launch takes
+ * (SIM_KERNEL_PUTS): one node, every rank sends 1 float to every rank
+ * itself included, all puts ready at 0 and merged into one submission.
+ * Launches cost ce_kernel_s = 5 us each and the bytes nothing (ce_bw and
+ * self_bw huge), so a rank ends when its last launch starts its copies:
+ * 64 ranks = 64 puts, one launch, 5 us; 65 ranks, two launches, 10 us.
+ */
+static void test_kernel_launches_by_hand(void **state)
+{
+    static int node_of[65];
+    static int64_t send[65 * 65];
+    sim_model_t m;
+    sim_opts_t o;
+    sim_result_t res;
+
+    (void)state;
+    plain_model(&m);
+    m.ce_bw = 1e18;
+    m.self_bw = 1e18;
+    m.ce_kernel_s = 5e-6;
+    m.ce_lat = 1e-3; /* would show if the copy engine took any */
+    for (int n = 64; n <= 65; n++) {
+        rmacoll_case_t *c;
+
+        for (int i = 0; i < n * n; i++) {
+            send[i] = 1;
+        }
+        c = make_case(n, node_of, send);
+        sim_opts_init(&o);
+        o.kernel_max_bytes = 4;
+        assert_int_equal(sim_run(c, &m, &o, &res), 0);
+        assert_true(fabs(res.makespan - (n == 64 ? 5e-6 : 10e-6)) < 1e-9);
+        rmacoll_case_free(c);
+    }
 }
 
 /*
@@ -399,7 +454,8 @@ static void test_model_file(void **state)
  * makespan (every put in a free lane, issued in plan order as before);
  * pinned again when ready steps of one path merged into one submission
  * (flow.h "Merging", copies ce_copy_s apart): only the execution-dependent
- * values moved. A change of the model or of the executor's rules shows here, and a pin
+ * values moved; and again when ce_copy_s took its measured default (3.7 us,
+ * docs/sim.md). A change of the model or of the executor's rules shows here, and a pin
  * that differs prints its new initializer. nevents counts events
  * scheduled (a flow's end is rescheduled whenever its rate changes; one
  * more per step the threads pick).
@@ -425,34 +481,34 @@ typedef struct sim_pin {
 static const sim_pin_t pins[] = {
     /* 4 x 4, zipf:1.2, 1000 floats, 1 relay slot of a 4 KiB buffer */
     {4, 4, 1000, "zipf:1.2", "node_shift", 1, 4096, 1, 0,
-     0x1.01b71dc89a28ep-12, 0x1.0a198be3b9e59p-19, 0x1.833473e4e14d2p-21, 0x1.0a198be3b9e59p-19, 0x1.efde132af8fe1p+6,
-     82, 16, 2766, 1666, 9775, 27844, 4, 7, 0, 8, 1, 0x1.0a198be3b9d62p-19, 96156, 0x1.779cp+16,
-     {0x1.2c8f249fap-21, 0x1.62e868fdf3b2fp-14, 0x1.f75106p-14, 0x1.5493d3b66b615p-15, 0x0p+0}, 90, 40, 8},
+     0x1.54cbb86b70604p-11, 0x1.0a198be3b9e59p-19, 0x1.833473e4e14d2p-21, 0x1.0a198be3b9e59p-19, 0x1.47dc64cd427ebp+8,
+     82, 16, 2766, 1666, 9382, 27844, 4, 7, 0, 8, 1, 0x1.0a198be3ba06p-19, 96156, 0x1.779cp+16,
+     {0x1.5c6b93p-23, 0x1.2b4abe5d7edd7p-11, 0x1.f75106p-16, 0x1.9b0ab24c182f7p-15, 0x0p+0}, 99, 10, 8},
     /* 4 x 4, uniform, random scheduler, no host costs (many simultaneous events) */
     {4, 4, 4096, "uniform", "random", 4, 67108864, 1, 1,
-     0x1.2173da23885f2p-16, 0x1.100b4b0f99264p-18, 0x1.43c85631f9cf4p-21, 0x1.100b4b0f99264p-18, 0x1.1061ba6c83373p+2,
-     19, 16, 736, 448, 4569, 65536, 0, 7, 0, 2, 1, 0x1.f4f123f539cc8p-18, 196608, 0x1.8p+17,
-     {0x1.100b4cp-20, 0x1.7839aa5cf3beap-17, 0x1.92a738p-19, -0x1.2bc600bp-42, 0x1.100b4cp-19}, 5, 1, 8},
+     0x1.73d0c45c99971p-14, 0x1.100b4b0f99264p-18, 0x1.43c85631f9cf4p-21, 0x1.100b4b0f99264p-18, 0x1.5de322d5df983p+4,
+     19, 16, 736, 448, 4010, 65536, 0, 7, 0, 0, 1, 0x1.6bd29bebc760ap-17, 196608, 0x1.8p+17,
+     {0x1.100b4cp-20, 0x1.5a7b031f55f72p-14, 0x1.92a738p-19, -0x1.2bc601p-42, 0x1.100b4cp-19}, 6, 2, 6},
     /* 2 x 4, zipf:1.2, 64 KiB per pair */
     {2, 4, 16384, "zipf:1.2", "node_shift", 4, 67108864, 1, 0,
-     0x1.49f0829227fe9p-16, 0x1.0b4f23687afb3p-17, 0x1.d5fc7ed8da566p-19, 0x1.0b4f23687afb3p-17, 0x1.3bfb0aed4e217p+1,
-     8, 8, 160, 96, 632, 638472, 5, 4, 5, 3, 0, 0x1.0b4f23687afb2p-17, 386372, 0x1.7951p+18,
-     {0x1.2e5762p-19, 0x1.cf9d6a910a93p-18, 0x1.92a738p-19, 0x1.6a63496f2ace8p-19, 0x1.4273aep-18}, 4, 1, 4},
+     0x1.a9043f8417e16p-15, 0x1.0b4f23687afb3p-17, 0x1.d5fc7ed8da566p-19, 0x1.0b4f23687afb3p-17, 0x1.9709081553675p+2,
+     8, 8, 160, 96, 588, 638472, 5, 4, 5, 3, 0, 0x1.0b4f23687afb4p-17, 386372, 0x1.7951p+18,
+     {0x1.2e5762p-19, 0x1.3dffab8d25348p-15, 0x1.92a738p-19, 0x1.6a63496f2acep-19, 0x1.4273aep-18}, 4, 1, 4},
     /* 4 x 4, zipf:1.2, relay off, xor */
     {4, 4, 16384, "zipf:1.2", "xor", 4, 67108864, 0, 0,
-     0x1.ae21c61299696p-14, 0x1.8e5c96cb1871fp-14, 0x1.945e52e89947p-19, 0x1.8e5c96cb1871fp-14, 0x1.146aa54286e3ap+0,
-     17, 16, 496, 256, 7281, 455772, 7, 12, 0, 4, 0, 0x1.8f0e59868dd94p-14, 993764, 0x1.1926ap+22,
-     {0x1.7c50a8p-14, 0x1.e02203ce839dp-19, 0x1.92a738p-19, 0x1.63ad434254c78p-18, 0x0p+0}, 11, 1, 11},
+     0x1.f5dac248098dbp-14, 0x1.8e5c96cb1871fp-14, 0x1.945e52e89947p-19, 0x1.8e5c96cb1871fp-14, 0x1.4282010632b63p+0,
+     17, 16, 496, 256, 7215, 455772, 7, 12, 0, 4, 0, 0x1.8f0e59868dd95p-14, 993764, 0x1.1926ap+22,
+     {0x1.7c50a8p-14, 0x1.5ae8314f9104fp-16, 0x1.92a738p-19, 0x1.63ad434254c74p-18, 0x0p+0}, 11, 1, 11},
     /* 8 x 8, uniform, 4 KiB per pair */
     {8, 8, 1024, "uniform", "node_shift", 4, 67108864, 1, 0,
-     0x1.cd91ce43ca98dp-15, 0x1.3d62823cdd574p-18, 0x1.79bf0f3a4e1c8p-21, 0x1.3d62823cdd574p-18, 0x1.744c5a26c1f8bp+3,
-     60, 64, 12160, 7680, 125016, 32768, 8, 0, 0, 24, 0, 0x1.22bd3711c53aap-16, 229376, 0x1.cp+17,
-     {0x1.26183555e57bp-19, 0x1.08f498cfe061ep-15, 0x1.92a738p-19, 0x1.14d2f5bd17be8p-16, 0x1.d4f878p-20}, 4, 1, 56},
+     0x1.04ef149099b77p-12, 0x1.3d62823cdd574p-18, 0x1.79bf0f3a4e1c8p-21, 0x1.3d62823cdd574p-18, 0x1.a4ef30caaf4abp+5,
+     60, 64, 12160, 7680, 125648, 32768, 8, 0, 0, 24, 0, 0x1.22bd3711c53acp-16, 229376, 0x1.cp+17,
+     {0x1.3d6282p-21, 0x1.df1c509317d6cp-13, 0x1.92a738p-19, 0x1.025e7f00dcc0cp-16, 0x1.7704a6p-20}, 6, 1, 48},
     /* 8 x 8, zipf:1.2, 112 KiB per pair */
     {8, 8, 28672, "zipf:1.2", "node_shift", 4, 67108864, 1, 0,
-     0x1.3c935a3dd6adfp-11, 0x1.9408e2bf937c8p-12, 0x1.4013c9d3b2457p-12, 0x1.9408e2bf937c8p-12, 0x1.912b956963d13p+0,
-     61, 64, 12276, 7767, 183634, 15491208, 9, 59, 5, 9, 0, 0x1.a32c829b1bd03p-12, 7271180, 0x1.1d279cp+24,
-     {0x1.5d780151db94ap-12, 0x1.fbe6aa2e3a1cp-13, 0x1.92a738p-19, 0x1.19db6f2b4b944p-16, 0x1.1f0b16p-17}, 7, 1, 57},
+     0x1.77f7352536244p-11, 0x1.9408e2bf937c8p-12, 0x1.4013c9d3b2457p-12, 0x1.9408e2bf937c8p-12, 0x1.dc6e2e2a916eep+0,
+     61, 64, 12276, 7767, 172626, 15491208, 9, 59, 5, 9, 0, 0x1.a12ff1a417b16p-12, 7271180, 0x1.1d279cp+24,
+     {0x1.733bd83b7294p-17, 0x1.956871e48a654p-12, 0x1.92a738p-19, 0x1.2dfd734064e98p-16, 0x1.38e6f4p-12}, 7, 1, 57},
 };
 
 static int pin_matches(const sim_pin_t *p, const sim_result_t *r)
@@ -538,6 +594,7 @@ int main(void)
         cmocka_unit_test(test_host_costs_by_hand),
         cmocka_unit_test(test_relay_sends_before_arrival),
         cmocka_unit_test(test_merged_forwards_by_hand),
+        cmocka_unit_test(test_kernel_launches_by_hand),
         cmocka_unit_test(test_all_cases_all_schedulers),
         cmocka_unit_test(test_rails),
         cmocka_unit_test(test_model_file),

@@ -256,6 +256,12 @@ static int sim_one(const rmacoll_case_t *c, const plan_cli_t *cli,
         rmacoll__plan_cfg_from(&cli->cfg, &lib);
         so.cfg.merge_max_puts = lib.merge_max_puts;
     }
+    /* small CE submissions as nvlink_kernel launches, as the library binds */
+    if (strcmp(cli->cfg.intra_node, "auto") == 0) {
+        so.kernel_max_bytes = cli->cfg.nvlink_kernel_threshold;
+    } else if (strcmp(cli->cfg.intra_node, "nvlink_kernel") == 0) {
+        so.kernel_max_bytes = UINT64_MAX;
+    }
     so.rails = cli->rails;
     so.trace_ranks = cli->trace;
     so.gantt_svg = (nn == 1 || (gantt && strstr(gantt, "%s")))

@@ -40,15 +40,16 @@ void sim_model_defaults(sim_model_t *m)
     m->pcie_bw = 53.0e9;     /* PCIe Gen5 x16, practical */
     m->ce_bw = 395.0e9;      /* H200 copy engine over NVLink, one way */
     m->ce_bidir_bw = 652.0e9;  /* both ways together */
-    m->ce_lat = 2.0e-6;      /* cudaMemcpyAsync issue + completion */
-    m->ce_copy_s = 0.5e-6;   /* each further copy of one submission */
+    m->ce_lat = 9.5e-6;      /* one small copy: submission to completion seen by the host (measured, docs/sim.md) */
+    m->ce_copy_s = 3.7e-6;   /* each further copy of one submission (measured, docs/sim.md) */
+    m->ce_kernel_s = 9.5e-6; /* one nvlink_kernel launch (docs/sim.md) */
     m->self_bw = 1500.0e9;   /* device-local copy (assumed) */
     m->put_s = 0.3e-6;       /* proxy: post one work request */
     m->batch_s = 0.5e-6;     /* executor: issue one step (core/plan/flow.h) */
 }
 
 typedef struct yaml_link {
-    char *bandwidth_GBps, *bidir_GBps, *latency_us, *copy_us;
+    char *bandwidth_GBps, *bidir_GBps, *latency_us, *copy_us, *kernel_us;
 } yaml_link_t;
 
 typedef struct yaml_host {
@@ -70,6 +71,8 @@ static const cyaml_schema_field_t yaml_link_fields[] = {
                            yaml_link_t, latency_us, 0, CYAML_UNLIMITED),
     CYAML_FIELD_STRING_PTR("copy_us", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
                            yaml_link_t, copy_us, 0, CYAML_UNLIMITED),
+    CYAML_FIELD_STRING_PTR("kernel_us", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+                           yaml_link_t, kernel_us, 0, CYAML_UNLIMITED),
     CYAML_FIELD_END
 };
 
@@ -149,6 +152,7 @@ rmacoll_status_t sim_model_load(const char *path, sim_model_t *m, char *err,
         bad |= yaml_num(path, "nic.latency_us", y->nic->latency_us, 1e-6, 0, &m->nic_lat, err, errlen);
         bad |= y->nic->bidir_GBps ? (snprintf(err, errlen, "%s: nic.bidir_GBps: not a key of nic", path), -1) : 0;
         bad |= y->nic->copy_us ? (snprintf(err, errlen, "%s: nic.copy_us: not a key of nic", path), -1) : 0;
+        bad |= y->nic->kernel_us ? (snprintf(err, errlen, "%s: nic.kernel_us: not a key of nic", path), -1) : 0;
     }
     if (y->pcie) {
         bad |= yaml_num(path, "pcie.bandwidth_GBps", y->pcie->bandwidth_GBps, 1e9, 0, &m->pcie_bw, err, errlen);
@@ -158,6 +162,7 @@ rmacoll_status_t sim_model_load(const char *path, sim_model_t *m, char *err,
         bad |= yaml_num(path, "nvlink.bidir_GBps", y->nvlink->bidir_GBps, 1e9, 0, &m->ce_bidir_bw, err, errlen);
         bad |= yaml_num(path, "nvlink.latency_us", y->nvlink->latency_us, 1e-6, 0, &m->ce_lat, err, errlen);
         bad |= yaml_num(path, "nvlink.copy_us", y->nvlink->copy_us, 1e-6, 0, &m->ce_copy_s, err, errlen);
+        bad |= yaml_num(path, "nvlink.kernel_us", y->nvlink->kernel_us, 1e-6, 0, &m->ce_kernel_s, err, errlen);
     }
     if (y->self) {
         bad |= yaml_num(path, "self.bandwidth_GBps", y->self->bandwidth_GBps, 1e9, 1, &m->self_bw, err, errlen);
@@ -177,11 +182,13 @@ void sim_model_print(FILE *out, const sim_model_t *m)
             "name: \"%s\"\n"
             "nic: {bandwidth_GBps: %g, latency_us: %g}\n"
             "pcie: {bandwidth_GBps: %g}\n"
-            "nvlink: {bandwidth_GBps: %g, bidir_GBps: %g, latency_us: %g, copy_us: %g}\n"
+            "nvlink: {bandwidth_GBps: %g, bidir_GBps: %g, latency_us: %g, copy_us: %g, "
+            "kernel_us: %g}\n"
             "self: {bandwidth_GBps: %g}\n"
             "host: {put_us: %g, batch_us: %g, call_us: %g}\n",
             m->name, m->nic_bw / 1e9, m->nic_lat * 1e6, m->pcie_bw / 1e9,
             m->ce_bw / 1e9, m->ce_bidir_bw / 1e9, m->ce_lat * 1e6, m->ce_copy_s * 1e6,
+            m->ce_kernel_s * 1e6,
             m->self_bw / 1e9, m->put_s * 1e6, m->batch_s * 1e6, m->call_s * 1e6);
 }
 
@@ -265,6 +272,7 @@ typedef struct sim_rank {
     uint32_t *ce_list;        /* [nt] the CE submission running: its tasks */
     uint32_t ce_i, ce_n;      /* its next task to start, its length */
     uint32_t ce_active;       /* its copies started, not done */
+    int ce_kern;              /* it runs as nvlink_kernel launches */
     uint32_t *aside;          /* [nlanes] merging: the other ready lanes */
     uint32_t *mstamp, mseq;   /* [nlanes] merging: lanes taken (== mseq) */
     int step_ev, blocked, final_done;
@@ -345,6 +353,7 @@ typedef struct sim {
     double now;
     int failed;
     uint32_t merge_max;       /* merge_max_puts of the options' cfg */
+    uint64_t kernel_max;      /* the options' kernel_max_bytes */
     /* trace */
     int32_t *trace_row;       /* [n] first row of a traced rank, -1 */
     int ntrace;
@@ -1133,29 +1142,46 @@ static void rank_issue(sim_t *s, sim_rank_t *r, uint32_t l, sim_srec_t *rec)
         ready_push(r, l);
     }
     if (path != RMACOLL__PATH_PROXY) {
+        uint64_t big = 0;
+
+        for (uint32_t k = 0; k < n; k++) {
+            big = r->t[r->ce_list[k]].bytes > big ? r->t[r->ce_list[k]].bytes : big;
+        }
         rec->ce = 1;
         r->ce_i = 0;
         r->ce_n = n;
         r->ce_active = 0;
-        ev_push(s, s->now + s->m->ce_lat, EV_CE_START, ri, 0);
+        /* the runtime binds a submission by its largest put */
+        r->ce_kern = s->kernel_max != 0 && big <= s->kernel_max;
+        ev_push(s, s->now + (r->ce_kern ? s->m->ce_kernel_s : s->m->ce_lat), EV_CE_START,
+                ri, 0);
         return;
     }
     r->step_ev = 1;
     ev_push(s, s->now + s->m->batch_s, EV_STEP, ri, 0);
 }
 
-/* The next copy of r's CE submission starts now; the one after it
- * ce_copy_s later. */
+/* The next copy of r's CE submission starts now, the one after it
+ * ce_copy_s later; as nvlink_kernel launches, the next SIM_KERNEL_PUTS
+ * copies start now together, the next launch's ce_kernel_s later. */
 static void ce_start(sim_t *s, sim_rank_t *r)
 {
-    int32_t id = flow_make(s, r, r->ce_list[r->ce_i++], r->nrec - 1);
+    uint32_t last = r->ce_kern ? r->ce_i + SIM_KERNEL_PUTS : r->ce_i + 1;
 
-    if (r->ce_i < r->ce_n) {
-        ev_push(s, s->now + s->m->ce_copy_s, EV_CE_START, (uint32_t)(r - s->rk), 0);
+    if (last > r->ce_n) {
+        last = r->ce_n;
     }
-    if (id >= 0) {
-        r->ce_active++;
-        flow_start(s, id);
+    while (r->ce_i < last) {
+        int32_t id = flow_make(s, r, r->ce_list[r->ce_i++], r->nrec - 1);
+
+        if (id >= 0) {
+            r->ce_active++;
+            flow_start(s, id);
+        }
+    }
+    if (r->ce_i < r->ce_n) {
+        ev_push(s, s->now + (r->ce_kern ? s->m->ce_kernel_s : s->m->ce_copy_s), EV_CE_START,
+                (uint32_t)(r - s->rk), 0);
     }
 }
 
@@ -2066,6 +2092,7 @@ rmacoll_status_t sim_run(const rmacoll_case_t *c, const sim_model_t *m,
     memset(&s, 0, sizeof(s));
     s.m = m;
     s.merge_max = o->cfg.merge_max_puts > 0 ? o->cfg.merge_max_puts : 1;
+    s.kernel_max = o->kernel_max_bytes;
     s.n = c->nranks;
     if (c->has_mismatch) {
         snprintf(res->msg, sizeof(res->msg), "the case has a count mismatch: "

@@ -57,6 +57,10 @@ typedef enum sim_link_class {
     SIM_NVL_TX, SIM_NVL_RX, SIM_NVL_BI, SIM_SELF, SIM_NCLASSES
 } sim_link_class_t;
 
+/* Puts one nvlink_kernel launch copies (transports/nvlink_kernel/nvl.h
+ * RMACOLL__NVL_MAX_ENTRIES); a submission of more is several launches. */
+#define SIM_KERNEL_PUTS 64u
+
 /** Fabric parameters, SI units (bytes per second, seconds). */
 typedef struct sim_model {
     char name[128];
@@ -65,6 +69,9 @@ typedef struct sim_model {
     double ce_bw, ce_bidir_bw, ce_lat;  /* per GPU; bidir 0 = no cap */
     double ce_copy_s;              /* each further copy of one CE submission
                                       (YAML key nvlink.copy_us) */
+    double ce_kernel_s;            /* one nvlink_kernel launch of up to
+                                      SIM_KERNEL_PUTS small puts, submission
+                                      to completion (YAML nvlink.kernel_us) */
     double self_bw;
     double put_s, batch_s;         /* host cost per posted put, per step
                                       issued (YAML key batch_us) */
@@ -91,6 +98,11 @@ typedef struct sim_opts {
     const char *scheduler_plugin;  /* or a plugin path, or NULL */
     uint64_t sched_seed;
     rmacoll__plan_cfg_t cfg;
+    /* CE submissions whose largest put has at most this many bytes run as
+     * nvlink_kernel launches (transports.intra_node auto: its
+     * nvlink_kernel_threshold; nvlink_kernel: UINT64_MAX); 0 = copy engine
+     * only (intra_node ce, the default). */
+    uint64_t kernel_max_bytes;
     /* Rails to simulate: 0 = all. K > 0 (equal node sizes, relay on):
      * only the K rails with the most NIC bytes; see docs/sim.md. */
     int rails;
