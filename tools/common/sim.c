@@ -42,7 +42,7 @@ void sim_model_defaults(sim_model_t *m)
     m->ce_bidir_bw = 652.0e9;  /* both ways together */
     m->ce_lat = 9.5e-6;      /* one small copy: submission to completion seen by the host (measured, docs/sim.md) */
     m->ce_copy_s = 3.7e-6;   /* each further copy of one submission (measured, docs/sim.md) */
-    m->ce_kernel_s = 9.5e-6; /* one nvlink_kernel launch (docs/sim.md) */
+    m->ce_kernel_s = 9.5e-6; /* one nvlink_kernel launch: assumed as one copy (docs/sim.md) */
     m->self_bw = 1500.0e9;   /* device-local copy (assumed) */
     m->put_s = 0.3e-6;       /* proxy: post one work request */
     m->batch_s = 0.5e-6;     /* executor: issue one step (core/plan/flow.h) */
