@@ -59,8 +59,8 @@ def build_info():
 
 __all__ = [
     "all_to_all_single", "Communicator", "UniqueId", "get_unique_id", "DataType", "Work",
-    "device_counts_check", "destroy_group_communicators", "load_library", "library_path", "has_symbol",
-    "library_version", "build_info", "CUDA_STREAM_LEGACY", "STATUS_CLASSES",
+    "device_counts_check", "destroy_group_communicators", "load_library", "library_path",
+    "has_symbol", "library_version", "build_info", "CUDA_STREAM_LEGACY", "STATUS_CLASSES",
     "RmacollError", "LibraryNotFoundError", "UnknownStatusError", "InvalidArgumentError",
     "NullBufferError", "CountOverflowError", "OverlapError", "DatatypeError",
     "MismatchError", "PeerTimeoutError", "NoMemoryError", "UnsupportedError", "ConfigError",
