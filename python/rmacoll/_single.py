@@ -120,7 +120,8 @@ def _kind(obj):
     """How an argument reads in a message: 'a CPU tensor', 'a list'."""
     if hasattr(obj, "data_ptr") and hasattr(obj, "device"):
         return "a %s tensor" % ("CUDA" if _is_cuda_tensor(obj) else obj.device.type.upper())
-    return "a %s" % type(obj).__name__
+    name = type(obj).__name__
+    return "%s %s" % ("an" if name[:1].lower() in "aeiou" or name == "ndarray" else "a", name)
 
 
 def _where(dev):
