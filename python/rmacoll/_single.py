@@ -254,9 +254,14 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     async_op), the caller allocates every tensor it writes as it does
     `output` (torch's out= convention), so repeated calls and graph
     replays write the same addresses and nothing is allocated for them.
-    Needs one node and transports.intra_node nvlink_kernel or auto
-    (RMACOLL_TRANSPORTS_INTRA_NODE); otherwise UnsupportedError on every
-    rank with nothing enqueued (pass .tolist() to use host split sizes).
+    The device path needs one node and transports.intra_node
+    nvlink_kernel or auto (RMACOLL_TRANSPORTS_INTRA_NODE); on any other
+    communicator every rank's device-count call returns
+    RMACOLL_ERR_UNSUPPORTED with nothing enqueued and the call falls back
+    to host split sizes, as CUDA split tensors always worked: the sizes
+    are copied to the host (a synchronisation), the received ones
+    exchanged when not given, out_splits and status written (status 0),
+    and errors raise as in a host-split call instead of reaching status.
     A CUDA split tensor of another dtype or shape, mixed with host split
     sizes, on another device, or with host or non-torch tensors is an
     InvalidArgumentError on every rank (no call is made).
@@ -310,7 +315,8 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
         if problem is not None:
             comm.fail_collectively(problem[0], problem[1], sh)
         return _device_splits_call(comm, h, out, inp, input_split_sizes, output_split_sizes,
-                                   out_splits, status, tstream, sh, async_op)
+                                   out_splits, status, tstream, sh, async_op,
+                                   (output, input))
     if problem is None:
         try:
             orows = _splits(output_split_sizes, out, n, "output_split_sizes", "output")
@@ -357,7 +363,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
 
 
 def _device_splits_call(comm, h, out, inp, isz, osz, out_splits, status, tstream, sh,
-                        async_op):
+                        async_op, tensors):
     """all_to_all_single with device split sizes (arguments checked):
     rmacoll_alltoallv_device_counts on tstream, no host synchronisation."""
     import torch
@@ -391,6 +397,13 @@ def _device_splits_call(comm, h, out, inp, isz, osz, out_splits, status, tstream
             1, dtype=torch.int32, device=out.torch_device)
         st = fn(inp.ptr, sc.data_ptr(), inp.rows * inp.row_elems, out.ptr, rc.data_ptr(),
                 out.rows * out.row_elems, mode, int(out.dtype), h, sh, st_t.data_ptr())
+        if st == UnsupportedError.status:
+            # every rank got it (agreed, nothing enqueued): this communicator
+            # cannot read counts on the device (several nodes, or
+            # transports.intra_node ce, the default), so the split sizes
+            # come to the host as they did before device split sizes
+            return _host_splits_fallback(comm, tensors, out, inp, isz, osz, out_splits,
+                                         status, async_op, sh)
         if st != 0:
             comm._raise(st)
         if mode == RECV_PRODUCE and out_splits is not None and rc is not out_splits:
@@ -430,3 +443,40 @@ class _NoContext:
 
     def __exit__(self, *a):
         return False
+
+
+def _host_splits_fallback(comm, tensors, out, inp, isz, osz, out_splits, status, async_op,
+                          sh):
+    """Device split sizes on a communicator without device-count calls:
+    the sizes are copied to the host (this synchronises), the received
+    ones exchanged when not given, and the call is the host-split one on
+    the rows the sizes cover; out_splits and status are written as the
+    device path would (status 0; a failure raises instead)."""
+    import torch
+    n = comm.size
+    irows = [int(v) for v in isz.tolist()]
+    if osz is not None:
+        orows = [int(v) for v in osz.tolist()]
+    else:
+        s = torch.tensor(irows, dtype=torch.int64)
+        r = torch.empty(n, dtype=torch.int64)
+        comm.alltoall(s, r, 1)
+        orows = [int(v) for v in r.tolist()]
+    why = None
+    if min(irows) < 0 or min(orows) < 0:
+        why = "a split size is negative (input %s, output %s)" % (irows, orows)
+    elif sum(irows) > inp.rows:
+        why = ("input_split_sizes sum to %d rows but input holds %d"
+               % (sum(irows), inp.rows))
+    elif sum(orows) > out.rows:
+        why = ("this rank receives %d rows but output holds %d"
+               % (sum(orows), out.rows))
+    if why is not None:
+        comm.fail_collectively(InvalidArgumentError, why, sh)
+    if out_splits is not None:
+        out_splits.copy_(torch.tensor(orows, dtype=torch.int64))
+    if status is not None:
+        status[0:1].zero_()
+    output, input_ = tensors
+    return all_to_all_single(output[:sum(orows)], input_[:sum(irows)], orows, irows,
+                             async_op=async_op, comm=comm)
