@@ -16,10 +16,19 @@ be bit-identical (the same arithmetic on the same rows), and both must
 match a dense reference with no communication at all (every rank knows
 every expert's weights) to float tolerance.
 
+--device-splits (CUDA only) runs the layer a third time with device split
+sizes: the split sizes stay CUDA int64 tensors, the dispatch produces the
+received ones on the device (out_splits=) and the combine gives them back,
+so the exchanges make no host synchronisation (the expert step still
+does, as the others'); it must be bit-identical to the host-split layer.
+It needs one node, a GPU per rank and transports.intra_node nvlink_kernel
+(set here unless RMACOLL_TRANSPORTS_INTRA_NODE is).
+
 Run (2 ranks as processes on this host; --device cuda puts every rank on
 GPU rank % device_count):
     python3 examples/moe_dispatch.py --nprocs 2 --device cpu
     python3 examples/moe_dispatch.py --nprocs 2 --device cuda --dtype bfloat16
+    python3 examples/moe_dispatch.py --nprocs 2 --device cuda --device-splits
 or under torchrun (one process per rank, it spawns nothing):
     torchrun --nproc-per-node 2 examples/moe_dispatch.py --device cuda
 The rmacoll package is taken from python/ next to this file when it is
@@ -51,7 +60,14 @@ def parse_args(argv=None):
     p.add_argument("--topk", type=int, default=2)
     p.add_argument("--steps", type=int, default=3, help="layer calls (new tokens each)")
     p.add_argument("--seed", type=int, default=1)
-    return p.parse_args(argv)
+    p.add_argument("--device-splits", action="store_true",
+                   help="also run the layer with split sizes kept on the device (CUDA "
+                        "int64 tensors, no host sync in dispatch/combine), compared bit "
+                        "for bit with the host-split layer")
+    args = p.parse_args(argv)
+    if args.device_splits and args.device != "cuda":
+        p.error("--device-splits needs --device cuda (split sizes in device memory)")
+    return args
 
 
 def spawn(args):
@@ -103,10 +119,14 @@ def mm(torch, a, b):
     return a @ b
 
 
-def moe_layer(torch, dist, a2a, x, experts, world, epr, topk, on_cpu_copies):
+def moe_layer(torch, dist, a2a, x, experts, world, epr, topk, on_cpu_copies,
+              device_splits=False):
     """One MoE layer on this rank's tokens x [T, H]; a2a is the
     all_to_all_single to use. on_cpu_copies: a2a works on CPU tensors
-    (the gloo reference), so the rows go to the host and back around it."""
+    (the gloo reference), so the rows go to the host and back around it.
+    device_splits: a2a is rmacoll's, given the split sizes as CUDA int64
+    tensors (no host copy); the sizes are returned as tensors, with the
+    status words of dispatch and combine (0: ok)."""
     T, H = x.shape
     n_exp = world * epr
     dev = x.device
@@ -141,12 +161,22 @@ def moe_layer(torch, dist, a2a, x, experts, world, epr, topk, on_cpu_copies):
     recv_per_expert = torch.empty_like(per_expert)
     comm(recv_per_expert, per_expert, None, None)              # equal splits of epr
     output_splits = recv_per_expert.view(world, epr).sum(1)
-    isz = input_splits.tolist()                                # device -> host copies
-    osz = output_splits.tolist()
-
-    # dispatch
-    recv = torch.empty((sum(osz), H), dtype=x.dtype, device=dev)
-    comm(recv, send, osz, isz)
+    status = None
+    if device_splits:
+        # dispatch with the split sizes on the device: output holds the most
+        # rows this rank can receive, the call writes the received split
+        # sizes into out_splits (rows from each rank) on the stream
+        isz = input_splits
+        osz = torch.empty(world, dtype=torch.int64, device=dev)
+        status = torch.full((2,), -1, dtype=torch.int32, device=dev)
+        recv = torch.empty((world * T * topk, H), dtype=x.dtype, device=dev)
+        a2a(recv, send, None, isz, out_splits=osz, status=status[0:1])
+    else:
+        isz = input_splits.tolist()                            # device -> host copies
+        osz = output_splits.tolist()
+        # dispatch
+        recv = torch.empty((sum(osz), H), dtype=x.dtype, device=dev)
+        comm(recv, send, osz, isz)
 
     # expert step: rows arrive by source rank, each block sorted by expert
     me = dist.get_rank()
@@ -160,11 +190,19 @@ def moe_layer(torch, dist, a2a, x, experts, world, epr, topk, on_cpu_copies):
 
     # combine: the reverse exchange, then the weighted sum per token
     back = torch.empty_like(send)
+    if device_splits:
+        # the dispatch's received sizes are what is sent back; the given
+        # receive sizes (checked on the device) are the dispatch's input sizes
+        a2a(back, y, isz, osz, status=status[1:2])
+        return _combine(torch, back, order, weights, T, topk, H), (isz, osz, status)
     comm(back, y, isz, osz)
+    return _combine(torch, back, order, weights, T, topk, H), (isz, osz, None)
+
+
+def _combine(torch, back, order, weights, T, topk, H):
     copies = torch.empty_like(back)
     copies[order] = back                                       # back to token-major order
-    out = (copies.view(T, topk, H) * weights.unsqueeze(-1)).sum(1)
-    return out, isz, osz
+    return (copies.view(T, topk, H) * weights.unsqueeze(-1)).sum(1)
 
 
 def dense_reference(torch, x, experts, topk):
@@ -196,6 +234,9 @@ def run_rank(args):
         device = torch.device("cuda", torch.cuda.current_device())
     else:
         device = torch.device("cpu")
+    if args.device_splits:
+        # the transport that runs device-split calls (the default ce has none)
+        os.environ.setdefault("RMACOLL_TRANSPORTS_INTRA_NODE", "nvlink_kernel")
     dist.init_process_group("gloo", rank=rank, world_size=world)
     dtype = getattr(torch, args.dtype)
     epr = args.experts_per_rank
@@ -203,7 +244,7 @@ def run_rank(args):
     tol = {torch.float32: 1e-4, torch.float64: 1e-10, torch.float16: 2e-2,
            torch.bfloat16: 6e-2}[dtype]
     ok = True
-    t_rm = t_ref = 0.0
+    t_rm = t_ref = t_dev = 0.0
     for step in range(args.steps):
         g = torch.Generator().manual_seed(args.seed * 100003 + step * 1009 + rank)
         x = torch.randn(args.tokens, args.hidden, generator=g).to(device, dtype)
@@ -214,18 +255,36 @@ def run_rank(args):
         def ref_a2a(out, inp, osz, isz):
             dist.all_to_all_single(out, inp, osz, isz)
 
+        def dev_a2a(out, inp, osz, isz, **kw):
+            rmacoll.all_to_all_single(out, inp, osz, isz, **kw)
+
         dist.barrier()
         t0 = time.perf_counter()
-        y_rm, isz, osz = moe_layer(torch, dist, rm_a2a, x, experts, world, epr, args.topk,
-                                   on_cpu_copies=False)
+        y_rm, (isz, osz, _) = moe_layer(torch, dist, rm_a2a, x, experts, world, epr,
+                                        args.topk, on_cpu_copies=False)
         if device.type == "cuda":
             torch.cuda.synchronize()
         t1 = time.perf_counter()
-        y_ref, _, _ = moe_layer(torch, dist, ref_a2a, x, experts, world, epr, args.topk,
-                                on_cpu_copies=True)
+        y_ref, _ = moe_layer(torch, dist, ref_a2a, x, experts, world, epr, args.topk,
+                             on_cpu_copies=True)
         if device.type == "cuda":
             torch.cuda.synchronize()
         t2 = time.perf_counter()
+        if args.device_splits:
+            y_dev, (_, dosz, status) = moe_layer(torch, dist, dev_a2a, x, experts, world, epr,
+                                                 args.topk, on_cpu_copies=False,
+                                                 device_splits=True)
+            torch.cuda.synchronize()
+            t3 = time.perf_counter()
+            rmacoll.device_counts_check()  # raises what the device found, if anything
+            dev_ok = (status.tolist() == [0, 0] and dosz.tolist() == osz and
+                      torch.equal(y_dev, y_rm))
+            ok = ok and dev_ok
+            if step > 0:
+                t_dev += t3 - t2
+            print("rank %d step %d: device split sizes: received %s rows, status %s, "
+                  "== host split sizes: %s" % (rank, step, dosz.tolist(), status.tolist(),
+                                               "ok" if dev_ok else "FAIL"), flush=True)
         if step > 0:  # the first step makes the rmacoll communicator
             t_rm += t1 - t0
             t_ref += t2 - t1
@@ -244,6 +303,9 @@ def run_rank(args):
               "copies (%s, %d tokens x %d)" % (rank, 1e3 * t_rm / (args.steps - 1),
                                              1e3 * t_ref / (args.steps - 1), args.device,
                                              args.tokens, args.hidden), flush=True)
+        if args.device_splits:
+            print("rank %d: layer time per step %.3f ms with rmacoll and device split sizes"
+                  % (rank, 1e3 * t_dev / (args.steps - 1)), flush=True)
     flags = torch.tensor([0 if ok else 1])
     dist.all_reduce(flags)
     all_ok = flags.item() == 0

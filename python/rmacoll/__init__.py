@@ -7,6 +7,9 @@ any torch version) and torch.distributed.all_to_all_single's call:
     rmacoll.all_to_all_single(output, input, output_split_sizes,
                               input_split_sizes, group=None)
 
+A CUDA int64 input_split_sizes tensor selects device split sizes (no
+host synchronisation; out_splits=, status=, rmacoll.device_counts_check).
+
 Communicators: rmacoll.Communicator(rank, nranks, unique_id) with a
 UniqueId from rmacoll.get_unique_id() on one rank;
 Communicator.from_env() under mpirun/srun/torchrun;
@@ -24,7 +27,7 @@ from ._errors import (BootstrapError, ConfigError, CountOverflowError, CudaError
                       PluginError, RmacollError, STATUS_CLASSES, TransportError,
                       UnknownStatusError, UnsupportedError)
 from ._lib import has_symbol, library_path, load_library
-from ._single import Work, all_to_all_single
+from ._single import Work, all_to_all_single, device_counts_check
 from ._torch import destroy_group_communicators
 
 __version__ = "0.1.0"  # the C library's RMACOLL_VERSION_* of this tree
@@ -56,8 +59,8 @@ def build_info():
 
 __all__ = [
     "all_to_all_single", "Communicator", "UniqueId", "get_unique_id", "DataType", "Work",
-    "destroy_group_communicators", "load_library", "library_path", "has_symbol",
-    "library_version", "build_info", "CUDA_STREAM_LEGACY", "STATUS_CLASSES",
+    "device_counts_check", "destroy_group_communicators", "load_library", "library_path",
+    "has_symbol", "library_version", "build_info", "CUDA_STREAM_LEGACY", "STATUS_CLASSES",
     "RmacollError", "LibraryNotFoundError", "UnknownStatusError", "InvalidArgumentError",
     "NullBufferError", "CountOverflowError", "OverlapError", "DatatypeError",
     "MismatchError", "PeerTimeoutError", "NoMemoryError", "UnsupportedError", "ConfigError",

@@ -192,6 +192,7 @@ class Communicator:
         # count/displacement arrays all_to_all_single fills (no allocation per call)
         self._args = tuple((ctypes.c_int64 * self._size)() for _ in range(4))
         self._device_stream = None  # torch stream of the last device call (all_to_all_single)
+        self._dc_keep = None  # device-split call's own tensors, kept until the next such call
 
     @classmethod
     def _from_handle(cls, handle, nccl_oob=None):
@@ -362,6 +363,33 @@ class Communicator:
             return stream_handle(stream)
         except TypeError as e:
             self.fail_collectively(InvalidArgumentError, str(e), None)
+
+    def device_counts_check(self):
+        """The host-visible report of calls with device split sizes
+        (all_to_all_single with a CUDA input_split_sizes tensor;
+        rmacoll_device_counts_check): raises the exception of the first
+        error such a call on this communicator met on the device that no
+        earlier check reported (CountOverflowError: a negative split, or
+        more rows than an input or output holds; MismatchError: given
+        output_split_sizes that differ from the senders'; PeerTimeoutError:
+        a peer's kernel never arrived, the communicator is then broken),
+        and forgets it; returns None when there is none. The message names
+        the call, the rank and the reason. It sees a call only once the
+        stream has run it (after torch.cuda.synchronize(), an event, or a
+        read of the status tensor); every rank then reports the same error.
+        Local and non-blocking (reads host-mapped memory): not collective.
+        Thread-safety: as a call (not while another thread is in one on
+        this communicator). UnsupportedError when librmacoll predates
+        device split sizes."""
+        h = self._handle()
+        fn = getattr(self._lib, "rmacoll_device_counts_check", None)
+        if fn is None:
+            raise UnsupportedError("rank %d: librmacoll (%s) has no rmacoll_device_counts_check"
+                                   " (older than device split sizes)"
+                                   % (self._rank, _lib.library_path()), rank=self._rank)
+        st = fn(h)
+        if st != 0:
+            self._raise(st)
 
     def alltoallv(self, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
                   dtype=None, stream=None):

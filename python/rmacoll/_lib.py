@@ -80,7 +80,15 @@ _OPTIONAL = {
                                             ctypes.POINTER(_vp)]),
     "rmacoll_comm_destroy_nccl": (_st, [_vp, _vp]),
     "rmacoll_get_version": (_st, [ctypes.POINTER(ctypes.c_int)]),
+    # issue 31: counts in device memory (pointers as ints: device addresses)
+    "rmacoll_alltoallv_device_counts": (_st, [_vp, _vp, ctypes.c_int64, _vp, _vp,
+                                              ctypes.c_int64, ctypes.c_int, ctypes.c_int, _vp,
+                                              _vp, _vp]),
+    "rmacoll_device_counts_check": (_st, [_vp]),
 }
+
+RECV_PRODUCE = 0  # rmacoll_recv_mode_t
+RECV_GIVEN = 1
 
 _lock = threading.Lock()
 _lib = None

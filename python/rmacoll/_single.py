@@ -14,14 +14,19 @@ need the peers' arguments (a send count that differs from the receiver's
 count) come from the library itself: MismatchError on every rank.
 Only errors no call can be made for raise locally at once: no
 communicator (group=None without torch.distributed initialised) or a
-closed one.
+closed one. The same rule holds for device split sizes (a CUDA
+input_split_sizes tensor): the Python checks of the split tensors
+(dtype, shape, device, the data they go with) fail every rank's call the
+same way; the checks of their values are made on the device (see
+all_to_all_single).
 """
 
 from itertools import accumulate
 
-from ._buffers import describe, split_list
+from ._buffers import describe, dtype_name, split_list
 from ._comm import CUDA_STREAM_LEGACY
-from ._errors import DatatypeError, InvalidArgumentError
+from ._errors import DatatypeError, InvalidArgumentError, UnsupportedError
+from ._lib import RECV_GIVEN, RECV_PRODUCE
 
 _SUPPORTED = "int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64"
 
@@ -105,8 +110,92 @@ def _check(out, inp):
     return None
 
 
+def _is_cuda_tensor(obj):
+    """Whether obj is a torch CUDA tensor (anything whose is_cuda is True
+    and that has data_ptr: the tests' stand-ins too)."""
+    return getattr(obj, "is_cuda", False) is True and hasattr(obj, "data_ptr")
+
+
+def _kind(obj):
+    """How an argument reads in a message: 'a CPU tensor', 'a list'."""
+    if hasattr(obj, "data_ptr") and hasattr(obj, "device"):
+        return "a %s tensor" % ("CUDA" if _is_cuda_tensor(obj) else obj.device.type.upper())
+    name = type(obj).__name__
+    return "%s %s" % ("an" if name[:1].lower() in "aeiou" or name == "ndarray" else "a", name)
+
+
+def _where(dev):
+    return "%s%s" % (dev.type, "" if dev.index is None else ":%d" % dev.index)
+
+
+def _tensor_problem(t, what, dtype, n):
+    """Why a CUDA tensor argument of a device-split call is unusable, or None.
+    n: the length it must have (None: at least one element)."""
+    if not _is_cuda_tensor(t):
+        return "%s is %s; it must be a CUDA %s tensor" % (what, _kind(t), dtype)
+    if dtype_name(t.dtype) != dtype:
+        return ("%s is a CUDA tensor of dtype %s; it must be %s (convert with "
+                ".to(torch.%s))" % (what, dtype_name(t.dtype), dtype, dtype))
+    if n is None:
+        if t.numel() < 1:
+            return "%s is empty; it must hold one %s (its first element is written)" % (
+                what, dtype)
+    elif t.dim() != 1 or t.shape[0] != n:
+        return ("%s has shape %s; it must be 1-d with one entry per rank of the group (%d)"
+                % (what, tuple(t.shape), n))
+    return None
+
+
+def _device_splits_check(out, inp, isz, osz, out_splits, status, n):
+    """(exception class, reason) of the first problem with the split
+    arguments of a call with device split sizes, or None. Also catches the
+    device-only arguments given to a call with host split sizes."""
+    if not _is_cuda_tensor(isz):
+        for what, obj in (("output_split_sizes", osz), ("out_splits", out_splits),
+                          ("status", status)):
+            if obj is not None and (what != "output_split_sizes" or _is_cuda_tensor(obj)):
+                return InvalidArgumentError, (
+                    "%s is %s but input_split_sizes is %s: device split sizes (no host "
+                    "synchronisation) need input_split_sizes as a CUDA int64 tensor"
+                    % (what, _kind(obj), "None" if isz is None else _kind(isz)))
+        return None
+    why = _tensor_problem(isz, "input_split_sizes", "int64", n)
+    if why is None and osz is not None:
+        if not _is_cuda_tensor(osz):
+            why = ("output_split_sizes is %s but input_split_sizes is a CUDA tensor: give "
+                   "output_split_sizes as a CUDA int64 tensor (checked on the device) or "
+                   "None (produced by the call into out_splits)" % _kind(osz))
+        else:
+            why = _tensor_problem(osz, "output_split_sizes", "int64", n)
+    if why is None and out_splits is not None:
+        if osz is not None:
+            why = ("out_splits is given with output_split_sizes: the received split sizes "
+                   "are produced only when output_split_sizes is None")
+        else:
+            why = _tensor_problem(out_splits, "out_splits", "int64", n)
+    if why is None and status is not None:
+        why = _tensor_problem(status, "status", "int32", None)
+    if why is None and out.device != "cuda":
+        why = ("input_split_sizes is a CUDA tensor but input and output are in host "
+               "memory: device split sizes need CUDA tensors (for host memory pass the "
+               "split sizes as a list or a CPU tensor)")
+    if why is None and (out.kind != "torch" or inp.kind != "torch"):
+        why = ("input_split_sizes is a CUDA tensor but %s is not a torch tensor: device "
+               "split sizes need torch CUDA tensors for input and output"
+               % ("output" if out.kind != "torch" else "input"))
+    if why is None:
+        for what, t in (("input_split_sizes", isz), ("output_split_sizes", osz),
+                        ("out_splits", out_splits), ("status", status)):
+            if t is not None and t.device.index != out.device_index:
+                why = "%s is on %s but input and output are on %s" % (
+                    what, _where(t.device), _where(out.torch_device))
+                break
+    return None if why is None else (InvalidArgumentError, why)
+
+
 def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None,
-                      group=None, async_op=False, *, comm=None, stream=None):
+                      group=None, async_op=False, *, comm=None, stream=None,
+                      out_splits=None, status=None):
     """torch.distributed.all_to_all_single on rmacoll; collective.
 
     Splits `input` along dim 0 into group-size blocks of
@@ -114,8 +203,9 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     block from rank i into `output` at the rows output_split_sizes[i]
     starts, in rank order. Split sizes are rows of dim 0 (a row is
     everything after dim 0: shape[1:] elements), given as lists, tuples,
-    numpy arrays or tensors (a CUDA tensor is copied to the host, which
-    synchronises); None or [] means equal splits of dim 0.
+    numpy arrays or CPU tensors; None or [] means equal splits of dim 0.
+    A CUDA int64 input_split_sizes tensor selects device split sizes
+    (below).
 
     output, input: contiguous torch tensors, numpy arrays or
     __cuda_array_interface__ objects of one dtype among int8, uint8,
@@ -130,6 +220,51 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     (rmacoll.destroy_group_communicators). comm: an rmacoll Communicator to
     use instead of a group (no torch needed).
     async_op: return a Work (see Work), else None.
+
+    Device split sizes (issue 31; no host synchronisation): when
+    input_split_sizes is a CUDA int64 tensor (1-d, group size, rows, on
+    the tensors' device; e.g. written by a router kernel), it is never
+    copied to the host: the rows are turned into elements with torch ops
+    on the current stream and the call is
+    rmacoll_alltoallv_device_counts, which reads the sizes on the device
+    (so it can be captured into a CUDA graph). The layout is packed as
+    above, but the split sizes need not fill dim 0: input.shape[0] and
+    output.shape[0] are capacities (rows past the sent ones are not read,
+    rows past the received ones are not written), so allocate output for
+    the most rows this rank may receive.
+      output_split_sizes None: the call produces them (dispatch); pass
+        out_splits= (a CUDA int64 tensor of group size) to get them: rows
+        from each rank, written on the stream (also when the call fails
+        on capacity: the sizes a retry needs).
+      output_split_sizes a CUDA int64 tensor: given (combine, e.g. the
+        dispatch's out_splits), checked on the device against the
+        senders' sizes.
+      status: a CUDA int32 tensor whose first element the call sets on the
+        stream: 0 when it moved the data, else the rmacoll status code of
+        the failure found on the device (3 RMACOLL_ERR_OVERFLOW: a
+        negative split, more rows than an input holds, or more received
+        than output holds; 6 RMACOLL_ERR_MISMATCH: given output split
+        sizes differ from the senders'; 7 RMACOLL_ERR_TIMEOUT); every rank
+        sees the same code and then no rank's output is written. The same
+        error is raised by Communicator.device_counts_check() (or
+        rmacoll.device_counts_check(group)) once the stream has run the
+        call.
+    Why out_splits= and status= rather than returned tensors: the call
+    keeps torch's signature and return value (None, or a Work with
+    async_op), the caller allocates every tensor it writes as it does
+    `output` (torch's out= convention), so repeated calls and graph
+    replays write the same addresses and nothing is allocated for them.
+    The device path needs one node and transports.intra_node
+    nvlink_kernel or auto (RMACOLL_TRANSPORTS_INTRA_NODE); on any other
+    communicator every rank's device-count call returns
+    RMACOLL_ERR_UNSUPPORTED with nothing enqueued and the call falls back
+    to host split sizes, as CUDA split tensors always worked: the sizes
+    are copied to the host (a synchronisation), the received ones
+    exchanged when not given, out_splits and status written (status 0),
+    and errors raise as in a host-split call instead of reaching status.
+    A CUDA split tensor of another dtype or shape, mixed with host split
+    sizes, on another device, or with host or non-torch tensors is an
+    InvalidArgumentError on every rank (no call is made).
 
     Errors: every rank raises together, nothing written (module doc):
     DatatypeError (TypeError) for unsupported or differing dtypes,
@@ -172,6 +307,16 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
             sh = (comm._stream_or_fail(stream) if stream is not None
                   else CUDA_STREAM_LEGACY)
 
+    device_splits = _is_cuda_tensor(input_split_sizes)
+    if problem is None:
+        problem = _device_splits_check(out, inp, input_split_sizes, output_split_sizes,
+                                       out_splits, status, n)
+    if device_splits:
+        if problem is not None:
+            comm.fail_collectively(problem[0], problem[1], sh)
+        return _device_splits_call(comm, h, out, inp, input_split_sizes, output_split_sizes,
+                                   out_splits, status, tstream, sh, async_op,
+                                   (output, input))
     if problem is None:
         try:
             orows = _splits(output_split_sizes, out, n, "output_split_sizes", "output")
@@ -215,3 +360,123 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
         ev.record(tstream)
         return Work(ev)
     return Work()
+
+
+def _device_splits_call(comm, h, out, inp, isz, osz, out_splits, status, tstream, sh,
+                        async_op, tensors):
+    """all_to_all_single with device split sizes (arguments checked):
+    rmacoll_alltoallv_device_counts on tstream, no host synchronisation."""
+    import torch
+    fn = getattr(comm._lib, "rmacoll_alltoallv_device_counts", None)
+    if fn is None:
+        raise UnsupportedError("rank %d: this librmacoll has no "
+                               "rmacoll_alltoallv_device_counts (older than device split "
+                               "sizes): pass the split sizes as lists" % comm.rank,
+                               rank=comm.rank)
+    prev = comm._device_stream
+    if prev is not None and prev != tstream:
+        tstream.wait_stream(prev)  # device calls on one comm stay ordered
+    comm._device_stream = tstream
+    n = comm.size
+    idx = out.torch_device.index
+    ctx = (torch.cuda.device(idx) if idx is not None and idx != torch.cuda.current_device()
+           else _NoContext())
+    with ctx:
+        # rows -> elements on the current stream (tstream): no host sync
+        sc = isz if inp.row_elems == 1 and isz.is_contiguous() else isz * inp.row_elems
+        if osz is not None:
+            mode = RECV_GIVEN
+            rc = osz if out.row_elems == 1 and osz.is_contiguous() else osz * out.row_elems
+        else:
+            mode = RECV_PRODUCE
+            if out_splits is not None and out.row_elems == 1 and out_splits.is_contiguous():
+                rc = out_splits
+            else:
+                rc = torch.empty(n, dtype=torch.int64, device=out.torch_device)
+        st_t = status if status is not None else torch.empty(
+            1, dtype=torch.int32, device=out.torch_device)
+        st = fn(inp.ptr, sc.data_ptr(), inp.rows * inp.row_elems, out.ptr, rc.data_ptr(),
+                out.rows * out.row_elems, mode, int(out.dtype), h, sh, st_t.data_ptr())
+        if st == UnsupportedError.status:
+            # every rank got it (agreed, nothing enqueued): this communicator
+            # cannot read counts on the device (several nodes, or
+            # transports.intra_node ce, the default), so the split sizes
+            # come to the host as they did before device split sizes
+            return _host_splits_fallback(comm, tensors, out, inp, isz, osz, out_splits,
+                                         status, async_op, sh)
+        if st != 0:
+            comm._raise(st)
+        if mode == RECV_PRODUCE and out_splits is not None and rc is not out_splits:
+            if out.row_elems:
+                torch.div(rc, out.row_elems, rounding_mode="floor", out=out_splits)
+            else:
+                out_splits.zero_()  # rows of no elements: no sizes to tell
+    # the arrays the stream reads or writes stay referenced until the next
+    # such call (enqueued after this one on the same stream); torch's
+    # allocator reuses their memory only in stream order anyway
+    comm._dc_keep = (sc, rc, st_t)
+    if not async_op:
+        return None
+    ev = torch.cuda.Event()
+    ev.record(tstream)
+    return Work(ev)
+
+
+def device_counts_check(group=None, *, comm=None):
+    """Communicator.device_counts_check() of `comm`, else of the
+    communicator all_to_all_single made for `group` (None: the default
+    group): raises the first error a call with device split sizes met on
+    the device that no earlier check reported; returns None when there is
+    none, or when the group has no communicator yet (no call to check).
+    Local and non-blocking; sees a call once its stream has run it."""
+    if comm is None:
+        from . import _torch
+        comm = _torch.existing_communicator(group)
+        if comm is None:
+            return None
+    comm.device_counts_check()
+
+
+class _NoContext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _host_splits_fallback(comm, tensors, out, inp, isz, osz, out_splits, status, async_op,
+                          sh):
+    """Device split sizes on a communicator without device-count calls:
+    the sizes are copied to the host (this synchronises), the received
+    ones exchanged when not given, and the call is the host-split one on
+    the rows the sizes cover; out_splits and status are written as the
+    device path would (status 0; a failure raises instead)."""
+    import torch
+    n = comm.size
+    irows = [int(v) for v in isz.tolist()]
+    if osz is not None:
+        orows = [int(v) for v in osz.tolist()]
+    else:
+        s = torch.tensor(irows, dtype=torch.int64)
+        r = torch.empty(n, dtype=torch.int64)
+        comm.alltoall(s, r, 1)
+        orows = [int(v) for v in r.tolist()]
+    why = None
+    if min(irows) < 0 or min(orows) < 0:
+        why = "a split size is negative (input %s, output %s)" % (irows, orows)
+    elif sum(irows) > inp.rows:
+        why = ("input_split_sizes sum to %d rows but input holds %d"
+               % (sum(irows), inp.rows))
+    elif sum(orows) > out.rows:
+        why = ("this rank receives %d rows but output holds %d"
+               % (sum(orows), out.rows))
+    if why is not None:
+        comm.fail_collectively(InvalidArgumentError, why, sh)
+    if out_splits is not None:
+        out_splits.copy_(torch.tensor(orows, dtype=torch.int64))
+    if status is not None:
+        status[0:1].zero_()
+    output, input_ = tensors
+    return all_to_all_single(output[:sum(orows)], input_[:sum(irows)], orows, irows,
+                             async_op=async_op, comm=comm)

@@ -87,6 +87,20 @@ def communicator_for_group(group=None):
     return c
 
 
+def existing_communicator(group=None):
+    """The Communicator all_to_all_single made for `group` (None: the
+    default group), or None when it made none (no collective, no torch
+    import when torch.distributed is not loaded)."""
+    import sys
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_initialized():
+        return None
+    g = group if group is not None else dist.group.WORLD
+    with _lock:
+        c = _group_comms.get(g)
+    return c if c is not None and not c.closed else None
+
+
 def destroy_group_communicators(group=None):
     """Closes the communicators all_to_all_single made for groups
     (collective over each group): the one of `group`, or every one when

@@ -17,6 +17,7 @@ import traceback
 import numpy as np
 
 import rmacoll
+from fakes import FakeCudaTensor
 
 SENTINEL = 0xA5
 GUARD = 64  # bytes of sentinel before and after every receive buffer
@@ -283,6 +284,17 @@ def scenario_errors(comm):
     rd = [0] * n if me == last else d
     expect_error("overlapping receive blocks (library check)", lambda: comm.alltoallv(
         src, c, d, o.array, c, rd), [o], rmacoll.OverlapError, ValueError, "overlaps", last)
+
+    # 11. device split sizes (a CUDA split tensor, a stand-in here) with host
+    # buffers on one rank: the others are in an ordinary call and fail with it
+    o = out_for()
+    inp = good_input()
+    isz = FakeCudaTensor((n,)) if me == last else list(m[me])
+    osz = FakeCudaTensor((n,)) if me == last else list(m[:, me])
+    expect_error("CUDA split tensor with host buffers", lambda: rmacoll.all_to_all_single(
+        o.array, inp, osz, isz, comm=comm), [o], rmacoll.InvalidArgumentError,
+        ValueError, "input_split_sizes is a CUDA tensor but input and output are in host "
+        "memory", last)
 
     # the communicator is still usable after all of these
     one_call(comm, 61, "int32", (3,), "list")

@@ -27,11 +27,12 @@ except ImportError:  # pragma: no cover - CTest reads exit code 77 as skipped
     sys.exit(77)
 
 import mprun  # noqa: E402
+from fakes import FakeCudaTensor  # noqa: E402
 import rmacoll  # noqa: E402
 from rmacoll import _buffers, _lib  # noqa: E402
 
 # checks every rank of a scenario must report (a worker that skipped some fails)
-EXPECTED_CHECKS = {"data": 17, "raw": 2, "errors": 12, "from_env": 2}
+EXPECTED_CHECKS = {"data": 17, "raw": 2, "errors": 13, "from_env": 2}
 
 
 class TestLibrary(unittest.TestCase):
@@ -162,6 +163,64 @@ class TestOneRank(unittest.TestCase):
         with self.assertRaises(rmacoll.InvalidArgumentError) as cm:
             rmacoll.all_to_all_single(y, np.zeros(4, np.float32), [4], [2.5], comm=self.comm)
         self.assertIn("non-integer", str(cm.exception))
+
+    def test_device_split_errors_one_rank(self):
+        """Device split sizes (CUDA split tensors, FakeCudaTensor here):
+        every problem Python can see fails the call with the argument
+        named, before any device work, and writes nothing."""
+        x = np.arange(8, dtype=np.float32).reshape(4, 2)
+        y = np.full((4, 2), 7, dtype=np.float32)
+        F = FakeCudaTensor
+        cases = [
+            (dict(input_split_sizes=F((1,), "torch.int32")),
+             "input_split_sizes is a CUDA tensor of dtype int32; it must be int64"),
+            (dict(input_split_sizes=F((2,))),
+             "input_split_sizes has shape (2,); it must be 1-d with one entry per rank of "
+             "the group (1)"),
+            (dict(input_split_sizes=F((1, 1))),
+             "input_split_sizes has shape (1, 1); it must be 1-d"),
+            (dict(input_split_sizes=F((1,)), output_split_sizes=[4]),
+             "output_split_sizes is a list but input_split_sizes is a CUDA tensor"),
+            (dict(input_split_sizes=F((1,)), output_split_sizes=np.array([4])),
+             "output_split_sizes is an ndarray but input_split_sizes is a CUDA tensor"),
+            (dict(input_split_sizes=F((1,)), output_split_sizes=F((1,), "torch.float32")),
+             "output_split_sizes is a CUDA tensor of dtype float32; it must be int64"),
+            (dict(input_split_sizes=[4], output_split_sizes=F((1,))),
+             "output_split_sizes is a CUDA tensor but input_split_sizes is a list: device "
+             "split sizes (no host synchronisation) need input_split_sizes as a CUDA int64 "
+             "tensor"),
+            (dict(input_split_sizes=None, out_splits=F((1,))),
+             "out_splits is a CUDA tensor but input_split_sizes is None"),
+            (dict(input_split_sizes=[4], output_split_sizes=[4], status=F((1,), "torch.int32")),
+             "status is a CUDA tensor but input_split_sizes is a list"),
+            (dict(input_split_sizes=F((1,)), output_split_sizes=F((1,)), out_splits=F((1,))),
+             "out_splits is given with output_split_sizes: the received split sizes are "
+             "produced only when output_split_sizes is None"),
+            (dict(input_split_sizes=F((1,)), out_splits=F((1,), "torch.int32")),
+             "out_splits is a CUDA tensor of dtype int32; it must be int64"),
+            (dict(input_split_sizes=F((1,)), out_splits=np.zeros(1, np.int64)),
+             "out_splits is an ndarray; it must be a CUDA int64 tensor"),
+            (dict(input_split_sizes=F((1,)), status=F((1,), "torch.int64")),
+             "status is a CUDA tensor of dtype int64; it must be int32"),
+            (dict(input_split_sizes=F((1,)), status=F((0,), "torch.int32")),
+             "status is empty; it must hold one int32"),
+            # the split tensors are fine, the data is in host memory
+            (dict(input_split_sizes=F((1,)), output_split_sizes=F((1,))),
+             "input_split_sizes is a CUDA tensor but input and output are in host memory: "
+             "device split sizes need CUDA tensors"),
+        ]
+        for kw, text in cases:
+            with self.assertRaises(rmacoll.InvalidArgumentError, msg=text) as cm:
+                rmacoll.all_to_all_single(y, x, comm=self.comm, **kw)
+            self.assertIn("rank 0: " + text, str(cm.exception))
+            self.assertEqual(cm.exception.rank, 0)
+            self.assertEqual(y.tolist(), [[7.0, 7.0]] * 4)  # nothing written
+        # the communicator still works, host split sizes as before
+        rmacoll.all_to_all_single(y, x, [4], np.array([4]), comm=self.comm)
+        self.assertEqual(y.tobytes(), x.tobytes())
+        # nothing to report: no device-split call ran
+        self.assertIsNone(self.comm.device_counts_check())
+        self.assertIsNone(rmacoll.device_counts_check(comm=self.comm))
 
     def test_last_error_after_failure(self):
         x = np.zeros(4, dtype=np.int32)

@@ -150,9 +150,10 @@ def scenario_gpu(device):
     n, me = dist.get_world_size(), dist.get_rank()
     dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64,
               torch.int32, torch.uint8, torch.int8]
-    forms = ["list", "cpu_tensor", "cuda_tensor"]
+    # (CUDA split tensors are device split sizes now: scenario_device_splits)
+    forms = ["list", "cpu_tensor"]
     for k, dt in enumerate(dtypes):
-        one_call(100 + k, dt, (16,), forms[k % 3], device)
+        one_call(100 + k, dt, (16,), forms[k % 2], device)
     one_call(120, torch.bfloat16, (4, 8), "list", device)          # rows of 32 elements
     one_call(121, torch.float32, (), "list", device)               # 1-d tensors
     one_call(122, torch.bfloat16, (4096,), "list", device)         # 8 KiB rows
@@ -248,6 +249,173 @@ def expect(fn, out, cls, name, device):
     record(name, False, "no exception")
 
 
+def row_bytes(row_shape, dtype):
+    return rows_elems(row_shape) * torch.empty((), dtype=dtype).element_size()
+
+
+class _no_sync:
+    """torch raises on any host synchronisation inside (set_sync_debug_mode)."""
+
+    def __enter__(self):
+        if hasattr(torch.cuda, "set_sync_debug_mode"):
+            torch.cuda.set_sync_debug_mode("error")
+        return self
+
+    def __exit__(self, *a):
+        if hasattr(torch.cuda, "set_sync_debug_mode"):
+            torch.cuda.set_sync_debug_mode("default")
+        return False
+
+
+def device_case(name, seed, m, row_shape, dtype, device, extra_in=3, extra_out=5):
+    """One dispatch (output_split_sizes None: produced), the same with the
+    split sizes given, and the combine back, all with CUDA split tensors;
+    each checked byte for byte against rmacoll's host-split path and gloo,
+    the output rows past the received ones (sentinel) untouched."""
+    n, me = dist.get_world_size(), dist.get_rank()
+    send_rows = sum(m[me])
+    osz = [m[i][me] for i in range(n)]
+    recv_rows = sum(osz)
+    rb = row_bytes(row_shape, dtype)
+    # more input rows than are sent (not read) and more output rows than arrive
+    inp_cpu = rank_input(seed, me, send_rows + extra_in, row_shape, dtype)
+    inp = inp_cpu.to(device)
+    isz = torch.tensor(m[me], dtype=torch.int64, device=device)
+    # the reference: host split sizes (rmacoll) and gloo
+    href = Guarded(recv_rows, row_shape, dtype, device)
+    rmacoll.all_to_all_single(href.tensor, inp[:send_rows], osz, list(m[me]))
+    ref = gloo_reference(inp_cpu[:send_rows], m, me, row_shape, dtype)
+    sync(device)
+    hbody, hguards = href.body_and_guards()
+    record("%s: host-split reference" % name, hguards and torch.equal(hbody, ref))
+
+    def check_out(what, out, splits=None, st=None):
+        h = out.host()
+        body = h[GUARD:GUARD + recv_rows * rb]
+        ok = torch.equal(body, ref) and bool((h[:GUARD] == SENTINEL).all()) and \
+            bool((h[GUARD + recv_rows * rb:] == SENTINEL).all())  # tail + guard
+        detail = "" if ok else "bytes or sentinel tail differ"
+        if splits is not None and splits.tolist() != osz:
+            ok, detail = False, "out_splits %s, expected %s" % (splits.tolist(), osz)
+        if st is not None and st.tolist() != [0]:
+            ok, detail = False, "status %s" % st.tolist()
+        record("%s: %s" % (name, what), ok, detail)
+
+    # dispatch: output_split_sizes produced, no host sync in the call
+    out = Guarded(recv_rows + extra_out, row_shape, dtype, device)
+    out_splits = torch.full((n,), -1, dtype=torch.int64, device=device)
+    status = torch.full((1,), -1, dtype=torch.int32, device=device)
+    torch.cuda.synchronize(device)
+    with _no_sync():
+        rmacoll.all_to_all_single(out.tensor, inp, None, isz, out_splits=out_splits,
+                                  status=status)
+    sync(device)
+    check_out("produce", out, out_splits, status)
+    rmacoll.device_counts_check()
+
+    # the same with the split sizes given (checked on the device)
+    out2 = Guarded(recv_rows + extra_out, row_shape, dtype, device)
+    st2 = torch.full((1,), -1, dtype=torch.int32, device=device)
+    with _no_sync():
+        rmacoll.all_to_all_single(out2.tensor, inp, out_splits, isz, status=st2)
+    sync(device)
+    check_out("given", out2, None, st2)
+
+    # combine: the dispatch's output and out_splits back; the given sizes
+    # are the dispatch's input split sizes; returns the sent rows exactly
+    back = Guarded(send_rows + extra_in, row_shape, dtype, device)
+    st3 = torch.full((1,), -1, dtype=torch.int32, device=device)
+    with _no_sync():
+        rmacoll.all_to_all_single(back.tensor, out.tensor, isz, out_splits, status=st3)
+    sync(device)
+    h = back.host()
+    sent = inp_cpu[:send_rows].reshape(-1).view(torch.uint8) if send_rows else \
+        torch.empty(0, dtype=torch.uint8)
+    ok = torch.equal(h[GUARD:GUARD + send_rows * rb], sent) and \
+        bool((h[GUARD + send_rows * rb:] == SENTINEL).all()) and st3.tolist() == [0]
+    record("%s: combine returns the input" % name, ok)
+    rmacoll.device_counts_check()
+
+
+def expect_device_error(name, run, outs, code, cls, device, splits=None, want_splits=None):
+    """A call whose split sizes fail on the device: its status word is
+    `code` on every rank, nothing written, device_counts_check raises cls
+    (then nothing more), and (dispatch) out_splits still holds the sizes."""
+    status = torch.full((1,), -1, dtype=torch.int32, device=device)
+    try:
+        run(status)
+    except Exception as e:  # noqa: BLE001 - the host call must succeed
+        record(name, False, "the call raised %s: %s" % (type(e).__name__, e))
+        return
+    sync(device)
+    why = []
+    if status.tolist() != [code]:
+        why.append("status %s, expected %d" % (status.tolist(), code))
+    if not all(o.untouched() for o in outs):
+        why.append("an output was written")
+    if splits is not None and splits.tolist() != want_splits:
+        why.append("out_splits %s, expected %s" % (splits.tolist(), want_splits))
+    raised = None
+    try:
+        rmacoll.device_counts_check()
+    except rmacoll.RmacollError as e:
+        raised = e
+    if type(raised) is not cls:
+        why.append("device_counts_check raised %r" % (raised,))
+    try:
+        rmacoll.device_counts_check()  # reported once
+    except rmacoll.RmacollError as e:
+        why.append("a second check raised %r" % e)
+    record(name, not why, "; ".join(why), cls=type(raised).__name__)
+
+
+def scenario_device_splits(device):
+    """Device split sizes: CUDA int64 split tensors (rmacoll_alltoallv_device_counts;
+    needs a GPU per rank and RMACOLL_TRANSPORTS_INTRA_NODE=nvlink_kernel,
+    which test_torch_gpu.py sets)."""
+    n, me = dist.get_world_size(), dist.get_rank()
+    g = torch.Generator().manual_seed(400)
+    # zeros in random places, all zero, all to one rank, a rank that sends nothing
+    cases = [("random", matrix(401, n)), ("random 2", matrix(402, n)),
+             ("all zero", matrix(0, n, equal=0)),
+             ("all to rank 0", [[int(torch.randint(1, 9, (1,), generator=g))] +
+                                [0] * (n - 1) for _ in range(n)]),
+             ("all to the last rank", [[0] * (n - 1) + [7] for _ in range(n)]),
+             ("rank 0 sends nothing", [[0] * n] + matrix(403, n)[1:])]
+    shapes = [((16,), torch.bfloat16), ((), torch.float32), ((3, 5), torch.int8),
+              ((1024,), torch.float64)]
+    for k, (cname, m) in enumerate(cases):
+        row_shape, dt = shapes[k % len(shapes)]
+        device_case("%s %s rows%s" % (cname, str(dt).replace("torch.", ""), tuple(row_shape)),
+                    410 + k, m, row_shape, dt, device)
+    for row_shape, dt in shapes:
+        device_case("random %s rows%s" % (str(dt).replace("torch.", ""), tuple(row_shape)),
+                    430, matrix(431, n), row_shape, dt, device, extra_in=0, extra_out=0)
+
+    # errors found on the device: the same status on every rank, nothing written
+    m = matrix(440, n, equal=2)
+    inp = torch.ones((2 * n, 8), dtype=torch.float32, device=device)
+    isz = torch.tensor(m[me], dtype=torch.int64, device=device)
+    bad = [2] * n
+    if me == 0:
+        bad[n - 1] = 3
+    out = Guarded(4 * n, (8,), torch.float32, device)
+    expect_device_error("given split sizes differ on rank 0", lambda st: rmacoll.all_to_all_single(
+        out.tensor, inp, torch.tensor(bad, device=device), isz, status=st), [out],
+        6, rmacoll.MismatchError, device)
+    out = Guarded(2 * n - (1 if me == 0 else 0), (8,), torch.float32, device)
+    osp = torch.full((n,), -1, dtype=torch.int64, device=device)
+    expect_device_error("output one row short on rank 0", lambda st: rmacoll.all_to_all_single(
+        out.tensor, inp, None, isz, out_splits=osp, status=st), [out], 3,
+        rmacoll.CountOverflowError, device, osp, [2] * n)
+    out = Guarded(4 * n, (8,), torch.float32, device)
+    neg = torch.tensor([2] * (n - 1) + [-1 if me == n - 1 else 2], device=device)
+    expect_device_error("a negative split on the last rank", lambda st: rmacoll.all_to_all_single(
+        out.tensor, inp, None, neg, status=st), [out], 3, rmacoll.CountOverflowError, device)
+    # still usable
+    device_case("after the errors", 450, matrix(451, n), (8,), torch.float32, device)
+
+
 def scenario_cpu(device):
     """CPU tensors through a torch.distributed (gloo) group, against gloo."""
     n, me = dist.get_world_size(), dist.get_rank()
@@ -332,6 +500,8 @@ def main():
                 scenario_cpu(device)
             elif scenario == "gpu":
                 scenario_gpu(device)
+            elif scenario == "device_splits":
+                scenario_device_splits(device)
             elif scenario == "nccl_bootstrap":
                 scenario_nccl_bootstrap(device)
             else:
