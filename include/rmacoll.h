@@ -71,7 +71,8 @@ extern "C" {
     X(RMACOLL_ERR_PLUGIN, 15, "plugin could not be loaded")                    \
     X(RMACOLL_ERR_INTERNAL, 16, "internal error")                              \
     X(RMACOLL_ERR_IN_PROGRESS, 17, "operation still in progress")              \
-    X(RMACOLL_ERR_PEER, 18, "a peer failed")
+    X(RMACOLL_ERR_PEER, 18, "a peer failed")                                   \
+    X(RMACOLL_ERR_ABORTED, 19, "communicator aborted (rmacoll_comm_abort)")
 
 typedef enum rmacoll_status {
 #define RMACOLL_STATUS_ENUM_(name, value, str) name = value,
@@ -314,6 +315,42 @@ rmacoll_status_t rmacoll_comm_create_from_env(const rmacoll_config_t *config,
 
 /** Destroys comm; collective. NULL is accepted. */
 rmacoll_status_t rmacoll_comm_destroy(rmacoll_comm_t *comm);
+
+/**
+ * Aborts comm on this rank (after NCCL's ncclCommAbort); not collective.
+ * Thread-safe: callable from any thread, also while another thread is
+ * inside a call on comm (a watchdog), and more than once.
+ *  - A call in flight on this rank stops at its next check of the abort
+ *    word (every host-side wait checks it between polls of its transports)
+ *    and returns RMACOLL_ERR_ABORTED, having written nothing more; its
+ *    failure reaches every peer (the abort word), whose calls with this
+ *    rank fail with RMACOLL_ERR_PEER naming this rank.
+ *  - With no call in flight, this function itself writes the abort word
+ *    into every peer's control window (node peers by a store, network
+ *    peers by an 8-byte put), so peers waiting for this rank fail at once.
+ *  - Every later call on comm returns RMACOLL_ERR_ABORTED; comm must still
+ *    be destroyed (rmacoll_comm_destroy, which then skips its barrier).
+ * Not covered: device work already enqueued on a stream (a kernel or a
+ * stream wait) ends at its own timeout (timeout_ms).
+ * Errors: RMACOLL_ERR_INVALID_ARG (comm NULL).
+ */
+rmacoll_status_t rmacoll_comm_abort(rmacoll_comm_t *comm);
+
+/**
+ * The failure comm has seen outside any call (after NCCL's
+ * ncclCommGetAsyncError), in *async_error: RMACOLL_SUCCESS when none;
+ * RMACOLL_ERR_ABORTED when this rank called rmacoll_comm_abort;
+ * RMACOLL_ERR_PEER when another rank failed or aborted (its abort word
+ * reached this rank's control window; last_error is not changed); the
+ * proxy thread's error (RMACOLL_ERR_TRANSPORT, RMACOLL_ERR_TIMEOUT) when
+ * the network failed. Thread-safe, never blocks; polls nothing (what
+ * arrives while no call runs on this rank is seen when the transports
+ * deliver it: at once for node peers and for shared-memory or TCP
+ * providers whose progress runs in their own thread or the proxy's).
+ * Errors: RMACOLL_ERR_INVALID_ARG (comm or async_error NULL).
+ */
+rmacoll_status_t rmacoll_comm_get_async_error(const rmacoll_comm_t *comm,
+                                              rmacoll_status_t *async_error);
 
 rmacoll_status_t rmacoll_comm_rank(const rmacoll_comm_t *comm, int *rank);
 rmacoll_status_t rmacoll_comm_size(const rmacoll_comm_t *comm, int *nranks);

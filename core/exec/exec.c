@@ -291,7 +291,15 @@ rmacoll_status_t rmacoll__call_pipeline(rmacoll__call_t *call)
 
 rmacoll_status_t rmacoll__enter(rmacoll_comm_t *comm, const char *fn)
 {
+    if (atomic_load_explicit(&comm->aborted, memory_order_acquire)) {
+        return rmacoll__fail(&comm->fail, RMACOLL_ERR_ABORTED,
+                             "rank %d: %s: the communicator was aborted "
+                             "(rmacoll_comm_abort)", comm->rank, fn);
+    }
     if (atomic_exchange_explicit(&comm->entered, 1, memory_order_acquire)) {
+        if (atomic_load_explicit(&comm->aborted, memory_order_acquire)) {
+            return RMACOLL_ERR_ABORTED; /* rmacoll_comm_abort holds it a moment */
+        }
         rmacoll__log(&comm->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_CORE,
                      "rank %d: %s: communicator %p (rank %d of %d) is in use by another "
                      "thread: calls on one communicator must not overlap", comm->rank,
@@ -304,6 +312,62 @@ rmacoll_status_t rmacoll__enter(rmacoll_comm_t *comm, const char *fn)
 void rmacoll__leave(rmacoll_comm_t *comm)
 {
     atomic_store_explicit(&comm->entered, 0, memory_order_release);
+}
+
+rmacoll_status_t rmacoll_comm_abort(rmacoll_comm_t *comm)
+{
+    volatile uint64_t *own;
+    uint64_t zero = 0;
+    int idle = 0;
+
+    if (comm == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (atomic_exchange_explicit(&comm->aborted, 1, memory_order_acq_rel)) {
+        return RMACOLL_SUCCESS; /* aborted before */
+    }
+    /* the word every wait of this rank checks: a call in flight stops at
+     * its next check and, failing, passes the word on to every peer
+     * (call_end: rmacoll__abort_broadcast); a failure seen first stays */
+    own = (volatile uint64_t *)((char *)comm->ctrl.addr + RMACOLL__CTRL_ABORT_OFF);
+    __atomic_compare_exchange_n(own, &zero,
+                                rmacoll__abort_word(RMACOLL_ERR_ABORTED, comm->rank, -1), 0,
+                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    rmacoll__log(&comm->log, RMACOLL_LOG_WARN, RMACOLL_LOG_SUBSYS_CORE,
+                 "rank %d: rmacoll_comm_abort: communicator %p aborted", comm->rank,
+                 (void *)comm);
+    /* no call in flight (nor a started one): tell the peers from here,
+     * holding the communicator as a call would */
+    if (!atomic_exchange_explicit(&comm->entered, 1, memory_order_acquire)) {
+        idle = !comm->async.busy;
+        if (idle) {
+            rmacoll__abort_broadcast(comm, RMACOLL_ERR_ABORTED);
+            comm->broken = 1;
+        }
+        rmacoll__leave(comm);
+    }
+    return RMACOLL_SUCCESS;
+}
+
+rmacoll_status_t rmacoll_comm_get_async_error(const rmacoll_comm_t *comm,
+                                              rmacoll_status_t *async_error)
+{
+    uint64_t w;
+    int peer;
+    rmacoll_status_t pst;
+
+    if (comm == NULL || async_error == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    w = __atomic_load_n((const volatile uint64_t *)((const char *)comm->ctrl.addr +
+                                                    RMACOLL__CTRL_ABORT_OFF),
+                        __ATOMIC_ACQUIRE);
+    pst = rmacoll__proxy_error((rmacoll__proxy_t *)&comm->proxy, &peer);
+    *async_error = atomic_load_explicit(&comm->aborted, memory_order_acquire)
+                       ? RMACOLL_ERR_ABORTED
+                   : w != 0 ? rmacoll__abort_status(comm)
+                            : pst;
+    return RMACOLL_SUCCESS;
 }
 
 /* rmacoll_alltoallv once comm is entered. */

@@ -115,6 +115,7 @@ struct rmacoll_comm {
                                      * once a one-round call skipped it */
     int broken;                     /* a data phase failed: comm unusable */
     _Atomic int entered;            /* a thread is inside a call (rmacoll__enter) */
+    _Atomic int aborted;            /* rmacoll_comm_abort was called (any thread) */
     int fail_culprit;               /* the peer a failure of this rank names, or -1 */
     rmacoll_put_t *abort_puts;      /* [nranks]: the abort word to network peers */
     char last_error[512];
@@ -277,6 +278,10 @@ void rmacoll__abort_broadcast(rmacoll_comm_t *comm, rmacoll_status_t st);
 /* wait.c: 1 when an abort word is set in this rank's window; buf then says
  * "secondary error: rank R failed first (CODE, ...)". */
 int rmacoll__abort_seen(const rmacoll_comm_t *comm, char *buf, size_t len);
+/* wait.c: the code a call stopped by the abort word returns:
+ * RMACOLL_ERR_ABORTED when this rank aborted (rmacoll_comm_abort), else
+ * RMACOLL_ERR_PEER. */
+rmacoll_status_t rmacoll__abort_status(const rmacoll_comm_t *comm);
 
 /* runners.c: fills comm->runner from the bindings (after the device path
  * across nodes is decided: comm->hmem). */

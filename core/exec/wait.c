@@ -65,7 +65,10 @@ int rmacoll__abort_seen(const rmacoll_comm_t *comm, char *buf, size_t len)
         return 0;
     }
     culprit = rmacoll__abort_culprit(w);
-    if (culprit >= 0) {
+    if (rmacoll__abort_origin(w) == comm->rank &&
+        rmacoll__abort_code(w) == RMACOLL_ERR_ABORTED) {
+        snprintf(buf, len, "the communicator was aborted on this rank (rmacoll_comm_abort)");
+    } else if (culprit >= 0) {
         snprintf(buf, len, "secondary error: rank %d failed first (%s, silent rank %d)",
                  rmacoll__abort_origin(w),
                  rmacoll_status_name((rmacoll_status_t)rmacoll__abort_code(w)), culprit);
@@ -75,6 +78,17 @@ int rmacoll__abort_seen(const rmacoll_comm_t *comm, char *buf, size_t len)
                  rmacoll_status_name((rmacoll_status_t)rmacoll__abort_code(w)));
     }
     return 1;
+}
+
+rmacoll_status_t rmacoll__abort_status(const rmacoll_comm_t *comm)
+{
+    uint64_t w = __atomic_load_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_ABORT_OFF),
+                                 __ATOMIC_ACQUIRE);
+
+    return w != 0 && rmacoll__abort_origin(w) == comm->rank &&
+                   rmacoll__abort_code(w) == RMACOLL_ERR_ABORTED
+               ? RMACOLL_ERR_ABORTED
+               : RMACOLL_ERR_PEER;
 }
 
 void rmacoll__abort_broadcast(rmacoll_comm_t *comm, rmacoll_status_t st)
@@ -248,7 +262,7 @@ rmacoll_status_t rmacoll__wait_word_or(rmacoll_comm_t *comm, const volatile uint
             continue;
         }
         if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
-            st = rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER,
+            st = rmacoll__fail(&comm->fail, rmacoll__abort_status(comm),
                                "rank %d: %s; stopped waiting for rank %d (%s)",
                                comm->rank, sec, peer, what);
             break;
