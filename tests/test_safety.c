@@ -1014,6 +1014,156 @@ static void test_killed_rank_named_fast(void **state)
     run_kill(three_two, 5, 0, "auto");  /* a relay, and the rank whose id made the root */
 }
 
+/* ---- issue 33 item 4: rmacoll_comm_abort, rmacoll_comm_get_async_error ---- */
+
+/* Aborts the communicator from another thread 300 ms after it starts. */
+static void *abort_later(void *p)
+{
+    struct timespec ts = {0, 300 * 1000 * 1000};
+
+    nanosleep(&ts, NULL);
+    rmacoll_comm_abort((rmacoll_comm_t *)p);
+    return NULL;
+}
+
+/*
+ * stop_rank aborts: in_flight 1, from a second thread while its call waits
+ * for the others (who start 1.5 s late); 0, between calls, before the
+ * others call. The victim's call returns RMACOLL_ERR_ABORTED well before
+ * timeout_ms, and so does every later call; its async error reads
+ * ABORTED. Every other rank's call fails with RMACOLL_ERR_PEER naming the
+ * victim, well before timeout_ms; a node peer of the victim sees the
+ * async error (PEER) before it calls. Receive buffers keep their
+ * sentinel where the victim would have written.
+ */
+typedef struct abort_arg {
+    stop_shared_t *sh;
+    int victim, in_flight;
+    uint64_t timeout_ms;
+    const int *node_of;
+} abort_arg_t;
+
+static int abort_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    const abort_arg_t *a = p;
+    int64_t count = 1000, cnt[64], dsp[64];
+    size_t bytes = (size_t)count * 4 * (size_t)nranks;
+    unsigned char *send = malloc(bytes), *rbuf = malloc(bytes);
+    char who[64];
+    const char *msg;
+    uint64_t t0, dt;
+    rmacoll_status_t st, ae = RMACOLL_SUCCESS;
+    pthread_t th;
+    int rc = 0;
+
+    if (send == NULL || rbuf == NULL) {
+        return 3;
+    }
+    memset(send, 0x11, bytes);
+    memset(rbuf, 0xa5, bytes);
+    for (int r = 0; r < nranks; r++) {
+        cnt[r] = count;
+        dsp[r] = (int64_t)r * count;
+    }
+    if (rank == a->victim) {
+        if (a->in_flight) {
+            if (pthread_create(&th, NULL, abort_later, comm) != 0) {
+                return 3;
+            }
+        } else {
+            if (rmacoll_comm_abort(comm) != RMACOLL_SUCCESS) {
+                return 11;
+            }
+        }
+        atomic_fetch_add(&a->sh->ready, 1);
+        t0 = mono_ms();
+        st = rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32, comm, NULL);
+        dt = mono_ms() - t0;
+        if (a->in_flight) {
+            pthread_join(th, NULL);
+        }
+        fprintf(stderr, "rank %d (aborts): %s in %llu ms: %s\n", rank,
+                rmacoll_status_name(st), (unsigned long long)dt,
+                rmacoll_comm_last_error(comm));
+        rc = st != RMACOLL_ERR_ABORTED ? 2 : dt >= a->timeout_ms / 4 ? 5 : 0;
+        if (rc == 0 && rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32,
+                                         comm, NULL) != RMACOLL_ERR_ABORTED) {
+            rc = 7;
+        }
+        if (rc == 0 && (rmacoll_comm_get_async_error(comm, &ae) != RMACOLL_SUCCESS ||
+                        ae != RMACOLL_ERR_ABORTED)) {
+            rc = 8;
+        }
+    } else {
+        struct timespec ts = {1, 500 * 1000 * 1000};
+
+        while (atomic_load(&a->sh->ready) == 0) {
+            sched_yield();
+        }
+        nanosleep(&ts, NULL);
+        if (!a->in_flight && a->node_of[rank] == a->node_of[a->victim]) {
+            /* the victim wrote the word into this rank's window itself */
+            if (rmacoll_comm_get_async_error(comm, &ae) != RMACOLL_SUCCESS ||
+                ae != RMACOLL_ERR_PEER) {
+                fprintf(stderr, "rank %d: async error %s, expected PEER\n", rank,
+                        rmacoll_status_name(ae));
+                rc = 9;
+            }
+        }
+        t0 = mono_ms();
+        st = rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32, comm, NULL);
+        dt = mono_ms() - t0;
+        msg = rmacoll_comm_last_error(comm);
+        fprintf(stderr, "rank %d: %s in %llu ms: %s\n", rank, rmacoll_status_name(st),
+                (unsigned long long)dt, msg);
+        snprintf(who, sizeof(who), "rank %d failed first (RMACOLL_ERR_ABORTED", a->victim);
+        if (rc == 0) {
+            rc = st != RMACOLL_ERR_PEER ? 2
+                 : strstr(msg, who) == NULL ? 6
+                 : dt >= a->timeout_ms / 4 ? 5 : 0;
+        }
+    }
+    /* nothing from the victim landed here */
+    for (size_t b = (size_t)a->victim * (size_t)count * 4;
+         rc == 0 && rank != a->victim && b < (size_t)(a->victim + 1) * (size_t)count * 4; b++) {
+        if (rbuf[b] != 0xa5) {
+            rc = 10;
+        }
+    }
+    free(send);
+    free(rbuf);
+    return rc;
+}
+
+static void run_abort(const int *node_of, int nranks, int victim, int in_flight)
+{
+    stop_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    abort_arg_t a = {sh, victim, in_flight, 20000, node_of};
+    rmacoll_config_t cfg = base_config(a.timeout_ms);
+    int codes[16] = {0};
+    mprun_opts_t o = {nranks, node_of, &cfg, 120, -1};
+
+    assert_true(sh != MAP_FAILED);
+    memset(sh, 0, sizeof(*sh));
+    (void)mprun(&o, abort_body, &a, codes);
+    munmap(sh, sizeof(*sh));
+    for (int r = 0; r < nranks; r++) {
+        print_message("abort (%s): rank %d exit %d%s\n", in_flight ? "in a call" : "idle",
+                      r, codes[r], r == victim ? " (aborts)" : "");
+        assert_int_equal(codes[r], 0);
+    }
+}
+
+static void test_abort(void **state)
+{
+    static const int two_nodes[4] = {0, 0, 1, 1};
+
+    (void)state;
+    run_abort(two_nodes, 4, 1, 1);
+    run_abort(two_nodes, 4, 2, 0);
+}
+
 /* ---- issue 33 item 2: a broken communicator leaves nothing in /dev/shm ---- */
 
 typedef struct region_shared {
@@ -1667,6 +1817,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_slow_progress),
         cmocka_unit_test(test_stopped_rank_named),
         cmocka_unit_test(test_killed_rank_named_fast),
+        cmocka_unit_test(test_abort),
         cmocka_unit_test(test_broken_comm_no_shm_left),
         cmocka_unit_test(test_late_write_node),
         cmocka_unit_test(test_late_write_shared),

@@ -23,7 +23,7 @@ from ._comm import CUDA_STREAM_LEGACY, Communicator, UniqueId, get_unique_id
 from ._errors import (BootstrapError, ConfigError, CountOverflowError, CudaError,
                       DatatypeError, InProgressError, InternalError, InvalidArgumentError,
                       LibraryNotFoundError, MismatchError, NoDeviceError, NoMemoryError,
-                      NullBufferError, OverlapError, PeerError, PeerTimeoutError,
+                      NullBufferError, OverlapError, PeerError, PeerTimeoutError, AbortedError,
                       PluginError, RmacollError, STATUS_CLASSES, TransportError,
                       UnknownStatusError, UnsupportedError)
 from ._lib import has_symbol, library_path, load_library
@@ -65,5 +65,5 @@ __all__ = [
     "NullBufferError", "CountOverflowError", "OverlapError", "DatatypeError",
     "MismatchError", "PeerTimeoutError", "NoMemoryError", "UnsupportedError", "ConfigError",
     "TransportError", "BootstrapError", "NoDeviceError", "CudaError", "PluginError",
-    "InternalError", "InProgressError", "PeerError",
+    "InternalError", "InProgressError", "PeerError", "AbortedError",
 ]

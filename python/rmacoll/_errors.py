@@ -64,6 +64,7 @@ _CLASS_NAMES = {
     "RMACOLL_ERR_INTERNAL": "InternalError",
     "RMACOLL_ERR_IN_PROGRESS": "InProgressError",
     "RMACOLL_ERR_PEER": "PeerError",
+    "RMACOLL_ERR_ABORTED": "AbortedError",
 }
 
 InvalidArgumentError = _status_class(
@@ -103,6 +104,8 @@ InProgressError = _status_class(17, "RMACOLL_ERR_IN_PROGRESS", "Operation still 
 PeerError = _status_class(
     18, "RMACOLL_ERR_PEER",
     "A node peer vanished, or the communicator failed in an earlier call.")
+AbortedError = _status_class(
+    19, "RMACOLL_ERR_ABORTED", "The communicator was aborted (rmacoll_comm_abort).")
 
 STATUS_CLASSES = {
     cls.status: cls
@@ -110,7 +113,7 @@ STATUS_CLASSES = {
                 DatatypeError, MismatchError, PeerTimeoutError, NoMemoryError,
                 UnsupportedError, ConfigError, TransportError, BootstrapError,
                 NoDeviceError, CudaError, PluginError, InternalError, InProgressError,
-                PeerError)
+                PeerError, AbortedError)
 }
 
 

@@ -39,12 +39,12 @@ class TestLibrary(unittest.TestCase):
     def test_status_classes_match_the_library(self):
         lib = rmacoll.load_library()
         self.assertEqual(lib.rmacoll_status_name(0).decode(), "RMACOLL_SUCCESS")
-        for code in range(1, 19):
+        for code in range(1, 20):
             cls = rmacoll.STATUS_CLASSES[code]
             self.assertEqual(cls.status, code)
             self.assertEqual(lib.rmacoll_status_name(code).decode(), cls.status_name)
             self.assertTrue(issubclass(cls, rmacoll.RmacollError))
-        self.assertEqual(sorted(rmacoll.STATUS_CLASSES), list(range(1, 19)))
+        self.assertEqual(sorted(rmacoll.STATUS_CLASSES), list(range(1, 20)))
         # a code the package does not know still raises an RmacollError
         e = rmacoll._errors.error_for(99, "rank 0: new", rank=0)
         self.assertIsInstance(e, rmacoll.UnknownStatusError)
