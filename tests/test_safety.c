@@ -651,6 +651,22 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* One int32 alltoallv of the fault tests, timed and logged as
+ * "rank R<tag>: STATUS in N ms: last error"; *dt gets its milliseconds. */
+static rmacoll_status_t timed_call(rmacoll_comm_t *comm, int rank, const char *tag,
+                                   const void *send, void *rbuf, const int64_t *cnt,
+                                   const int64_t *dsp, uint64_t *dt)
+{
+    uint64_t t0 = mono_ms();
+    rmacoll_status_t st = rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32,
+                                            comm, NULL);
+
+    *dt = mono_ms() - t0;
+    fprintf(stderr, "rank %d%s: %s in %llu ms: %s\n", rank, tag, rmacoll_status_name(st),
+            (unsigned long long)*dt, rmacoll_comm_last_error(comm));
+    return st;
+}
+
 #define SLOW_BIG (1 << 18) /* int32 elements: 1 MiB from rank 0 to rank 3 */
 
 /* Elements rank i sends to rank j: one skewed block (scale x SLOW_BIG),
@@ -827,7 +843,7 @@ static int stop_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     int64_t count = 1000;
     char want[32];
     const char *msg;
-    uint64_t t0, dt;
+    uint64_t dt;
     rmacoll_status_t st;
     int rc = uniform_body(comm, rank, nranks, &count);
     size_t bytes = (size_t)count * 4 * (size_t)nranks;
@@ -849,12 +865,7 @@ static int stop_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
         wait_first_calls(a->sh, nranks);
         kill(getpid(), SIGSTOP);
         /* resumed after every survivor failed */
-        t0 = mono_ms();
-        st = rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32, comm, NULL);
-        dt = mono_ms() - t0;
-        fprintf(stderr, "rank %d (resumed): %s in %llu ms: %s\n", rank,
-                rmacoll_status_name(st), (unsigned long long)dt,
-                rmacoll_comm_last_error(comm));
+        st = timed_call(comm, rank, " (resumed)", send, rbuf, cnt, dsp, &dt);
         /* it learns of the failure from the abort word at its first wait:
          * a secondary error naming the first failure, well within a timeout */
         snprintf(want, sizeof(want), "silent rank %d", a->stop_rank);
@@ -863,12 +874,8 @@ static int stop_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
              : (strstr(msg, "secondary error") == NULL || strstr(msg, want) == NULL) ? 6
              : dt >= a->timeout_ms ? 5 : 0;
     } else {
-        t0 = mono_ms();
-        st = rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32, comm, NULL);
-        dt = mono_ms() - t0;
+        st = timed_call(comm, rank, "", send, rbuf, cnt, dsp, &dt);
         msg = rmacoll_comm_last_error(comm);
-        fprintf(stderr, "rank %d: %s in %llu ms: %s\n", rank, rmacoll_status_name(st),
-                (unsigned long long)dt, msg);
         snprintf(want, sizeof(want), "silent rank %d", a->stop_rank);
         if (st == RMACOLL_SUCCESS) {
             rc = 2;
@@ -948,7 +955,7 @@ static int kill_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     int64_t count = 1000, cnt[64], dsp[64];
     char dead[48], silent[32];
     const char *msg;
-    uint64_t t0, dt;
+    uint64_t dt;
     rmacoll_status_t st;
     int rc = uniform_body(comm, rank, nranks, &count);
     size_t bytes = (size_t)count * 4 * (size_t)nranks;
@@ -966,12 +973,8 @@ static int kill_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
         wait_first_calls(a->sh, nranks);
         raise(SIGKILL);
     }
-    t0 = mono_ms();
-    st = rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32, comm, NULL);
-    dt = mono_ms() - t0;
+    st = timed_call(comm, rank, "", send, rbuf, cnt, dsp, &dt);
     msg = rmacoll_comm_last_error(comm);
-    fprintf(stderr, "rank %d: %s in %llu ms: %s\n", rank, rmacoll_status_name(st),
-            (unsigned long long)dt, msg);
     snprintf(dead, sizeof(dead), "rank %d disconnected", a->stop_rank);
     snprintf(silent, sizeof(silent), "silent rank %d", a->stop_rank);
     rc = st != RMACOLL_ERR_PEER ? 2
@@ -1051,7 +1054,7 @@ static int abort_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     unsigned char *send = malloc(bytes), *rbuf = malloc(bytes);
     char who[64];
     const char *msg;
-    uint64_t t0, dt;
+    uint64_t dt;
     rmacoll_status_t st, ae = RMACOLL_SUCCESS;
     pthread_t th;
     int rc = 0;
@@ -1076,15 +1079,10 @@ static int abort_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
             }
         }
         atomic_fetch_add(&a->sh->ready, 1);
-        t0 = mono_ms();
-        st = rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32, comm, NULL);
-        dt = mono_ms() - t0;
+        st = timed_call(comm, rank, " (aborts)", send, rbuf, cnt, dsp, &dt);
         if (a->in_flight) {
             pthread_join(th, NULL);
         }
-        fprintf(stderr, "rank %d (aborts): %s in %llu ms: %s\n", rank,
-                rmacoll_status_name(st), (unsigned long long)dt,
-                rmacoll_comm_last_error(comm));
         rc = st != RMACOLL_ERR_ABORTED ? 2 : dt >= a->timeout_ms / 4 ? 5 : 0;
         if (rc == 0 && rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32,
                                          comm, NULL) != RMACOLL_ERR_ABORTED) {
@@ -1110,12 +1108,8 @@ static int abort_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
                 rc = 9;
             }
         }
-        t0 = mono_ms();
-        st = rmacoll_alltoallv(send, cnt, dsp, rbuf, cnt, dsp, RMACOLL_INT32, comm, NULL);
-        dt = mono_ms() - t0;
+        st = timed_call(comm, rank, "", send, rbuf, cnt, dsp, &dt);
         msg = rmacoll_comm_last_error(comm);
-        fprintf(stderr, "rank %d: %s in %llu ms: %s\n", rank, rmacoll_status_name(st),
-                (unsigned long long)dt, msg);
         snprintf(who, sizeof(who), "rank %d failed first (RMACOLL_ERR_ABORTED", a->victim);
         if (rc == 0) {
             rc = st != RMACOLL_ERR_PEER ? 2
