@@ -87,7 +87,10 @@ const char *rmacoll_status_string(rmacoll_status_t status);
 /** Short name of a status code ("RMACOLL_ERR_TIMEOUT"); never NULL. */
 const char *rmacoll_status_name(rmacoll_status_t status);
 
-/* Element types. Values are stable. */
+/* Element types. Values are stable. AlltoAllV only moves elements, never
+ * computes on them, so a type matters only through its size (the element
+ * size must agree on every rank: RMACOLL_ERR_DATATYPE otherwise); the
+ * names exist so callers can say what they move. */
 typedef enum rmacoll_datatype {
     RMACOLL_INT8 = 0,
     RMACOLL_UINT8 = 1,
@@ -99,6 +102,13 @@ typedef enum rmacoll_datatype {
     RMACOLL_BFLOAT16 = 7,
     RMACOLL_FLOAT32 = 8,
     RMACOLL_FLOAT64 = 9,
+    RMACOLL_BOOL = 10,        /* one byte, as C's bool and torch.bool */
+    RMACOLL_INT16 = 11,
+    RMACOLL_UINT16 = 12,
+    RMACOLL_COMPLEX64 = 13,   /* two float32 (real, imaginary): 8 bytes */
+    RMACOLL_COMPLEX128 = 14,  /* two float64: 16 bytes */
+    RMACOLL_FLOAT8_E4M3 = 15, /* OCP FP8 E4M3 (torch.float8_e4m3fn): 1 byte */
+    RMACOLL_FLOAT8_E5M2 = 16, /* OCP FP8 E5M2 (torch.float8_e5m2): 1 byte */
     RMACOLL_DATATYPE_COUNT
 } rmacoll_datatype_t;
 
@@ -108,7 +118,8 @@ size_t rmacoll_datatype_size(rmacoll_datatype_t dtype);
 /** Name of dtype ("float32"), or NULL for an unknown type. */
 const char *rmacoll_datatype_name(rmacoll_datatype_t dtype);
 
-/** Parses a datatype name ("bfloat16"); RMACOLL_ERR_DATATYPE if unknown. */
+/** Parses a datatype name ("bfloat16"; "float8_e4m3fn" is taken as
+ *  "float8_e4m3"); RMACOLL_ERR_DATATYPE if unknown. */
 rmacoll_status_t rmacoll_datatype_from_name(const char *name,
                                             rmacoll_datatype_t *dtype);
 

@@ -221,6 +221,41 @@ static void test_tiny_relay(void **state)
     rmacoll_case_free(c);
 }
 
+/* The element types added in 0.x (bool, int16, uint16, complex, FP8):
+ * exact across two nodes, relay on and off; complex128 (16-byte elements)
+ * also through 24-byte relay slots and 40-byte tasks, so pieces split
+ * elements. */
+static void test_more_datatypes(void **state)
+{
+    static const rmacoll_datatype_t types[] = {
+        RMACOLL_BOOL, RMACOLL_INT16, RMACOLL_UINT16, RMACOLL_COMPLEX64,
+        RMACOLL_COMPLEX128, RMACOLL_FLOAT8_E4M3, RMACOLL_FLOAT8_E5M2};
+    static const size_t sizes_of[] = {1, 2, 2, 8, 16, 1, 1};
+    rmacoll_case_dist_t dist;
+    int sizes[2] = {2, 2};
+
+    assert_int_equal(rmacoll_case_dist_parse("zipf:1.2", &dist), RMACOLL_SUCCESS);
+    for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+        rmacoll_config_t cfg = base_config();
+        rmacoll_case_t *c;
+
+        assert_int_equal(rmacoll_datatype_size(types[t]), sizes_of[t]);
+        assert_int_equal(rmacoll_case_random(2, sizes, &dist, 200, 31 + t, types[t], &c),
+                         RMACOLL_SUCCESS);
+        run(&cfg, c, 1, 2, RMACOLL_SUCCESS);
+        cfg.relay_enabled = 0;
+        run(&cfg, c, 1, 2, RMACOLL_SUCCESS);
+        if (types[t] == RMACOLL_COMPLEX128) {
+            cfg.relay_enabled = 1;
+            cfg.relay_buffer_bytes = 2 * 24;
+            cfg.relay_slots = 1;
+            cfg.max_task_bytes = 40;
+            run(&cfg, c, 1, 2, RMACOLL_SUCCESS);
+        }
+        rmacoll_case_free(c);
+    }
+}
+
 /* 1000 back-to-back calls whose zero pattern changes every call. */
 static void test_many_calls(void **state)
 {
@@ -541,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_noncontiguous_nodes),
         cmocka_unit_test(test_mismatch_everywhere),
         cmocka_unit_test(test_tiny_relay),
+        cmocka_unit_test(test_more_datatypes),
         cmocka_unit_test(test_many_calls),
         cmocka_unit_test(test_bad_argument_everywhere),
         cmocka_unit_test(test_killed_rank),

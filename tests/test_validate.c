@@ -97,7 +97,7 @@ static void test_datatype(void **state)
     args_init(&a);
     a.dtype = RMACOLL_DATATYPE_COUNT;
     assert_int_equal(run(&a), RMACOLL_ERR_DATATYPE);
-    assert_string_equal(a.err, "rank 3: unknown datatype 10");
+    assert_string_equal(a.err, "rank 3: unknown datatype 17");
     a.dtype = (rmacoll_datatype_t)-1;
     assert_int_equal(run(&a), RMACOLL_ERR_DATATYPE);
     /* Failure leaves the extents alone. */

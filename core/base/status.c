@@ -38,6 +38,11 @@ static const struct {
     [RMACOLL_INT64] = {"int64", 8},       [RMACOLL_UINT64] = {"uint64", 8},
     [RMACOLL_FLOAT16] = {"float16", 2},   [RMACOLL_BFLOAT16] = {"bfloat16", 2},
     [RMACOLL_FLOAT32] = {"float32", 4},   [RMACOLL_FLOAT64] = {"float64", 8},
+    [RMACOLL_BOOL] = {"bool", 1},         [RMACOLL_INT16] = {"int16", 2},
+    [RMACOLL_UINT16] = {"uint16", 2},     [RMACOLL_COMPLEX64] = {"complex64", 8},
+    [RMACOLL_COMPLEX128] = {"complex128", 16},
+    [RMACOLL_FLOAT8_E4M3] = {"float8_e4m3", 1},
+    [RMACOLL_FLOAT8_E5M2] = {"float8_e5m2", 1},
 };
 
 size_t rmacoll_datatype_size(rmacoll_datatype_t dtype)
@@ -53,6 +58,10 @@ const char *rmacoll_datatype_name(rmacoll_datatype_t dtype)
 rmacoll_status_t rmacoll_datatype_from_name(const char *name,
                                             rmacoll_datatype_t *dtype)
 {
+    /* torch and ml_dtypes spell the finite-only E4M3 "float8_e4m3fn" */
+    if (name != NULL && strcmp(name, "float8_e4m3fn") == 0) {
+        name = "float8_e4m3";
+    }
     for (int i = 0; name != NULL && i < RMACOLL_DATATYPE_COUNT; i++) {
         if (strcmp(name, dtypes[i].name) == 0) {
             *dtype = (rmacoll_datatype_t)i;

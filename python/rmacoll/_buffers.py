@@ -21,13 +21,22 @@ class DataType(enum.IntEnum):
     BFLOAT16 = 7
     FLOAT32 = 8
     FLOAT64 = 9
+    BOOL = 10
+    INT16 = 11
+    UINT16 = 12
+    COMPLEX64 = 13
+    COMPLEX128 = 14
+    FLOAT8_E4M3 = 15
+    FLOAT8_E5M2 = 16
 
 
 # element sizes, bytes
 DATATYPE_SIZES = {
     DataType.INT8: 1, DataType.UINT8: 1, DataType.INT32: 4, DataType.UINT32: 4,
     DataType.INT64: 8, DataType.UINT64: 8, DataType.FLOAT16: 2, DataType.BFLOAT16: 2,
-    DataType.FLOAT32: 4, DataType.FLOAT64: 8,
+    DataType.FLOAT32: 4, DataType.FLOAT64: 8, DataType.BOOL: 1, DataType.INT16: 2,
+    DataType.UINT16: 2, DataType.COMPLEX64: 8, DataType.COMPLEX128: 16,
+    DataType.FLOAT8_E4M3: 1, DataType.FLOAT8_E5M2: 1,
 }
 
 # names as rmacoll_datatype_name gives them; numpy and torch use the same
@@ -38,8 +47,13 @@ _BY_NAME = {
     "uint32": DataType.UINT32, "int64": DataType.INT64, "uint64": DataType.UINT64,
     "float16": DataType.FLOAT16, "bfloat16": DataType.BFLOAT16,
     "float32": DataType.FLOAT32, "float64": DataType.FLOAT64,
+    "bool": DataType.BOOL, "int16": DataType.INT16, "uint16": DataType.UINT16,
+    "complex64": DataType.COMPLEX64, "complex128": DataType.COMPLEX128,
+    "float8_e4m3": DataType.FLOAT8_E4M3, "float8_e5m2": DataType.FLOAT8_E5M2,
 }
 DATATYPE_NAMES = {v: k for k, v in _BY_NAME.items()}
+# torch and ml_dtypes spell the finite-only E4M3 "float8_e4m3fn"
+_BY_NAME["float8_e4m3fn"] = DataType.FLOAT8_E4M3
 
 # A datatype value the library rejects with RMACOLL_ERR_DATATYPE on every
 # rank (one past the last known type); see all_to_all_single's error rule.
@@ -60,7 +74,7 @@ def dtype_name(obj):
 
 def to_datatype(obj):
     """DataType for a DataType, name, numpy dtype or torch dtype, or None
-    when rmacoll has no such type (bool, int16, complex, float8 ...)."""
+    when rmacoll has no such type (float8_e4m3fnuz, quantised types ...)."""
     if isinstance(obj, DataType):
         return obj
     if isinstance(obj, int) and not isinstance(obj, bool):

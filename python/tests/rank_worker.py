@@ -113,7 +113,7 @@ def one_call(comm, seed, dtype, row_shape, form, equal=None):
 
 def scenario_data(comm):
     dtypes = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
-              "float32", "float64"]
+              "float32", "float64", "bool", "int16", "uint16", "complex64", "complex128"]
     forms = ["list", "numpy", "tuple"]
     for k, dt in enumerate(dtypes):
         one_call(comm, 10 + k, dt, (3,), forms[k % 3])
@@ -218,10 +218,10 @@ def scenario_errors(comm):
         TypeError, "input has dtype int32 but output has dtype float32", last)
 
     # 3. a dtype rmacoll does not move, on every rank
-    o = out_for("int16")
-    inp = good_input("int16")
+    o = out_for("float128")
+    inp = good_input("float128")
     expect_error("unsupported dtype", lambda: rmacoll.all_to_all_single(
-        o.array, inp, comm=comm), [o], rmacoll.DatatypeError, TypeError, "int16", 0)
+        o.array, inp, comm=comm), [o], rmacoll.DatatypeError, TypeError, "float128", 0)
 
     # 4. one rank's input_split_sizes do not sum to its input's rows
     o = out_for()

@@ -32,7 +32,7 @@ import rmacoll  # noqa: E402
 from rmacoll import _buffers, _lib  # noqa: E402
 
 # checks every rank of a scenario must report (a worker that skipped some fails)
-EXPECTED_CHECKS = {"data": 17, "raw": 2, "errors": 13, "from_env": 2}
+EXPECTED_CHECKS = {"data": 22, "raw": 2, "errors": 13, "from_env": 2}
 
 
 class TestLibrary(unittest.TestCase):
@@ -74,8 +74,12 @@ class TestLibrary(unittest.TestCase):
                      "float32", "float64"):
             self.assertEqual(_buffers.to_datatype(np.dtype(name)).name, name.upper())
         self.assertEqual(_buffers.to_datatype("bfloat16"), rmacoll.DataType.BFLOAT16)
-        self.assertIsNone(_buffers.to_datatype(np.dtype("int16")))
-        self.assertIsNone(_buffers.to_datatype(np.dtype("bool")))
+        for name in ("bool", "int16", "uint16", "complex64", "complex128"):
+            self.assertEqual(_buffers.to_datatype(np.dtype(name)).name, name.upper())
+        self.assertEqual(_buffers.to_datatype("float8_e4m3fn"), rmacoll.DataType.FLOAT8_E4M3)
+        self.assertEqual(_buffers.to_datatype("float8_e5m2"), rmacoll.DataType.FLOAT8_E5M2)
+        self.assertIsNone(_buffers.to_datatype(np.dtype("float128")))
+        self.assertIsNone(_buffers.to_datatype(np.dtype("complex256")))
 
     def test_unique_id(self):
         uid = rmacoll.get_unique_id()

@@ -55,6 +55,13 @@ static MPI_Datatype mpi_perf_type(rmacoll_datatype_t d)
     case RMACOLL_BFLOAT16: return MPI_UINT16_T;
     case RMACOLL_FLOAT32: return MPI_FLOAT;
     case RMACOLL_FLOAT64: return MPI_DOUBLE;
+    case RMACOLL_BOOL: return MPI_UINT8_T;
+    case RMACOLL_INT16: return MPI_INT16_T;
+    case RMACOLL_UINT16: return MPI_UINT16_T;
+    case RMACOLL_COMPLEX64: return MPI_C_FLOAT_COMPLEX;
+    case RMACOLL_COMPLEX128: return MPI_C_DOUBLE_COMPLEX;
+    case RMACOLL_FLOAT8_E4M3: return MPI_UINT8_T;
+    case RMACOLL_FLOAT8_E5M2: return MPI_UINT8_T;
     default: return MPI_DATATYPE_NULL;
     }
 }

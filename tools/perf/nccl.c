@@ -20,8 +20,21 @@ static ncclDataType_t perf_nccl_type(rmacoll_datatype_t d)
     case RMACOLL_BFLOAT16: return ncclBfloat16;
     case RMACOLL_FLOAT32: return ncclFloat32;
     case RMACOLL_FLOAT64: return ncclFloat64;
+    /* Moved, never reduced: the others travel as an NCCL type of their
+     * size (perf_nccl_mult gives the count factor of complex128). */
+    case RMACOLL_BOOL: return ncclUint8;
+    case RMACOLL_INT16: return ncclFloat16;
+    case RMACOLL_UINT16: return ncclFloat16;
+    case RMACOLL_COMPLEX64: return ncclUint64;
+    case RMACOLL_COMPLEX128: return ncclUint64;
     default: return ncclUint8;
     }
+}
+
+/* NCCL elements per rmacoll element. */
+static size_t perf_nccl_mult(rmacoll_datatype_t d)
+{
+    return d == RMACOLL_COMPLEX128 ? 2 : 1;
 }
 
 /* AlltoAllV as PyTorch's all_to_all_single with splits: one group of
@@ -37,6 +50,7 @@ rmacoll_status_t perf_nccl_a2av(void *ctx, const void *sendbuf,
     perf_rmacoll_t *p = ctx;
     size_t es = rmacoll_datatype_size(dtype);
     ncclDataType_t t = perf_nccl_type(dtype);
+    size_t m = perf_nccl_mult(dtype);
     cudaStream_t s = (cudaStream_t)p->stream;
     ncclResult_t nr, nr2;
 
@@ -44,10 +58,10 @@ rmacoll_status_t perf_nccl_a2av(void *ctx, const void *sendbuf,
     for (int j = 0; j < p->nranks && nr == ncclSuccess; j++) {
         if (sendcounts[j] > 0)
             nr = ncclSend((const char *)sendbuf + (size_t)sdispls[j] * es,
-                          (size_t)sendcounts[j], t, j, p->nccl, s);
+                          (size_t)sendcounts[j] * m, t, j, p->nccl, s);
         if (nr == ncclSuccess && recvcounts[j] > 0)
             nr = ncclRecv((char *)recvbuf + (size_t)rdispls[j] * es,
-                          (size_t)recvcounts[j], t, j, p->nccl, s);
+                          (size_t)recvcounts[j] * m, t, j, p->nccl, s);
     }
     nr2 = ncclGroupEnd();
     if (nr == ncclSuccess)
