@@ -492,6 +492,19 @@ rmacoll_status_t rmacoll_mem_alloc(rmacoll_comm_t *comm, size_t bytes, void **pt
 rmacoll_status_t rmacoll_mem_free(rmacoll_comm_t *comm, void *ptr);
 
 /**
+ * sendbuf of an in-place call (MPI_IN_PLACE's semantics): the data to send
+ * is taken from recvbuf, rank j's block being recvcounts[j] elements at
+ * rdispls[j], and is replaced there by what rank j sends; sendcounts and
+ * sdispls are ignored (they may be NULL). The library first copies the
+ * send blocks, packed, into a buffer of the communicator (kept and reused,
+ * grown to the largest in-place call, freed at destroy): an in-place call
+ * costs that copy and its memory. Host memory only: with a stream every
+ * rank returns RMACOLL_ERR_UNSUPPORTED. Any rank may call in place while
+ * others do not.
+ */
+#define RMACOLL_IN_PLACE ((const void *)1)
+
+/**
  * AlltoAllV. Collective over all ranks of comm.
  *
  * Shapes: sendcounts, sdispls, recvcounts, rdispls each hold nranks int64
@@ -540,8 +553,8 @@ rmacoll_status_t rmacoll_mem_free(rmacoll_comm_t *comm, void *ptr);
  *                           (displacement + count) * element size > 2^63
  *  RMACOLL_ERR_OVERLAP      two receive blocks overlap, or a send block
  *                           overlaps a receive block (sendbuf == recvbuf
- *                           with overlapping ranges included: in place is
- *                           refused, not supported)
+ *                           with overlapping ranges included: for an
+ *                           in-place call pass RMACOLL_IN_PLACE)
  *  RMACOLL_ERR_DATATYPE     unknown dtype, or an element size that differs
  *                           between ranks (the element size travels in the
  *                           metadata; the message names both ranks and sizes)
@@ -646,7 +659,8 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf,
 /**
  * Uniform AlltoAll: count elements to every rank; rank i's block for j is
  * at element j * count of sendbuf, and lands at element i * count of j's
- * recvbuf. Errors as rmacoll_alltoallv.
+ * recvbuf. sendbuf RMACOLL_IN_PLACE: in place, as rmacoll_alltoallv.
+ * Errors as rmacoll_alltoallv.
  */
 rmacoll_status_t rmacoll_alltoall(const void *sendbuf, void *recvbuf,
                                   int64_t count, rmacoll_datatype_t dtype,

@@ -256,6 +256,135 @@ static void test_more_datatypes(void **state)
     }
 }
 
+/* In-place calls (RMACOLL_IN_PLACE, MPI_IN_PLACE's semantics): count
+ * matrix symmetric, as in-place needs (rank i sends recvcounts_i[j] to j,
+ * which expects recvcounts_j[i]). */
+typedef struct inplace_arg {
+    int64_t counts[8][8];
+    int mixed;          /* odd ranks call out of place */
+    int null_counts;    /* rank 2 passes recvcounts NULL: error everywhere */
+    rmacoll_datatype_t dtype;
+} inplace_arg_t;
+
+static int inplace_body(rmacoll_comm_t *comm, int me, int n, void *varg)
+{
+    const inplace_arg_t *a = varg;
+    size_t es = rmacoll_datatype_size(a->dtype);
+    int64_t cnt[8], rd[8], sd[8];
+    int64_t ext;
+    size_t bytes;
+    unsigned char *buf, *sbuf = NULL;
+    rmacoll_status_t st;
+    int bad = 0;
+
+    for (int j = 0; j < n; j++) {
+        cnt[j] = a->counts[me][j];
+    }
+    ext = rmacoll_displs_gapped(n, cnt, 3, rd);
+    bytes = (size_t)ext * es;
+    buf = malloc(bytes);
+    for (uint64_t iter = 1; iter <= 3 && !bad; iter++) {
+        int inplace = !(a->mixed && (me & 1));
+
+        memset(buf, RMACOLL_FILL_SENTINEL, bytes);
+        if (inplace) {
+            for (int j = 0; j < n; j++) {
+                rmacoll_fill_block(buf + (size_t)rd[j] * es, es, me, j, 0, cnt[j], iter);
+            }
+            st = rmacoll_alltoallv(RMACOLL_IN_PLACE, NULL, NULL, buf,
+                                   a->null_counts && me == 2 ? NULL : cnt, rd, a->dtype,
+                                   comm, NULL);
+        } else {
+            int64_t sext = rmacoll_displs_contiguous(n, cnt, sd);
+
+            free(sbuf);
+            sbuf = malloc((size_t)sext * es + 1);
+            rmacoll_fill_send(sbuf, (size_t)sext * es, es, me, n, cnt, sd, iter);
+            st = rmacoll_alltoallv(sbuf, cnt, sd, buf, cnt, rd, a->dtype, comm, NULL);
+        }
+        if (a->null_counts) {
+            /* every rank fails alike and its buffer keeps what it held */
+            unsigned char *want = malloc(bytes);
+
+            memset(want, RMACOLL_FILL_SENTINEL, bytes);
+            for (int j = 0; j < n; j++) {
+                rmacoll_fill_block(want + (size_t)rd[j] * es, es, me, j, 0, cnt[j], iter);
+            }
+            if (st != RMACOLL_ERR_NULL_BUFFER && st != RMACOLL_ERR_INVALID_ARG) {
+                fprintf(stderr, "rank %d: NULL recvcounts on rank 2 gave %s\n", me,
+                        rmacoll_status_name(st));
+                bad = 1;
+            } else if (memcmp(want, buf, bytes) != 0) {
+                fprintf(stderr, "rank %d: failed call changed the buffer\n", me);
+                bad = 1;
+            } else if (strstr(rmacoll_comm_last_error(comm), "recvcounts") == NULL) {
+                fprintf(stderr, "rank %d: error does not name recvcounts: %s\n", me,
+                        rmacoll_comm_last_error(comm));
+                bad = 1;
+            }
+            free(want);
+            break;
+        }
+        if (st != RMACOLL_SUCCESS) {
+            fprintf(stderr, "rank %d: in-place call %llu: %s: %s\n", me,
+                    (unsigned long long)iter, rmacoll_status_name(st),
+                    rmacoll_comm_last_error(comm));
+            bad = 1;
+        } else {
+            rmacoll_check_report_t rep;
+
+            if (rmacoll_check_recv(buf, bytes, es, me, n, cnt, rd, iter, &rep) != 0) {
+                fprintf(stderr, "rank %d: in-place call %llu: %s\n", me,
+                        (unsigned long long)iter, rep.msg);
+                bad = 1;
+            }
+        }
+    }
+    free(sbuf);
+    free(buf);
+    return bad;
+}
+
+static void run_inplace(const int *node_of, int n, inplace_arg_t *a, int relay)
+{
+    rmacoll_config_t cfg = base_config();
+    mprun_opts_t o = {n, node_of, &cfg, 120, -1};
+    int codes[8] = {0};
+
+    cfg.relay_enabled = relay;
+    assert_int_equal(mprun(&o, inplace_body, a, codes), 0);
+}
+
+/* In place on 1 node x 4 and 2 nodes x 2 (relay on and off), every rank in
+ * place or only the even ones, with empty blocks and 16-byte elements; and
+ * a NULL recvcounts on one rank fails on every rank with nothing written. */
+static void test_in_place(void **state)
+{
+    static const int one[] = {0, 0, 0, 0}, two[] = {0, 0, 1, 1};
+    inplace_arg_t a;
+    uint64_t rs = 11;
+
+    memset(&a, 0, sizeof(a));
+    for (int i = 0; i < 4; i++) {
+        for (int j = 0; j <= i; j++) {
+            int64_t v = (int64_t)(rmacoll_case_rand(&rs) % 97);
+
+            a.counts[i][j] = a.counts[j][i] = (i + j) % 3 == 1 ? 0 : v + 1;
+        }
+    }
+    a.dtype = RMACOLL_FLOAT32;
+    run_inplace(one, 4, &a, 1);
+    run_inplace(two, 4, &a, 1);
+    run_inplace(two, 4, &a, 0);
+    a.mixed = 1;
+    a.dtype = RMACOLL_COMPLEX128;
+    run_inplace(two, 4, &a, 1);
+    run_inplace(one, 4, &a, 1);
+    a.mixed = 0;
+    a.null_counts = 1;
+    run_inplace(two, 4, &a, 1);
+}
+
 /* 1000 back-to-back calls whose zero pattern changes every call. */
 static void test_many_calls(void **state)
 {
@@ -577,6 +706,7 @@ int main(void)
         cmocka_unit_test(test_mismatch_everywhere),
         cmocka_unit_test(test_tiny_relay),
         cmocka_unit_test(test_more_datatypes),
+        cmocka_unit_test(test_in_place),
         cmocka_unit_test(test_many_calls),
         cmocka_unit_test(test_bad_argument_everywhere),
         cmocka_unit_test(test_killed_rank),

@@ -54,6 +54,7 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->stage.ready_puts = calloc(n, sizeof(rmacoll_put_t));
     comm->scratch = calloc(2 * n, sizeof(int64_t));
     comm->uniform = calloc(2 * n, sizeof(int64_t));
+    comm->inplace_displs = calloc(n, sizeof(int64_t));
     comm->peer_rcount = calloc(n, sizeof(int64_t));
     comm->peer_rdispl = calloc(n, sizeof(int64_t));
     comm->peer_recv_addr = calloc(n, sizeof(uint64_t));
@@ -74,7 +75,7 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
         !comm->views || !comm->path_peers[0] ||
         !comm->path_peers[1] || !comm->peer_ctrl_rkey || !comm->peer_relay_rkey ||
         !comm->peer_drelay_rkey || !comm->stage.ready_puts ||
-        !comm->scratch || !comm->uniform || !comm->peer_rcount || !comm->peer_rdispl ||
+        !comm->scratch || !comm->uniform || !comm->inplace_displs || !comm->peer_rcount || !comm->peer_rdispl ||
         !comm->peer_recv_addr || !comm->node_eager_off || !comm->eager_in_off || !comm->peer_recv_rkey ||
         !comm->direct_in ||
         !comm->chan_sendcount ||
@@ -138,6 +139,8 @@ static void comm_free_tables(rmacoll_comm_t *comm)
     free(comm->stage.ready_puts);
     free(comm->scratch);
     free(comm->uniform);
+    free(comm->inplace_displs);
+    free(comm->inplace_buf);
     free(comm->peer_rcount);
     free(comm->peer_rdispl);
     free(comm->peer_recv_addr);

@@ -79,6 +79,8 @@ typedef struct rmacoll__call {
     int drives;                       /* this thread drives the network (host call) */
     int plan_failed;                  /* planning (or runner planned) failed here */
     const rmacoll__dcounts_t *dc;     /* a device-count call's arguments, or NULL */
+    rmacoll_status_t early;           /* a local error found before validation (an
+                                       * in-place call that cannot be staged), msg set */
     char msg[512];                    /* a step's error message */
     uint64_t prof[5];                 /* stage timestamps (TRACE), ns */
 } rmacoll__call_t;

@@ -9,6 +9,7 @@
  * data phase breaks the communicator.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -28,6 +29,80 @@ static uint64_t prof_ns(const rmacoll_comm_t *comm)
     }
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* sendbuf RMACOLL_IN_PLACE (MPI_IN_PLACE's semantics, rmacoll.h): the send
+ * blocks are the receive blocks, recvcounts[j] elements at rdispls[j] for
+ * rank j. They are copied, packed, into the communicator's in-place buffer
+ * before anything is published, and that copy is the send buffer of an
+ * ordinary call; peers write into recvbuf only after this rank's record
+ * (and so the copy) is out. Receive arguments the copy cannot trust (NULL
+ * arrays, negative or overflowing counts and displacements, an unknown
+ * type) are left to validation, which names them: the call then sends
+ * nothing (sendbuf NULL, zero counts), and fails on every rank. A
+ * device-memory call is refused (c->early), on every rank through the
+ * usual agreement. */
+static void inplace_stage(rmacoll__call_t *c)
+{
+    rmacoll_comm_t *comm = c->comm;
+    const int64_t *cnt = c->recvcounts, *dsp = c->rdispls;
+    size_t es = c->esize, total = 0;
+    char *buf;
+
+    memset(comm->inplace_displs, 0, (size_t)comm->nranks * sizeof(int64_t));
+    c->sendbuf = c->hsend = NULL;
+    c->sendcounts = c->sdispls = comm->inplace_displs;
+    if (c->stream != NULL) {
+        c->early = RMACOLL_ERR_UNSUPPORTED;
+        snprintf(c->msg, sizeof(c->msg), "rank %d: sendbuf RMACOLL_IN_PLACE: in-place "
+                 "calls are supported on host memory only, not on a stream",
+                 comm->rank);
+        return;
+    }
+    if (cnt == NULL || dsp == NULL || es == 0) {
+        return;
+    }
+    for (int j = 0; j < comm->nranks; j++) {
+        if (cnt[j] < 0 || dsp[j] < 0 || (uint64_t)cnt[j] > (INT64_MAX / es) - (uint64_t)dsp[j]) {
+            return;
+        }
+        if ((size_t)cnt[j] * es > SIZE_MAX - total) {
+            total = SIZE_MAX;
+            break;
+        }
+        total += (size_t)cnt[j] * es;
+    }
+    if (total > comm->inplace_cap) {
+        void *nb = total == SIZE_MAX ? NULL : malloc(total);
+
+        if (nb == NULL) {
+            c->early = RMACOLL_ERR_NO_MEMORY;
+            snprintf(c->msg, sizeof(c->msg), "rank %d: sendbuf RMACOLL_IN_PLACE: no "
+                     "memory for the copy of the send blocks (%zu bytes)", comm->rank,
+                     total);
+            return;
+        }
+        free(comm->inplace_buf);
+        comm->inplace_buf = nb;
+        comm->inplace_cap = total;
+    }
+    if (total != 0 && c->recvbuf == NULL) {
+        return; /* validation: recvbuf is NULL but recvcounts[j] = ... */
+    }
+    buf = comm->inplace_buf;
+    total = 0;
+    for (int j = 0; j < comm->nranks; j++) {
+        size_t b = (size_t)cnt[j] * es;
+
+        if (b != 0) {
+            memcpy(buf + total, (const char *)c->recvbuf + (size_t)dsp[j] * es, b);
+        }
+        comm->inplace_displs[j] = (int64_t)(total / es);
+        total += b;
+    }
+    c->sendbuf = c->hsend = buf;
+    c->sendcounts = cnt;
+    c->sdispls = comm->inplace_displs;
 }
 
 /* Opens a call on comm: the previous staged call is drained, a broken
@@ -76,6 +151,9 @@ rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *c, rmacoll_comm_t *comm,
     c->stream = stream;
     c->hsend = sendbuf;
     c->hrecv = recvbuf;
+    if (sendbuf == RMACOLL_IN_PLACE) {
+        inplace_stage(c);
+    }
     comm->last_error[0] = '\0';
     c->epoch = ++comm->epoch;
     c->par = (int)(c->epoch & 1);
@@ -101,10 +179,12 @@ static void call_validate(rmacoll__call_t *c)
     rmacoll_comm_t *comm = c->comm;
     rmacoll_status_t st;
 
-    st = rmacoll__validate_args(comm->nranks, comm->rank, c->sendbuf, c->sendcounts,
-                                c->sdispls, c->recvbuf, c->recvcounts, c->rdispls,
-                                c->dtype, comm->scratch, &c->send_extent, &c->recv_extent,
-                                c->msg, sizeof(c->msg));
+    st = c->early != RMACOLL_SUCCESS
+             ? c->early
+             : rmacoll__validate_args(comm->nranks, comm->rank, c->sendbuf, c->sendcounts,
+                                      c->sdispls, c->recvbuf, c->recvcounts, c->rdispls,
+                                      c->dtype, comm->scratch, &c->send_extent,
+                                      &c->recv_extent, c->msg, sizeof(c->msg));
     if (st == RMACOLL_SUCCESS) {
         st = c->runner->prepare(c);
     }

@@ -190,6 +190,10 @@ struct rmacoll_comm {
      * except to grow the plan and put arrays) */
     int64_t *scratch;                 /* 2 * nranks */
     int64_t *uniform;                 /* 2 * nranks: rmacoll_alltoall's arrays */
+    int64_t *inplace_displs;          /* [nranks]: send displacements of an in-place
+                                       * call's packed copy (exec.c) */
+    void *inplace_buf;                /* that copy, inplace_cap bytes (grown, kept) */
+    size_t inplace_cap;
     int64_t *peer_rcount, *peer_rdispl; /* [nranks] */
     uint64_t *peer_recv_addr;         /* [nranks] */
     uint64_t *eager_in_off;           /* [nranks]: own block's offset in the eager

@@ -19,7 +19,7 @@ The library is found as _lib.py says (RMACOLL_LIBRARY first).
 """
 
 from ._buffers import DataType
-from ._comm import CUDA_STREAM_LEGACY, Communicator, UniqueId, get_unique_id
+from ._comm import CUDA_STREAM_LEGACY, IN_PLACE, Communicator, UniqueId, get_unique_id
 from ._errors import (BootstrapError, ConfigError, CountOverflowError, CudaError,
                       DatatypeError, InProgressError, InternalError, InvalidArgumentError,
                       LibraryNotFoundError, MismatchError, NoDeviceError, NoMemoryError,
@@ -60,7 +60,8 @@ def build_info():
 __all__ = [
     "all_to_all_single", "Communicator", "UniqueId", "get_unique_id", "DataType", "Work",
     "device_counts_check", "destroy_group_communicators", "load_library", "library_path",
-    "has_symbol", "library_version", "build_info", "CUDA_STREAM_LEGACY", "STATUS_CLASSES",
+    "has_symbol", "library_version", "build_info", "CUDA_STREAM_LEGACY", "IN_PLACE",
+    "STATUS_CLASSES",
     "RmacollError", "LibraryNotFoundError", "UnknownStatusError", "InvalidArgumentError",
     "NullBufferError", "CountOverflowError", "OverlapError", "DatatypeError",
     "MismatchError", "PeerTimeoutError", "NoMemoryError", "UnsupportedError", "ConfigError",

@@ -107,6 +107,21 @@ def _i64_array(values, n, what):
     return (ctypes.c_int64 * n)(*[int(v) for v in vals])
 
 
+class _InPlace:
+    """rmacoll.IN_PLACE: the sendbuf of an in-place call (RMACOLL_IN_PLACE)."""
+    __slots__ = ()
+    C_VALUE = 1  # RMACOLL_IN_PLACE, ((const void *)1) in rmacoll.h
+
+    def __repr__(self):
+        return "rmacoll.IN_PLACE"
+
+    def __reduce__(self):
+        return "IN_PLACE"
+
+
+IN_PLACE = _InPlace()
+
+
 def _address(buf, what):
     """(address, DataType or None) of an int address, None, or an array."""
     if buf is None:
@@ -399,7 +414,10 @@ class Communicator:
         pointers; shapes are not looked at). sendcounts, sdispls,
         recvcounts, rdispls: `size` ints each (lists, tuples, numpy arrays),
         in elements of dtype. dtype: DataType, name ("bfloat16"), numpy or
-        torch dtype; None takes sendbuf's. stream: None for host memory (the
+        torch dtype; None takes sendbuf's. sendbuf rmacoll.IN_PLACE: in
+        place, MPI_IN_PLACE's semantics (the send blocks are recvbuf's,
+        at recvcounts/rdispls; sendcounts and sdispls are ignored; host
+        memory only; rmacoll.h RMACOLL_IN_PLACE). stream: None for host memory (the
         call blocks until recvbuf is complete), else the CUDA stream to
         enqueue on (int handle, 0 meaning the legacy default stream,
         torch.cuda.Stream or cupy stream); see rmacoll.h for the stream
@@ -410,10 +428,12 @@ class Communicator:
         h = self._handle()
         n = self._size
         sh = self._stream_or_fail(stream)
+        inplace = sendbuf is IN_PLACE
         try:
-            sp, sdt = _address(sendbuf, "sendbuf")
-            rp, _ = _address(recvbuf, "recvbuf")
-            arrs = [_i64_array(a, n, name) for a, name in
+            rp, rdt = _address(recvbuf, "recvbuf")
+            sp, sdt = (IN_PLACE.C_VALUE, rdt) if inplace else _address(sendbuf, "sendbuf")
+            arrs = [None if inplace and name[0] == "s" else _i64_array(a, n, name)
+                    for a, name in
                     ((sendcounts, "sendcounts"), (sdispls, "sdispls"),
                      (recvcounts, "recvcounts"), (rdispls, "rdispls"))]
         except (TypeError, ValueError) as e:
@@ -430,12 +450,14 @@ class Communicator:
     def alltoall(self, sendbuf, recvbuf, count, dtype=None, stream=None):
         """Uniform AlltoAll (rmacoll_alltoall): `count` elements to every
         rank; rank i's block for j is at element j * count of sendbuf and
-        lands at element i * count of j's recvbuf. Arguments as alltoallv."""
+        lands at element i * count of j's recvbuf. Arguments as alltoallv
+        (sendbuf rmacoll.IN_PLACE too)."""
         h = self._handle()
         sh = self._stream_or_fail(stream)
         try:
-            sp, sdt = _address(sendbuf, "sendbuf")
-            rp, _ = _address(recvbuf, "recvbuf")
+            rp, rdt = _address(recvbuf, "recvbuf")
+            sp, sdt = ((IN_PLACE.C_VALUE, rdt) if sendbuf is IN_PLACE
+                       else _address(sendbuf, "sendbuf"))
             count = int(count)
         except (TypeError, ValueError) as e:
             self.fail_collectively(InvalidArgumentError, str(e), sh)

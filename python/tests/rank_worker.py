@@ -155,6 +155,24 @@ def scenario_raw(comm):
                            for i in range(n)])
     record("alltoall int64", out2.body() == exp2.tobytes() and out2.guards_intact())
 
+    # in place (rmacoll.IN_PLACE): a symmetric count matrix, gapped blocks;
+    # rank i's block for j holds i's data before and j's after
+    sym = m + m.T
+    c3 = sym[me]
+    d3 = np.array([int(c3[:j].sum()) + gap * (j + 1) for j in range(n)], dtype=np.int64)
+    tot3 = int(c3.sum()) + gap * (n + 1)
+
+    def block(i, j):  # what rank i sends rank j
+        return np.random.default_rng([51, i, j]).integers(0, 1 << 62, size=int(sym[i, j]),
+                                                          dtype=np.int64)
+    io = Guarded((tot3,), np.int64)
+    exp3 = np.frombuffer(io.body(), dtype=np.int64).copy()
+    for j in range(n):
+        io.array[d3[j]:d3[j] + c3[j]] = block(me, j)
+        exp3[d3[j]:d3[j] + c3[j]] = block(j, me)
+    comm.alltoallv(rmacoll.IN_PLACE, None, None, io.array, c3, d3)
+    record("alltoallv in place int64", io.body() == exp3.tobytes() and io.guards_intact())
+
 
 def expect_error(name, fn, outs, cls, builtin=None, own_text=None, culprit=None):
     """Runs fn (a collective call); it must raise cls on this rank and write
