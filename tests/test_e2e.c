@@ -440,14 +440,59 @@ static int bad_arg_body(rmacoll_comm_t *comm, int rank, int nranks, void *arg)
     return st == RMACOLL_SUCCESS ? 0 : 3;
 }
 
+/* The ERROR lines of every log file in dir (one per rank process, from
+ * RMACOLL_LOG_FILE=dir/log.%p); the first kept in first. */
+static int error_lines(const char *dir, char *first, size_t len)
+{
+    char cmd[512];
+    FILE *p;
+    int n = 0;
+    char line[1024];
+
+    snprintf(cmd, sizeof(cmd), "cat %s/log.* 2>/dev/null", dir);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    first[0] = '\0';
+    while (fgets(line, sizeof(line), p) != NULL) {
+        if (strstr(line, " ERROR ") != NULL) {
+            if (n++ == 0) {
+                snprintf(first, len, "%s", line);
+            }
+        }
+    }
+    pclose(p);
+    return n;
+}
+
+/* Also: the error is logged once, by the rank whose argument it is (the
+ * others return it and log it at INFO only). */
 static void test_bad_argument_everywhere(void **state)
 {
     static const int node_of[] = {0, 0, 1, 1};
     rmacoll_config_t cfg = base_config();
     int codes[4] = {0};
     mprun_opts_t o = {4, node_of, &cfg, 60, -1};
+    char dir[] = "/tmp/rmacoll-e2e-log-XXXXXX", path[128], cmd[160], first[1024];
+    const char *old = getenv("RMACOLL_LOG_FILE");
+    char *saved = old != NULL ? strdup(old) : NULL;
+    int n;
 
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/log.%%p", dir);
+    setenv("RMACOLL_LOG_FILE", path, 1);
     assert_int_equal(mprun(&o, bad_arg_body, NULL, codes), 0);
+    if (saved != NULL) {
+        setenv("RMACOLL_LOG_FILE", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("RMACOLL_LOG_FILE");
+    }
+    n = error_lines(dir, first, sizeof(first));
+    print_message("%d ERROR line(s); first: %s", n, first);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(first, "[2] rmacoll ERROR core: rank 2: sendbuf is NULL"));
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 /* A killed rank: the others fail with a timeout within the configured time. */

@@ -40,6 +40,12 @@ void rmacoll__fail_init(rmacoll__fail_t *f, char *buf, size_t len,
  *  it at ERROR and returns st unchanged. */
 rmacoll_status_t rmacoll__fail(const rmacoll__fail_t *f, rmacoll_status_t st,
                                const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/** As rmacoll__fail, for an error another rank (or the bootstrap root)
+ *  saw first and has logged: recorded and returned alike, logged at INFO
+ *  only, so that one failure gives one ERROR line in a job's logs. */
+rmacoll_status_t rmacoll__fail_secondary(const rmacoll__fail_t *f, rmacoll_status_t st,
+                                         const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 rmacoll_status_t rmacoll__vfail(const rmacoll__fail_t *f, rmacoll_status_t st,
                                 const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));

@@ -314,8 +314,8 @@ static rmacoll_status_t call_end(rmacoll__call_t *c, rmacoll_status_t st)
             return rmacoll__fail(&comm->fail, (rmacoll_status_t)c->acc.code, "%s",
                                  c->acc.msg);
         }
-        return rmacoll__fail(&comm->fail, (rmacoll_status_t)c->acc.code,
-                             "rank %d: call failed on rank %d: %s", me, c->acc.rank,
+        return rmacoll__fail_secondary(&comm->fail, (rmacoll_status_t)c->acc.code,
+                                       "rank %d: call failed on rank %d: %s", me, c->acc.rank,
                              c->acc.msg);
     }
     if (st == RMACOLL_SUCCESS) {

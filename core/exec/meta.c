@@ -434,7 +434,7 @@ rmacoll_status_t rmacoll__meta_exchange(rmacoll__call_t *c)
             /* a peer gave up on this call (e.g. it timed out waiting for
              * this rank): a call that needs nothing more from its peers
              * (payloads) must not succeed where they failed */
-            return rmacoll__fail(&comm->fail, rmacoll__abort_status(comm),
+            return rmacoll__fail_secondary(&comm->fail, rmacoll__abort_status(comm),
                                  "rank %d: %s; stopped after the metadata round",
                                  comm->rank, sec);
         }

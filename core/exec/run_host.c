@@ -91,7 +91,7 @@ static rmacoll_status_t ce_copies(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
         const rmacoll_put_t *cp = &puts[(uint32_t)closed];
         gate_leave(comm, puts, n);
         if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
-            return rmacoll__fail(&comm->fail, rmacoll__abort_status(comm),
+            return rmacoll__fail_secondary(&comm->fail, rmacoll__abort_status(comm),
                                  "rank %d: %s; rank %d closed its receive buffer, %llu bytes "
                                  "not copied", comm->rank, sec, cp->peer,
                                  (unsigned long long)cp->bytes);
@@ -126,7 +126,7 @@ static rmacoll_status_t ce_copies(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
         comm->fail_culprit = ep;
         if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
             /* the peer likely freed its buffer after its own error */
-            st = rmacoll__fail(&comm->fail, rmacoll__abort_status(comm),
+            st = rmacoll__fail_secondary(&comm->fail, rmacoll__abort_status(comm),
                                "rank %d: %s; then the copy to rank %d failed: %s", comm->rank,
                                sec, ep, rmacoll_status_string(st));
         } else {

@@ -240,7 +240,7 @@ rmacoll_status_t rmacoll__wait_word_or(rmacoll_comm_t *comm, const volatile uint
         if (pst != RMACOLL_SUCCESS) {
             comm->fail_culprit = ep;
             if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
-                st = rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER,
+                st = rmacoll__fail_secondary(&comm->fail, RMACOLL_ERR_PEER,
                                    "rank %d: %s; then the network transport failed "
                                    "(peer %d) while waiting for rank %d (%s)",
                                    comm->rank, sec, ep, peer, what);
@@ -262,7 +262,7 @@ rmacoll_status_t rmacoll__wait_word_or(rmacoll_comm_t *comm, const volatile uint
             continue;
         }
         if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
-            st = rmacoll__fail(&comm->fail, rmacoll__abort_status(comm),
+            st = rmacoll__fail_secondary(&comm->fail, rmacoll__abort_status(comm),
                                "rank %d: %s; stopped waiting for rank %d (%s)",
                                comm->rank, sec, peer, what);
             break;
@@ -284,7 +284,7 @@ rmacoll_status_t rmacoll__wait_word_or(rmacoll_comm_t *comm, const volatile uint
                 }
             } else if (now - dead_at >= RMACOLL__BS_GRACE_MS) {
                 comm->fail_culprit = dead >= 0 ? dead : peer;
-                st = rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER,
+                st = rmacoll__fail_secondary(&comm->fail, RMACOLL_ERR_PEER,
                                    "rank %d: the bootstrap root reports: %s; stopped "
                                    "waiting for rank %d (%s)", comm->rank, sec, peer,
                                    what);

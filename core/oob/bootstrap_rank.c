@@ -466,7 +466,9 @@ rmacoll_status_t rmacoll__bootstrap_poll_error(rmacoll__bootstrap_t *bs, int *ra
         }
         bs->reported_rank = (int)(h.b - 1);
         bs->failed = bs->reported;
-        rmacoll__log(&bs->lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+        /* the root logged it (ERROR); the error each rank's call returns
+         * says it again */
+        rmacoll__log(&bs->lg, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                      "bootstrap rank %d: the root %s reports: %s", bs->rank, bs->root_addr,
                      tn ? bs->reported_text : "no reason given");
     }
