@@ -6,6 +6,7 @@ distinct threads; one communicator must not be used by two threads at once.
 
 import ctypes
 import os
+import re
 import warnings
 
 from . import _lib
@@ -32,6 +33,7 @@ def _status_string(code):
 
 # what the library says about the arguments of fail_collectively
 _POISON_TEXTS = ("sendcounts is NULL", "unknown datatype %d" % INVALID_DATATYPE)
+_FAILED_ON = re.compile(r"rank \d+: call failed on rank (\d+): ")
 
 
 class UniqueId:
@@ -339,12 +341,16 @@ class Communicator:
     # --------------------------------------------------------------- calls
     def _raise(self, st, prefix=None):
         msg = self.last_error or ("rank %d: %s" % (self._rank, _status_string(st)))
+        m = _FAILED_ON.match(msg)
         if prefix:
-            msg = "%s (every rank's call failed; the library says: %s)" % (prefix, msg)
-        elif msg.endswith(_POISON_TEXTS) and "call failed on rank" in msg:
+            # this rank's own check failed (fail_collectively): its reason
+            # alone, not the library's text about the arguments it was given
+            msg = prefix
+        elif m is not None and msg.endswith(_POISON_TEXTS):
             # another rank failed its local checks (fail_collectively)
-            msg += (" (that rank's arguments failed the Python package's local checks; "
-                    "its exception says which)")
+            msg = ("rank %d: call failed on rank %s: that rank's arguments failed the "
+                   "rmacoll package's checks (its exception says which); nothing was "
+                   "written" % (self._rank, m.group(1)))
         raise error_for(st, msg, rank=self._rank, name=_status_name(st))
 
     def fail_collectively(self, cls, reason, stream=None):

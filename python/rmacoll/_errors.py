@@ -27,10 +27,9 @@ class RmacollError(Exception):
     def __init__(self, message, rank=None):
         self.message = message
         self.rank = rank
-        if self.status_name is not None:
-            super().__init__("%s: %s" % (self.status_name, message))
-        else:
-            super().__init__(message)
+        # str(e) is the message alone, as the C library wrote it (it names
+        # the rank and the argument); the class and status_name say the code
+        super().__init__(message)
 
 
 class LibraryNotFoundError(RmacollError, OSError):
