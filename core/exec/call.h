@@ -224,6 +224,12 @@ rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *call, rmacoll_comm_t *comm
  * on every rank for argument errors). */
 rmacoll_status_t rmacoll__call_pipeline(rmacoll__call_t *call);
 
+/** Bytes a call sends (sum of its send counts, or receive counts in place,
+ *  times the element size; negative counts count 0): the payload of its
+ *  profiler range (core/base/trace.h). */
+uint64_t rmacoll__send_bytes(const void *sendbuf, const int64_t *sendcounts,
+                             const int64_t *recvcounts, rmacoll_datatype_t dtype, int n);
+
 /* A non-blocking call (request.c): one per communicator at a time. */
 struct rmacoll_request {
     rmacoll__call_t call;

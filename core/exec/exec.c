@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "core/base/clock.h"
+#include "core/base/trace.h"
 #include "core/exec/call.h"
 #include "core/exec/state.h"
 #include "core/plan/validate.h"
@@ -464,6 +465,24 @@ static rmacoll_status_t alltoallv_entered(const void *sendbuf, const int64_t *se
     return st == RMACOLL_SUCCESS ? rmacoll__call_pipeline(&call) : st;
 }
 
+/* The bytes a call sends, for the profiler range's payload (0 where the
+ * counts are unusable: validation reports those). In place: the receive
+ * counts are the send counts. */
+uint64_t rmacoll__send_bytes(const void *sendbuf, const int64_t *sendcounts,
+                             const int64_t *recvcounts, rmacoll_datatype_t dtype, int n)
+{
+    const int64_t *c = sendbuf == RMACOLL_IN_PLACE ? recvcounts : sendcounts;
+    uint64_t sum = 0;
+
+    if (c == NULL) {
+        return 0;
+    }
+    for (int j = 0; j < n; j++) {
+        sum += c[j] > 0 ? (uint64_t)c[j] : 0;
+    }
+    return sum * rmacoll_datatype_size(dtype);
+}
+
 rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcounts,
                                    const int64_t *sdispls, void *recvbuf,
                                    const int64_t *recvcounts, const int64_t *rdispls,
@@ -479,8 +498,12 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
+    rmacoll__trace_push("rmacoll:alltoallv",
+                        rmacoll__send_bytes(sendbuf, sendcounts, recvcounts, dtype,
+                                            comm->nranks));
     st = alltoallv_entered(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
                            dtype, comm, stream);
+    rmacoll__trace_pop();
     rmacoll__leave(comm);
     return st;
 }
@@ -508,8 +531,12 @@ rmacoll_status_t rmacoll_alltoall(const void *sendbuf, void *recvbuf, int64_t co
          * into RMACOLL_ERR_OVERFLOW on every rank */
         arr[n + r] = (count < 0 || (r > 0 && count > INT64_MAX / r)) ? -1 : count * r;
     }
+    rmacoll__trace_push("rmacoll:alltoall",
+                        count > 0 ? (uint64_t)count * (uint64_t)n * rmacoll_datatype_size(dtype)
+                                  : 0);
     st = alltoallv_entered(sendbuf, arr, arr + n, recvbuf, arr, arr + n, dtype, comm,
                            stream);
+    rmacoll__trace_pop();
     rmacoll__leave(comm);
     return st;
 }
@@ -545,7 +572,13 @@ rmacoll_status_t rmacoll_alltoallv_device_counts(const void *sendbuf,
     if (st == RMACOLL_SUCCESS) {
         call.runner = &rmacoll__run_dcounts;
         call.dc = &dc;
+        /* the counts are on the device: the payload is the send capacity */
+        rmacoll__trace_push("rmacoll:alltoallv_device_counts",
+                            send_capacity > 0 ? (uint64_t)send_capacity *
+                                                    rmacoll_datatype_size(dtype)
+                                              : 0);
         st = rmacoll__call_pipeline(&call);
+        rmacoll__trace_pop();
     }
     rmacoll__leave(comm);
     return st;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/base/trace.h"
 #include "core/exec/call.h"
 #include "core/exec/state.h"
 
@@ -30,7 +31,16 @@ static void *async_main(void *arg)
         }
         as->queued = 0;
         pthread_mutex_unlock(&as->lock);
+        {
+            const rmacoll__call_t *c = &as->req.call;
+
+            /* on this thread, which carries the call out */
+            rmacoll__trace_push("rmacoll:alltoallv_start",
+                                rmacoll__send_bytes(c->sendbuf, c->sendcounts, c->recvcounts,
+                                                    c->dtype, comm->nranks));
+        }
         st = rmacoll__call_pipeline(&as->req.call);
+        rmacoll__trace_pop();
         pthread_mutex_lock(&as->lock);
         as->req.status = st;
         atomic_store_explicit(&as->req.done, 1, memory_order_release);

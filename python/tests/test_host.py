@@ -10,6 +10,7 @@ Run: RMACOLL_LIBRARY=build/librmacoll.so python3 -m unittest -v
 (from python/tests; ctest runs it as test_python_host).
 """
 
+import inspect
 import os
 import pickle
 import subprocess
@@ -123,6 +124,25 @@ class TestOneRank(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.comm.close()
+
+    def test_profiler_range(self):
+        """Under torch's profiler a call is a record_function range named
+        rmacoll:all_to_all_single (torch tensors on one rank)."""
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("no torch")
+        x = torch.arange(12, dtype=torch.float32).reshape(6, 2)
+        y = torch.full_like(x, -1.0)
+        with torch.autograd.profiler.profile() as prof:
+            rmacoll.all_to_all_single(y, x, comm=self.comm)
+        self.assertTrue(torch.equal(x, y))
+        names = [e.name for e in prof.function_events]
+        self.assertEqual(names.count("rmacoll:all_to_all_single"), 1, names)
+        rmacoll.all_to_all_single(y, x * 3, comm=self.comm)  # not profiling: no range
+        self.assertTrue(torch.equal(x * 3, y))
+        self.assertEqual(rmacoll.all_to_all_single.__name__, "all_to_all_single")
+        self.assertIn("output_split_sizes", str(inspect.signature(rmacoll.all_to_all_single)))
 
     def test_self_exchange(self):
         x = np.arange(24, dtype=np.float64).reshape(6, 4)
