@@ -54,3 +54,15 @@ if(TARGET rmacoll-info AND Python3_Interpreter_FOUND)
       PASS_REGULAR_EXPRESSION "gen_env_md: .*env.md agrees with rmacoll-info")
   endif()
 endif()
+
+# README.md: the options its tool commands use are in the tools' --help,
+# its YAML loads, its apt-get lines are .ci/run's (scripts/check_readme.py
+# static); .ci/run also runs its sh blocks (check_readme.py run).
+if(TARGET rmacoll-info AND Python3_Interpreter_FOUND AND
+   RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING))
+  enable_testing()
+  add_test(NAME readme_static COMMAND ${Python3_EXECUTABLE}
+    ${PROJECT_SOURCE_DIR}/scripts/check_readme.py static ${PROJECT_BINARY_DIR})
+  set_tests_properties(readme_static PROPERTIES TIMEOUT 120 LABELS "docs"
+    PASS_REGULAR_EXPRESSION "readme ok: ")
+endif()
