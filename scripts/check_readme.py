@@ -19,6 +19,8 @@ run: every command of README's ```sh blocks, in README order, from the
     apt-get update / install   skipped: .ci/run installs the packages
                                (checked by static);
     bash .ci/run               skipped: that is CI itself;
+    FI_TCP_IFACE=lo ctest ...  skipped: .ci/run's test step is this line
+                               (static checks .ci/run has it);
     --prefix /opt/rmacoll      installed into a temporary folder instead
                                (PKG_CONFIG_PATH follows it);
     cc app.c ...               run in a temporary folder where app.c is
@@ -87,7 +89,11 @@ def commands(text):
 
 SKIP = [(re.compile(r"^apt-get update$"), "package lists: .ci/run ran apt-get update"),
         (re.compile(r"^apt-get install "), "packages: .ci/run installs them (static: a superset)"),
-        (re.compile(r"^bash \.ci/run$"), "CI itself")]
+        (re.compile(r"^bash \.ci/run$"), "CI itself"),
+        (re.compile(r"^FI_TCP_IFACE=lo ctest --test-dir build --output-on-failure$"),
+         ".ci/run's '== tests' step runs it (static: .ci/run has this line)")]
+# .ci/run must run the README's test line (FI_TCP_IFACE exported there)
+CI_TEST_LINE = re.compile(r"^ctest --test-dir build --output-on-failure\b", re.M)
 
 
 def classify(cmd):
@@ -169,6 +175,11 @@ def static(build):
         for p, why in NEEDED.items():
             if p not in lines[0]:
                 errs.append("README's first apt-get line lacks %s (%s)" % (p, why))
+    with open(os.path.join(ROOT, ".ci", "run")) as f:
+        ci = f.read()
+    if any(c.startswith("FI_TCP_IFACE=lo ctest ") for c in commands(text)) and \
+            not (CI_TEST_LINE.search(ci) and re.search(r"^export FI_TCP_IFACE=lo\b", ci, re.M)):
+        errs.append("README's ctest line is not what .ci/run runs")
     # the configuration example
     ymls = [b for lang, b in blocks(text) if lang == "yaml"]
     for y in ymls:
