@@ -38,10 +38,112 @@
 #include "cases.h"
 #include "rmacoll.h"
 
+#define MAXR 16
+
+typedef struct opts {
+    int np, iters, warmup, gcalls;
+    size_t minb, maxb;
+    int factor;
+    char paths[256];
+} opts_t;
+
+/* --help: the options (the man page is generated from this text,
+ * scripts/gen_man.py); built with or without CUDA. */
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: rmacoll-latency [-np N] [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP]\n"
+            "                       [--graph-calls G] [--path NAME[,NAME...]]\n"
+            "Per-call time of device-memory AlltoAll (int32) at small sizes, ranks as\n"
+            "threads of one process, nccl-tests' way: n calls back to back between two\n"
+            "events, time per call in us, the slowest rank; beside the floor of one\n"
+            "empty kernel launch plus one event record. Needs CUDA and a GPU.\n"
+            "  -np N                ranks (threads; GPU rank %% device count), 2..%d\n"
+            "                       (default 2)\n"
+            "  -b MIN               smallest bytes sent per rank in total (default 8K)\n"
+            "  -e MAX               largest (default 512K); sizes take K/M/G suffixes\n"
+            "  -f F                 multiply the size by F per row (default 8)\n"
+            "  -n ITERS             timed calls per size (default 1000)\n"
+            "  -w WARMUP            warm-up calls per size (default 100)\n"
+            "  --graph-calls G      calls captured into one CUDA graph by the graph_*\n"
+            "                       paths, time per call (default 100)\n"
+            "  --path NAME[,NAME...]  device paths to time, each in its own child\n"
+            "                       process (default all): ce (copy engine + stream\n"
+            "                       memory operations), nvlink_kernel (copy kernel),\n"
+            "                       one_launch (RMACOLL_NVL_ONE_LAUNCH=1), graph_ce\n"
+            "                       (RMACOLL_CUDA_GRAPH=1), graph_one_launch\n"
+            "  -h, --help           this text\n"
+            "Exit status: 0 ok, 1 a path failed (or wrong data), 2 bad usage or no CUDA.\n",
+            MAXR);
+}
+
+/* The options: -1 to go on, else the exit status (--help: 0). */
+static int parse_opts(int argc, char **argv, opts_t *o)
+{
+    static const struct option lo[] = {
+        {"np", required_argument, NULL, 'p'},   {"graph-calls", required_argument, NULL, 'g'},
+        {"path", required_argument, NULL, 'P'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    opts_t d = {2, 1000, 100, 100, 8192, 512 * 1024, 8, ""};
+    int c;
+    char *tok;
+    uint64_t v;
+
+    *o = d;
+    snprintf(o->paths, sizeof(o->paths), "ce,nvlink_kernel,one_launch,graph_ce,"
+             "graph_one_launch");
+    while ((c = getopt_long_only(argc, argv, "b:e:f:n:w:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'p': o->np = atoi(optarg); break;
+        case 'g': o->gcalls = atoi(optarg); break;
+        case 'P': snprintf(o->paths, sizeof(o->paths), "%s", optarg); break;
+        case 'n': o->iters = atoi(optarg); break;
+        case 'w': o->warmup = atoi(optarg); break;
+        case 'f': o->factor = atoi(optarg); break;
+        case 'b':
+        case 'e':
+            if (rmacoll_parse_size(optarg, &v) != RMACOLL_SUCCESS) {
+                fprintf(stderr, "rmacoll-latency: -%c: bad size '%s'\n", c, optarg);
+                return 2;
+            }
+            *(c == 'b' ? &o->minb : &o->maxb) = (size_t)v;
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (o->np < 2 || o->np > MAXR || o->iters < 1 || o->warmup < 0 || o->gcalls < 1 ||
+        o->minb < 1 || o->maxb < o->minb) {
+        fprintf(stderr, "rmacoll-latency: -np 2..%d, -n >= 1, -w >= 0, --graph-calls >= 1, "
+                "1 <= -b <= -e\n", MAXR);
+        return 2;
+    }
+    {
+        char copy[256], *sv = NULL;
+
+        snprintf(copy, sizeof(copy), "%s", o->paths);
+        for (tok = strtok_r(copy, ",", &sv); tok != NULL; tok = strtok_r(NULL, ",", &sv)) {
+            if (strcmp(tok, "ce") && strcmp(tok, "nvlink_kernel") &&
+                strcmp(tok, "one_launch") && strcmp(tok, "graph_ce") &&
+                strcmp(tok, "graph_one_launch")) {
+                fprintf(stderr, "rmacoll-latency: --path: unknown path '%s'\n", tok);
+                return 2;
+            }
+        }
+    }
+    return -1;
+}
+
 #ifndef RMACOLL_LATENCY_HAVE_CUDA
 
-int main(void)
+int main(int argc, char **argv)
 {
+    opts_t o;
+    int rc = parse_opts(argc, argv, &o);
+
+    if (rc >= 0) {
+        return rc;
+    }
     fprintf(stderr, "rmacoll-latency: built without CUDA (needs the CUDA toolkit at "
             "configure time)\n");
     return 2;
@@ -56,15 +158,6 @@ int main(void)
 #include <cuda_runtime_api.h>
 
 #include "cuda_graph.h"
-
-#define MAXR 16
-
-typedef struct opts {
-    int np, iters, warmup, gcalls;
-    size_t minb, maxb;
-    int factor;
-    char paths[256];
-} opts_t;
 
 typedef struct shared {
     const opts_t *o;
@@ -391,63 +484,14 @@ static int run_path(const opts_t *o, const char *path)
     return bad;
 }
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: rmacoll-latency [-np N] [-b MIN] [-e MAX] [-f F] [-n ITERS] "
-            "[-w WARMUP] [--graph-calls G] [--path ce,nvlink_kernel,one_launch,graph_ce,"
-            "graph_one_launch]\n");
-}
-
 int main(int argc, char **argv)
 {
-    static const struct option lo[] = {
-        {"np", required_argument, NULL, 'p'},   {"graph-calls", required_argument, NULL, 'g'},
-        {"path", required_argument, NULL, 'P'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    opts_t o = {2, 1000, 100, 100, 8192, 512 * 1024, 8, ""};
-    int c, fails = 0;
+    opts_t o;
+    int fails = 0, rc = parse_opts(argc, argv, &o);
     char *save = NULL, *tok;
-    uint64_t v;
 
-    snprintf(o.paths, sizeof(o.paths), "ce,nvlink_kernel,one_launch,graph_ce,"
-             "graph_one_launch");
-    while ((c = getopt_long_only(argc, argv, "b:e:f:n:w:h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'p': o.np = atoi(optarg); break;
-        case 'g': o.gcalls = atoi(optarg); break;
-        case 'P': snprintf(o.paths, sizeof(o.paths), "%s", optarg); break;
-        case 'n': o.iters = atoi(optarg); break;
-        case 'w': o.warmup = atoi(optarg); break;
-        case 'f': o.factor = atoi(optarg); break;
-        case 'b':
-        case 'e':
-            if (rmacoll_parse_size(optarg, &v) != RMACOLL_SUCCESS) {
-                fprintf(stderr, "rmacoll-latency: -%c: bad size '%s'\n", c, optarg);
-                return 2;
-            }
-            *(c == 'b' ? &o.minb : &o.maxb) = (size_t)v;
-            break;
-        default: usage(); return c == 'h' ? 0 : 2;
-        }
-    }
-    if (o.np < 2 || o.np > MAXR || o.iters < 1 || o.warmup < 0 || o.gcalls < 1 ||
-        o.minb < 1 || o.maxb < o.minb) {
-        fprintf(stderr, "rmacoll-latency: -np 2..%d, -n >= 1, -w >= 0, --graph-calls >= 1, "
-                "1 <= -b <= -e\n", MAXR);
-        return 2;
-    }
-    {
-        char copy[256], *sv = NULL;
-
-        snprintf(copy, sizeof(copy), "%s", o.paths);
-        for (tok = strtok_r(copy, ",", &sv); tok != NULL; tok = strtok_r(NULL, ",", &sv)) {
-            if (strcmp(tok, "ce") && strcmp(tok, "nvlink_kernel") &&
-                strcmp(tok, "one_launch") && strcmp(tok, "graph_ce") &&
-                strcmp(tok, "graph_one_launch")) {
-                fprintf(stderr, "rmacoll-latency: --path: unknown path '%s'\n", tok);
-                return 2;
-            }
-        }
+    if (rc >= 0) {
+        return rc;
     }
     /* ranks' streams on their own hardware queues (a stream wait blocks
      * the streams sharing its queue); inherited by the children */

@@ -27,7 +27,8 @@ static const rmacoll__env_var_t env_vars[] = {
     {"RMACOLL_PMIX_LIBRARY", "library",
      "libpmix opened under a PMIx launcher (default libpmix.so.2, then the build's PMIx libdir)"},
     {"RMACOLL_OFI_MAX_MSG_SIZE", "library",
-     "libfabric transport: largest message posted at once (bytes; default: the provider's)"},
+     "libfabric transport: largest message posted at once (bytes, with an optional K/M/G or "
+     "KiB/MiB/GiB suffix; default: the provider's); anything else fails init naming the variable"},
     {"RMACOLL_CUDA_GRAPH", "library",
      "1: calls on device memory may be captured into CUDA graphs on one node (opt-in, docs/gpu.md)"},
     {"RMACOLL_DEVICE_SIGNALS", "library",
@@ -35,11 +36,14 @@ static const rmacoll__env_var_t env_vars[] = {
     {"RMACOLL_NVL_ONE_LAUNCH", "library",
      "1: the NVLink kernel transport runs a whole small call in one kernel launch (opt-in, docs/gpu.md)"},
     {"RMACOLL_TRACE_STREAM", "library",
-     "1: one stderr line per stream operation, IPC import and device-word array of the CUDA transports (diagnostics; scripts/stream_trace_check.py reads them); ring: the same lines into an in-memory ring of the last 2048, printed on a stream that never drains (test_gpu_threads)"},
+     "1: one stderr line per stream operation, IPC import and device-word array of the CUDA transports (diagnostics; scripts/stream_trace_check.py reads them); ring: the same lines into an in-memory ring of the last 2048, printed by rmacoll__cu_ring_dump (test_gpu_threads does when a stream never drains)"},
     {"RMACOLL_LARGEST_FIRST_LOAD", "library",
      "traffic profile (node-to-node byte matrix) read by the largest_first scheduler (docs/sim.md)"},
     {"RMACOLL_SHM_TAG", "library",
-     "text (1-24 letters, digits, '_') appended as .TAG to the names of the /dev/shm files rmacoll creates; ranks of a node must agree (the test suite sets one per build)"},
+     "text (1-24 letters, digits, '_') appended as .TAG to the names of the /dev/shm files rmacoll "
+     "creates (control windows, libfabric shm regions); ranks of a node must agree; the test suite "
+     "sets one per build so that its /dev/shm check (tests/cmake/devshm_check.cmake) sees only its "
+     "own files"},
     {"RMACOLL_LIBRARY", "python", "path of librmacoll.so (or its folder) for the Python package"},
     {"RMACOLL_RANK", "rmacoll-perf", "rank of a process the tool spawned itself"},
     {"RMACOLL_NRANKS", "rmacoll-perf", "ranks the tool spawned"},

@@ -171,3 +171,24 @@ if(TARGET rmacoll-plan)
   set_tests_properties(plan_tool_relay_minimum_ok PROPERTIES TIMEOUT 60
     PASS_REGULAR_EXPRESSION "minimum relay.buffer_bytes 128\\).*check: ok")
 endif()
+# --heat's SVG against the simulation it draws (tests/tools/check_heat_svg.py):
+# viewBox and every label inside it, ticks at column centres from round 0 to
+# the last round, the colour scale from 0 B to the largest cell. One column
+# per round (4x4), grouped rounds (32x8: over 240 rounds), one node (no NIC
+# bytes), one traced rank, and a case whose title is wider than the cells.
+find_package(Python3 COMPONENTS Interpreter QUIET)
+if(TARGET rmacoll-plan AND Python3_Interpreter_FOUND)
+  set(_heat_check ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/tools/check_heat_svg.py
+    $<TARGET_FILE:rmacoll-plan>)
+  foreach(_h "4x4;--;--topology;4x4;--dist;zipf:1.2;--count;4K"
+             "grouped;--;--topology;32x8;--dist;zipf:1.2;--count;4K"
+             "one_node;--;--topology;1x4"
+             "one_traced;--;--topology;2,3;--trace-ranks;1"
+             "long_title;--long-title;--;--case;${RMACOLL_CASES_DIR}/moe_zipf_2x4.txt")
+    list(GET _h 0 _n)
+    list(REMOVE_AT _h 0)
+    add_test(NAME plan_tool_heat_svg_${_n} COMMAND ${_heat_check} ${_h})
+    set_tests_properties(plan_tool_heat_svg_${_n} PROPERTIES TIMEOUT 120
+      PASS_REGULAR_EXPRESSION "heat svg ok: ")
+  endforeach()
+endif()

@@ -65,6 +65,16 @@ void plan_cli_usage(FILE *out)
             "  --config FILE        rmacoll YAML config (default: $RMACOLL_CONFIG);\n"
             "                       RMACOLL_* variables override it, as in the\n"
             "                       library, and the options override both\n"
+            "  --scheduler NAME|all  scheduler of the plans (all: with --sim, every\n"
+            "                       built-in scheduler)\n"
+            "  --scheduler-plugin PATH  scheduler plugin .so instead (docs/schedulers.md)\n"
+            "  --scheduler-seed S   seed of the random scheduler\n"
+            "  --relay on|off       two-hop relay across nodes\n"
+            "  --relay-buffer BYTES  relay.buffer_bytes (below the topology's minimum:\n"
+            "                       refused, naming the relay and the minimum)\n"
+            "  --slots S            relay.slots\n"
+            "  --max-task-bytes BYTES  max_task_bytes\n"
+            "  -h, --help           this text\n"
             "sizes accept K, M, G, T suffixes (powers of 1024).\n");
 }
 

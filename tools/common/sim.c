@@ -1485,57 +1485,173 @@ static int write_gantt(const sim_t *s, const char *path, const sim_result_t *res
     return fclose(f) == 0 ? 0 : -1;
 }
 
+/* Text in an SVG: the XML specials escaped (a case file's path is in the
+ * title). */
+static void svg_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+/* The width a label takes at font size fs, on the safe side (0.62 em a
+ * character: wider than the average of the usual sans-serif fonts), so
+ * that the picture can be made wide enough for it. */
+static double svg_text_w(const char *s, int fs)
+{
+    return (double)strlen(s) * fs * 0.62;
+}
+
+#define HEAT_MAX_TICKS 9
+#define HEAT_SCALE_W 200
+
 /* Heat map: NIC tx / rx bytes per round of the traced ranks; cols
- * = rounds (grouped when there are more than 240). */
+ * = rounds (grouped, per rounds a column, when there are more than 240).
+ * Row labels on the left, one tick at the centre of each of up to 9
+ * columns spread from the first to the last (the first and last round of
+ * the column when it groups several), and a colour scale from 0 B (white,
+ * as an empty cell) to the largest cell's bytes (darkest). Each cell
+ * carries its rank, direction, rounds and bytes in a <title>. The picture
+ * is as wide as its widest label needs (viewBox = width x height). */
 static int write_heat(const sim_t *s, const char *path, const uint64_t *heat,
                       int nrounds, int ncols, int per, const char *title)
 {
     FILE *f = fopen(path, "w");
-    int rows = s->ntrace * 2, left = 150, top = 40, cw, rh = 12, W;
-    uint64_t mx = 1;
-    char col[16];
+    int rows = s->ntrace * 2, left = 150, top = 40, cw, rh = 12, W, H;
+    int axis_y, scale_y, nt, tick_col[HEAT_MAX_TICKS + 1];
+    int *row_rank = NULL;
+    uint64_t mx = 0;
+    double need;
+    char col[16], lab[96], sub[160], mxl[48];
 
     if (f == NULL) {
         return -1;
     }
+    row_rank = malloc(sizeof(int) * (size_t)(rows > 0 ? rows : 1));
+    if (row_rank == NULL) {
+        fclose(f);
+        return -1;
+    }
+    for (int r = 0; r < s->n; r++) {
+        if (s->trace_row[r] >= 0) {
+            int base = s->trace_row[r] / SIM_TRACE_ROWS * 2;
+            row_rank[base] = row_rank[base + 1] = r;
+        }
+    }
     cw = ncols > 0 ? (900 / ncols > 1 ? 900 / ncols : 1) : 1;
-    W = left + cw * ncols + 20;
     for (size_t i = 0; i < (size_t)rows * ncols; i++) {
         mx = heat[i] > mx ? heat[i] : mx;
     }
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-               "font-family=\"sans-serif\" font-size=\"10\">\n", W, top + rows * rh + 60);
-    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-    fprintf(f, "<text x=\"10\" y=\"16\" font-size=\"13\">%s</text>\n", title);
-    fprintf(f, "<text x=\"10\" y=\"30\">bytes per round on each NIC direction of the traced "
-               "ranks (%d rounds, %d per column; darkest = %" PRIu64 " B)</text>\n",
-            nrounds, per, mx);
-    for (int r = 0; r < s->n; r++) {
-        int base = s->trace_row[r];
-        if (base < 0) {
-            continue;
+    /* ticks: every step-th column from the first, and the last (in place
+     * of the tick before it when that one is less than step / 2 away) */
+    {
+        int step = ncols > HEAT_MAX_TICKS ? (ncols - 1 + HEAT_MAX_TICKS - 2) / (HEAT_MAX_TICKS - 1) : 1;
+        nt = 0;
+        for (int c = 0; c < ncols; c += step) {
+            tick_col[nt++] = c;
         }
-        base = base / SIM_TRACE_ROWS * 2;
-        fprintf(f, "<text x=\"4\" y=\"%d\">rank %d nic tx</text>\n", top + base * rh + rh - 3, r);
-        fprintf(f, "<text x=\"4\" y=\"%d\">rank %d nic rx</text>\n", top + (base + 1) * rh + rh - 3, r);
+        if (nt > 0 && tick_col[nt - 1] != ncols - 1) {
+            if (2 * (ncols - 1 - tick_col[nt - 1]) < step && nt > 1) {
+                nt--;
+            }
+            tick_col[nt++] = ncols - 1;
+        }
     }
+    axis_y = top + rows * rh;
+    scale_y = axis_y + 44;
+    H = scale_y + 32;
+    snprintf(sub, sizeof(sub), "bytes per round on each NIC direction of the traced ranks "
+             "(%d rounds, %d per column)", nrounds, per);
+    snprintf(mxl, sizeof(mxl), "%" PRIu64 " B", mx);
+    /* width: the cells, and every label that reaches further right */
+    need = left + (double)cw * ncols + 20;
+    need = fmax(need, 10 + svg_text_w(title, 13) + 10);
+    need = fmax(need, 10 + svg_text_w(sub, 10) + 10);
+    need = fmax(need, left + HEAT_SCALE_W + 10);
+    for (int k = 0; k < nt; k++) {
+        int c = tick_col[k], a = c * per, b = (c + 1) * per < nrounds ? (c + 1) * per : nrounds;
+        if (per > 1) {
+            snprintf(lab, sizeof(lab), "%d-%d", a, b - 1);
+        } else {
+            snprintf(lab, sizeof(lab), "%d", a);
+        }
+        need = fmax(need, left + (c + 0.5) * cw + svg_text_w(lab, 10) / 2 + 10);
+    }
+    W = (int)ceil(need);
+
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+               "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"10\">\n",
+            W, H, W, H);
+    fprintf(f, "<defs><linearGradient id=\"heat-scale\" x1=\"0\" x2=\"1\" y1=\"0\" y2=\"0\">");
+    for (int k = 0; k <= 2; k++) {
+        /* svg_color is linear between 0, 0.5 and 1: three stops draw it */
+        svg_color(k / 2.0, col, sizeof(col));
+        fprintf(f, "<stop offset=\"%.1f\" stop-color=\"%s\"/>", k / 2.0, col);
+    }
+    fprintf(f, "</linearGradient></defs>\n");
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"10\" y=\"16\" font-size=\"13\">");
+    svg_text(f, title);
+    fprintf(f, "</text>\n<text x=\"10\" y=\"30\">%s</text>\n", sub);
+    fprintf(f, "<g id=\"row-labels\">\n");
+    for (int row = 0; row < rows; row++) {
+        fprintf(f, "<text x=\"4\" y=\"%d\">rank %d nic %s</text>\n", top + row * rh + rh - 3,
+                row_rank[row], row % 2 ? "rx" : "tx");
+    }
+    fprintf(f, "</g>\n<g id=\"cells\" data-rows=\"%d\" data-columns=\"%d\" "
+               "data-rounds=\"%d\" data-rounds-per-column=\"%d\">\n", rows, ncols, nrounds, per);
     for (int row = 0; row < rows; row++) {
         for (int cI = 0; cI < ncols; cI++) {
             uint64_t v = heat[(size_t)row * ncols + cI];
+            int a = cI * per, b = (cI + 1) * per < nrounds ? (cI + 1) * per : nrounds;
             if (v == 0) {
                 continue;
             }
             svg_color((double)v / (double)mx, col, sizeof(col));
-            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n",
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">",
                     left + cI * cw, top + row * rh, cw, rh - 1, col);
+            if (per > 1) {
+                fprintf(f, "<title>rank %d nic %s, rounds %d-%d: %" PRIu64 " B</title></rect>\n",
+                        row_rank[row], row % 2 ? "rx" : "tx", a, b - 1, v);
+            } else {
+                fprintf(f, "<title>rank %d nic %s, round %d: %" PRIu64 " B</title></rect>\n",
+                        row_rank[row], row % 2 ? "rx" : "tx", a, v);
+            }
         }
     }
-    for (int k = 0; k <= 8; k++) {
-        int cI = ncols * k / 8;
-        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">round %d</text>\n",
-                left + cI * cw, top + rows * rh + 20, cI * per);
+    fprintf(f, "</g>\n<g id=\"x-ticks\">\n");
+    fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#999\"/>\n", left,
+            left + cw * ncols, axis_y, axis_y);
+    for (int k = 0; k < nt; k++) {
+        int c = tick_col[k], a = c * per, b = (c + 1) * per < nrounds ? (c + 1) * per : nrounds;
+        double x = left + (c + 0.5) * cw;
+        if (per > 1) {
+            snprintf(lab, sizeof(lab), "%d-%d", a, b - 1);
+        } else {
+            snprintf(lab, sizeof(lab), "%d", a);
+        }
+        fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#999\"/>"
+                   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" data-column=\"%d\">%s</text>\n",
+                x, x, axis_y, axis_y + 4, x, axis_y + 15, c, lab);
     }
+    fprintf(f, "<text x=\"%d\" y=\"%d\">%s</text>\n</g>\n", left, axis_y + 29,
+            per > 1 ? "rounds (first-last of each column)" : "round");
+    fprintf(f, "<g id=\"colour-scale\">\n<text x=\"4\" y=\"%d\">bytes per cell</text>\n"
+               "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"10\" fill=\"url(#heat-scale)\" "
+               "stroke=\"#999\"/>\n", scale_y + 9, left, scale_y, HEAT_SCALE_W);
+    fprintf(f, "<text class=\"scale-min\" x=\"%d\" y=\"%d\" data-bytes=\"0\">0 B</text>\n",
+            left, scale_y + 22);
+    fprintf(f, "<text class=\"scale-max\" x=\"%d\" y=\"%d\" text-anchor=\"end\" "
+               "data-bytes=\"%" PRIu64 "\">%s</text>\n</g>\n",
+            left + HEAT_SCALE_W, scale_y + 22, mx, mxl);
     fprintf(f, "</svg>\n");
+    free(row_rank);
     return fclose(f) == 0 ? 0 : -1;
 }
 
