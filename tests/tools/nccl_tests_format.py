@@ -132,7 +132,7 @@ def parse_text(text, ranks, algbw_size):
     if m is None:
         fail("no 'validation: N' in %r" % nt[0])
     validation = int(m.group(1))
-    m = re.search(r" iters: (\d+)", nt[0])
+    m = re.search(r"(?<!warmup)(?<!agg) iters: (\d+)", nt[0])
     iters = int(m.group(1)) if m else None
 
     hdr = [i for i, l in enumerate(lines)
