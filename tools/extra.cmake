@@ -191,6 +191,14 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
     set_tests_properties(perf_superbench_in_place_na PROPERTIES TIMEOUT 300
       ENVIRONMENT "${_perf_env}" LABELS "multiprocess"
       PASS_REGULAR_EXPRESSION "parse_nccl_tests: ok: 14 rows \\(8\\.\\.65536 bytes\\), 4 ranks[^\n]*\nparse_nccl_tests: FAIL: row has 9 fields, header 13")
+    # The checker can fail: the output before issue 34 (in-place N/A, which
+    # --in-place na still prints) is not nccl-tests' format.
+    add_test(NAME perf_nccl_format_rejects_na COMMAND sh -c
+      "\"$1\" -np 2 --ppn 1 -b 1K -e 1K -n 2 -w 1 --in-place na | \"$2\" \"$3\" --ranks 2; echo rc=$?"
+      sh $<TARGET_FILE:rmacoll-perf> ${Python3_EXECUTABLE} ${_fmt})
+    set_tests_properties(perf_nccl_format_rejects_na PROPERTIES TIMEOUT 120
+      ENVIRONMENT "${_perf_env}" LABELS "multiprocess"
+      PASS_REGULAR_EXPRESSION "nccl_tests_format: FAIL: time is not a number \\('N/A'\\)[^\n]*\nrc=1\n")
     # -a: nccl-tests' default, the mean over ranks
     add_test(NAME perf_average_default_mean COMMAND sh -c
       "\"$1\" -np 2 --ppn 1 -b 1K -e 1K -n 2 -w 1 --json - | \"$2\" -c 'import json,sys; d=json.load(sys.stdin); assert d[\"average\"]==\"mean\", d[\"average\"]; print(\"average\", d[\"average\"])'"
