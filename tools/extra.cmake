@@ -199,6 +199,14 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
     set_tests_properties(perf_nccl_format_rejects_na PROPERTIES TIMEOUT 120
       ENVIRONMENT "${_perf_env}" LABELS "multiprocess"
       PASS_REGULAR_EXPRESSION "nccl_tests_format: FAIL: time is not a number \\('N/A'\\)[^\n]*\nrc=1\n")
+    # ... and rmacoll's own --json document (what -J wrote before issue 34)
+    # is not nccl-tests' JSON: given to the checker as the -J file, refused.
+    add_test(NAME perf_nccl_format_rejects_old_json COMMAND sh -c
+      "d=$(mktemp -d) || exit 3; \"$1\" -np 2 --ppn 1 -b 1K -e 1K -n 2 -w 1 --json \"$d/old.json\" >\"$d/out\"; { echo \"# Writing JSON output to $d/old.json\"; cat \"$d/out\"; } | \"$2\" \"$3\" --ranks 2 --json \"$d/old.json\"; echo rc=$?; rm -rf \"$d\""
+      sh $<TARGET_FILE:rmacoll-perf> ${Python3_EXECUTABLE} ${_fmt})
+    set_tests_properties(perf_nccl_format_rejects_old_json PROPERTIES TIMEOUT 120
+      ENVIRONMENT "${_perf_env}" LABELS "multiprocess"
+      PASS_REGULAR_EXPRESSION "nccl_tests_format: FAIL: top has no 'version'\nrc=1\n")
     # -a: nccl-tests' default, the mean over ranks
     add_test(NAME perf_average_default_mean COMMAND sh -c
       "\"$1\" -np 2 --ppn 1 -b 1K -e 1K -n 2 -w 1 --json - | \"$2\" -c 'import json,sys; d=json.load(sys.stdin); assert d[\"average\"]==\"mean\", d[\"average\"]; print(\"average\", d[\"average\"])'"
