@@ -162,7 +162,9 @@ for topo in $TOPOLOGIES; do
             read -r lo hi n w <<<"$run"
             r=$OUT/rmacoll_${topo}_${lo}_$rep.json
             m=$OUT/mpi_${topo}_${lo}_$rep.json
-            args=(-b "$lo" -e "$hi" -f "$STEP" -n "$n" -w "$w" "${OPTS[@]}")
+            # -a 3: the time of the slowest rank, as before -a defaulted to
+            # nccl-tests' mean (issue 34 item 5); both tools alike
+            args=(-b "$lo" -e "$hi" -f "$STEP" -n "$n" -w "$w" -a 3 "${OPTS[@]}")
             if ! "$PERF" -np "$NP" --ppn "$ppn" "${args[@]}" --json "$r" >"$r.log" 2>&1; then
                 echo "compare_mpi: rmacoll-perf failed ($topo, -b $lo, rep $rep); see $r.log" >&2
                 tail -5 "$r.log" >&2

@@ -144,20 +144,76 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
   set_tests_properties(perf_local_register_needs_host PROPERTIES TIMEOUT 30
     PASS_REGULAR_EXPRESSION "^rmacoll-perf: -R 1: registered buffers are host memory; --buffers cuda allocates its own device buffers: use -R 0 with it\nexit 64\n$")
 
-  # nccl-tests command lines: a pasted alltoall_perf line runs unchanged
-  # and its output parses with the rules of parsers written for
-  # nccl-tests (tests/tools/parse_nccl_tests.py: SuperBench's, FlagPerf's,
-  # nccl-tests' own rank-line format). -e kept small for the suite.
+  # nccl-tests command lines (issue 34 item 5): a pasted alltoall_perf line
+  # with every nccl-tests flag rmacoll-perf takes (short forms here, long
+  # forms below) runs unchanged, with -J; its text and its JSON document are
+  # in nccl-tests' format, checked by tests/tools/nccl_tests_format.py
+  # (written from nccl-tests' printed format, not from rmacoll-perf): the
+  # in-place variant blank in the text (nccl-tests' 32-space not-measured
+  # filler) and null in the JSON, the JSON rows the text's rows. -e kept
+  # small for the suite.
   find_package(Python3 COMPONENTS Interpreter QUIET)
   set(_perf_env "FI_TCP_IFACE=lo;FI_SOCKETS_IFACE=lo")
+  set(_fmt ${PROJECT_SOURCE_DIR}/tests/tools/nccl_tests_format.py)
   if(Python3_Interpreter_FOUND)
     add_test(NAME perf_nccl_tests_cmdline COMMAND sh -c
-      "\"$1\" -b 8 -e 64K -f 2 -g 1 -t 1 -c 1 -n 5 -w 2 -o sum -r 0 -z 0 -a 1 -m 1 -N 1 -T 300 -d float | \"$2\" \"$3\" --min-rows 14 --ranks 4"
-      sh $<TARGET_FILE:rmacoll-perf> ${Python3_EXECUTABLE}
-      ${PROJECT_SOURCE_DIR}/tests/tools/parse_nccl_tests.py)
+      "d=$(mktemp -d) || exit 3; \"$1\" -b 8 -e 64K -f 2 -g 1 -t 1 -c 1 -n 5 -w 2 -o sum -r 0 -z 0 -a 1 -m 1 -N 1 -T 300 -d float -p 0 -y 0 -G 0 -C 0 -S 0 -R 0 -M 0 -D 0 -V 16 -u 0 -J \"$d/r.json\" >\"$d/out\"; echo \"perf rc=$?\"; \"$2\" \"$3\" --min-rows 14 --ranks 4 --expect-in-place none --json \"$d/r.json\" <\"$d/out\"; rc=$?; rm -rf \"$d\"; exit $rc"
+      sh $<TARGET_FILE:rmacoll-perf> ${Python3_EXECUTABLE} ${_fmt})
     set_tests_properties(perf_nccl_tests_cmdline PROPERTIES TIMEOUT 300
       ENVIRONMENT "${_perf_env}" LABELS "multiprocess"
-      PASS_REGULAR_EXPRESSION "parse_nccl_tests: ok: 14 rows \\(8\\.\\.65536 bytes\\), 4 ranks")
+      PASS_REGULAR_EXPRESSION "perf rc=0\nnccl_tests_format: ok: text and JSON, 14 rows \\(8\\.\\.65536 bytes\\), 4 ranks, validation 1")
+    # The long forms (nccl-tests' option table), with -c 0 (#wrong N/A,
+    # "nwrong": null), -C 1 (cputime columns, "cpu_time"), -S 1 (a
+    # timestamp column), -i (config "step_bytes"), --dist uniform (every
+    # rank moves the row's size: algbw = size / time, as nccl-tests).
+    add_test(NAME perf_nccl_tests_longopts COMMAND sh -c
+      "d=$(mktemp -d) || exit 3; \"$1\" -np 2 --ppn 1 --dist uniform --nthreads 1 --ngpus 1 --minbytes 1K --maxbytes 4K --stepbytes 1K --iters 3 --warmup_iters 1 --agg_iters 1 --run_cycles 1 --parallel_init 0 --check 0 --op sum --datatype int32 --root 0 --blocking 0 --stream_null 0 --timeout 120 --cudagraph 0 --report_cputime 1 --report_timestamps 1 --average 2 --local_register 0 --memory 0 --memory_report 0 --device_implementation 0 --device_cta_count 8 --unalign 0 --output_file \"$d/r.json\" >\"$d/out\"; echo \"perf rc=$?\"; \"$2\" \"$3\" --ranks 2 --min-rows 4 --expect-in-place none --algbw-size --json \"$d/r.json\" <\"$d/out\"; rc=$?; \"$2\" -c 'import json,sys; d=json.load(open(sys.argv[1])); c=d[\"config\"]; r=d[\"results\"]; assert c[\"step_bytes\"]==1024 and \"step_factor\" not in c and c[\"validation\"]==0, c; assert all(x[\"out_of_place\"][\"nwrong\"] is None and \"cpu_time\" in x[\"out_of_place\"] and x[\"type\"]==\"int32\" for x in r), r; assert d[\"rmacoll\"][\"average\"]==\"min\"; print(\"longopts json ok\")' \"$d/r.json\" || rc=1; rm -rf \"$d\"; exit $rc"
+      sh $<TARGET_FILE:rmacoll-perf> ${Python3_EXECUTABLE} ${_fmt})
+    set_tests_properties(perf_nccl_tests_longopts PROPERTIES TIMEOUT 300
+      ENVIRONMENT "${_perf_env}" LABELS "multiprocess"
+      PASS_REGULAR_EXPRESSION "perf rc=0\nnccl_tests_format: ok: text and JSON, 4 rows \\(1024\\.\\.4096 bytes\\), 2 ranks, validation 0[^\n]*\nlongopts json ok")
+    # -J never overwrites (nccl-tests): an existing FILE is kept, FILE.0 is
+    # written, and the text names it.
+    add_test(NAME perf_nccl_json_no_overwrite COMMAND sh -c
+      "d=$(mktemp -d) || exit 3; echo keep >\"$d/r.json\"; \"$1\" -np 2 --ppn 1 -b 1K -e 2K -f 2 -n 2 -w 1 -J \"$d/r.json\" >\"$d/out\"; echo \"perf rc=$?\"; grep \"^# Writing JSON output to $d/r.json.0$\" \"$d/out\" >/dev/null && echo named; test \"$(cat \"$d/r.json\")\" = keep && echo kept; \"$2\" \"$3\" --ranks 2 --json \"$d/r.json\" <\"$d/out\"; rm -rf \"$d\""
+      sh $<TARGET_FILE:rmacoll-perf> ${Python3_EXECUTABLE} ${_fmt})
+    set_tests_properties(perf_nccl_json_no_overwrite PROPERTIES TIMEOUT 120
+      ENVIRONMENT "${_perf_env}" LABELS "multiprocess"
+      PASS_REGULAR_EXPRESSION "perf rc=0\nnamed\nkept\nnccl_tests_format: ok: text and JSON, 2 rows")
+    # --in-place na: the in-place columns N/A (13 fields), for parsers that
+    # index the out-of-place columns from the end of the row (SuperBench's
+    # nccl-bw: tests/tools/parse_nccl_tests.py); the default's blank filler
+    # is refused by that rule (the test fails without --in-place na).
+    add_test(NAME perf_superbench_in_place_na COMMAND sh -c
+      "\"$1\" -b 8 -e 64K -f 2 -n 5 -w 2 --in-place na | \"$2\" \"$3\" --min-rows 14 --ranks 4; \"$1\" -b 8 -e 64 -f 2 -n 2 -w 1 | \"$2\" \"$3\""
+      sh $<TARGET_FILE:rmacoll-perf> ${Python3_EXECUTABLE}
+      ${PROJECT_SOURCE_DIR}/tests/tools/parse_nccl_tests.py)
+    set_tests_properties(perf_superbench_in_place_na PROPERTIES TIMEOUT 300
+      ENVIRONMENT "${_perf_env}" LABELS "multiprocess"
+      PASS_REGULAR_EXPRESSION "parse_nccl_tests: ok: 14 rows \\(8\\.\\.65536 bytes\\), 4 ranks[^\n]*\nparse_nccl_tests: FAIL: row has 9 fields, header 13")
+    # The checker can fail: the output before issue 34 (in-place N/A, which
+    # --in-place na still prints) is not nccl-tests' format.
+    add_test(NAME perf_nccl_format_rejects_na COMMAND sh -c
+      "\"$1\" -np 2 --ppn 1 -b 1K -e 1K -n 2 -w 1 --in-place na | \"$2\" \"$3\" --ranks 2; echo rc=$?"
+      sh $<TARGET_FILE:rmacoll-perf> ${Python3_EXECUTABLE} ${_fmt})
+    set_tests_properties(perf_nccl_format_rejects_na PROPERTIES TIMEOUT 120
+      ENVIRONMENT "${_perf_env}" LABELS "multiprocess"
+      PASS_REGULAR_EXPRESSION "nccl_tests_format: FAIL: time is not a number \\('N/A'\\)[^\n]*\nrc=1\n")
+    # ... and rmacoll's own --json document (what -J wrote before issue 34)
+    # is not nccl-tests' JSON: given to the checker as the -J file, refused.
+    add_test(NAME perf_nccl_format_rejects_old_json COMMAND sh -c
+      "d=$(mktemp -d) || exit 3; \"$1\" -np 2 --ppn 1 -b 1K -e 1K -n 2 -w 1 --json \"$d/old.json\" >\"$d/out\"; { echo \"# Writing JSON output to $d/old.json\"; cat \"$d/out\"; } | \"$2\" \"$3\" --ranks 2 --json \"$d/old.json\"; echo rc=$?; rm -rf \"$d\""
+      sh $<TARGET_FILE:rmacoll-perf> ${Python3_EXECUTABLE} ${_fmt})
+    set_tests_properties(perf_nccl_format_rejects_old_json PROPERTIES TIMEOUT 120
+      ENVIRONMENT "${_perf_env}" LABELS "multiprocess"
+      PASS_REGULAR_EXPRESSION "nccl_tests_format: FAIL: top has no 'version'\nrc=1\n")
+    # -a: nccl-tests' default, the mean over ranks
+    add_test(NAME perf_average_default_mean COMMAND sh -c
+      "\"$1\" -np 2 --ppn 1 -b 1K -e 1K -n 2 -w 1 --json - | \"$2\" -c 'import json,sys; d=json.load(sys.stdin); assert d[\"average\"]==\"mean\", d[\"average\"]; print(\"average\", d[\"average\"])'"
+      sh $<TARGET_FILE:rmacoll-perf> ${Python3_EXECUTABLE})
+    set_tests_properties(perf_average_default_mean PROPERTIES TIMEOUT 120
+      ENVIRONMENT "${_perf_env}" LABELS "multiprocess"
+      PASS_REGULAR_EXPRESSION "time mean over ranks.*average mean")
     # --json - : the JSON document alone on stdout; -d all: every type
     add_test(NAME perf_json_stdout COMMAND sh -c
       "\"$1\" -b 1K -e 2K -f 2 -n 2 -w 1 -d all --json - 2>/dev/null | \"$2\" -c 'import json,sys; d=json.load(sys.stdin); t=[r[\"type\"] for r in d[\"rows\"]]; assert d[\"status\"]==\"ok\" and len(t)==20 and t[0]==\"int8\" and t[-1]==\"bfloat16\" and all(r[\"wrong\"]==0 for r in d[\"rows\"]), t; print(\"json ok\", len(t))'"
@@ -199,6 +255,29 @@ if(RMACOLL_BUILD_TESTS AND (NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
       sh $<TARGET_FILE:rmacoll-perf> ${PROJECT_SOURCE_DIR}/tests/cases/moe_zipf_2x4.txt ${_o} ${_v})
     set_tests_properties(perf_usage_exit64_${_n} PROPERTIES TIMEOUT 30
       ENVIRONMENT "${_perf_env}" FAIL_REGULAR_EXPRESSION "rank\\(s\\) failed|launch: rank")
+  endforeach()
+  # nccl-tests flags refused (exit 64 before any rank starts), each with a
+  # message naming the flag (short and long form) and why.
+  foreach(_bad "y;-y;1;-y 1 \\(--stream_null\\): rmacoll-perf never runs the collective on the CUDA default stream"
+                "y_long;--stream_null;1;-y 1 \\(--stream_null\\): "
+                "x;-x;0;-x 0 \\(--cta_policy\\): NCCL's CTA policy applies to NCCL kernels"
+                "x_long;--cta_policy;2;-x 2 \\(--cta_policy\\): "
+                "D;-D;1;-D 1 \\(--device_implementation\\): nccl-tests' NCCL device-API kernels"
+                "u;-u;4;-u 4 \\(--unalign\\): misaligned buffers are not supported"
+                "u_long;--unalign;1;-u 1 \\(--unalign\\): "
+                "t;-t;2;-t 2: rmacoll-perf runs one rank per process"
+                "g;--ngpus;8;-g 8: rmacoll-perf runs one rank per process"
+                "V;-V;0;bad value for -V: 0")
+    list(GET _bad 0 _n)
+    list(GET _bad 1 _o)
+    list(GET _bad 2 _v)
+    list(GET _bad 3 _msg)
+    add_test(NAME perf_nccl_flag_refused_${_n} COMMAND sh -c
+      "\"$1\" -np 2 --ppn 1 -b 1K -e 1K \"$2\" \"$3\" 2>&1; echo rc=$?"
+      sh $<TARGET_FILE:rmacoll-perf> ${_o} ${_v})
+    set_tests_properties(perf_nccl_flag_refused_${_n} PROPERTIES TIMEOUT 30
+      ENVIRONMENT "${_perf_env}"
+      PASS_REGULAR_EXPRESSION "^rmacoll-perf: ${_msg}[^\n]*\nrc=64\n$")
   endforeach()
   # The launcher's summary gives each rank's own code: every rank fails the
   # mismatch case with RMACOLL_ERR_MISMATCH (it said RMACOLL_ERR_PEER, the

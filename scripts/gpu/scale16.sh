@@ -48,11 +48,11 @@ if [ -n "${PERCALL:-}" ]; then
       ppn=${s#*x}
       for t in old new; do
         us=$(timeout -k 5 120 /tmp/sc-$t/tools/rmacoll-perf -np 16 --ppn "$ppn" -b 16K -e 16K \
-               --dist uniform -n 2000 -w 200 -c 0 -q 2>&1 | awk '$1 == 16384 { print $6 }')
+               --dist uniform -n 2000 -w 200 -c 0 -a 3 -q 2>&1 | awk '$1 == 16384 { print $6 }')
         echo "percall $s $t $rep ${us:-failed}"
       done
       mpirun -np 16 --bind-to none --allow-run-as-root --mca btl tcp,self \
-        /tmp/sc-new/tools/rmacoll-mpi-perf -b 16K -e 16K --dist uniform -n 2000 -w 200 -c 0 -q \
+        /tmp/sc-new/tools/rmacoll-mpi-perf -b 16K -e 16K --dist uniform -n 2000 -w 200 -c 0 -a 3 -q \
         2>/dev/null | awk -v s="$s" -v r="$rep" '$1 == 16384 { print "percall", s, "mpi-tcp", r, $6 }'
     done
   done 2>&1 | tee -a "$OUT/summary.txt"

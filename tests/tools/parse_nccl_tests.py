@@ -14,6 +14,12 @@ Three parsers' rules are applied (re-implemented here from their logic):
  - nccl-tests' own parseRankInfo (src/util.cu) for the "# Using devices"
    lines: "#  Rank %d Group %d Pid %d on %s device %d [%s] %s".
 
+SuperBench's rule needs all 13 fields in a row: rmacoll-perf prints them
+with --in-place na (N/A in the in-place columns); its default leaves the
+in-place variant blank as nccl-tests leaves a variant it does not measure
+(32 spaces), which this rule refuses ("row has 9 fields"), as SuperBench
+would misread it. nccl-tests' own format: tests/tools/nccl_tests_format.py.
+
 Usage: rmacoll-perf ... | parse_nccl_tests.py [--min-rows N] [--ranks N]
 Exit 0 and a summary on success; 1 and the reason otherwise.
 """

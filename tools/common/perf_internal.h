@@ -81,6 +81,9 @@ typedef struct perf_run {
     char *devlines;              /* "# Using devices" lines */
     FILE *json;                  /* rank 0's --json document, or NULL */
     int json_failed;             /* rank 0 could not open or write it */
+    FILE *njson;                 /* rank 0's -J document (nccl-tests' layout), or NULL */
+    char njson_path[RMACOLL_PERF_STR + 16]; /* the file -J writes (FILE or FILE.k) */
+    char start_time[32];         /* -J's start_time, "%Y-%m-%d %H:%M:%S" */
 } perf_run_t;
 
 /* perfrow.c */
@@ -110,6 +113,10 @@ int perf_gemm_run(perf_state_t *s, const rmacoll_case_t *c, rmacoll_datatype_t d
 
 /* perfjson.c: rank 0's --json documents (cJSON, printed formatted). */
 void perf_json_sweep(const perf_run_t *r, int rc, FILE *json);
+/* -J: nccl-tests' document (its keys and units; rmacoll's own figures under
+ * "rmacoll"). */
+void perf_json_nccl(const perf_run_t *r, int rc, FILE *json);
+void perf_format_now(char *buf, size_t len);
 void perf_json_gemm(const perf_state_t *s, rmacoll_datatype_t dtype, uint64_t size,
                     double per_ms, double tflops, const perf_gemm_res_t *res,
                     const char *const *names, FILE *json);

@@ -33,7 +33,7 @@ void rmacoll_perf_opts_init(rmacoll_perf_opts_t *o)
     o->gemm_iters = 50;
     o->agg_iters = 1;
     o->run_cycles = 1;
-    o->average = 3;
+    o->average = 1;   /* nccl-tests' default: the mean over ranks */
 }
 
 /* Long because: one usage text, printed by one call. */
@@ -104,14 +104,20 @@ void rmacoll_perf_usage(const char *prog, FILE *out)
 "  --no-check             same as -c 0\n"
 "  --check-every          fill and check every timed iteration instead, each\n"
 "                         call timed alone after a barrier\n"
-"  -a, --average 0|1|2|3  time over ranks: rank 0, mean, min, max (default 3,\n"
-"                         max; nccl-tests defaults to 1)\n"
+"  -a, --average 0|1|2|3  time over ranks: rank 0, mean, min, max (default 1,\n"
+"                         the mean, as nccl-tests)\n"
 "  -z, --blocking 0|1     wait for each call (device memory; host calls\n"
 "                         always block)\n"
 "  -C, --report_cputime 0|1  time on the host clock also with device memory\n"
+"                         (the time columns are then headed cputime)\n"
+"  -S, --report_timestamps 0|1  a timestamp column after in-place\n"
 "  -M, --memory_report 0|1   print the largest buffers of any rank\n"
-"  -J, --output_file FILE, --json FILE   write the rows as JSON (FILE - =\n"
-"                         stdout; the table then goes to stderr)\n"
+"  -J, --output_file FILE  write nccl-tests' JSON document (its keys, rmacoll's\n"
+"                         extras under \"rmacoll\"); an existing FILE is kept\n"
+"                         and FILE.0, FILE.1, ... written instead, as\n"
+"                         nccl-tests; FILE - = stdout (the table on stderr)\n"
+"  --json FILE            rmacoll's own JSON document (docs/perf.md), FILE\n"
+"                         overwritten; - = stdout (the table on stderr)\n"
 "  -t, --nthreads 1  -g, --ngpus 1   one rank per process and GPU: only 1\n"
 "  -G, --cudagraph, --graph N   CUDA graphs (--buffers cuda, one node): the\n"
 "                         -m calls of an iteration captured into one graph\n"
@@ -125,13 +131,25 @@ void rmacoll_perf_usage(const char *prog, FILE *out)
 "                         posix_memalign)\n"
 "  -o, --op, -r, --root, -p, --parallel_init: accepted and ignored (no\n"
 "                         reduction, no root, no threads)\n"
+"  -y, --stream_null 0    only 0: the calls never run on the CUDA default\n"
+"                         stream\n"
+"  -D, --device_implementation 0   only 0 (NCCL device-API kernels: none)\n"
+"  -V, --device_cta_count N   accepted and ignored, as by nccl-tests without\n"
+"                         -D (1..128)\n"
+"  -u, --unalign 0        only 0: the buffers are page-aligned\n"
+"  -x, --cta_policy       refused: an NCCL kernel setting; rmacoll-perf's\n"
+"                         collective launches no NCCL kernel\n"
 "  --dist SPEC            uniform | random | zipf:ALPHA | sparse:P |\n"
 "                         matrix:FILE (default zipf:1.2); see docs/perf.md\n"
 "  --seed N               seed of the count generator (default 1)\n"
 "  -q, --quiet            rows only, no header\n"
 "  -h, --help             this text\n"
 "SIZE: bytes with K/M/G suffixes (powers of 1024), fractions allowed (1.5M).\n"
-"In-place columns print N/A: rmacoll has no in-place AlltoAllV yet.\n"
+"In-place columns are left blank (nccl-tests' not-measured filler; null in\n"
+"-J's JSON): not measured.\n"
+"  --in-place blank|na    na: print N/A in them instead (parsers that index\n"
+"                         the out-of-place columns from the end of the row,\n"
+"                         as SuperBench's nccl-bw does, need all 13 fields)\n"
 "Exit status: 0 ok, 1 a rank failed, 2 wrong data, 64 bad usage.\n",
             prog, scheds);
 }
@@ -243,7 +261,7 @@ enum {
     PO_NP = 256, PO_PPN, PO_TOPOLOGY, PO_NODES, PO_TIMEOUT, PO_SPAWN,
     PO_DRY_RUN, PO_CONFIG, PO_RELAY, PO_SCHEDULER, PO_INTRA, PO_INTER,
     PO_BUFFERS, PO_MEMORY, PO_BASELINE, PO_GEMM, PO_GEMM_ITERS, PO_DIST,
-    PO_SEED, PO_JSON, PO_NO_CHECK, PO_CHECK_ON, PO_CHECK_EVERY
+    PO_SEED, PO_JSON, PO_NO_CHECK, PO_CHECK_ON, PO_CHECK_EVERY, PO_IN_PLACE
 };
 
 static const struct option perf_longopts[] = {
@@ -270,8 +288,15 @@ static const struct option perf_longopts[] = {
     {"seed", required_argument, NULL, PO_SEED},
     {"json", required_argument, NULL, PO_JSON},
     {"output_file", required_argument, NULL, 'J'},
+    {"stream_null", required_argument, NULL, 'y'},
+    {"report_timestamps", required_argument, NULL, 'S'},
+    {"cta_policy", required_argument, NULL, 'x'},
+    {"device_implementation", required_argument, NULL, 'D'},
+    {"device_cta_count", required_argument, NULL, 'V'},
+    {"unalign", required_argument, NULL, 'u'},
     {"no-check", no_argument, NULL, PO_NO_CHECK},
     {"check-every", no_argument, NULL, PO_CHECK_EVERY},
+    {"in-place", required_argument, NULL, PO_IN_PLACE},
     {"quiet", no_argument, NULL, 'q'},
     /* nccl-tests */
     {"nthreads", required_argument, NULL, 't'},
@@ -341,7 +366,8 @@ static int perf_double(const char *v, double lo, double *out)
 /* --json FILE: the file must be writable, or creatable in an existing
  * folder, before anything runs (nothing is created here). 0, or -1 with
  * err naming the path. */
-static int perf_json_writable(const char *path, char *err, size_t errlen)
+static int perf_json_writable(const char *opt, const char *path, char *err,
+                              size_t errlen)
 {
     char dir[RMACOLL_PERF_STR];
     const char *slash = strrchr(path, '/');
@@ -349,13 +375,13 @@ static int perf_json_writable(const char *path, char *err, size_t errlen)
     struct stat sb;
 
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        snprintf(err, errlen, "--json %s: is a directory, not a file", path);
+        snprintf(err, errlen, "%s %s: is a directory, not a file", opt, path);
         return -1;
     }
     if (access(path, F_OK) == 0) {
         if (access(path, W_OK) == 0)
             return 0;
-        snprintf(err, errlen, "--json %s: cannot write the file: %s", path,
+        snprintf(err, errlen, "%s %s: cannot write the file: %s", opt, path,
                  strerror(errno));
         return -1;
     }
@@ -366,7 +392,7 @@ static int perf_json_writable(const char *path, char *err, size_t errlen)
     else
         snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
     if (access(dir, W_OK | X_OK) != 0) {
-        snprintf(err, errlen, "--json %s: cannot create the file in %s: %s", path, dir,
+        snprintf(err, errlen, "%s %s: cannot create the file in %s: %s", opt, path, dir,
                  strerror(errno));
         return -1;
     }
@@ -463,8 +489,12 @@ static int perf_opt_bench(int c, const char *v, rmacoll_perf_opts_t *o, int *bad
         *bad = errno != 0 || end == v || *end != '\0';
         break;
     }
-    case PO_JSON:
     case 'J':
+        *bad = v[0] == '\0' ||
+               perf_copy(o->nccl_json_path, sizeof(o->nccl_json_path), v);
+        o->nccl_json_stdout = !strcmp(v, "-");
+        break;
+    case PO_JSON:
         *bad = v[0] == '\0' || perf_copy(o->json_path, sizeof(o->json_path), v);
         o->json_stdout = !strcmp(v, "-");
         break;
@@ -475,10 +505,39 @@ static int perf_opt_bench(int c, const char *v, rmacoll_perf_opts_t *o, int *bad
             o->check = 1;
         break;
     case 'q': o->quiet = 1; break;
+    case PO_IN_PLACE:
+        if (!strcmp(v, "blank") || !strcmp(v, "na"))
+            o->inplace_na = v[0] == 'n';
+        else
+            *bad = 1;
+        break;
     default:
         return 0;
     }
     return 1;
+}
+
+/* -y, -D, -u with a value other than 0: -1 with err saying why only 0. */
+static int perf_opt_only0(int c, const char *v, char *err, size_t errlen)
+{
+    switch (c) {
+    case 'y':
+        snprintf(err, errlen, "-y %s (--stream_null): rmacoll-perf never runs "
+                 "the collective on the CUDA default stream (device memory: "
+                 "its own stream; host memory: no stream); only -y 0", v);
+        break;
+    case 'D':
+        snprintf(err, errlen, "-D %s (--device_implementation): nccl-tests' "
+                 "NCCL device-API kernels; rmacoll-perf has only rmacoll's "
+                 "implementation; only -D 0", v);
+        break;
+    default:
+        snprintf(err, errlen, "-u %s (--unalign): misaligned buffers are not "
+                 "supported (rmacoll-perf's buffers start page-aligned); only "
+                 "-u 0", v);
+        break;
+    }
+    return -1;
 }
 
 /* nccl-tests' options: 1 when c is one of them, with *bad set when its
@@ -547,6 +606,22 @@ static int perf_opt_nccl(int c, const char **vp, int argc, char **argv,
     case 'p':   /* parallel init of threads: one thread per process */
         break;
     case 'R': *bad = perf_int(v, 0, 2, &o->local_register); break;
+    case 'S': *bad = perf_onoff(v, &o->report_timestamps); break;
+    case 'V':   /* CTAs of -D's kernels: no effect without them, as in nccl-tests */
+        *bad = perf_int(v, 1, 128, &iv);
+        break;
+    case 'y':
+    case 'D':
+    case 'u':
+        *bad = perf_int(v, 0, 1 << 30, &iv);
+        if (!*bad && iv != 0)
+            return perf_opt_only0(c, v, err, errlen);
+        break;
+    case 'x':
+        snprintf(err, errlen, "-x %s (--cta_policy): NCCL's CTA policy applies "
+                 "to NCCL kernels, and rmacoll-perf's collective launches none "
+                 "(the --baseline nccl row runs at NCCL's default); drop -x", v);
+        return -1;
     default:
         return 0;
     }
@@ -570,8 +645,25 @@ static int perf_opts_conflicts(int argc, char **argv, rmacoll_perf_opts_t *o,
         return -1;
     }
     if (o->json_path[0] != '\0' && !o->json_stdout &&
-        perf_json_writable(o->json_path, err, errlen) != 0)
+        perf_json_writable("--json", o->json_path, err, errlen) != 0)
         return -1;
+    /* -J never overwrites (FILE.0, FILE.1, ... as nccl-tests): an existing
+     * FILE is fine, its folder must take a new file. */
+    if (o->nccl_json_path[0] != '\0' && !o->nccl_json_stdout &&
+        perf_json_writable("-J", o->nccl_json_path, err, errlen) != 0 &&
+        strstr(err, ": cannot write the file: ") == NULL)
+        return -1;
+    if (o->json_stdout && o->nccl_json_stdout) {
+        snprintf(err, errlen, "-J - and --json -: only one JSON document can "
+                 "go to stdout; write one of them to a file");
+        return -1;
+    }
+    if (o->nccl_json_path[0] != '\0' && o->gemm_n > 0) {
+        snprintf(err, errlen, "-J %s: --gemm's result has no nccl-tests "
+                 "layout (one size, GEMM figures); use --json for it",
+                 o->nccl_json_path);
+        return -1;
+    }
     if (!strcmp(o->baseline, "nccl") && o->memory != RMACOLL_PERF_MEM_CUDA) {
         snprintf(err, errlen, "--baseline nccl needs --buffers cuda");
         return -1;
@@ -645,10 +737,13 @@ static void perf_opt_refused(int c, char **argv, char *err, size_t errlen)
 int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
                             FILE *out, char *err, size_t errlen)
 {
-    static const char shortopts[] = "+:hqt:g:b:e:i:f:n:m:w:p:c:o:d:r:z:G:C:a:R:M:N:T:J:";
+    static const char shortopts[] =
+        "+:hqt:g:b:e:i:f:n:m:w:p:c:o:d:r:z:G:C:a:R:M:N:T:J:y:S:x:D:V:u:";
     char name[64];
     int c;
 
+    o->argc = argc;  /* -J's "args" */
+    o->argv = argv;
     optind = 0;      /* glibc: full re-initialisation (tests parse twice) */
     opterr = 0;
     for (;;) {

@@ -7,9 +7,11 @@
 #include "perfrun.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "perf_internal.h"
 
@@ -98,6 +100,34 @@ static int perf_run_source(perf_run_t *r)
     return 0;
 }
 
+/* -J FILE: created new, never overwritten; when FILE exists, FILE.0,
+ * FILE.1, ... (nccl-tests' jsonOutputInit). A failure is printed and fails
+ * the run at the end (every rank is in it). */
+static void perf_open_new(perf_run_t *r, const char *path)
+{
+    const char *name = r->s.be->name;
+    int fd = -1;
+
+    for (int k = -1; fd < 0 && k < 100000; k++) {
+        if (k < 0)
+            snprintf(r->njson_path, sizeof(r->njson_path), "%s", path);
+        else
+            snprintf(r->njson_path, sizeof(r->njson_path), "%s.%d", path, k);
+        fd = open(r->njson_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd >= 0)
+        r->njson = fdopen(fd, "w");
+    if (r->njson == NULL) {
+        fprintf(stderr, "%s: -J %s: cannot create the file: %s\n", name,
+                r->njson_path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        r->json_failed = 1;
+    }
+}
+
 /* Count arrays, where every rank runs (node key, pid, host and device, for
  * the node summary and the "# Using devices" lines), and rank 0's --json
  * file. 0 or 1. */
@@ -127,6 +157,13 @@ static int perf_run_setup(perf_run_t *r)
     if (s->rank != 0)
         return 0;
     r->nnodes = perf_nodes(r->keys, s->n, r->node_sizes, RMACOLL_PERF_MAX_NODES, &r->contig);
+    perf_format_now(r->start_time, sizeof(r->start_time));
+    if (o->nccl_json_stdout) {
+        r->njson = stdout;
+        s->out = stderr;
+    } else if (o->nccl_json_path[0] != '\0') {
+        perf_open_new(r, o->nccl_json_path);
+    }
     if (o->json_stdout) {
         r->json = stdout;
         s->out = stderr;     /* stdout is the JSON document alone */
@@ -145,6 +182,9 @@ static int perf_run_setup(perf_run_t *r)
 static void perf_print_columns(const perf_run_t *r)
 {
     FILE *f = r->s.out;
+    /* nccl-tests heads the time columns cputime under -C 1 */
+    const char *tname = r->s.o->cputime ? "cputime" : "time";
+    int ts = r->s.o->report_timestamps;
 
     if (r->s.o->gemm_n > 0) {
         return;
@@ -158,18 +198,19 @@ static void perf_print_columns(const perf_run_t *r)
                 "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "");
         return;
     }
-    /* nccl-tests' columns; in-place is not supported (N/A). */
+    /* nccl-tests' columns (its current layout); in-place is not measured:
+     * the rows leave it blank (perf_print_row). */
     fprintf(f, "# %10s  %12s  %8s  %6s  %6s           out-of-place  "
             "                     in-place          \n",
             "", "", "", "", "");
-    fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  "
-            "%6s  %6s %6s\n", "size", "count", "type", "redop",
-            "root", "time", "algbw", "busbw", "#wrong", "time",
-            "algbw", "busbw", "#wrong");
-    fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  "
-            "%6s  %6s  %5s\n", "(B)", "(elements)", "", "", "",
+    fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  "
+            "%6s  %6s  %6s %*s\n", "size", "count", "type", "redop",
+            "root", tname, "algbw", "busbw", "#wrong", tname,
+            "algbw", "busbw", "#wrong", ts ? 19 : 0, ts ? "timestamp" : "");
+    fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  "
+            "%6s  %6s  %6s %*s\n", "(B)", "(elements)", "", "", "",
             "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
-            "(GB/s)", "");
+            "(GB/s)", "", ts ? 19 : 0, ts ? "%Y-%m-%d %H:%M:%S" : "");
 }
 
 /* Rank 0's header: nccl-tests' first lines, then ours. */
@@ -181,6 +222,9 @@ static void perf_print_header(const perf_run_t *r)
     FILE *f = s->out;
     char chk[48];
 
+    if (r->njson != NULL)   /* nccl-tests' line, first */
+        fprintf(f, "# Writing JSON output to %s\n",
+                o->nccl_json_stdout ? "-" : r->njson_path);
     fprintf(f, "# nThread 1 nGpus 1 minBytes %llu maxBytes %llu step: ",
             (unsigned long long)o->minbytes, (unsigned long long)o->maxbytes);
     if (o->stepbytes > 0)
@@ -285,7 +329,20 @@ static void perf_print_row(perf_run_t *r, const perf_row_t *row)
             fprintf(s->out, "  %7s  %6s  %6s  %6g", t, a, b, row[0].wrong);
         else
             fprintf(s->out, "  %7s  %6s  %6s    N/A", t, a, b);
-        fprintf(s->out, "  %7s  %6s  %6s  %5s\n", "N/A", "N/A", "N/A", "N/A");
+        /* In-place: not measured (RMACOLL_IN_PLACE needs symmetric counts),
+         * printed as nccl-tests prints a variant it does not measure: 32
+         * spaces (its writeBenchMarkLineNullBody); null in -J's JSON. */
+        if (s->o->inplace_na)   /* --in-place na: 13 fields (SuperBench) */
+            fprintf(s->out, "  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+        else
+            fprintf(s->out, "%32s", "");
+        if (s->o->report_timestamps) {
+            char now[32];
+
+            perf_format_now(now, sizeof(now));
+            fprintf(s->out, "%21s", now);
+        }
+        fputc('\n', s->out);
         return;
     }
     for (int k = 0; k < 2; k++) {
@@ -491,6 +548,18 @@ static void perf_run_json(perf_run_t *r, int rc)
     r->json = NULL;
 }
 
+/* Rank 0's -J document, written and closed. */
+static void perf_run_njson(perf_run_t *r, int rc)
+{
+    perf_json_nccl(r, rc, r->njson);
+    if ((r->njson == stdout ? fflush(r->njson) : fclose(r->njson)) != 0) {
+        fprintf(stderr, "%s: -J %s: writing the file failed: %s\n", r->s.be->name,
+                r->s.o->nccl_json_stdout ? "-" : r->njson_path, strerror(errno));
+        r->json_failed = 1;
+    }
+    r->njson = NULL;
+}
+
 int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
                      const rmacoll_perf_backend_t *be)
 {
@@ -525,9 +594,13 @@ int rmacoll_perf_run(const rmacoll_perf_opts_t *o,
             rc = perf_print_footer(&r, rc);
         if (r.s.rank == 0 && r.json != NULL)
             perf_run_json(&r, rc);
+        if (r.s.rank == 0 && r.njson != NULL)
+            perf_run_njson(&r, rc);
     }
     if (r.json_failed && rc == 0)
         rc = 1;
+    if (r.njson != NULL && r.njson != stdout)
+        fclose(r.njson);
     if (r.json != NULL && r.json != stdout)
         fclose(r.json);
     else if (r.json != NULL)

@@ -102,7 +102,8 @@ typedef struct rmacoll_perf_opts {
                                   * timed iteration N launches of it (0 = off) */
     int run_cycles;              /* -N: sweeps over the sizes, 0 = until killed (default 1) */
     int blocking;                /* -z 1: wait for each call's completion (device memory) */
-    int average;                 /* -a 0 rank 0 | 1 mean | 2 min | 3 max over ranks (default 3) */
+    int average;                 /* -a 0 rank 0 | 1 mean | 2 min | 3 max over ranks
+                                  * (default 1, as nccl-tests) */
     int cputime;                 /* -C 1: time on the host clock, also with device memory */
     int memory_report;           /* -M 1: print the largest buffers of any rank */
     int dtype_all;               /* -d all: every datatype in turn */
@@ -110,6 +111,14 @@ typedef struct rmacoll_perf_opts {
     int local_register;          /* -R 0|1|2: 1 and 2 alike, host send and receive
                                   * buffers from the backend's host_alloc (host
                                   * buffers only; default 0: posix_memalign) */
+    char nccl_json_path[RMACOLL_PERF_STR]; /* -J, --output_file FILE: nccl-tests'
+                                  * JSON layout ("" = none; "-" = stdout) */
+    int nccl_json_stdout;        /* -J -: that JSON on stdout, the table on stderr */
+    int report_timestamps;       /* -S 1: a timestamp column after in-place */
+    int inplace_na;              /* --in-place na: N/A in the in-place columns
+                                  * (before 0.x's blank filler; SuperBench) */
+    int argc;                    /* the command line, for -J's "args" */
+    char **argv;
 } rmacoll_perf_opts_t;
 
 /* Exit status of a usage error (sysexits' EX_USAGE), as the tools use it;
