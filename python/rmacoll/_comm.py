@@ -295,6 +295,56 @@ class Communicator:
         m = self._lib.rmacoll_comm_last_error(self._h)
         return m.decode(errors="replace") if m else ""
 
+    def abort(self):
+        """Aborts the communicator (rmacoll_comm_abort, after ncclCommAbort):
+        from any thread, also while a call runs on it. A call in flight on
+        this rank raises AbortedError; the peers' calls raise PeerError
+        naming this rank; every later call here raises AbortedError.
+        close() is still needed (and is then local in effect: it does not
+        wait for the peers' data). No-op on a closed communicator.
+        Device work already enqueued is not stopped."""
+        h = self._h
+        if h is None:
+            return
+        fn = self._optional("rmacoll_comm_abort")
+        st = fn(h)
+        if st != 0:
+            raise error_for(st, "rank %d: rmacoll_comm_abort: %s"
+                            % (self._rank, _status_string(st)), rank=self._rank,
+                            name=_status_name(st))
+
+    def get_async_error(self):
+        """The failure this communicator has seen outside any call
+        (rmacoll_comm_get_async_error, after ncclCommGetAsyncError), as an
+        exception object (not raised), or None: AbortedError after abort()
+        on this rank, PeerError when another rank failed or aborted,
+        TransportError / PeerTimeoutError from the network. Never blocks;
+        thread-safe. None on a closed communicator."""
+        h = self._h
+        if h is None:
+            return None
+        fn = self._optional("rmacoll_comm_get_async_error")
+        code = ctypes.c_int(0)
+        st = fn(h, ctypes.byref(code))
+        if st != 0:
+            raise error_for(st, "rank %d: rmacoll_comm_get_async_error: %s"
+                            % (self._rank, _status_string(st)), rank=self._rank,
+                            name=_status_name(st))
+        if code.value == 0:
+            return None
+        return error_for(code.value, "rank %d: %s (seen outside a call)"
+                         % (self._rank, _status_string(code.value)), rank=self._rank,
+                         name=_status_name(code.value))
+
+    def _optional(self, name):
+        fn = getattr(self._lib, name, None)
+        if fn is None:
+            raise UnsupportedError("rank %d: %s is not in the loaded librmacoll (%s): "
+                                   "a newer library is needed" % (self._rank, name,
+                                                                  _lib.library_path()),
+                                   rank=self._rank)
+        return fn
+
     def __repr__(self):
         return "<rmacoll.Communicator rank %d of %d%s>" % (
             self._rank, self._size, " closed" if self._h is None else "")

@@ -85,6 +85,10 @@ _OPTIONAL = {
                                               ctypes.c_int64, ctypes.c_int, ctypes.c_int, _vp,
                                               _vp, _vp]),
     "rmacoll_device_counts_check": (_st, [_vp]),
+    # issue 33: abort and the asynchronous error (after ncclCommAbort /
+    # ncclCommGetAsyncError)
+    "rmacoll_comm_abort": (_st, [_vp]),
+    "rmacoll_comm_get_async_error": (_st, [_vp, ctypes.POINTER(ctypes.c_int)]),
 }
 
 RECV_PRODUCE = 0  # rmacoll_recv_mode_t

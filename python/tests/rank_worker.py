@@ -11,7 +11,10 @@ ok, detail, cls, msg}]}; the exit code is 0 only when every check passed.
 
 import json
 import os
+import shutil
 import sys
+import tempfile
+import time
 import traceback
 
 import numpy as np
@@ -197,7 +200,10 @@ def expect_error(name, fn, outs, cls, builtin=None, own_text=None, culprit=None)
                 why.append("message lacks %r" % want)
         # the text reads as the user's error: no status-name prefix, nothing
         # of the call the package makes to fail every rank
-        for internal in ("RMACOLL_ERR_", "sendcounts is NULL", "unknown datatype"):
+        if msg.startswith("RMACOLL_ERR_"):
+            ok = False
+            why.append("message starts with the status name")
+        for internal in ("sendcounts is NULL", "unknown datatype"):
             if internal in msg:
                 ok = False
                 why.append("message shows %r" % internal)
@@ -325,6 +331,44 @@ def scenario_errors(comm):
     one_call(comm, 61, "int32", (3,), "list")
 
 
+def scenario_abort(comm):
+    """Communicator.abort() on rank 1 between calls: rank 1's next call
+    raises AbortedError, every other rank's raises PeerError naming rank 1
+    with nothing written, get_async_error() says the same outside a call,
+    and close() still returns on every rank."""
+    n, me = comm.size, comm.rank
+    one_call(comm, 80, "int32", (3,), "list")
+    record("no async error before", comm.get_async_error() is None,
+           repr(comm.get_async_error()))
+    # a barrier outside rmacoll (files): rank 1 aborts only once every rank
+    # has returned from the call above, so only the next call can fail
+    bar = os.path.join(tempfile.gettempdir(),
+                       "rmacoll-abort-" + os.environ["RMACOLL_TEST_UID"][:24])
+    os.makedirs(bar, exist_ok=True)
+    open(os.path.join(bar, str(me)), "w").close()
+    if me == 1:
+        deadline = time.monotonic() + 60
+        while len(os.listdir(bar)) < n and time.monotonic() < deadline:
+            time.sleep(0.005)
+        comm.abort()
+        comm.abort()  # twice: a no-op
+    m = count_matrix(81, n)
+    inp = rank_input(81, me, int(m[me].sum()), (2,), "int64")
+    o = Guarded((int(m[:, me].sum()), 2), "int64")
+    t0 = time.monotonic()
+    expect_error("call after rank 1 aborted", lambda: rmacoll.all_to_all_single(
+        o.array, inp, list(m[:, me]), list(m[me]), comm=comm), [o],
+        rmacoll.AbortedError if me == 1 else rmacoll.PeerError, None,
+        "aborted", 1)
+    dt = time.monotonic() - t0
+    record("failed within 1 s", dt < 1.0, "%.3f s" % dt)
+    e = comm.get_async_error()
+    want = rmacoll.AbortedError if me == 1 else rmacoll.PeerError
+    record("async error after", type(e) is want and e.rank == me, repr(e))
+    if me == 1:
+        shutil.rmtree(bar, ignore_errors=True)
+
+
 def scenario_from_env(_comm):
     comm = rmacoll.Communicator.from_env()
     record("from_env rank/size", comm.rank == RANK and comm.size == NRANKS,
@@ -338,6 +382,7 @@ SCENARIOS = {
     "raw": scenario_raw,
     "errors": scenario_errors,
     "from_env": scenario_from_env,
+    "abort": scenario_abort,
 }
 
 

@@ -33,7 +33,7 @@ import rmacoll  # noqa: E402
 from rmacoll import _buffers, _lib  # noqa: E402
 
 # checks every rank of a scenario must report (a worker that skipped some fails)
-EXPECTED_CHECKS = {"data": 22, "raw": 3, "errors": 13, "from_env": 2}
+EXPECTED_CHECKS = {"data": 22, "raw": 3, "errors": 13, "from_env": 2, "abort": 5}
 
 
 class TestLibrary(unittest.TestCase):
@@ -286,6 +286,9 @@ class TestRanks(unittest.TestCase):
 
     def test_data_uneven_nodes(self):
         self.run_scenario("data", [0, 1, 1])
+
+    def test_abort(self):
+        self.run_scenario("abort", [0, 0, 1, 1])
 
     def test_raw_calls(self):
         self.run_scenario("raw", [0, 1])
