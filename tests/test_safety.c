@@ -819,6 +819,8 @@ typedef struct stop_arg {
     stop_shared_t *sh;
     int stop_rank;
     uint64_t timeout_ms;
+    uint64_t limit_ms;      /* a survivor's failing call must end within this
+                             * (0: 4 * timeout_ms) */
 } stop_arg_t;
 
 /* Until every rank has completed the first call (its last network puts to
@@ -882,7 +884,7 @@ static int stop_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
         } else if (strstr(msg, want) == NULL ||
                    (st != RMACOLL_ERR_TIMEOUT && strstr(msg, "secondary error") == NULL)) {
             rc = 6; /* a secondary error says so */
-        } else if (dt > 4 * a->timeout_ms) {
+        } else if (dt > (a->limit_ms != 0 ? a->limit_ms : 4 * a->timeout_ms)) {
             rc = 5;
         }
         if (atomic_fetch_add(&a->sh->done, 1) + 1 == nranks - 1) {
@@ -900,16 +902,18 @@ static int stop_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     return rc;
 }
 
-static void run_stop(const int *node_of, int nranks, int stop_rank)
+static void run_stop_cfg(const int *node_of, int nranks, int stop_rank, uint64_t timeout_ms,
+                         uint64_t limit_ms, const char *heartbeat_ms)
 {
     stop_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    stop_arg_t a = {sh, stop_rank, 1000};
+    stop_arg_t a = {sh, stop_rank, timeout_ms, limit_ms};
     rmacoll_config_t cfg = base_config(a.timeout_ms);
     int codes[16] = {0}, failed;
     mprun_opts_t o = {nranks, node_of, &cfg, 120, -1};
 
     assert_true(sh != MAP_FAILED);
+    assert_int_equal(rmacoll_config_set(&cfg, "heartbeat_ms", heartbeat_ms), RMACOLL_SUCCESS);
     for (int attempt = 0; attempt < 3; attempt++) {
         int all_create = 1;
         memset(sh, 0, sizeof(*sh));
@@ -928,6 +932,12 @@ static void run_stop(const int *node_of, int nranks, int stop_rank)
     assert_int_equal(failed, 0);
 }
 
+static void run_stop(const int *node_of, int nranks, int stop_rank)
+{
+    /* heartbeat off: the silence timeout (1 s here) alone finds the rank */
+    run_stop_cfg(node_of, nranks, stop_rank, 1000, 0, "0");
+}
+
 static void test_stopped_rank_named(void **state)
 {
     static const int one_node[4] = {0, 0, 0, 0}, two_nodes[4] = {0, 0, 1, 1};
@@ -940,6 +950,22 @@ static void test_stopped_rank_named(void **state)
     /* a relay holding the other node's records stops: its node peers wait
      * for records in its inbox, the other node for its acks */
     run_stop(three_two, 5, 0);
+}
+
+/* The heartbeat (docs/protocol.md "Heartbeat", heartbeat_ms 500 here): a
+ * stopped rank is found within two periods (+ scan and scheduling slack),
+ * long before the 20 s silence timeout, and named as the silent rank on
+ * every survivor (a wrong rank fails the check); a node peer, a rail peer
+ * across nodes, and a relay of the three-node topology. */
+static void test_stopped_rank_heartbeat(void **state)
+{
+    static const int two_nodes[4] = {0, 0, 1, 1};
+    static const int three_two[5] = {0, 0, 0, 1, 1};
+
+    (void)state;
+    run_stop_cfg(two_nodes, 4, 1, 20000, 5000, "500");
+    run_stop_cfg(two_nodes, 4, 2, 20000, 5000, "500");
+    run_stop_cfg(three_two, 5, 0, 20000, 5000, "500");
 }
 
 /* A rank's process dies (SIGKILL) after one exact call: every survivor's
@@ -989,7 +1015,7 @@ static void run_kill(const int *node_of, int nranks, int victim, const char *pro
 {
     stop_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    stop_arg_t a = {sh, victim, 20000};
+    stop_arg_t a = {sh, victim, 20000, 0};
     rmacoll_config_t cfg = base_config(a.timeout_ms);
     int codes[16] = {0};
     mprun_opts_t o = {nranks, node_of, &cfg, 120, -1};
@@ -1247,7 +1273,7 @@ static void run_region(int victim, int how)
     static const int two_nodes[4] = {0, 0, 1, 1};
     region_shared_t *rs = mmap(NULL, sizeof(*rs), PROT_READ | PROT_WRITE,
                                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    stop_arg_t a = {&rs->st, victim, how == 0 ? 20000 : how == 1 ? 1000 : 1001};
+    stop_arg_t a = {&rs->st, victim, how == 0 ? 20000 : how == 1 ? 1000 : 1001, 0};
     rmacoll_config_t cfg = base_config(a.timeout_ms);
     const char *tag = getenv("RMACOLL_SHM_TAG");
     int codes[8] = {0}, leaked = 0;
@@ -1810,6 +1836,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_relay_minimum),
         cmocka_unit_test(test_slow_progress),
         cmocka_unit_test(test_stopped_rank_named),
+        cmocka_unit_test(test_stopped_rank_heartbeat),
         cmocka_unit_test(test_killed_rank_named_fast),
         cmocka_unit_test(test_abort),
         cmocka_unit_test(test_broken_comm_no_shm_left),

@@ -67,6 +67,9 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->chan_rdispl = calloc(nc, sizeof(int64_t));
     comm->meta_puts = calloc(2 * n, sizeof(rmacoll_put_t));
     comm->abort_puts = calloc(n, sizeof(rmacoll_put_t));
+    comm->beat_puts = calloc(n, sizeof(rmacoll_put_t));
+    comm->beat_seen = calloc(n, sizeof(uint64_t));
+    comm->beat_when = calloc(n, sizeof(uint64_t));
     comm->dsig_addr = calloc(n, sizeof(uint64_t));
     comm->dsig_n = calloc(n, sizeof(uint32_t));
     if (!comm->dsig_addr || !comm->dsig_n ||
@@ -80,7 +83,7 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
         !comm->direct_in ||
         !comm->chan_sendcount ||
         !comm->chan_rcount || !comm->chan_rdispl || !comm->meta_puts ||
-        !comm->abort_puts) {
+        !comm->abort_puts || !comm->beat_puts || !comm->beat_seen || !comm->beat_when) {
         return RMACOLL_ERR_NO_MEMORY;
     }
     return RMACOLL_SUCCESS;
@@ -138,6 +141,9 @@ static void comm_free_tables(rmacoll_comm_t *comm)
     free(comm->peer_drelay_rkey);
     free(comm->stage.ready_puts);
     free(comm->scratch);
+    free(comm->beat_puts);
+    free(comm->beat_seen);
+    free(comm->beat_when);
     free(comm->uniform);
     free(comm->inplace_displs);
     free(comm->inplace_buf);
@@ -415,6 +421,37 @@ static rmacoll_status_t comm_setup_core(rmacoll_comm_t *comm,
     return st;
 }
 
+/* The proxy thread's heartbeat (core/ctrl/proxy.h, docs/protocol.md
+ * "Heartbeat"): the count in this rank's window header, put into each
+ * network peer's beat slot for this rank. */
+static void comm_beat_setup(rmacoll_comm_t *comm)
+{
+    uint64_t v = 1000;
+    volatile uint64_t *word =
+        (volatile uint64_t *)((char *)comm->ctrl.addr + RMACOLL__CTRL_BEAT_OFF);
+
+    if (rmacoll__config_get_count(&comm->cfg, "heartbeat_ms", &v) != RMACOLL_SUCCESS) {
+        v = 1000;
+    }
+    comm->beat_ms = v;
+    for (int k = 0; k < comm->nnet; k++) {
+        int p = comm->net_list[k];
+        rmacoll_put_t *put = &comm->beat_puts[k];
+
+        memset(put, 0, sizeof(*put));
+        put->peer = p;
+        put->src = (const char *)word;
+        put->src_mem = comm->ctrl_mem;
+        put->bytes = 8;
+        put->dst_rkey = &comm->peer_ctrl_rkey[p];
+        put->dst_addr = put->dst_rkey->addr + comm->peer_lay[p].off_beat +
+                        (uint64_t)comm->net_slot_at[k] * sizeof(uint64_t);
+        put->sig_index = RMACOLL_NO_SIGNAL;
+    }
+    rmacoll__proxy_beat_set(&comm->proxy, v, word, comm->beat_puts,
+                            comm->ctrl_mem != NULL ? (size_t)comm->nnet : 0);
+}
+
 /* The steps of the transports, the runner table and the proxy thread. */
 static rmacoll_status_t comm_setup_xport(rmacoll_comm_t *comm)
 {
@@ -436,6 +473,7 @@ static rmacoll_status_t comm_setup_xport(rmacoll_comm_t *comm)
     if (st == RMACOLL_SUCCESS) {
         rmacoll__tinst_t *net = rmacoll__inst_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
         if (net != NULL) {
+            comm_beat_setup(comm);
             st = rmacoll__proxy_start(&comm->proxy, net->ops, net->tp);
         }
     }

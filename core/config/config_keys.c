@@ -111,6 +111,11 @@ static const char *const level_names[] = {"error", "warn", "info", "debug", "tra
       "a wait fails after this many milliseconds without progress (silence, not total "     \
       "time), naming the silent peer (>= 1)",                                                 \
       .kind = CFG_KIND_U64, .offset = CFG_OFF(timeout_ms), .min = 1, .max = UINT64_MAX)      \
+    X(HEARTBEAT_MS, "heartbeat_ms", "u32", "1000",                                           \
+      "period of the proxy thread's heartbeat to node and network peers; a wait fails "     \
+      "naming a peer whose heartbeat it has not seen rise for two periods (a stopped or "   \
+      "dead process; docs/protocol.md \"Heartbeat\"); 0 = off",                             \
+      .kind = CFG_KIND_U32, .offset = CFG_EXT, .min = 0, .max = 3600000)                    \
     X(LOG_LEVEL, "log.level", "enum(error|warn|info|debug|trace)", "warn",                   \
       "most verbose level logged",                                                            \
       .kind = CFG_KIND_LEVEL, .offset = CFG_OFF(log_level), .names = level_names,            \

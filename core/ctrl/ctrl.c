@@ -149,6 +149,8 @@ void rmacoll__ctrl_layout(const rmacoll_topo_t *topo,
     off += 2 * (size_t)lay->nnet * lay->net_rec_bytes;
     lay->off_outbox2 = off;
     off += 2 * (size_t)lay->nnet * lay->status_rec_bytes;
+    lay->off_beat = off;
+    off += (size_t)lay->nnet * sizeof(uint64_t);
     lay->bytes = align64(off);
 }
 

@@ -9,13 +9,14 @@
  * with the network transport; a metadata record slot of the inbox and the
  * outbox has room for the eager payload, eager_cap bytes, on two nodes
  * with the relay on):
- *   header (magic, a spare word, the progress count, the
- *   abort word, the rank waited for, the receive gate, the heartbeat;
+ *   header (magic, the heartbeat count, the progress count, the
+ *   abort word, the rank waited for, the receive gate, the waiter's heartbeat;
  *   then the creator's pid, spare: 128 bytes in all)
  *   | signal words [nsig]
  *   | local record [2 parities]          (node peers read it)
  *   | inbox [2][nnet] | inbox2 [2][nnet]  (network peers write them)
  *   | outbox [2][nnet] | outbox2 [2][nnet] (sources of those puts)
+ *   | beat [nnet]                       (network peers' heartbeat counts)
  *
  * Signal words of rank r (index into its signal array), one map:
  *   DATA(p)        = p                                  p < nranks      (planner)
@@ -56,7 +57,11 @@
 #include "rmacoll_transport.h"
 
 #define RMACOLL__CTRL_MAGIC 0x726d61636f6c6c31ull /* "rmacoll1" */
-/* Header byte 8: spare (was the credit word of 8-byte signal-only puts). */
+/* Byte offset in the header of the heartbeat count: raised by the owner's
+ * proxy thread four times per heartbeat_ms, also between calls (node peers
+ * read it here; network peers get it by an 8-byte put into their window's
+ * beat slots, off_beat). 0: no proxy thread, no heartbeat. */
+#define RMACOLL__CTRL_BEAT_OFF 8
 /* Byte offset in the header of the owner's progress count: raised by the
  * owner each time one of its waits is satisfied; node peers waiting on the
  * owner read it (a relay busy forwarding for others is making progress). */
@@ -192,6 +197,7 @@ typedef struct rmacoll__ctrl_layout {
                               * nodes have more than one rank, else 0 */
     size_t local_rec_bytes, net_rec_bytes, status_rec_bytes;
     size_t off_sig, off_local, off_inbox, off_inbox2, off_outbox, off_outbox2;
+    size_t off_beat;      /* [nnet] 8-byte heartbeat counts of the network peers */
     size_t bytes;         /* whole window */
 } rmacoll__ctrl_layout_t;
 

@@ -122,6 +122,42 @@ void rmacoll__proxy_drive_end(rmacoll__proxy_t *px)
     atomic_fetch_sub(&px->driving, 1);
 }
 
+void rmacoll__proxy_beat_set(rmacoll__proxy_t *px, uint64_t beat_ms,
+                             volatile uint64_t *word, const rmacoll_put_t *puts, size_t n)
+{
+    px->beat_ns = beat_ms * 1000000ull / 4;
+    px->beat_word = word;
+    px->beat_puts = puts;
+    px->beat_n = n;
+    px->next_beat_ns = 0;
+}
+
+/* One heartbeat when it is due: the count rises (node peers read it), and
+ * the network peers get it by a put. The thread beats whether or not a
+ * call runs, so a rank that computes between calls is not a stopped one;
+ * a stopped or dead process beats no more. */
+static void proxy_beat(rmacoll__proxy_t *px)
+{
+    uint64_t now = rmacoll__now_ns();
+
+    if (now < px->next_beat_ns) {
+        return;
+    }
+    px->next_beat_ns = now + px->beat_ns;
+    __atomic_store_n(px->beat_word, __atomic_load_n(px->beat_word, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELEASE);
+    if (px->beat_n != 0) {
+        pthread_mutex_lock(&px->lock);
+        if (atomic_load(&px->status) == RMACOLL_SUCCESS) {
+            rmacoll_status_t st = px->ops->host.post_puts(px->tp, px->beat_puts, px->beat_n);
+            if (st != RMACOLL_SUCCESS) {
+                proxy_set_error(px, st);
+            }
+        }
+        pthread_mutex_unlock(&px->lock);
+    }
+}
+
 static void *proxy_main(void *arg)
 {
     rmacoll__proxy_t *px = arg;
@@ -129,8 +165,12 @@ static void *proxy_main(void *arg)
 
     while (!atomic_load_explicit(&px->stop, memory_order_acquire)) {
         int worked;
+        int d;
 
-        int d = atomic_load(&px->driving);
+        if (px->beat_ns != 0) {
+            proxy_beat(px);
+        }
+        d = atomic_load(&px->driving);
 
         if (d > 0) {
             /* off the calling thread's path: parked on the driving word

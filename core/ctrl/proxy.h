@@ -71,6 +71,12 @@ typedef struct rmacoll__proxy {
                                        * (the thread parks on this word) */
     _Atomic int parked;               /* the thread sleeps on `driving` */
     long park_ns;                     /* RMACOLL__PROXY_PARK_NS (tests raise it) */
+    /* heartbeat (rmacoll__proxy_beat_set): every beat_ns the thread raises
+     * *beat_word and puts it to the network peers (beat_puts) */
+    uint64_t beat_ns, next_beat_ns;
+    volatile uint64_t *beat_word;
+    const rmacoll_put_t *beat_puts;
+    size_t beat_n;
     _Atomic uint64_t jobs_posted;     /* written by the producer */
     _Atomic uint64_t jobs_done;       /* written by whoever drives */
     _Atomic int status;               /* first error of the transport */
@@ -87,6 +93,12 @@ rmacoll_status_t rmacoll__proxy_start(rmacoll__proxy_t *px,
                                       rmacoll_transport_t *tp);
 /** Joins the thread (if started) and releases the lock. */
 void rmacoll__proxy_fini(rmacoll__proxy_t *px);
+
+/** Before rmacoll__proxy_start: the thread raises *word every beat_ms / 4
+ *  (0: no heartbeat) and posts the n puts (8 bytes each, of *word, into
+ *  the network peers' beat slots) after each rise, also between calls. */
+void rmacoll__proxy_beat_set(rmacoll__proxy_t *px, uint64_t beat_ms,
+                             volatile uint64_t *word, const rmacoll_put_t *puts, size_t n);
 
 /** Hands a queue of puts to the proxy, in order; puts stay borrowed until
  * rmacoll__proxy_flush returned. */

@@ -118,6 +118,12 @@ struct rmacoll_comm {
     _Atomic int aborted;            /* rmacoll_comm_abort was called (any thread) */
     int fail_culprit;               /* the peer a failure of this rank names, or -1 */
     rmacoll_put_t *abort_puts;      /* [nranks]: the abort word to network peers */
+    rmacoll_put_t *beat_puts;       /* [nranks]: the heartbeat count to network peers */
+    /* heartbeat watch (wait.c): the count last seen of each rank and when
+     * (this rank's monotonic ms) it last rose; scans every beat_ms / 8 */
+    uint64_t beat_ms;               /* config heartbeat_ms; 0 = off */
+    uint64_t *beat_seen, *beat_when; /* [nranks] */
+    uint64_t beat_last_scan, beat_next_scan;
     char last_error[512];
     rmacoll__fail_t fail;           /* records into last_error (base/fail.h) */
 

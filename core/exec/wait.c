@@ -192,6 +192,61 @@ static int wait_chain_end(const rmacoll_comm_t *comm, int peer)
     return x;
 }
 
+/* Heartbeat count of rank j as this rank sees it: a node peer's from its
+ * window header, a network peer's from this rank's beat slot; 0 when there
+ * is none (no proxy thread there, or j is neither). */
+static uint64_t beat_of(const rmacoll_comm_t *comm, int j)
+{
+    int k;
+
+    if (comm->peer_ctrl[j].addr != NULL) {
+        return __atomic_load_n(hdr_word(comm->peer_ctrl[j].addr, RMACOLL__CTRL_BEAT_OFF),
+                               __ATOMIC_ACQUIRE);
+    }
+    k = comm->net_index[j];
+    if (k < 0) {
+        return 0;
+    }
+    return __atomic_load_n((const volatile uint64_t *)((const char *)comm->ctrl.addr +
+                                                       comm->lay.off_beat +
+                                                       (size_t)k * sizeof(uint64_t)),
+                           __ATOMIC_ACQUIRE);
+}
+
+/* The first rank (node peer or network peer) whose heartbeat has not risen
+ * for two heartbeat periods while this rank watched, or -1; *age: how long.
+ * A rank that never beat (no proxy thread) is not watched. Scans every
+ * period / 8. When this rank itself did not scan for half a period (it was
+ * descheduled, stopped, busy outside a wait), what it saw before proves
+ * nothing: every rank's watch restarts from now. */
+static int beat_stale(rmacoll_comm_t *comm, uint64_t now, uint64_t *age)
+{
+    uint64_t period = comm->beat_ms;
+    int restart;
+
+    if (period == 0 || now < comm->beat_next_scan) {
+        return -1;
+    }
+    restart = comm->beat_last_scan == 0 || now - comm->beat_last_scan > period / 2;
+    comm->beat_last_scan = now;
+    comm->beat_next_scan = now + (period / 8 ? period / 8 : 1);
+    for (int j = 0; j < comm->nranks; j++) {
+        uint64_t v;
+
+        if (j == comm->rank || (v = beat_of(comm, j)) == 0) {
+            continue;
+        }
+        if (restart || v != comm->beat_seen[j]) {
+            comm->beat_seen[j] = v;
+            comm->beat_when[j] = now;
+        } else if (now - comm->beat_when[j] > 2 * period) {
+            *age = now - comm->beat_when[j];
+            return j;
+        }
+    }
+    return -1;
+}
+
 /*
  * The timeout counts silence, not total time: the wait fails when nothing
  * it can see (progress_seen) has moved for timeout_ms. A slow transfer
@@ -268,6 +323,21 @@ rmacoll_status_t rmacoll__wait_word_or(rmacoll_comm_t *comm, const volatile uint
             break;
         }
         now = rmacoll__now_ms();
+        {
+            uint64_t age = 0;
+            int s = beat_stale(comm, now, &age);
+
+            if (s >= 0) {
+                comm->fail_culprit = s;
+                st = rmacoll__fail(&comm->fail, RMACOLL_ERR_TIMEOUT,
+                                   "rank %d: rank %d sent no heartbeat for %llu ms "
+                                   "(heartbeat_ms %llu: stopped or dead; silent rank %d) "
+                                   "while waiting for rank %d (%s)",
+                                   comm->rank, s, (unsigned long long)age,
+                                   (unsigned long long)comm->beat_ms, s, peer, what);
+                break;
+            }
+        }
         /* A rank whose process died: the bootstrap root saw its connection
          * close and says so to every rank (rmacoll__bootstrap_poll_error),
          * long before timeout_ms of silence. Writes complete locally on
