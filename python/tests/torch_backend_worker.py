@@ -262,6 +262,20 @@ def run(device, form):
     # rmacoll.all_to_all_single(group=None) uses the backend's communicator
     record("rmacoll.all_to_all_single shares the group's communicator",
            rmacoll._torch.communicator_for_group(None) is world.communicator)
+    m = matrix(77, n)
+    inp = rank_input(77, r, sum(m[r]), (2,), torch.bfloat16, device)
+    osz = [m[i][r] for i in range(n)]
+    out = torch.empty((sum(osz), 2), dtype=torch.bfloat16, device=device)
+    calls = world.rmacoll_calls
+    rmacoll.all_to_all_single(out, inp, osz, m[r])  # group=None: the backend's communicator
+    if device == "cuda":
+        torch.cuda.synchronize()
+    record("rmacoll.all_to_all_single(group=None) on the backend group",
+           torch.equal(flat_u8(out), gloo_ref(gloo, inp, m[r], osz, sum(osz)))
+           and world.rmacoll_calls == calls)
+    expect_error("Communicator.from_torch_group(backend group)",
+                 lambda: rmacoll.Communicator.from_torch_group(), rmacoll.UnsupportedError,
+                 "group.communicator")
 
     # a subgroup on rmacoll (its own store prefix, creator called again)
     if n >= 3:
@@ -386,6 +400,9 @@ def run(device, form):
     rmacoll.destroy_group_communicators()
     expect_error("a call after destroy_group_communicators",
                  lambda: dist.all_to_all_single(torch.empty(n), torch.empty(n)),
+                 rmacoll.InvalidArgumentError, "closed")
+    expect_error("rmacoll.all_to_all_single after destroy_group_communicators",
+                 lambda: rmacoll.all_to_all_single(torch.empty(n), torch.empty(n)),
                  rmacoll.InvalidArgumentError, "closed")
     dist.destroy_process_group()
     record("total", True, "%.1f s" % (time.time() - t0))
