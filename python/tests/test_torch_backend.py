@@ -7,7 +7,8 @@ report, and every check must hold on every rank with the same check
 names and exception classes (the worker compares bit for bit against a
 gloo group of the same job).
 
-  TestTorchBackendCPU  init_process_group(backend="rmacoll"), CPU tensors.
+  TestTorchBackendCPU  init_process_group(backend="rmacoll"), CPU tensors;
+                       examples/torch_backend.py on 2 ranks.
   TestTorchBackendGPU  CUDA tensors, needs torch with CUDA: the "rmacoll"
                        form, and on torch >= 2.0 "cpu:gloo,cuda:rmacoll".
 
@@ -28,6 +29,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG_ROOT = os.path.dirname(HERE)
 WORKER = os.path.join(HERE, "torch_backend_worker.py")
+EXAMPLE = os.path.join(os.path.dirname(PKG_ROOT), "examples", "torch_backend.py")
 
 try:
     import torch
@@ -55,7 +57,7 @@ def torchrun_fixes():
     return []
 
 
-def torchrun(nproc, args, timeout=300, extra_env=None):
+def torchrun(nproc, args, timeout=300, extra_env=None, script=WORKER):
     """(returncode, [report per rank], output, seconds)."""
     out_dir = tempfile.mkdtemp(prefix="rmacoll-tb-")
     try:
@@ -68,7 +70,7 @@ def torchrun(nproc, args, timeout=300, extra_env=None):
         env.setdefault("OMP_NUM_THREADS", "1")
         env.update(extra_env or {})
         cmd = ([sys.executable, "-m", "torch.distributed.run"] + torchrun_fixes() +
-               ["--standalone", "--nproc_per_node=%d" % nproc, WORKER] + list(args))
+               ["--standalone", "--nproc_per_node=%d" % nproc, script] + list(args))
         t0 = time.time()
         try:
             p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -116,6 +118,12 @@ class TestTorchBackendCPU(Base):
 
     def test_4_ranks(self):
         self.check(4)
+
+    def test_example(self):
+        rc, _, text, secs = torchrun(2, [], script=EXAMPLE)
+        self.assertEqual(rc, 0, text[-4000:])
+        self.assertEqual(text.count("all_to_all_single and all_to_all exact"), 2, text[-4000:])
+        print("examples/torch_backend.py on 2 ranks: exact, %.1f s" % secs)
 
 
 @unittest.skipIf(not HAVE_CUDA, "torch with CUDA is not importable")
