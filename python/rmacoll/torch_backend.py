@@ -159,6 +159,7 @@ class ProcessGroupRmacoll(ProcessGroup):
         self._rank = rank
         self._size = size
         self._lock = threading.Lock()
+        self._keep = None
         self.rmacoll_calls = 0  # calls made through rmacoll (not the fallbacks)
         self._fallback = {}
         device_backends = dict(device_backends or {})
@@ -234,9 +235,11 @@ class ProcessGroupRmacoll(ProcessGroup):
             return fb.alltoall(output_tensors, input_tensors,
                                *(() if opts is None else (opts,)))
         with self._lock:
-            w, where = _all_to_all_list(self._comm, output_tensors, input_tensors)
+            ev, stream, keep = _all_to_all_list(self._comm, output_tensors, input_tensors)
             self.rmacoll_calls += 1
-        return _work(list(output_tensors), w, where)
+            # CUDA: the packed buffers stay referenced until the next list call
+            self._keep = keep
+        return Work(list(output_tensors), ev, stream)
 
     def barrier(self, opts=None):
         fb = self._fallback.get("cpu")
@@ -303,14 +306,20 @@ def _all_to_all_list(comm, outputs, inputs):
     send = (torch.cat([t.reshape(-1) for t in inputs]) if inputs else
             torch.empty(0, dtype=ref.dtype, device=dev))
     recv = torch.empty(sum(t.numel() for t in outputs), dtype=ref.dtype, device=dev)
-    w = all_to_all_single(recv, send, [t.numel() for t in outputs],
-                          [t.numel() for t in inputs], async_op=True, comm=comm)
+    all_to_all_single(recv, send, [t.numel() for t in outputs], [t.numel() for t in inputs],
+                      comm=comm)
     off = 0
     for t in outputs:  # on the current stream, after the call (CUDA), or now
         k = t.numel()
         t.copy_(recv[off:off + k].view(t.shape))
         off += k
-    return w, ref
+    if dev.type != "cuda":
+        return None, None, None
+    # the work is done when the copies out are: the event follows them
+    stream = torch.cuda.current_stream(dev)
+    ev = torch.cuda.Event()
+    ev.record(stream)
+    return ev, stream, (send, recv)
 
 
 def _stream_handle(t):
