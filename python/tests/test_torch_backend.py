@@ -34,13 +34,12 @@ EXAMPLE = os.path.join(os.path.dirname(PKG_ROOT), "examples", "torch_backend.py"
 try:
     import torch
     import torch.distributed as dist
-    if not dist.is_available() or not dist.is_gloo_available():
-        torch = None
+    HAVE_TORCH = dist.is_available() and dist.is_gloo_available()
 except ImportError:
-    torch = None
+    HAVE_TORCH = False
 
-HAVE_CUDA = torch is not None and torch.cuda.is_available()
-TORCH_2 = torch is not None and int(torch.__version__.split(".")[0]) >= 2
+HAVE_CUDA = HAVE_TORCH and torch.cuda.is_available()
+TORCH_2 = HAVE_TORCH and int(torch.__version__.split(".")[0]) >= 2
 
 
 def torchrun_fixes():
@@ -111,7 +110,7 @@ class Base(unittest.TestCase):
               % (nproc, " ".join(args) or "cpu", len(names), secs))
 
 
-@unittest.skipIf(torch is None, "torch with torch.distributed and gloo is not importable")
+@unittest.skipIf(not HAVE_TORCH, "torch with torch.distributed and gloo is not importable")
 class TestTorchBackendCPU(Base):
     def test_2_ranks(self):
         self.check(2)
@@ -142,8 +141,8 @@ class TestTorchBackendGPU(Base):
 
 if __name__ == "__main__":
     want_gpu = any("GPU" in a for a in sys.argv[1:])
-    if torch is None or (want_gpu and not HAVE_CUDA):
+    if not HAVE_TORCH or (want_gpu and not HAVE_CUDA):
         print("torch%s (with torch.distributed and gloo) is not available to %s: skipped"
-              % (" with CUDA" if torch is not None and want_gpu else "", sys.executable))
+              % (" with CUDA" if HAVE_TORCH and want_gpu else "", sys.executable))
         sys.exit(77)
     unittest.main(verbosity=2)
