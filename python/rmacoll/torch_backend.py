@@ -38,7 +38,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup, Work as _TorchWork
 
 from ._comm import Communicator, UniqueId, get_unique_id
-from ._errors import InvalidArgumentError, RmacollError, UnsupportedError
+from ._errors import InvalidArgumentError, RmacollError, UnsupportedError, error_for
 from ._single import all_to_all_single
 from . import _torch
 
@@ -333,15 +333,17 @@ def _bootstrap(store, rank, size):
         try:
             uid = get_unique_id()
         except RmacollError as e:
-            store.set(_UID_KEY, b"error:" + str(e).encode())
+            # the others raise it too rather than wait for an id that never comes
+            store.set(_UID_KEY, b"error:%d:%s" % (e.status if e.status is not None else -1,
+                                                  str(e).encode()))
             raise
         store.set(_UID_KEY, b"uid:" + bytes(uid))
     else:
         v = bytes(store.get(_UID_KEY))
         if v.startswith(b"error:"):
-            raise InvalidArgumentError("rank %d: group rank 0 could not make the rmacoll "
-                                       "unique id: %s" % (rank, v[6:].decode(errors="replace")),
-                                       rank=rank)
+            code, _, msg = v[6:].partition(b":")
+            raise error_for(int(code), "rank %d: group rank 0 could not make the rmacoll "
+                            "unique id: %s" % (rank, msg.decode(errors="replace")), rank=rank)
         uid = UniqueId(v[4:])
     return Communicator(rank, size, uid)
 

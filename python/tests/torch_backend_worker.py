@@ -385,6 +385,22 @@ def run(device, form):
            "allreduce %s, rmacoll calls %d" % (t.tolist(), pg.rmacoll_calls))
     pg.close()
 
+    # group rank 0 cannot make the unique id: every rank raises its error
+    def bad_uid():
+        saved = os.environ.get("RMACOLL_BOOTSTRAP_ADDR")
+        if r == 0:
+            os.environ["RMACOLL_BOOTSTRAP_ADDR"] = "192.0.2.1:1"  # not this host's (TEST-NET-1)
+        try:
+            tb.ProcessGroupRmacoll(dist.PrefixStore("bad-uid-test/", store), r, n)
+        finally:
+            if r == 0:
+                if saved is None:
+                    del os.environ["RMACOLL_BOOTSTRAP_ADDR"]
+                else:
+                    os.environ["RMACOLL_BOOTSTRAP_ADDR"] = saved
+    expect_error("group rank 0 cannot make the unique id", bad_uid, rmacoll.BootstrapError,
+                 None if r == 0 else "group rank 0 could not make the rmacoll unique id")
+
     # the device map as torch 2.x's _new_process_group_helper holds it
     class _Cfg:
         def get_device_backend_map(self):
