@@ -222,9 +222,12 @@ class ProcessGroupRmacoll(ProcessGroup):
         if fb is not None:
             return fb.alltoall_base(output, input, output_split_sizes, input_split_sizes,
                                     *(() if opts is None else (opts,)))
+        # torch passes [] for None; as None it lets a CUDA int64 input_split_sizes
+        # tensor produce the received sizes (device split sizes, rmacoll.all_to_all_single)
+        osz = None if _empty_list(output_split_sizes) else output_split_sizes
+        isz = None if _empty_list(input_split_sizes) else input_split_sizes
         with self._lock:
-            w = all_to_all_single(output, input, output_split_sizes, input_split_sizes,
-                                  async_op=True, comm=self._comm)
+            w = all_to_all_single(output, input, osz, isz, async_op=True, comm=self._comm)
             self.rmacoll_calls += 1
         return _work([output], w, output)
 
@@ -257,6 +260,10 @@ class ProcessGroupRmacoll(ProcessGroup):
     for _name in _OTHER_OPS:
         locals()[_name] = _unsupported_op(_name)
     del _name
+
+
+def _empty_list(x):
+    return isinstance(x, (list, tuple)) and len(x) == 0
 
 
 def _work(result, w, where):

@@ -1,8 +1,8 @@
 """The torch.distributed backend (rmacoll.torch_backend) under torchrun.
 
 Each test starts torch_backend_worker.py with torchrun (this interpreter's
-`-m torch.distributed.run --standalone`: a free rendezvous port, so
-parallel runs do not collide) on 2 and 4 processes; every rank writes a
+`-m torch.distributed.run`, static rendezvous on a free port, so parallel
+runs do not collide) on 2 and 4 processes; every rank writes a
 report, and every check must hold on every rank with the same check
 names and exception classes (the worker compares bit for bit against a
 gloo group of the same job).
@@ -20,6 +20,7 @@ for TestTorchBackendGPU CUDA, is missing.
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -56,6 +57,14 @@ def torchrun_fixes():
     return []
 
 
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def torchrun(nproc, args, timeout=300, extra_env=None, script=WORKER):
     """(returncode, [report per rank], output, seconds)."""
     out_dir = tempfile.mkdtemp(prefix="rmacoll-tb-")
@@ -68,8 +77,13 @@ def torchrun(nproc, args, timeout=300, extra_env=None, script=WORKER):
         env.setdefault("RMACOLL_TIMEOUT_MS", "60000")
         env.setdefault("OMP_NUM_THREADS", "1")
         env.update(extra_env or {})
+        # static rendezvous on a free port: no elastic keep-alive thread (under a
+        # load of 40, one --standalone run exited 1 with the c10d rendezvous's
+        # heartbeat failing on a broken pipe; nine reruns passed)
         cmd = ([sys.executable, "-m", "torch.distributed.run"] + torchrun_fixes() +
-               ["--standalone", "--nproc_per_node=%d" % nproc, script] + list(args))
+               ["--nnodes=1", "--node_rank=0", "--master_addr=127.0.0.1",
+                "--master_port=%d" % free_port(), "--nproc_per_node=%d" % nproc, script] +
+               list(args))
         t0 = time.time()
         try:
             p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -95,7 +109,12 @@ def torchrun(nproc, args, timeout=300, extra_env=None, script=WORKER):
 class Base(unittest.TestCase):
     def check(self, nproc, *args, min_checks=30):
         rc, reports, text, secs = torchrun(nproc, args)
-        why = "torchrun rc %s\n%s" % (rc, text[-6000:])
+        failed = ["rank %d: %s: %s" % (r, c["name"], c["detail"][-2000:])
+                  for r, rep in enumerate(reports) if rep is not None
+                  for c in rep["checks"] if not c["ok"]]
+        missing = [r for r, rep in enumerate(reports) if rep is None]
+        why = "torchrun rc %s; failed checks: %s; no report from ranks %s\n%s\n...\n%s" % (
+            rc, "\n".join(failed) or "none", missing or "none", text[:3000], text[-5000:])
         self.assertEqual(rc, 0, why)
         names = None
         for r, rep in enumerate(reports):

@@ -342,6 +342,20 @@ def run(device, form):
     expect_error("bool tensors (not an rmacoll dtype)", bool_dtype, rmacoll.DatatypeError,
                  "bool")
 
+    if device == "cpu":
+        # torch passes [] for output_split_sizes=None; the backend hands None on, so a
+        # CUDA input_split_sizes tensor selects device split sizes (a stand-in here:
+        # refused for host tensors, on every rank, before any device work)
+        from fakes import FakeCudaTensor
+
+        def device_splits_host_data():
+            sz = FakeCudaTensor((n,)) if r == 0 else [2] * n
+            dist.all_to_all_single(torch.zeros(2 * n), torch.zeros(2 * n), None, sz)
+        expect_error("a CUDA split tensor with CPU tensors on rank 0", device_splits_host_data,
+                     rmacoll.InvalidArgumentError,
+                     "input and output are in host memory" if r == 0 else
+                     "call failed on rank 0")
+
     one_call("usable after the errors", 90, ok_m, (), torch.int64, device, gloo)
 
     if form == "rmacoll":
