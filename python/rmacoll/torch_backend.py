@@ -9,10 +9,12 @@ Importing this module registers the name with
 torch.distributed.Backend.register_backend (once; register() does it
 again under another name). The creator torch calls,
 create(store, rank, world_size, timeout), returns a ProcessGroupRmacoll:
-a Python subclass of torch's ProcessGroup (torch 1.13 and 2.x both route
-a Python subclass's methods through their PyProcessGroup trampoline, and
-torch.distributed's functions call the group's methods from Python), so
-no compiled extension is needed.
+a Python subclass of torch's ProcessGroup: torch.distributed's functions
+call the group's methods from Python, and torch's PyProcessGroup
+trampoline routes C++ calls of the overridden ones back to Python, so no
+compiled extension is needed. Run on torch 1.13 (Debian's, CPU); torch
+2.x has the same trampoline and its own tests register Python groups
+this way, but it was not run here.
 
 What it moves: all_to_all_single (ProcessGroup.alltoall_base) and the
 list form all_to_all (ProcessGroup.alltoall), on CPU tensors (blocking,
