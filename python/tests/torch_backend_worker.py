@@ -415,16 +415,33 @@ def run(device, form):
     expect_error("group rank 0 cannot make the unique id", bad_uid, rmacoll.BootstrapError,
                  None if r == 0 else "group rank 0 could not make the rmacoll unique id")
 
-    # the device map as torch 2.x's _new_process_group_helper holds it
+    # torch 2.x's _new_process_group_helper for "cpu:gloo,cuda:rmacoll", as the
+    # creator reads it (a stand-in frame: its backend_config, and its pg holding
+    # the gloo backend torch made for "cpu" before calling rmacoll's creator)
     class _Cfg:
         def get_device_backend_map(self):
             return {"cpu": "gloo", "cuda": "rmacoll"}
 
+    class _Assembling:  # the ProcessGroup torch is filling, device by device
+        def __init__(self, backends):
+            self.backends = backends
+
+        def _get_backend(self, device):
+            return self.backends[device.type]
+
+    helper_gloo = dist.ProcessGroupGloo(dist.PrefixStore("helper-test/cpu/", store), r, n)
+
     def _new_process_group_helper():
         backend_config = _Cfg()  # noqa: F841 - read from the frame
-        return tb._device_backend_map()
-    record("device map read from the helper's frame",
-           _new_process_group_helper() == {"cpu": "gloo", "cuda": "rmacoll"})
+        pg = _Assembling({"cpu": helper_gloo})  # noqa: F841 - read from the frame
+        return tb.create(dist.PrefixStore("helper-test/", store), r, n, timedelta(seconds=60))
+    pg = _new_process_group_helper()
+    t = torch.full((2,), float(r + 1))
+    dist.all_reduce(t, group=pg)
+    record("creator in a stand-in of torch 2.x's helper frame: cpu served by torch's gloo",
+           pg.device_fallbacks.get("cpu") is helper_gloo and bool((t == s).all())
+           and pg.rmacoll_calls == 0, repr(pg))
+    pg.close()
 
     # closing: collective; later calls say the communicator is closed
     rmacoll.destroy_group_communicators()
