@@ -14,6 +14,8 @@ Communicators: rmacoll.Communicator(rank, nranks, unique_id) with a
 UniqueId from rmacoll.get_unique_id() on one rank;
 Communicator.from_env() under mpirun/srun/torchrun;
 Communicator.from_torch_group(group); Communicator.from_nccl(ptr).
+torch.distributed backend: import rmacoll.torch_backend, then
+torch.distributed.init_process_group(backend="rmacoll") (see that module).
 Every failed call raises a subclass of RmacollError, one per status.
 The library is found as _lib.py says (RMACOLL_LIBRARY first).
 """

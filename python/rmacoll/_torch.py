@@ -32,6 +32,11 @@ def comm_from_group(cls, group, node_key=None, bootstrap="unique_id"):
         raise InvalidArgumentError("torch.distributed is not initialised "
                                    "(init_process_group) and no comm= was given")
     g = group if group is not None else dist.group.WORLD
+    if _backend_group(g):
+        raise UnsupportedError("the group is an rmacoll backend group (init_process_group("
+                               "backend=\"rmacoll\")): it has its communicator already, "
+                               "group.communicator; rmacoll.all_to_all_single(group=...) "
+                               "uses it")
     rank = dist.get_rank(g)
     nranks = dist.get_world_size(g)
     if bootstrap == "nccl":
@@ -79,12 +84,26 @@ def communicator_for_group(group=None):
     g = group if group is not None else dist.group.WORLD
     with _lock:
         c = _group_comms.get(g)
+    if _backend_group(g):
+        # the backend's own communicator (torch_backend), never a second one
+        if c is None or c.closed:
+            raise InvalidArgumentError("the rmacoll communicator of %r is closed "
+                                       "(destroy_group_communicators or group.close())" % g)
+        return c
     if c is None or c.closed:
         from ._comm import Communicator
         c = Communicator.from_torch_group(g)
         with _lock:
             _group_comms[g] = c
     return c
+
+
+def _backend_group(g):
+    """Whether g is a ProcessGroupRmacoll (no torch_backend import when it
+    was never imported: then there is none)."""
+    import sys
+    tb = sys.modules.get("rmacoll.torch_backend")
+    return tb is not None and isinstance(g, tb.ProcessGroupRmacoll)
 
 
 def existing_communicator(group=None):
