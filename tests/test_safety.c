@@ -952,6 +952,35 @@ static void test_stopped_rank_named(void **state)
     run_stop(three_two, 5, 0);
 }
 
+/* A rank that computes between calls is alive: its proxy thread beats.
+ * Rank `slow` sleeps 3 s (6 heartbeat periods) outside rmacoll between two
+ * calls while the others wait in the second; every call succeeds, exact. */
+static int busy_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    int64_t count = 512;
+    int slow = *(const int *)p, rc = uniform_body(comm, rank, nranks, &count);
+
+    if (rc == 0 && rank == slow) {
+        struct timespec ts = {3, 0};
+        nanosleep(&ts, NULL);
+    }
+    return rc != 0 ? rc : uniform_body(comm, rank, nranks, &count);
+}
+
+static void test_busy_rank_not_stopped(void **state)
+{
+    static const int two_nodes[4] = {0, 0, 1, 1};
+    rmacoll_config_t cfg = base_config(20000);
+    int codes[4] = {0};
+    mprun_opts_t o = {4, two_nodes, &cfg, 120, -1};
+
+    (void)state;
+    assert_int_equal(rmacoll_config_set(&cfg, "heartbeat_ms", "500"), RMACOLL_SUCCESS);
+    for (int slow = 1; slow <= 3; slow += 2) {
+        assert_int_equal(mprun(&o, busy_body, &slow, codes), 0);
+    }
+}
+
 /* The heartbeat (docs/protocol.md "Heartbeat", heartbeat_ms 500 here): a
  * stopped rank is found within two periods (+ scan and scheduling slack),
  * long before the 20 s silence timeout, and named as the silent rank on
@@ -1837,6 +1866,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_slow_progress),
         cmocka_unit_test(test_stopped_rank_named),
         cmocka_unit_test(test_stopped_rank_heartbeat),
+        cmocka_unit_test(test_busy_rank_not_stopped),
         cmocka_unit_test(test_killed_rank_named_fast),
         cmocka_unit_test(test_abort),
         cmocka_unit_test(test_broken_comm_no_shm_left),

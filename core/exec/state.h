@@ -120,7 +120,7 @@ struct rmacoll_comm {
     rmacoll_put_t *abort_puts;      /* [nranks]: the abort word to network peers */
     rmacoll_put_t *beat_puts;       /* [nranks]: the heartbeat count to network peers */
     /* heartbeat watch (wait.c): the count last seen of each rank and when
-     * (this rank's monotonic ms) it last rose; scans every beat_ms / 8 */
+     * (this rank's monotonic ms) it last rose; scans every beat_ms / 16 */
     uint64_t beat_ms;               /* config heartbeat_ms; 0 = off */
     uint64_t *beat_seen, *beat_when; /* [nranks] */
     uint64_t beat_last_scan, beat_next_scan;
@@ -288,6 +288,11 @@ void rmacoll__abort_broadcast(rmacoll_comm_t *comm, rmacoll_status_t st);
 /* wait.c: 1 when an abort word is set in this rank's window; buf then says
  * "secondary error: rank R failed first (CODE, ...)". */
 int rmacoll__abort_seen(const rmacoll_comm_t *comm, char *buf, size_t len);
+
+/** The proxy flush's watch (core/ctrl/proxy.h) over comm (the ctx): the
+ *  abort word, a stopped heartbeat, a dead rank's report end a flush with
+ *  that failure recorded; SUCCESS otherwise. wait.c. */
+rmacoll_status_t rmacoll__flush_watch(void *comm);
 /* wait.c: the code a call stopped by the abort word returns:
  * RMACOLL_ERR_ABORTED when this rank aborted (rmacoll_comm_abort), else
  * RMACOLL_ERR_PEER. */

@@ -214,9 +214,10 @@ static uint64_t beat_of(const rmacoll_comm_t *comm, int j)
 }
 
 /* The first rank (node peer or network peer) whose heartbeat has not risen
- * for two heartbeat periods while this rank watched, or -1; *age: how long.
- * A rank that never beat (no proxy thread) is not watched. Scans every
- * period / 8. When this rank itself did not scan for half a period (it was
+ * for 1.75 heartbeat periods (seven beats) while this rank watched, or -1;
+ * *age: how long. A rank that never beat (no proxy thread) is not watched.
+ * Scans every period / 16, so that a stop is reported within two periods
+ * of it. When this rank itself did not scan for half a period (it was
  * descheduled, stopped, busy outside a wait), what it saw before proves
  * nothing: every rank's watch restarts from now. */
 static int beat_stale(rmacoll_comm_t *comm, uint64_t now, uint64_t *age)
@@ -229,7 +230,7 @@ static int beat_stale(rmacoll_comm_t *comm, uint64_t now, uint64_t *age)
     }
     restart = comm->beat_last_scan == 0 || now - comm->beat_last_scan > period / 2;
     comm->beat_last_scan = now;
-    comm->beat_next_scan = now + (period / 8 ? period / 8 : 1);
+    comm->beat_next_scan = now + (period / 16 ? period / 16 : 1);
     for (int j = 0; j < comm->nranks; j++) {
         uint64_t v;
 
@@ -239,12 +240,48 @@ static int beat_stale(rmacoll_comm_t *comm, uint64_t now, uint64_t *age)
         if (restart || v != comm->beat_seen[j]) {
             comm->beat_seen[j] = v;
             comm->beat_when[j] = now;
-        } else if (now - comm->beat_when[j] > 2 * period) {
+        } else if (now - comm->beat_when[j] > 2 * period - period / 4) {
             *age = now - comm->beat_when[j];
             return j;
         }
     }
     return -1;
+}
+
+/* The proxy's flush watch (rmacoll__proxy_watch_set; comm.c sets it): the
+ * end of a host call waits for its network puts to complete, which a dead
+ * or stopped target (shm completes writes by the target's progress) never
+ * does; the same signs of a failure elsewhere as a wait ends it: the abort
+ * word, a stopped heartbeat, the bootstrap root's report of a dead rank. */
+rmacoll_status_t rmacoll__flush_watch(void *ctx)
+{
+    rmacoll_comm_t *comm = ctx;
+    char sec[160];
+    uint64_t age = 0;
+    int s, dead = -1;
+
+    if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
+        return rmacoll__fail_secondary(&comm->fail, rmacoll__abort_status(comm),
+                                       "rank %d: %s; stopped waiting for this rank's network "
+                                       "puts to complete", comm->rank, sec);
+    }
+    s = beat_stale(comm, rmacoll__now_ms(), &age);
+    if (s >= 0) {
+        comm->fail_culprit = s;
+        return rmacoll__fail(&comm->fail, RMACOLL_ERR_TIMEOUT,
+                             "rank %d: rank %d sent no heartbeat for %llu ms (heartbeat_ms "
+                             "%llu: stopped or dead; silent rank %d) while this rank's "
+                             "network puts were completing", comm->rank, s,
+                             (unsigned long long)age, (unsigned long long)comm->beat_ms, s);
+    }
+    if (rmacoll__bootstrap_poll_error(comm->bs, &dead, sec, sizeof(sec)) != RMACOLL_SUCCESS) {
+        comm->fail_culprit = dead;
+        return rmacoll__fail_secondary(&comm->fail, RMACOLL_ERR_PEER,
+                                       "rank %d: the bootstrap root reports: %s; stopped "
+                                       "waiting for this rank's network puts to complete",
+                                       comm->rank, sec);
+    }
+    return RMACOLL_SUCCESS;
 }
 
 /*
@@ -293,7 +330,10 @@ rmacoll_status_t rmacoll__wait_word_or(rmacoll_comm_t *comm, const volatile uint
         rmacoll_status_t pst = rmacoll__proxy_error(&comm->proxy, &ep);
         uint64_t now;
         if (pst != RMACOLL_SUCCESS) {
-            comm->fail_culprit = ep;
+            /* a failed connection has two ends: the peer is named in this
+             * rank's message, but only a silent one (the transport's
+             * TIMEOUT) goes into the abort word as the culprit */
+            comm->fail_culprit = pst == RMACOLL_ERR_TRANSPORT ? -1 : ep;
             if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
                 st = rmacoll__fail_secondary(&comm->fail, RMACOLL_ERR_PEER,
                                    "rank %d: %s; then the network transport failed "
