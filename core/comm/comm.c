@@ -474,6 +474,7 @@ static rmacoll_status_t comm_setup_xport(rmacoll_comm_t *comm)
         rmacoll__tinst_t *net = rmacoll__inst_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
         if (net != NULL) {
             comm_beat_setup(comm);
+            rmacoll__proxy_watch_set(&comm->proxy, rmacoll__flush_watch, comm);
             st = rmacoll__proxy_start(&comm->proxy, net->ops, net->tp);
         }
     }

@@ -4,6 +4,7 @@
  */
 #include "core/base/clock.h"
 #include "core/base/delay.h"
+#include "core/base/fault.h"
 #include "core/ctrl/proxy.h"
 
 #include <sched.h>
@@ -57,6 +58,22 @@ static int proxy_drive_locked(rmacoll__proxy_t *px)
         const rmacoll__proxy_job_t *job = &px->ring[next % RMACOLL__PROXY_RING];
         if (st == RMACOLL_SUCCESS && atomic_load(&px->status) == RMACOLL_SUCCESS) {
             rmacoll__test_delay();
+            if (rmacoll__test_fault(RMACOLL__FAULT_NET)) {
+                /* this rank's network failed: no peer is to blame */
+                int expected = RMACOLL_SUCCESS;
+
+                rmacoll__log(px->log, RMACOLL_LOG_WARN, RMACOLL_LOG_SUBSYS_PROXY,
+                             "rank %d: injected network failure (RMACOLL_TEST_FAULT)",
+                             px->rank);
+                atomic_store(&px->err_peer, -1);
+                atomic_compare_exchange_strong(&px->status, &expected,
+                                               (int)RMACOLL_ERR_TRANSPORT);
+                st = RMACOLL_ERR_TRANSPORT;
+                next++;
+                atomic_store_explicit(&px->jobs_done, next, memory_order_release);
+                worked = 1;
+                continue;
+            }
             st = px->ops->host.post_puts(px->tp, job->puts, job->n);
         }
         next++;
@@ -66,7 +83,7 @@ static int proxy_drive_locked(rmacoll__proxy_t *px)
     if (st == RMACOLL_SUCCESS) {
         st = px->ops->base.progress(px->tp);
     }
-    if (st != RMACOLL_SUCCESS) {
+    if (st != RMACOLL_SUCCESS && atomic_load(&px->status) == RMACOLL_SUCCESS) {
         proxy_set_error(px, st);
     }
     return worked;
@@ -120,6 +137,13 @@ void rmacoll__proxy_drive(rmacoll__proxy_t *px, int on)
 void rmacoll__proxy_drive_end(rmacoll__proxy_t *px)
 {
     atomic_fetch_sub(&px->driving, 1);
+}
+
+void rmacoll__proxy_watch_set(rmacoll__proxy_t *px, rmacoll_status_t (*watch)(void *ctx),
+                              void *ctx)
+{
+    px->watch = watch;
+    px->watch_ctx = ctx;
 }
 
 void rmacoll__proxy_beat_set(rmacoll__proxy_t *px, uint64_t beat_ms,
@@ -291,6 +315,7 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
     uint64_t posted = atomic_load(&px->jobs_posted);
     size_t last_pending = SIZE_MAX;
     unsigned spins = 0;
+    uint64_t last_watch = 0;
 
     if (!px->started) {
         return RMACOLL_SUCCESS;
@@ -341,6 +366,18 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
                                  (unsigned long long)(rmacoll__now_ms() - start));
         }
         if (++spins >= RMACOLL__POLLS_BEFORE_YIELD) {
+            uint64_t now = rmacoll__now_ms();
+
+            if (px->watch != NULL && now != last_watch) {
+                rmacoll_status_t wst;
+
+                last_watch = now;
+                wst = px->watch(px->watch_ctx);
+                if (wst != RMACOLL_SUCCESS) {
+                    rmacoll__proxy_drive(px, 0);
+                    return wst;
+                }
+            }
             sched_yield();
         }
     }

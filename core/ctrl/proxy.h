@@ -77,6 +77,11 @@ typedef struct rmacoll__proxy {
     volatile uint64_t *beat_word;
     const rmacoll_put_t *beat_puts;
     size_t beat_n;
+    /* flush's watch (rmacoll__proxy_watch_set): a failure elsewhere (the
+     * abort word, a dead or stopped rank) ends a flush whose puts a dead
+     * or stopped target would never complete */
+    rmacoll_status_t (*watch)(void *ctx);
+    void *watch_ctx;
     _Atomic uint64_t jobs_posted;     /* written by the producer */
     _Atomic uint64_t jobs_done;       /* written by whoever drives */
     _Atomic int status;               /* first error of the transport */
@@ -93,6 +98,11 @@ rmacoll_status_t rmacoll__proxy_start(rmacoll__proxy_t *px,
                                       rmacoll_transport_t *tp);
 /** Joins the thread (if started) and releases the lock. */
 void rmacoll__proxy_fini(rmacoll__proxy_t *px);
+
+/** watch(ctx), called by rmacoll__proxy_flush about every millisecond,
+ *  returns a failure (recorded by it) that ends the flush, or SUCCESS. */
+void rmacoll__proxy_watch_set(rmacoll__proxy_t *px, rmacoll_status_t (*watch)(void *ctx),
+                              void *ctx);
 
 /** Before rmacoll__proxy_start: the thread raises *word every beat_ms / 4
  *  (0: no heartbeat) and posts the n puts (8 bytes each, of *word, into

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/fault.h"
 #include "core/base/delay.h"
 #include "core/exec/call.h"
 #include "core/exec/state.h"
@@ -111,7 +112,8 @@ static rmacoll_status_t ce_copies(rmacoll_comm_t *comm, rmacoll_memtype_t mem,
         rmacoll__proxy_drive(&comm->proxy, 0);
     }
     rmacoll__test_delay();
-    st = ti->ops->host.post_puts(ti->tp, puts, n);
+    st = rmacoll__test_fault(RMACOLL__FAULT_COPY) ? RMACOLL_ERR_TRANSPORT
+                                                   : ti->ops->host.post_puts(ti->tp, puts, n);
     if (cbytes >= HOST_HANDOVER_BYTES) {
         rmacoll__proxy_drive(&comm->proxy, 1);
     }
@@ -354,11 +356,14 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t 
     if (st == RMACOLL_SUCCESS) {
         st = rmacoll__proxy_flush(&comm->proxy);
         if (st != RMACOLL_SUCCESS) {
-            /* the peer the transport named (-1: none) goes into the abort
-             * word, so that every rank's secondary error names it */
+            /* the peer the transport found silent (TIMEOUT) goes into the
+             * abort word, so that every rank's secondary error names it; a
+             * failed connection (TRANSPORT) has two ends: no culprit */
             int ep = -1;
-            (void)rmacoll__proxy_error(&comm->proxy, &ep);
-            comm->fail_culprit = ep;
+
+            if (rmacoll__proxy_error(&comm->proxy, &ep) != RMACOLL_SUCCESS) {
+                comm->fail_culprit = st == RMACOLL_ERR_TRANSPORT ? -1 : ep;
+            } /* else the flush's watch set it */
         }
     }
     return st;
