@@ -10,7 +10,7 @@ import re
 import warnings
 
 from . import _lib
-from ._buffers import INVALID_DATATYPE, DataType, describe, to_datatype
+from ._buffers import INVALID_DATATYPE, DataType, address_and_dtype, to_datatype
 from ._errors import (DatatypeError, InternalError, InvalidArgumentError,
                       UnsupportedError, error_for)
 
@@ -139,10 +139,9 @@ def _address(buf, what):
     if isinstance(buf, int):
         return buf, None
     try:
-        info = describe(buf)
+        return address_and_dtype(buf)
     except (TypeError, ValueError) as e:
         raise type(e)("%s %s" % (what, e)) from None
-    return info.ptr, info.dtype
 
 
 def stream_handle(stream):

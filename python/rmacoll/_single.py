@@ -21,12 +21,13 @@ same way; the checks of their values are made on the device (see
 all_to_all_single).
 """
 
+import ctypes
 import functools
 import sys
 from itertools import accumulate
 
 from . import _buffers
-from ._buffers import DATATYPE_NAMES, describe, dtype_name, split_list
+from ._buffers import DATATYPE_NAMES, describe, dtype_name, numpy_address, split_list
 from ._comm import CUDA_STREAM_LEGACY
 from ._errors import DatatypeError, InvalidArgumentError, UnsupportedError
 from ._lib import RECV_GIVEN, RECV_PRODUCE
@@ -73,9 +74,9 @@ def _splits(sizes, info, n, what, tensor_name):
         return [info.rows // n] * n
     if len(rows) != n:
         raise ValueError("%s has %d entries, the group has %d ranks" % (what, len(rows), n))
-    for j, r in enumerate(rows):
-        if r < 0:
-            raise ValueError("%s[%d] = %d is negative" % (what, j, r))
+    if min(rows) < 0:
+        j = next(j for j, r in enumerate(rows) if r < 0)
+        raise ValueError("%s[%d] = %d is negative" % (what, j, rows[j]))
     if sum(rows) != info.rows:
         raise ValueError("%s sum to %d rows but %s has %d rows in dim 0"
                          % (what, sum(rows), tensor_name, info.rows))
@@ -84,9 +85,9 @@ def _splits(sizes, info, n, what, tensor_name):
 
 def _fill(counts, displs, rows, row_elems):
     """counts/displs (ctypes int64 arrays) from rows per rank, in elements."""
-    c = [r * row_elems for r in rows]
+    c = rows if row_elems == 1 else [r * row_elems for r in rows]
     counts[:] = c
-    displs[:] = [0] + list(accumulate(c[:-1]))
+    displs[:] = [0, *accumulate(c[:-1])]
 
 
 class _Prepared:
@@ -113,7 +114,6 @@ class _Prepared:
     __slots__ = ("ready", "args", "otype", "itype", "key", "osz", "isz", "dt", "torch")
 
     def __init__(self, n):
-        import ctypes
         self.ready = False
         self.args = tuple((ctypes.c_int64 * n)() for _ in range(4))
 
@@ -129,18 +129,20 @@ class _Prepared:
     def reusable(sizes):
         return sizes is None or (type(sizes) is list and len(sizes) > 0)
 
-    def keep(self, comm, output, input, out, inp, osz, isz):
-        """Makes this block the one of this call (its arrays are filled)."""
+    def keep(self, output, input, is_torch, dt, orows, irows):
+        """Makes this block the one of this call (its arrays are filled).
+        orows/irows: the rows the split lists gave, None for None."""
         self.otype, self.itype = type(output), type(input)
-        self.torch = self.kind(output) == "torch"
-        if self.torch:
+        self.torch = is_torch
+        if is_torch:
             self.key = (output.dtype, output.shape, output.device,
                         input.dtype, input.shape, input.device)
         else:
             self.key = (output.dtype, output.shape, input.dtype, input.shape)
-        self.osz = None if osz is None else [int(v) for v in osz]
-        self.isz = None if isz is None else [int(v) for v in isz]
-        self.dt = int(out.dtype)
+        # copies: a list of ints is the caller's own list (split_list)
+        self.osz = None if orows is None else list(orows)
+        self.isz = None if irows is None else list(irows)
+        self.dt = dt
         self.ready = True
 
     def call(self, comm, output, input, osz, isz):
@@ -169,8 +171,8 @@ class _Prepared:
             of = output.flags
             if not (of.c_contiguous and of.writeable and input.flags.c_contiguous):
                 return None
-            optr = output.__array_interface__["data"][0]
-            iptr = input.__array_interface__["data"][0]
+            optr = numpy_address(output)
+            iptr = numpy_address(input)
         sc, sd, rc, rd = self.args
         return comm._lib.rmacoll_alltoallv(iptr, sc, sd, optr, rc, rd, self.dt, comm._h,
                                            None)
@@ -283,14 +285,21 @@ def _device_splits_check(out, inp, isz, osz, out_splits, status, n):
     return None if why is None else (InvalidArgumentError, why)
 
 
+_profiler_enabled = []  # torch.autograd._profiler_enabled, once torch is imported
+
+
 def _profiling():
     """Whether torch's profiler records (torch.profiler / autograd.profiler);
-    False without torch imported. Costs an attribute lookup and a call."""
+    False without torch imported. Costs a call once torch is imported."""
+    if _profiler_enabled:
+        return _profiler_enabled[0]()
     torch = sys.modules.get("torch")
     try:
-        return torch is not None and torch.autograd._profiler_enabled()
+        f = torch.autograd._profiler_enabled  # AttributeError: no torch (yet)
     except AttributeError:
         return False
+    _profiler_enabled.append(f)
+    return f()
 
 
 def all_to_all_single(*args, **kwargs):
@@ -398,16 +407,15 @@ def _all_to_all_single(output, input, output_split_sizes=None, input_split_sizes
     n = comm.size
     problem = None
     out = inp = None
-    for name, obj in (("output", output), ("input", input)):
+    try:
+        out = describe(output)
+    except (TypeError, ValueError) as e:
+        problem = (InvalidArgumentError, "output %s" % e)
+    if problem is None:
         try:
-            info = describe(obj)
+            inp = describe(input)
         except (TypeError, ValueError) as e:
-            problem = (InvalidArgumentError, "%s %s" % (name, e))
-            break
-        if name == "output":
-            out = info
-        else:
-            inp = info
+            problem = (InvalidArgumentError, "input %s" % e)
     if problem is None:
         problem = _check(out, inp)
 
@@ -443,8 +451,8 @@ def _all_to_all_single(output, input, output_split_sizes=None, input_split_sizes
     if problem is not None:
         comm.fail_collectively(problem[0], problem[1], sh)
 
-    if (sh is None and _Prepared.kind(output) is not None
-            and _Prepared.kind(output) == _Prepared.kind(input)
+    kind = _Prepared.kind(output) if sh is None else None
+    if (kind is not None and kind == _Prepared.kind(input)
             and _Prepared.reusable(output_split_sizes)
             and _Prepared.reusable(input_split_sizes)):
         # host memory, splits None or lists: the next call like this one
@@ -460,7 +468,9 @@ def _all_to_all_single(output, input, output_split_sizes=None, input_split_sizes
     _fill(sc, sd, irows, inp.row_elems)
     _fill(rc, rd, orows, out.row_elems)
     if prep is not None:
-        prep.keep(comm, output, input, out, inp, output_split_sizes, input_split_sizes)
+        prep.keep(output, input, kind == "torch", int(out.dtype),
+                  None if output_split_sizes is None else orows,
+                  None if input_split_sizes is None else irows)
 
     lib = comm._lib
     if tstream is not None:
