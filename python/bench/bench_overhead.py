@@ -36,6 +36,7 @@ Run (from the source tree, after cmake --build build):
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -205,9 +206,7 @@ def main():
     args = parse_args()
     if args.worker:
         return worker(args)
-    try:
-        import numpy  # noqa: F401 - the workers' arrays
-    except ImportError:
+    if importlib.util.find_spec("numpy") is None:  # the workers' arrays
         print("numpy is not importable from %s; nothing to measure" % sys.executable)
         return 77  # CTest: skipped
     out = []

@@ -394,7 +394,7 @@ def _all_to_all_single(output, input, output_split_sizes=None, input_split_sizes
     if comm is None:
         from . import _torch
         comm = _torch.communicator_for_group(group)
-    prep = comm._a2a_prep
+    prep = getattr(comm, "_a2a_prep", None)  # None too on a stand-in communicator
     if prep is not None and prep.ready and out_splits is None and status is None:
         # the prepared call of the last host call (see _Prepared): reused
         # when these arguments would pass every local check the same way
@@ -457,7 +457,7 @@ def _all_to_all_single(output, input, output_split_sizes=None, input_split_sizes
             and _Prepared.reusable(input_split_sizes)):
         # host memory, splits None or lists: the next call like this one
         # reuses the arrays filled here (prep.call)
-        prep = comm._a2a_prep
+        prep = getattr(comm, "_a2a_prep", None)
         if prep is None:
             prep = comm._a2a_prep = _Prepared(n)
         prep.ready = False
