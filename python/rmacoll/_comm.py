@@ -101,12 +101,13 @@ def get_unique_id():
 def _i64_array(values, n, what, into=None):
     """values (n ints) as a ctypes int64 array; ValueError/TypeError otherwise.
     into: an int64 array of n to fill and return (a list of n Python ints
-    goes in with one slice assignment; anything else as before)."""
+    goes in with one slice assignment, as do integers with __index__;
+    anything else as before)."""
     if into is not None and type(values) is list and len(values) == n:
         try:
             into[:] = values
             return into
-        except TypeError:  # floats, numpy scalars ...: int() each below
+        except TypeError:  # floats and other non-integers: int() each below
             pass
     if hasattr(values, "tolist"):
         values = values.tolist()
