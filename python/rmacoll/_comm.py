@@ -10,7 +10,7 @@ import re
 import warnings
 
 from . import _lib
-from ._buffers import INVALID_DATATYPE, DataType, describe, to_datatype
+from ._buffers import INVALID_DATATYPE, DataType, address_and_dtype, to_datatype
 from ._errors import (DatatypeError, InternalError, InvalidArgumentError,
                       UnsupportedError, error_for)
 
@@ -98,8 +98,17 @@ def get_unique_id():
     return UniqueId(ctypes.string_at(ctypes.addressof(s), _lib.UNIQUE_ID_BYTES))
 
 
-def _i64_array(values, n, what):
-    """values (n ints) as a ctypes int64 array; ValueError/TypeError otherwise."""
+def _i64_array(values, n, what, into=None):
+    """values (n ints) as a ctypes int64 array; ValueError/TypeError otherwise.
+    into: an int64 array of n to fill and return (a list of n Python ints
+    goes in with one slice assignment, as do integers with __index__;
+    anything else as before)."""
+    if into is not None and type(values) is list and len(values) == n:
+        try:
+            into[:] = values
+            return into
+        except TypeError:  # floats and other non-integers: int() each below
+            pass
     if hasattr(values, "tolist"):
         values = values.tolist()
     vals = list(values)
@@ -131,10 +140,9 @@ def _address(buf, what):
     if isinstance(buf, int):
         return buf, None
     try:
-        info = describe(buf)
+        return address_and_dtype(buf)
     except (TypeError, ValueError) as e:
         raise type(e)("%s %s" % (what, e)) from None
-    return info.ptr, info.dtype
 
 
 def stream_handle(stream):
@@ -208,6 +216,8 @@ class Communicator:
         self._zeros = (ctypes.c_int64 * self._size)()
         # count/displacement arrays all_to_all_single fills (no allocation per call)
         self._args = tuple((ctypes.c_int64 * self._size)() for _ in range(4))
+        self._vargs = tuple((ctypes.c_int64 * self._size)() for _ in range(4))  # alltoallv's
+        self._a2a_prep = None  # all_to_all_single's prepared host call (_single._Prepared)
         self._device_stream = None  # torch stream of the last device call (all_to_all_single)
         self._dc_keep = None  # device-split call's own tensors, kept until the next such call
 
@@ -488,10 +498,10 @@ class Communicator:
         try:
             rp, rdt = _address(recvbuf, "recvbuf")
             sp, sdt = (IN_PLACE.C_VALUE, rdt) if inplace else _address(sendbuf, "sendbuf")
-            arrs = [None if inplace and name[0] == "s" else _i64_array(a, n, name)
-                    for a, name in
-                    ((sendcounts, "sendcounts"), (sdispls, "sdispls"),
-                     (recvcounts, "recvcounts"), (rdispls, "rdispls"))]
+            arrs = [None if inplace and name[0] == "s" else _i64_array(a, n, name, into)
+                    for a, name, into in
+                    zip((sendcounts, sdispls, recvcounts, rdispls),
+                        ("sendcounts", "sdispls", "recvcounts", "rdispls"), self._vargs)]
         except (TypeError, ValueError) as e:
             self.fail_collectively(InvalidArgumentError, str(e), sh)
         dt = to_datatype(dtype) if dtype is not None else sdt

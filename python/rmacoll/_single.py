@@ -21,11 +21,13 @@ same way; the checks of their values are made on the device (see
 all_to_all_single).
 """
 
+import ctypes
 import functools
 import sys
 from itertools import accumulate
 
-from ._buffers import DATATYPE_NAMES, describe, dtype_name, split_list
+from . import _buffers
+from ._buffers import DATATYPE_NAMES, describe, dtype_name, numpy_address, split_list
 from ._comm import CUDA_STREAM_LEGACY
 from ._errors import DatatypeError, InvalidArgumentError, UnsupportedError
 from ._lib import RECV_GIVEN, RECV_PRODUCE
@@ -72,9 +74,9 @@ def _splits(sizes, info, n, what, tensor_name):
         return [info.rows // n] * n
     if len(rows) != n:
         raise ValueError("%s has %d entries, the group has %d ranks" % (what, len(rows), n))
-    for j, r in enumerate(rows):
-        if r < 0:
-            raise ValueError("%s[%d] = %d is negative" % (what, j, r))
+    if min(rows) < 0:
+        j = next(j for j, r in enumerate(rows) if r < 0)
+        raise ValueError("%s[%d] = %d is negative" % (what, j, rows[j]))
     if sum(rows) != info.rows:
         raise ValueError("%s sum to %d rows but %s has %d rows in dim 0"
                          % (what, sum(rows), tensor_name, info.rows))
@@ -83,9 +85,97 @@ def _splits(sizes, info, n, what, tensor_name):
 
 def _fill(counts, displs, rows, row_elems):
     """counts/displs (ctypes int64 arrays) from rows per rank, in elements."""
-    c = [r * row_elems for r in rows]
+    c = rows if row_elems == 1 else [r * row_elems for r in rows]
     counts[:] = c
-    displs[:] = [0] + list(accumulate(c[:-1]))
+    displs[:] = [0, *accumulate(c[:-1])]
+
+
+class _Prepared:
+    """The argument block of a communicator's last host-memory call with
+    split sizes None or lists of ints (issue 34 item 4: no per-call
+    describe(), split parsing or count arrays on the hot path).
+
+    It holds the four int64 count/displacement arrays that call was made
+    with and what they were made from: the array types, for each side the
+    (dtype, shape) and, for torch, the device, and the split sizes (None,
+    or a copy of the list as ints). A call reuses them (call) only when
+    all of these compare equal, so every local check of the slow path
+    would pass the same way and fill the same counts; what can differ
+    between two such arrays is read again on every call: the data
+    pointers, contiguity and (numpy) writability. A split list compares by
+    value (list ==), so a list changed in place since is a miss. Anything
+    else (CUDA tensors, __array_interface__ objects, split sizes given as
+    tuples, arrays or tensors, out_splits/status, a pending device call,
+    a closed communicator) takes the full path, which also remakes this
+    block. One per communicator, used by the thread that uses the
+    communicator (the C API's rule).
+    """
+
+    __slots__ = ("ready", "args", "otype", "itype", "key", "osz", "isz", "dt", "torch")
+
+    def __init__(self, n):
+        self.ready = False
+        self.args = tuple((ctypes.c_int64 * n)() for _ in range(4))
+
+    @staticmethod
+    def kind(obj):
+        """"numpy" or "torch" for the arrays this block is made for (those
+        describe() reads as numpy arrays or torch tensors), else None."""
+        h = _buffers._HANDLERS.get(type(obj))
+        return ("numpy" if h is _buffers._numpy_info else
+                "torch" if h is _buffers._torch_info else None)
+
+    @staticmethod
+    def reusable(sizes):
+        return sizes is None or (type(sizes) is list and len(sizes) > 0)
+
+    def keep(self, output, input, is_torch, dt, orows, irows):
+        """Makes this block the one of this call (its arrays are filled).
+        orows/irows: the rows the split lists gave, None for None."""
+        self.otype, self.itype = type(output), type(input)
+        self.torch = is_torch
+        if is_torch:
+            self.key = (output.dtype, output.shape, output.device,
+                        input.dtype, input.shape, input.device)
+        else:
+            self.key = (output.dtype, output.shape, input.dtype, input.shape)
+        # copies: a list of ints is the caller's own list (split_list)
+        self.osz = None if orows is None else list(orows)
+        self.isz = None if irows is None else list(irows)
+        self.dt = dt
+        self.ready = True
+
+    def call(self, comm, output, input, osz, isz):
+        """The C call's status, or None when this call is not the kept
+        one's (then nothing was called)."""
+        if type(output) is not self.otype or type(input) is not self.itype:
+            return None
+        if comm._h is None or comm._device_stream is not None:
+            return None
+        if (osz is not None or self.osz is not None) and (
+                type(osz) is not list or osz != self.osz):
+            return None
+        if (isz is not None or self.isz is not None) and (
+                type(isz) is not list or isz != self.isz):
+            return None
+        if self.torch:
+            if (output.dtype, output.shape, output.device, input.dtype, input.shape,
+                    input.device) != self.key:
+                return None
+            if not (output.is_contiguous() and input.is_contiguous()):
+                return None
+            optr, iptr = output.data_ptr(), input.data_ptr()
+        else:
+            if (output.dtype, output.shape, input.dtype, input.shape) != self.key:
+                return None
+            of = output.flags
+            if not (of.c_contiguous and of.writeable and input.flags.c_contiguous):
+                return None
+            optr = numpy_address(output)
+            iptr = numpy_address(input)
+        sc, sd, rc, rd = self.args
+        return comm._lib.rmacoll_alltoallv(iptr, sc, sd, optr, rc, rd, self.dt, comm._h,
+                                           None)
 
 
 def _check(out, inp):
@@ -195,14 +285,21 @@ def _device_splits_check(out, inp, isz, osz, out_splits, status, n):
     return None if why is None else (InvalidArgumentError, why)
 
 
+_profiler_enabled = []  # torch.autograd._profiler_enabled, once torch is imported
+
+
 def _profiling():
     """Whether torch's profiler records (torch.profiler / autograd.profiler);
-    False without torch imported. Costs an attribute lookup and a call."""
+    False without torch imported. Costs a call once torch is imported."""
+    if _profiler_enabled:
+        return _profiler_enabled[0]()
     torch = sys.modules.get("torch")
     try:
-        return torch is not None and torch.autograd._profiler_enabled()
+        f = torch.autograd._profiler_enabled  # AttributeError: no torch (yet)
     except AttributeError:
         return False
+    _profiler_enabled.append(f)
+    return f()
 
 
 def all_to_all_single(*args, **kwargs):
@@ -297,20 +394,28 @@ def _all_to_all_single(output, input, output_split_sizes=None, input_split_sizes
     if comm is None:
         from . import _torch
         comm = _torch.communicator_for_group(group)
+    prep = getattr(comm, "_a2a_prep", None)  # None too on a stand-in communicator
+    if prep is not None and prep.ready and out_splits is None and status is None:
+        # the prepared call of the last host call (see _Prepared): reused
+        # when these arguments would pass every local check the same way
+        st = prep.call(comm, output, input, output_split_sizes, input_split_sizes)
+        if st is not None:
+            if st != 0:
+                comm._raise(st)
+            return Work() if async_op else None
     h = comm._handle()
     n = comm.size
     problem = None
     out = inp = None
-    for name, obj in (("output", output), ("input", input)):
+    try:
+        out = describe(output)
+    except (TypeError, ValueError) as e:
+        problem = (InvalidArgumentError, "output %s" % e)
+    if problem is None:
         try:
-            info = describe(obj)
+            inp = describe(input)
         except (TypeError, ValueError) as e:
-            problem = (InvalidArgumentError, "%s %s" % (name, e))
-            break
-        if name == "output":
-            out = info
-        else:
-            inp = info
+            problem = (InvalidArgumentError, "input %s" % e)
     if problem is None:
         problem = _check(out, inp)
 
@@ -346,9 +451,26 @@ def _all_to_all_single(output, input, output_split_sizes=None, input_split_sizes
     if problem is not None:
         comm.fail_collectively(problem[0], problem[1], sh)
 
-    sc, sd, rc, rd = comm._args  # the communicator's own (one thread per comm)
+    kind = _Prepared.kind(output) if sh is None else None
+    if (kind is not None and kind == _Prepared.kind(input)
+            and _Prepared.reusable(output_split_sizes)
+            and _Prepared.reusable(input_split_sizes)):
+        # host memory, splits None or lists: the next call like this one
+        # reuses the arrays filled here (prep.call)
+        prep = getattr(comm, "_a2a_prep", None)
+        if prep is None:
+            prep = comm._a2a_prep = _Prepared(n)
+        prep.ready = False
+        sc, sd, rc, rd = prep.args
+    else:
+        prep = None
+        sc, sd, rc, rd = comm._args  # the communicator's own (one thread per comm)
     _fill(sc, sd, irows, inp.row_elems)
     _fill(rc, rd, orows, out.row_elems)
+    if prep is not None:
+        prep.keep(output, input, kind == "torch", int(out.dtype),
+                  None if output_split_sizes is None else orows,
+                  None if input_split_sizes is None else irows)
 
     lib = comm._lib
     if tstream is not None:

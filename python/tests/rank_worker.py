@@ -377,12 +377,165 @@ def scenario_from_env(_comm):
     comm.close()
 
 
+def scenario_reuse(comm):
+    """all_to_all_single's prepared host call (_single._Prepared) never
+    serves a stale argument block: calls back to back on one communicator
+    whose split sizes change (a list changed in place too), whose buffers
+    change dtype, shape or address, that go from None to lists and back;
+    every output compared byte for byte with its guard bytes. Whether the
+    prepared block was used (no describe()) is checked too, so the test
+    sees the fast path it guards; local errors after a prepared call still
+    fail every rank."""
+    import rmacoll._single as single
+    n, me = comm.size, comm.rank
+    last = n - 1
+    seen = {"describe": 0}
+    real_describe = single.describe
+
+    def counting(obj):
+        seen["describe"] += 1
+        return real_describe(obj)
+    single.describe = counting
+
+    def step(name, m, seed, dtype, row_shape, osz, isz, inp=None, out=None, fast=None,
+             wrap=None):
+        """One call with rows matrix m; inp/out: arrays to reuse (filled
+        in place / reset to the sentinel) or None for new ones."""
+        rows_in = int(m[me].sum())
+        data = rank_input(seed, me, rows_in, row_shape, dtype)
+        if inp is None:
+            inp = data.copy()
+        else:
+            inp[...] = data
+        if out is None:
+            out = Guarded((int(m[:, me].sum()),) + tuple(row_shape), dtype)
+        else:
+            out.big[:] = SENTINEL
+        before = seen["describe"]
+        o, i = (out.array, inp) if wrap is None else (wrap(out.array), wrap(inp))
+        rmacoll.all_to_all_single(o, i, osz, isz, comm=comm)
+        exp = expected_output(m, seed, me, row_shape, dtype)
+        ok = out.body() == exp.tobytes() and out.guards_intact()
+        why = [] if ok else ["got %r expected %r guards %s" % (
+            out.array.reshape(-1)[:8], exp.reshape(-1)[:8], out.guards_intact())]
+        used = seen["describe"] == before
+        if fast is not None and used != fast:
+            ok = False
+            why.append("prepared block %s" % ("used" if used else "not used"))
+        record("reuse " + name, ok, "; ".join(why))
+        return inp, out
+
+    m1 = count_matrix(80, n) + 2  # every block at least two rows
+    m2 = m1.copy()                # the same row and column sums, other blocks
+    for i in range(n):
+        m2[i, i] -= 1
+        m2[i, (i + 1) % n] += 1
+    lo, li = [int(v) for v in m1[:, me]], [int(v) for v in m1[me]]
+    inp, out = step("first call", m1, 81, "float32", (4,), lo, li, fast=False)
+    step("same arguments, new data", m1, 82, "float32", (4,), lo, li, inp, out, fast=True)
+    lo[:] = [int(v) for v in m2[:, me]]  # the same list objects, changed in place
+    li[:] = [int(v) for v in m2[me]]
+    step("split lists changed in place", m2, 83, "float32", (4,), lo, li, inp, out,
+         fast=(n == 1))
+    step("equal split lists, new objects", m2, 84, "float32", (4,), list(lo), list(li),
+         inp, out, fast=True)
+    # one side only: with 3 ranks or more, rank 0's input splits stay and
+    # its output splits change, rank 2's the other way round (rows 1 and 2
+    # of the matrix trade one row between columns 0 and 1)
+    m3 = m2.copy()
+    if n >= 3:
+        m3[1, 0] += 1
+        m3[1, 1] -= 1
+        m3[2, 0] -= 1
+        m3[2, 1] += 1
+    lo[:] = [int(v) for v in m3[:, me]]
+    li[:] = [int(v) for v in m3[me]]
+    step("one side's split list changed in place", m3, 95, "float32", (4,), lo, li, inp, out,
+         fast=(n < 3 or me not in (0, 1, 2)))
+    step("other dtype, same shape and item size", m3, 85, "int32", (4,), lo, li, fast=False)
+    step("back to float32, same buffers", m3, 86, "float32", (4,), lo, li, inp, out,
+         fast=False)
+    step("float16 rows of 8 (same bytes per row)", m3, 87, "float16", (8,), lo, li,
+         fast=False)
+    step("new float16 buffers, same shapes", m3, 88, "float16", (8,), lo, li, fast=True)
+    eq = count_matrix(0, n, equal=3)
+    inp3, out3 = step("None splits", eq, 89, "float64", (2,), None, None, fast=False)
+    step("None splits again", eq, 90, "float64", (2,), None, None, inp3, out3, fast=True)
+    step("None -> lists of the same sizes", eq, 91, "float64", (2,), [3] * n, [3] * n,
+         inp3, out3, fast=False)
+    step("lists -> None", eq, 92, "float64", (2,), None, None, inp3, out3, fast=False)
+    step("float lists equal to the ints", eq, 93, "float64", (2,), [3.0] * n, [3] * n,
+         inp3, out3, fast=False)
+    step("int lists after float lists", eq, 94, "float64", (2,), [3] * n, [3] * n,
+         inp3, out3, fast=True)
+    step("1-d, rows of one element", m1, 103, "uint8", (), [int(v) for v in m1[:, me]],
+         [int(v) for v in m1[me]], fast=False)
+
+    # local errors after a prepared call: the last rank's output is not
+    # contiguous, then read-only, with the dtype and shape of the prepared
+    # call; every rank fails, nothing is written
+    lo, li = [int(v) for v in m1[:, me]], [int(v) for v in m1[me]]
+    inp4, out4 = step("before the errors", m1, 96, "int32", (3,), lo, li, fast=False)
+    step("prepared again", m1, 97, "int32", (3,), lo, li, inp4, out4, fast=True)
+    rows_out = int(m1[:, me].sum())
+    wide = Guarded((rows_out, 6), "int32")
+    bad = wide.array[:, ::2] if me == last else out4.array
+    out4.big[:] = SENTINEL
+    expect_error("reuse: non-contiguous output after a prepared call",
+                 lambda: rmacoll.all_to_all_single(bad, inp4, lo, li, comm=comm),
+                 [wide, out4], rmacoll.InvalidArgumentError, ValueError,
+                 "output is not contiguous", culprit=last)
+    if me == last:
+        out4.array.flags.writeable = False
+    expect_error("reuse: read-only output after a prepared call",
+                 lambda: rmacoll.all_to_all_single(out4.array, inp4, lo, li, comm=comm),
+                 [out4], rmacoll.InvalidArgumentError, ValueError, "output is read-only",
+                 culprit=last)
+    out4.array.flags.writeable = True
+    step("after the errors", m1, 98, "int32", (3,), lo, li, inp4, out4)
+
+    # torch CPU tensors (the same block kind, keyed by device too)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    names = ["torch float32", "torch float32 again", "torch bfloat16 same shape",
+             "torch numpy after torch"]
+    if torch is None:
+        for nm in names:
+            record("reuse " + nm, True, "skipped: no torch")
+    else:
+        def as_bf16(a):
+            return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+        ti, to = step(names[0], m1, 99, "float32", (4,), lo, li, fast=False,
+                      wrap=torch.from_numpy)
+        step(names[1], m1, 100, "float32", (4,), lo, li, ti, to, fast=True,
+             wrap=torch.from_numpy)
+        step(names[2], m1, 101, "uint16", (4,), lo, li, fast=False, wrap=as_bf16)
+        step(names[3], m1, 102, "float32", (4,), lo, li, ti, to, fast=False)
+    single.describe = real_describe
+
+    # Communicator.alltoallv with its reused count arrays: counts that
+    # change between calls, float counts (int() each, as before)
+    for k, (mm, conv) in enumerate(((m1, int), (m2, int), (m1, float))):
+        src = rank_input(110 + k, me, int(mm[me].sum()), (), "int64")
+        o = Guarded((int(mm[:, me].sum()),), "int64")
+        sc = [conv(v) for v in mm[me]]
+        sd = [conv(v) for v in np.concatenate([[0], np.cumsum(mm[me])[:-1]])]
+        rc = [conv(v) for v in mm[:, me]]
+        rd = [conv(v) for v in np.concatenate([[0], np.cumsum(mm[:, me])[:-1]])]
+        comm.alltoallv(src, sc, sd, o.array, rc, rd)
+        exp = expected_output(mm, 110 + k, me, (), "int64")
+        record("reuse alltoallv call %d" % k, o.body() == exp.tobytes() and o.guards_intact())
+
+
 SCENARIOS = {
     "data": scenario_data,
     "raw": scenario_raw,
     "errors": scenario_errors,
     "from_env": scenario_from_env,
     "abort": scenario_abort,
+    "reuse": scenario_reuse,
 }
 
 

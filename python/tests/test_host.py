@@ -33,7 +33,7 @@ import rmacoll  # noqa: E402
 from rmacoll import _buffers, _lib  # noqa: E402
 
 # checks every rank of a scenario must report (a worker that skipped some fails)
-EXPECTED_CHECKS = {"data": 22, "raw": 3, "errors": 13, "from_env": 2, "abort": 5}
+EXPECTED_CHECKS = {"data": 22, "raw": 3, "errors": 13, "from_env": 2, "abort": 5, "reuse": 28}
 
 
 class TestLibrary(unittest.TestCase):
@@ -292,6 +292,13 @@ class TestRanks(unittest.TestCase):
 
     def test_raw_calls(self):
         self.run_scenario("raw", [0, 1])
+
+    def test_prepared_calls_stay_exact(self):
+        # three ranks: the scenario's one-sided split change needs them
+        self.run_scenario("reuse", [0, 0, 1])
+
+    def test_prepared_calls_stay_exact_one_node(self):
+        self.run_scenario("reuse", [0, 0])
 
     def test_errors_every_rank(self):
         res = self.run_scenario("errors", [0, 0, 1])

@@ -21,4 +21,8 @@ PYTHONUNBUFFERED=1 timeout 300 python3 examples/moe_dispatch.py --nprocs 2 --dev
 tail -3 "$out/moe.log"
 PYTHONUNBUFFERED=1 timeout 300 python3 python/bench/bench_all_to_all.py --nprocs 2 --device cuda --sizes 8K,64K,512K,1M,16M,128M --json "$out/bench_py.json" >"$out/bench_py.log" 2>&1 || { rc=1; tail -20 "$out/bench_py.log"; }
 tail -12 "$out/bench_py.log"
+# Python's per-call cost over C, host memory (issue 34 item 4; CUDA tensors
+# take the full path and are not in it)
+PYTHONUNBUFFERED=1 timeout 300 python3 python/bench/bench_overhead.py --nprocs 1,2 --sizes 1K,16K,256K --json "$out/bench_overhead.json" >"$out/bench_overhead.log" 2>&1 || { rc=1; tail -20 "$out/bench_overhead.log"; }
+grep -v WARN "$out/bench_overhead.log" | tail -36
 exit $rc
