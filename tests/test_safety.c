@@ -1032,7 +1032,9 @@ static int kill_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     msg = rmacoll_comm_last_error(comm);
     snprintf(dead, sizeof(dead), "rank %d disconnected", a->stop_rank);
     snprintf(silent, sizeof(silent), "silent rank %d", a->stop_rank);
-    rc = st != RMACOLL_ERR_PEER ? 2
+    /* PEER (the root's report, an abort word) or, from the rank that saw
+     * the dead rank's heartbeat stop first, TIMEOUT */
+    rc = st != RMACOLL_ERR_PEER && st != RMACOLL_ERR_TIMEOUT ? 2
          : (strstr(msg, dead) == NULL && strstr(msg, silent) == NULL) ? 6
          : dt >= a->timeout_ms / 4 ? 5 : 0;
     free(send);
@@ -1070,6 +1072,41 @@ static void test_killed_rank_named_fast(void **state)
     run_kill(two_nodes, 4, 2, "tcp;ofi_rxm");
     run_kill(one_node, 4, 3, "auto");
     run_kill(three_two, 5, 0, "auto");  /* a relay, and the rank whose id made the root */
+}
+
+/* The bootstrap root runs in rank 0's process (rank 0 made the unique id;
+ * no launcher watches the ranks) and rank 0 is killed during the calls:
+ * nobody is left to report the dead connection, so the survivors learn it
+ * from rank 0's heartbeat (heartbeat_ms 500 here): each fails within
+ * 5 s, not at the 20 s timeout, naming rank 0 (kill_body checks "silent
+ * rank 0" and the time). Before the heartbeat: at the call timeout. */
+static void test_root_rank_killed(void **state)
+{
+    static const int two_nodes[4] = {0, 0, 1, 1}, four[4] = {0, 1, 2, 3};
+    stop_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    stop_arg_t a = {sh, 0, 20000, 0};
+    rmacoll_config_t cfg = base_config(a.timeout_ms);
+    int codes[4] = {0};
+    const int *topo[2] = {two_nodes, four};
+
+    (void)state;
+    assert_true(sh != MAP_FAILED);
+    assert_int_equal(rmacoll_config_set(&cfg, "heartbeat_ms", "500"), RMACOLL_SUCCESS);
+    mprun_root_in_rank0 = 1;
+    for (int t = 0; t < 2; t++) {
+        mprun_opts_t o = {4, topo[t], &cfg, 120, -1};
+
+        memset(sh, 0, sizeof(*sh));
+        (void)mprun(&o, kill_body, &a, codes);
+        for (int r = 0; r < 4; r++) {
+            print_message("root in rank 0, %s: rank %d exit %d%s\n", t ? "4x1" : "2x2", r,
+                          codes[r], r == 0 ? " (killed)" : "");
+            assert_int_equal(codes[r], r == 0 ? 128 + SIGKILL : 0);
+        }
+    }
+    mprun_root_in_rank0 = 0;
+    munmap(sh, sizeof(*sh));
 }
 
 /* ---- issue 33 item 4: rmacoll_comm_abort, rmacoll_comm_get_async_error ---- */
@@ -1868,6 +1905,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stopped_rank_heartbeat),
         cmocka_unit_test(test_busy_rank_not_stopped),
         cmocka_unit_test(test_killed_rank_named_fast),
+        cmocka_unit_test(test_root_rank_killed),
         cmocka_unit_test(test_abort),
         cmocka_unit_test(test_broken_comm_no_shm_left),
         cmocka_unit_test(test_late_write_node),

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,6 +86,30 @@ void mprun_reap(pid_t *pids, int nranks, time_t deadline, int *codes)
 
 const rmacoll_config_t *const *mprun_rank_config;
 const char *const *mprun_rank_env;
+int mprun_root_in_rank0;
+
+/* With mprun_root_in_rank0: rank 0 makes the unique id (so the bootstrap
+ * root runs in its process, as in a program with no launcher) and hands
+ * it to the others through shared memory. */
+typedef struct mprun_shared_id {
+    volatile int ready;
+    rmacoll_unique_id_t id;
+} mprun_shared_id_t;
+
+static int mprun_rank0_id(mprun_shared_id_t *sh, int r, rmacoll_unique_id_t *id)
+{
+    if (r == 0) {
+        if (rmacoll_get_unique_id(&sh->id) != RMACOLL_SUCCESS) {
+            return -1;
+        }
+        __atomic_store_n(&sh->ready, 1, __ATOMIC_RELEASE);
+    }
+    while (!__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE)) {
+        usleep(1000);
+    }
+    *id = sh->id;
+    return 0;
+}
 
 int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
 {
@@ -93,12 +118,21 @@ int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
     pid_t root;
     int failed = 0;
     time_t deadline;
+    mprun_shared_id_t *shid = NULL;
 
     if (pids == NULL) {
         return opts->nranks;
     }
-    root = mprun_root(&id, opts->timeout_s + 30);
-    if (root < 0) {
+    if (mprun_root_in_rank0) {
+        shid = mmap(NULL, sizeof(*shid), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                    -1, 0);
+        root = -1;
+        if (shid == MAP_FAILED) {
+            free(pids);
+            return opts->nranks;
+        }
+        shid->ready = 0;
+    } else if ((root = mprun_root(&id, opts->timeout_s + 30)) < 0) {
         free(pids);
         return opts->nranks;
     }
@@ -110,6 +144,9 @@ int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
             char key[32];
             int rc;
             alarm(opts->timeout_s);
+            if (shid != NULL && mprun_rank0_id(shid, r, &id) != 0) {
+                _exit(MPRUN_CREATE_FAILED);
+            }
             memset(&p, 0, sizeof(p));
             p.struct_size = sizeof(p);
             p.rank = r;
@@ -138,8 +175,13 @@ int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
     }
     deadline = time(NULL) + (time_t)opts->timeout_s + 5;
     mprun_reap(pids, opts->nranks, deadline, codes);
-    kill(root, SIGKILL);
-    waitpid(root, NULL, 0);
+    if (root > 0) {
+        kill(root, SIGKILL);
+        waitpid(root, NULL, 0);
+    }
+    if (shid != NULL) {
+        munmap(shid, sizeof(*shid));
+    }
     for (int r = 0; r < opts->nranks; r++) {
         if (codes[r] != 0 && r != opts->kill_rank) {
             failed++;

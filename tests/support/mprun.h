@@ -37,6 +37,11 @@ pid_t mprun_root(rmacoll_unique_id_t *id, unsigned timeout_s);
  * differs between ranks. */
 extern const rmacoll_config_t *const *mprun_rank_config;
 
+/* When non-zero, rank 0 makes the unique id, so that the bootstrap root
+ * runs in rank 0's process (a program without a launcher); else a root
+ * process of its own does (mprun_root). */
+extern int mprun_root_in_rank0;
+
 /* When set, rank r puts mprun_rank_env[r] ("KEY=VALUE", or NULL for
  * nothing) into its environment before creating its communicator; with a
  * NULL mprun_rank_config[r] the library then loads that environment
