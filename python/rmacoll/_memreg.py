@@ -160,7 +160,9 @@ class TorchSegments:
     use empty_cache() here, which deregisters every segment, empties the
     cache and registers the segments that stayed. A segment found gone by
     update() is deregistered late (its memory already freed: undefined for
-    the transport, logged as a warning by Python).
+    the transport; a RuntimeWarning). A segment that grew in place
+    (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True keeps its start) is
+    registered again at its new size, without a warning.
 
     snapshot: a callable returning the segments as torch.cuda.memory_snapshot
     does (dicts with "address", "total_size", "device"); default
@@ -193,12 +195,16 @@ class TorchSegments:
         """Registers the segments not yet registered, deregisters the ones
         gone; returns the number registered now."""
         now = set(self._segments())
+        starts = {a for a, _ in now}
         gone = [k for k in self._regs if k not in now]
         for k in gone:
-            import warnings
-            warnings.warn("rank %d: caching-allocator segment of %d bytes at 0x%x was freed "
-                          "while registered (use TorchSegments.empty_cache())"
-                          % (self._comm.rank, k[1], k[0]), RuntimeWarning, stacklevel=2)
+            if k[0] not in starts:
+                # (a segment that grew in place, expandable_segments, keeps
+                # its start and was not freed: no warning)
+                import warnings
+                warnings.warn("rank %d: caching-allocator segment of %d bytes at 0x%x was "
+                              "freed while registered (use TorchSegments.empty_cache())"
+                              % (self._comm.rank, k[1], k[0]), RuntimeWarning, stacklevel=2)
             self._regs.pop(k).deregister()
         added = 0
         for k in sorted(now):

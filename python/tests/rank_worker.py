@@ -462,6 +462,13 @@ def scenario_memreg(comm):
         warnings.simplefilter("always")
         ts.update()
     ok = ok and again == 0 and added == 1 and len(ts.segments) == 2 and len(w) == 1
+    # a segment that grew in place (expandable_segments): re-registered, no warning
+    grown = segs[1].__array_interface__["data"][0]
+    shown[0] = segs[1][:2048]  # same start, another size
+    with warnings.catch_warnings(record=True) as w2:
+        warnings.simplefilter("always")
+        ts.update()
+    ok = ok and len(w2) == 0 and (grown, 2048) in ts.segments and len(ts.segments) == 2
     ts.close()
     ok = ok and comm.stats()["memreg_handles"] == base
     record("memreg TorchSegments registers each segment once", ok,
