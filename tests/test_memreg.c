@@ -25,6 +25,11 @@
  * nothing: an evicted (closed) registration would make the peers' writes
  * fail.
  *
+ * test_threads: non-blocking calls (rmacoll_alltoallv_start) borrow as
+ * blocking ones do, and calls stay exact, and keep borrowing, while another
+ * thread of the rank registers and deregisters other memory 300 times
+ * (rmacoll_mem_register is thread-safe beside calls).
+ *
  * Ranks are forked processes (tests/support/mprun.h's root), each with a
  * log function that records ERROR lines, the WARN of registrations left at
  * destroy and ofi's eviction lines.
@@ -238,6 +243,8 @@ static long first_not(const unsigned char *b, size_t n, unsigned char v)
     return -1;
 }
 
+static int use_start; /* one_call through rmacoll_alltoallv_start / rmacoll_wait */
+
 /* One AlltoAllV call iter with the send blocks at sreg + soff and the
  * receive blocks at rreg + roff (regions of rbytes / sbytes); checks every
  * byte of both regions. 0 or an exit code. */
@@ -267,8 +274,18 @@ static int one_call(rmacoll_comm_t *comm, int rank, int n, unsigned char *sreg, 
         return 91;
     }
     memcpy(copy, sreg, sbytes);
-    st = rmacoll_alltoallv(sreg + soff, sc, sd, rreg + roff, rc, rd, RMACOLL_UINT64, comm,
-                           NULL);
+    if (use_start) { /* non-blocking: the same runner's prepare and release */
+        rmacoll_request_t *req = NULL;
+
+        st = rmacoll_alltoallv_start(sreg + soff, sc, sd, rreg + roff, rc, rd, RMACOLL_UINT64,
+                                     comm, &req);
+        if (st == RMACOLL_SUCCESS) {
+            st = rmacoll_wait(req);
+        }
+    } else {
+        st = rmacoll_alltoallv(sreg + soff, sc, sd, rreg + roff, rc, rd, RMACOLL_UINT64, comm,
+                               NULL);
+    }
     if (st != RMACOLL_SUCCESS) {
         free(copy);
         FAIL(92, "call %llu: %s: %s", (unsigned long long)iter, rmacoll_status_name(st),
@@ -674,11 +691,123 @@ static void test_lru(void **state)
     run_ranks(&o);
 }
 
+/* ---- registrations from another thread while calls run; non-blocking ---- */
+
+#define NTHREAD_REGS 300
+
+typedef struct churn {
+    rmacoll_comm_t *comm;
+    unsigned char *bufs[4];
+    int failed;          /* the first failing register / deregister: its index + 1 */
+    int done;            /* registrations made */
+} churn_t;
+
+static void *churn_main(void *p)
+{
+    churn_t *c = p;
+
+    for (int k = 0; k < NTHREAD_REGS && !c->failed; k++) {
+        rmacoll_memreg_t *h = NULL;
+        unsigned char *b = c->bufs[k % 4];
+
+        if (rmacoll_mem_register(c->comm, b + (k % 7) * 64, 4096 + (size_t)k, &h) !=
+                RMACOLL_SUCCESS ||
+            rmacoll_mem_deregister(c->comm, h) != RMACOLL_SUCCESS) {
+            c->failed = k + 1;
+        }
+        c->done++;
+    }
+    return NULL;
+}
+
+static int threads_body(rmacoll_comm_t *comm, int rank, int nranks, const void *arg)
+{
+    unsigned char *sr = region(), *rr = region();
+    rmacoll_memreg_t *hs = NULL, *hr = NULL;
+    rmacoll_comm_stats_t before;
+    churn_t c;
+    pthread_t th;
+    uint64_t iter = 500;
+    int rc = 0, ncalls = 0;
+
+    (void)arg;
+    memset(&c, 0, sizeof(c));
+    c.comm = comm;
+    for (int k = 0; k < 4; k++) {
+        c.bufs[k] = region();
+        if (c.bufs[k] == NULL) {
+            return 3;
+        }
+    }
+    if (sr == NULL || rr == NULL) {
+        return 3;
+    }
+    if (rmacoll_mem_register(comm, sr, REGION, &hs) != RMACOLL_SUCCESS ||
+        rmacoll_mem_register(comm, rr, REGION, &hr) != RMACOLL_SUCCESS) {
+        FAIL(80, "mem_register of the regions failed");
+    }
+    /* non-blocking calls borrow too (prepare and release on the call's path) */
+    before = stats_of(comm);
+    use_start = 1;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        rc = one_call(comm, rank, nranks, sr, REGION, 64 * (size_t)k, rr, REGION,
+                      4096 + 8 * (size_t)k, ++iter);
+    }
+    use_start = 0;
+    if (rc != 0) {
+        return rc;
+    }
+    EXPECT_DELTA(81, comm, before, 4, 0, "2 non-blocking calls on registered regions");
+    /* another thread registers and deregisters other memory all along */
+    before = stats_of(comm);
+    if (pthread_create(&th, NULL, churn_main, &c) != 0) {
+        return 4;
+    }
+    for (int k = 0; k < 20 && rc == 0; k++, ncalls++) {
+        rc = one_call(comm, rank, nranks, sr, REGION, 8 * (size_t)(k % 5), rr, REGION,
+                      16 * (size_t)(k % 9), ++iter);
+    }
+    pthread_join(th, NULL);
+    if (rc != 0) {
+        FAIL(rc, "(a call while another thread registered %d regions)", c.done);
+    }
+    if (c.failed) {
+        FAIL(82, "the other thread's registration %d failed", c.failed - 1);
+    }
+    EXPECT_DELTA(83, comm, before, 2 * ncalls, 0, "calls beside the registering thread");
+    if (stats_of(comm).memreg_handles != 2 || stats_of(comm).memreg_bytes != 2 * REGION) {
+        FAIL(84, "after the other thread: %llu handles, %llu bytes",
+             (unsigned long long)stats_of(comm).memreg_handles,
+             (unsigned long long)stats_of(comm).memreg_bytes);
+    }
+    if (rmacoll_mem_deregister(comm, hs) != RMACOLL_SUCCESS ||
+        rmacoll_mem_deregister(comm, hr) != RMACOLL_SUCCESS) {
+        FAIL(85, "mem_deregister failed");
+    }
+    for (int k = 0; k < 4; k++) {
+        free(c.bufs[k]);
+    }
+    free(sr);
+    free(rr);
+    return 0;
+}
+
+static void test_threads(void **state)
+{
+    static const int node_of[4] = {0, 0, 1, 1};
+    rmacoll_config_t cfg = base_config();
+    run_opts_t o = {4, node_of, &cfg, threads_body, NULL};
+
+    (void)state;
+    run_ranks(&o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_nodes),
         cmocka_unit_test(test_lru),
+        cmocka_unit_test(test_threads),
     };
 
     setenv("FI_TCP_IFACE", "lo", 0);
