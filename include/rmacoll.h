@@ -398,8 +398,9 @@ typedef struct rmacoll_comm_stats {
     uint64_t staged_bytes;
     /* bytes of device memory registered with the network transport: every
      * registration counts its length (a call's device send and receive
-     * ranges each call, cache hits included; the device relay buffer once
-     * at create) */
+     * ranges each call, cache hits included, except ranges inside a user
+     * registration; a user registration of device memory once, at
+     * rmacoll_mem_register; the device relay buffer once at create) */
     uint64_t device_registered_bytes;
     uint64_t device_calls_staged;  /* device calls across nodes, staged */
     uint64_t device_calls_hmem;    /* device calls across nodes, registered */
@@ -438,6 +439,18 @@ typedef struct rmacoll_comm_stats {
      * synchronisation (the counts are read on the device only); graph
      * replays are not counted (the host never sees them) */
     uint64_t device_counts_calls;
+    /* user registrations (rmacoll_mem_register): the handles live now and
+     * the bytes they cover (overlapping handles count each) */
+    uint64_t memreg_handles;
+    uint64_t memreg_bytes;
+    /* buffers of calls across nodes (each call's send and receive buffer,
+     * host calls and registered device calls; empty ones not counted):
+     * found inside a live user registration, so no registration was made
+     * for them (memreg_buffers), or registered with the network transport
+     * for that call and released after it (call_registrations; a transport
+     * may answer such a registration from its own cache) */
+    uint64_t memreg_buffers;
+    uint64_t call_registrations;
 } rmacoll_comm_stats_t;
 
 /**
@@ -490,6 +503,70 @@ rmacoll_status_t rmacoll_mem_alloc(rmacoll_comm_t *comm, size_t bytes, void **pt
  * allocation of comm). Thread-safe.
  */
 rmacoll_status_t rmacoll_mem_free(rmacoll_comm_t *comm, void *ptr);
+
+/** A user registration (rmacoll_mem_register); opaque. */
+typedef struct rmacoll_memreg rmacoll_memreg_t;
+
+/**
+ * Registers memory the caller allocated, [ptr, ptr + bytes), for buffers
+ * of comm's calls (the analogue of ncclCommRegister): for memory that
+ * rmacoll_mem_alloc cannot provide, e.g. tensors of torch's caching
+ * allocator. Local: not collective; each rank registers what it likes.
+ *
+ * Memory type: host memory or CUDA device memory (cudaMalloc, a caching
+ * allocator's segment). The core asks its transport instances which it is
+ * (their mem_type op, include/rmacoll_transport.h: the CUDA-aware ones
+ * answer from cudaPointerGetAttributes); when none can tell (a build
+ * without CUDA) it is host memory. Managed memory counts as host memory.
+ *
+ * What it does: with a network transport (a communicator over more than
+ * one node), host memory, and device memory where device calls cross
+ * nodes registered (stats device_path RMACOLL_DEVICE_PATH_HMEM), are
+ * registered with it once, here. A call across nodes whose send or
+ * receive buffer (its whole extent) lies inside a live registration of
+ * the same type uses it: no registration is made for that buffer and
+ * none released after the call (stats memreg_buffers counts them,
+ * call_registrations the buffers registered per call, as every buffer is
+ * without this), and the transport keeps the registered region for the
+ * handle's whole life (a reference: never evicted from its registration
+ * cache). Registered device calls stay without staging (staged_bytes
+ * unchanged). Device memory on a communicator whose device calls are
+ * staged, and any memory on one node (no network transport), is accepted
+ * and only tracked: those calls register nothing with the network
+ * (copies between node peers map or attach to the buffers as before).
+ * Overlapping registrations are allowed, each its own handle.
+ *
+ * Units: bytes. *handle receives the registration (NULL on error); the
+ * same memory must stay allocated and mapped until rmacoll_mem_deregister:
+ * freeing it while registered is undefined (as with ncclCommRegister;
+ * the transport may keep its pages pinned, and a later allocation at the
+ * same addresses may be written through the old registration). Free it
+ * only after deregistering (torch: before the caching allocator returns a
+ * segment, i.e. before torch.cuda.empty_cache()).
+ *
+ * Errors: RMACOLL_ERR_INVALID_ARG (NULL comm, ptr or handle, bytes 0,
+ * ptr + bytes wraps), RMACOLL_ERR_NO_MEMORY, or the network transport's
+ * error (e.g. RMACOLL_ERR_NO_MEMORY when its registration cache is full
+ * of registrations in use: ofi holds 256); logged at ERROR naming the rank
+ * and the argument or the cause, not kept in rmacoll_comm_last_error,
+ * which belongs to the calls. Thread-safe, also while calls run on comm.
+ */
+rmacoll_status_t rmacoll_mem_register(rmacoll_comm_t *comm, void *ptr, size_t bytes,
+                                      rmacoll_memreg_t **handle);
+
+/**
+ * Releases a registration of rmacoll_mem_register (the analogue of
+ * ncclCommDeregister); the memory itself stays the caller's. No call whose
+ * buffers lie in it may be in flight (a non-blocking call until its wait
+ * returned, a device call until its stream passed it); later calls with
+ * buffers there register them per call again. Registrations left at
+ * rmacoll_comm_destroy are released there (logged at WARN with their
+ * number and bytes). Errors: RMACOLL_ERR_INVALID_ARG (NULL comm or
+ * handle; a handle that is not live on comm: deregistered already, or
+ * made on another communicator), logged naming the rank and the handle.
+ * Thread-safe, also while calls run on comm.
+ */
+rmacoll_status_t rmacoll_mem_deregister(rmacoll_comm_t *comm, rmacoll_memreg_t *handle);
 
 /**
  * sendbuf of an in-place call (MPI_IN_PLACE's semantics): the data to send

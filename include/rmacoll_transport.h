@@ -98,7 +98,12 @@ extern "C" {
  */
 #define RMACOLL_SIG_DEVICE (1u << 31)
 
-/* Remote descriptor of a registered region, sent to peers as bytes. */
+/* Remote descriptor of a registered region, sent to peers as bytes. The
+ * core addresses byte k of the region as addr + k (a put's dst_addr), and
+ * describes a range inside a registered region (a call's receive buffer
+ * inside a user registration, rmacoll_mem_register) by the region's rkey
+ * with addr advanced by the range's offset and bytes its length, without
+ * asking the transport again. */
 #define RMACOLL_RKEY_BYTES 48
 typedef struct rmacoll_rkey {
     uint64_t addr;                      /* remote virtual address of the region */
@@ -235,8 +240,12 @@ typedef struct rmacoll_transport_base_ops {
 typedef struct rmacoll_transport_mem_ops {
     size_t size;    /* sizeof(rmacoll_transport_mem_ops_t) */
     /* Registers [addr, addr + bytes) for use as put source or target;
-     * rkey (may be NULL) receives the descriptor peers need. Cached:
-     * registering the same range again is cheap. */
+     * rkey (may be NULL) receives the descriptor peers need, of the range
+     * asked for (rkey->addr addresses addr, rkey->bytes is bytes; also
+     * when a larger cached region holds the range). Cached: registering
+     * the same range, or a range inside a registered one, again is cheap;
+     * a region stays registered while any registration of it is live (the
+     * core holds one for each rmacoll_mem_register). */
     rmacoll_status_t (*mem_register)(rmacoll_transport_t *tp, void *addr,
                                      size_t bytes, rmacoll_memtype_t type,
                                      rmacoll_mem_t **mem,
@@ -294,6 +303,16 @@ typedef struct rmacoll_transport_mem_ops {
      * process into those allocations while it runs may be lost (the
      * receive buffer of a call that is returning: nobody else writes it). */
     rmacoll_status_t (*mem_unshare)(rmacoll_transport_t *tp, void *addr, size_t bytes);
+    /* Optional (appended; NULL or beyond size: a stub returning
+     * RMACOLL_ERR_UNSUPPORTED): the memory type of addr, into *type:
+     * RMACOLL_MEM_CUDA for device memory (cudaMalloc'd, of any device),
+     * RMACOLL_MEM_HOST for anything else (pageable, pinned, managed).
+     * RMACOLL_ERR_UNSUPPORTED: this instance cannot tell (no CUDA). The
+     * core asks its instances in turn for rmacoll_mem_register (the first
+     * answer wins; none: host memory). Thread-safe (the user's threads
+     * call it, also during puts); no registration, no logging. */
+    rmacoll_status_t (*mem_type)(rmacoll_transport_t *tp, const void *addr,
+                                 rmacoll_memtype_t *type);
 } rmacoll_transport_mem_ops_t;
 
 /* The host-driven data path. */

@@ -67,12 +67,19 @@ static rmacoll_status_t f_sig_s(rmacoll_transport_t *tp, int p, uint32_t i, uint
     return RMACOLL_SUCCESS;
 }
 
+static rmacoll_status_t f_type_cuda(rmacoll_transport_t *tp, const void *addr,
+                                    rmacoll_memtype_t *type)
+{
+    *type = RMACOLL_MEM_CUDA;
+    return RMACOLL_SUCCESS;
+}
+
 static const rmacoll_transport_base_ops_t base = {sizeof(base), f_init, f_finalize, NULL, NULL,
                                                   NULL, NULL, NULL};
 static const rmacoll_transport_mem_ops_t mem_all = {sizeof(mem_all), f_reg, f_dereg, f_export,
-                                                    f_import, NULL, NULL, NULL, NULL};
+                                                    f_import, NULL, NULL, NULL, NULL, NULL};
 static const rmacoll_transport_mem_ops_t mem_reg = {sizeof(mem_reg), f_reg, f_dereg, NULL, NULL,
-                                                    NULL, NULL, NULL, NULL};
+                                                    NULL, NULL, NULL, NULL, NULL};
 static const rmacoll_transport_host_ops_t host = {sizeof(host), f_puts};
 static const rmacoll_transport_stream_ops_t stream = {sizeof(stream), f_puts_s, f_wait_s,
                                                       f_sig_s, NULL, NULL, NULL, NULL};
@@ -191,6 +198,26 @@ static void test_adopt_refusals(void **state)
         assert_int_equal(rmacoll__tops_adopt(&t, &o, err, sizeof(err)), RMACOLL_SUCCESS);
         assert_int_equal(o.mem.mem_revoke(NULL, NULL), RMACOLL_ERR_UNSUPPORTED);
         assert_ptr_equal(o.mem.mem_register, f_reg);
+    }
+    /* a mem group built before mem_type was appended (rmacoll_mem_register
+     * asks it): the stub, "cannot tell"; one that has it: its own */
+    {
+        static rmacoll_transport_mem_ops_t old_mem;
+        rmacoll__tops_t o;
+        rmacoll_memtype_t mt = RMACOLL_MEM_HOST;
+        char err[256];
+        t = table("x", NET);
+        old_mem = mem_reg;
+        old_mem.size = offsetof(rmacoll_transport_mem_ops_t, mem_type);
+        old_mem.mem_type = f_type_cuda; /* beyond its size: not read */
+        t.mem = &old_mem;
+        assert_int_equal(rmacoll__tops_adopt(&t, &o, err, sizeof(err)), RMACOLL_SUCCESS);
+        assert_int_equal(o.mem.mem_type(NULL, &mt, &mt), RMACOLL_ERR_UNSUPPORTED);
+        assert_int_equal(mt, RMACOLL_MEM_HOST);
+        old_mem.size = sizeof(old_mem);
+        assert_int_equal(rmacoll__tops_adopt(&t, &o, err, sizeof(err)), RMACOLL_SUCCESS);
+        assert_int_equal(o.mem.mem_type(NULL, &mt, &mt), RMACOLL_SUCCESS);
+        assert_int_equal(mt, RMACOLL_MEM_CUDA);
     }
 }
 

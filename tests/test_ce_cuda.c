@@ -259,6 +259,19 @@ static void child_run(child_t *c, const scenario_t *x)
     CUCHECK(c, cudaMemset(recv_d, FILL, total));
     CUCHECK(c, cudaMemset(src_d, 0, maxsz));
     CUCHECK(c, cudaDeviceSynchronize());
+    if (ops == CE) {
+        /* mem_type (rmacoll_mem_register asks it): device memory, also
+         * inside an allocation; pinned and pageable host memory */
+        rmacoll_memtype_t mt = RMACOLL_MEM_HOST;
+
+        CHECK(c, CE->mem->mem_type(tp, recv_d + GUARD, &mt) == RMACOLL_SUCCESS &&
+                     mt == RMACOLL_MEM_CUDA);
+        CHECK(c, CE->mem->mem_type(tp, host_recv, &mt) == RMACOLL_SUCCESS &&
+                     mt == RMACOLL_MEM_HOST);
+        mt = RMACOLL_MEM_CUDA;
+        CHECK(c, CE->mem->mem_type(tp, &maxsz, &mt) == RMACOLL_SUCCESS &&
+                     mt == RMACOLL_MEM_HOST);
+    }
 
     /* export the receive buffer at an offset (base + offset path) */
     CHECK(c, ops->mem->mem_export(tp, recv_d + GUARD, total - GUARD,
@@ -553,6 +566,7 @@ static void test_ops_tables(void **state)
     assert_true(CE->caps & RMACOLL_TCAP_MEM_CUDA);
     assert_non_null(CE->mem->mem_export);
     assert_non_null(CE->mem->mem_import);
+    assert_non_null(CE->mem->mem_type);
     assert_non_null(CE->stream->post_puts_stream);
     assert_non_null(CE->stream->wait_stream);
     assert_non_null(CE->stream->signal_stream);

@@ -97,6 +97,7 @@ static void comm_free_runtime(rmacoll_comm_t *comm)
 
     rmacoll__async_fini(comm);
     rmacoll__staged_fini(comm);
+    rmacoll__memreg_fini(comm); /* through the proxy, before it goes */
     rmacoll__proxy_fini(&comm->proxy);
     net = rmacoll__inst_ctl(comm, RMACOLL__PATH_PROXY, RMACOLL_MEM_HOST);
     if (net != NULL && net->tp != NULL) {
@@ -617,7 +618,9 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
             STATS_END(eager_bytes_copied), STATS_END(node_eager_bytes_sent),
             STATS_END(node_eager_bytes_copied), STATS_END(direct_min_bytes),
             STATS_END(direct_bytes_sent),
-            STATS_END(device_counts_calls)
+            STATS_END(device_counts_calls), STATS_END(memreg_handles),
+            STATS_END(memreg_bytes), STATS_END(memreg_buffers),
+            STATS_END(call_registrations)
 #undef STATS_END
         };
         size_t fit = ends[0];
@@ -646,6 +649,10 @@ rmacoll_status_t rmacoll_comm_get_stats(const rmacoll_comm_t *comm,
     s.direct_min_bytes = comm->pcfg.direct_min_bytes;
     s.direct_bytes_sent = atomic_load(&comm->stats.direct_bytes_sent);
     s.device_counts_calls = atomic_load(&comm->stats.device_counts_calls);
+    s.memreg_handles = atomic_load(&comm->stats.memreg_handles);
+    s.memreg_bytes = atomic_load(&comm->stats.memreg_bytes);
+    s.memreg_buffers = atomic_load(&comm->stats.memreg_buffers);
+    s.call_registrations = atomic_load(&comm->stats.call_registrations);
     memcpy(stats, &s, want);
     return RMACOLL_SUCCESS;
 }

@@ -61,6 +61,8 @@ typedef struct rmacoll__call {
     const void *hsend;                /* buffers the host machinery works on: */
     void *hrecv;                      /* the user's, or staging buffers */
     rmacoll_mem_t *send_mem, *recv_mem; /* network registrations (or NULL) */
+    uint8_t send_user, recv_user;     /* ... borrowed from a user registration
+                                       * (rmacoll__call_register): not released */
     rmacoll_rkey_t recv_rkey;         /* sent to network peers */
     rmacoll__status_rec_t local;      /* this rank's outcome so far */
     rmacoll__status_rec_t acc;        /* lowest-ranked outcome known */

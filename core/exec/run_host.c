@@ -369,17 +369,18 @@ rmacoll_status_t rmacoll__run_host_plan(rmacoll_comm_t *comm, rmacoll_memtype_t 
     return st;
 }
 
-/* Registers the host buffers with the network transport (if any). */
+/* Registers the host buffers with the network transport (if any), or
+ * borrows the user registrations they lie in. */
 static rmacoll_status_t host_prepare(rmacoll__call_t *c)
 {
     rmacoll_comm_t *comm = c->comm;
     rmacoll_status_t st;
 
-    st = rmacoll__proxy_register(&comm->proxy, c->hsend, c->send_extent, &c->send_mem,
-                                 NULL);
+    st = rmacoll__call_register(comm, c->hsend, c->send_extent, RMACOLL_MEM_HOST, &c->send_mem,
+                                NULL, &c->send_user);
     if (st == RMACOLL_SUCCESS) {
-        st = rmacoll__proxy_register(&comm->proxy, c->hrecv, c->recv_extent, &c->recv_mem,
-                                     &c->recv_rkey);
+        st = rmacoll__call_register(comm, c->hrecv, c->recv_extent, RMACOLL_MEM_HOST,
+                                    &c->recv_mem, &c->recv_rkey, &c->recv_user);
     }
     if (st != RMACOLL_SUCCESS) {
         snprintf(c->msg, sizeof(c->msg), "rank %d: cannot register the send/receive "
@@ -403,10 +404,11 @@ static rmacoll_status_t host_run(rmacoll__call_t *c)
 
 static void host_release(rmacoll__call_t *c)
 {
-    rmacoll__proxy_deregister(&c->comm->proxy, c->send_mem);
-    rmacoll__proxy_deregister(&c->comm->proxy, c->recv_mem);
+    rmacoll__call_deregister(c->comm, c->send_mem, c->send_user);
+    rmacoll__call_deregister(c->comm, c->recv_mem, c->recv_user);
     c->send_mem = NULL;
     c->recv_mem = NULL;
+    c->send_user = c->recv_user = 0;
 }
 
 const rmacoll__runner_t rmacoll__run_host = {

@@ -219,10 +219,11 @@ rmacoll_status_t rmacoll__staged_drain(rmacoll_comm_t *comm)
                      sg->prev_done_ns && t1 > sg->prev_done_ns ? (t1 - sg->prev_done_ns) / 1e3
                                                                : 0.0);
     }
-    rmacoll__proxy_deregister(&comm->proxy, sg->send_mem);
+    rmacoll__call_deregister(comm, sg->send_mem, sg->send_user);
     sg->send_mem = NULL;
-    rmacoll__proxy_deregister(&comm->proxy, sg->recv_mem);
+    rmacoll__call_deregister(comm, sg->recv_mem, sg->recv_user);
     sg->recv_mem = NULL;
+    sg->send_user = sg->recv_user = 0;
     sg->last = 0;
     err = atomic_load(&sg->status);
     if (st == RMACOLL_SUCCESS && err != RMACOLL_SUCCESS) {
@@ -250,10 +251,11 @@ void rmacoll__staged_fini(rmacoll_comm_t *comm)
     rmacoll__tinst_t *ctl = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
 
     /* a broken communicator may still hold a call's registrations */
-    rmacoll__proxy_deregister(&comm->proxy, sg->send_mem);
-    rmacoll__proxy_deregister(&comm->proxy, sg->recv_mem);
+    rmacoll__call_deregister(comm, sg->send_mem, sg->send_user);
+    rmacoll__call_deregister(comm, sg->recv_mem, sg->recv_user);
     sg->send_mem = NULL;
     sg->recv_mem = NULL;
+    sg->send_user = sg->recv_user = 0;
     if (ctl != NULL) { /* pins exist only with a control instance */
         if (sg->send_pin != NULL) {
             ctl->ops->mem.mem_deregister(ctl->tp, sg->send_pin);
@@ -352,8 +354,11 @@ static rmacoll_status_t stage_handoff(rmacoll__call_t *c, rmacoll_memtype_t mem,
     /* the worker owns the registrations until rmacoll__staged_drain */
     sg->send_mem = c->send_mem;
     sg->recv_mem = c->recv_mem;
+    sg->send_user = c->send_user;
+    sg->recv_user = c->recv_user;
     c->send_mem = NULL;
     c->recv_mem = NULL;
+    c->send_user = c->recv_user = 0;
     st = nin ? ctl->ops->stream.post_puts_stream(ctl->tp, in, nin, stream) : RMACOLL_SUCCESS;
     if (st == RMACOLL_SUCCESS) {
         st = ctl->ops->stream.signal_stream(ctl->tp, me,
@@ -463,7 +468,8 @@ const rmacoll__runner_t rmacoll__run_staged = {
 
 /* ---- hmem: the device buffers themselves, registered with the network ---- */
 
-/* Registers the device buffers with the network transport and exports the
+/* Registers the device buffers with the network transport (or borrows the
+ * user registrations they lie in: no staging either way) and exports the
  * receive buffer to node peers. */
 static rmacoll_status_t hmem_prepare(rmacoll__call_t *c)
 {
@@ -476,11 +482,11 @@ static rmacoll_status_t hmem_prepare(rmacoll__call_t *c)
     if (st != RMACOLL_SUCCESS) {
         return st; /* c->msg says why */
     }
-    st = rmacoll__proxy_register_type(&comm->proxy, c->sendbuf, c->send_extent,
-                                      RMACOLL_MEM_CUDA, &c->send_mem, NULL);
+    st = rmacoll__call_register(comm, c->sendbuf, c->send_extent, RMACOLL_MEM_CUDA,
+                                &c->send_mem, NULL, &c->send_user);
     if (st == RMACOLL_SUCCESS) {
-        st = rmacoll__proxy_register_type(&comm->proxy, c->recvbuf, c->recv_extent,
-                                          RMACOLL_MEM_CUDA, &c->recv_mem, &c->recv_rkey);
+        st = rmacoll__call_register(comm, c->recvbuf, c->recv_extent, RMACOLL_MEM_CUDA,
+                                    &c->recv_mem, &c->recv_rkey, &c->recv_user);
     }
     if (st != RMACOLL_SUCCESS) {
         snprintf(c->msg, sizeof(c->msg), "rank %d: cannot register the device send/receive "
@@ -489,7 +495,9 @@ static rmacoll_status_t hmem_prepare(rmacoll__call_t *c)
                  comm->proxy.ops->name, rmacoll_status_string(st));
         return st;
     }
-    atomic_fetch_add(&comm->stats.device_registered_bytes, c->send_extent + c->recv_extent);
+    /* a range inside a user registration counted once, at its register */
+    atomic_fetch_add(&comm->stats.device_registered_bytes,
+                     (c->send_user ? 0 : c->send_extent) + (c->recv_user ? 0 : c->recv_extent));
     return RMACOLL_SUCCESS;
 }
 

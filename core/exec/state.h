@@ -46,6 +46,7 @@ typedef struct rmacoll__stage {
     uint64_t send_bytes, recv_bytes;
     rmacoll_mem_t *send_pin, *recv_pin; /* pinned by the CE transport */
     rmacoll_mem_t *send_mem, *recv_mem; /* network registrations of the call */
+    uint8_t send_user, recv_user;     /* ... borrowed from rmacoll_mem_register */
     pthread_t thread;
     int started;
     pthread_mutex_t lock;
@@ -80,6 +81,10 @@ typedef struct rmacoll__stats {
     _Atomic uint64_t node_eager_bytes_sent;
     _Atomic uint64_t node_eager_bytes_copied;
     _Atomic uint64_t direct_bytes_sent;
+    _Atomic uint64_t memreg_handles;
+    _Atomic uint64_t memreg_bytes;
+    _Atomic uint64_t memreg_buffers;
+    _Atomic uint64_t call_registrations;
 } rmacoll__stats_t;
 
 /* The transports a communicator may choose from: the built-ins and the
@@ -156,6 +161,8 @@ struct rmacoll_comm {
     /* rmacoll_mem_alloc's allocations (mem.c), under mem_lock */
     pthread_mutex_t mem_lock;
     struct rmacoll__alloc *allocs;
+    /* rmacoll_mem_register's registrations (mem.c), under mem_lock */
+    struct rmacoll_memreg *memregs;
 
     /* transports: what could serve (built-ins, plugins the config names),
      * the instances made, and the bindings over them (bind.h) */
@@ -272,6 +279,20 @@ void rmacoll__mem_fini(rmacoll_comm_t *comm);
  * peers (not an ordinary fallback). bytes 0 or p NULL: 0. Takes
  * comm->mem_lock; O(live allocations). */
 int rmacoll__mem_shared(rmacoll_comm_t *comm, const void *p, size_t bytes);
+/** A call's buffer [buf, buf + bytes) of type for the network transport:
+ * inside a live user registration (rmacoll_mem_register) its registration
+ * is borrowed (*user = 1; *rkey the registration's, advanced to buf;
+ * stats memreg_buffers), else registered for the call (*user = 0; stats
+ * call_registrations). No-op success (*user 0, *mem untouched) without a
+ * network transport, for bytes 0 or buf NULL, as rmacoll__proxy_register. */
+rmacoll_status_t rmacoll__call_register(rmacoll_comm_t *comm, const void *buf, uint64_t bytes,
+                                        rmacoll_memtype_t type, rmacoll_mem_t **mem,
+                                        rmacoll_rkey_t *rkey, uint8_t *user);
+/** Undoes rmacoll__call_register: a borrowed registration stays. */
+void rmacoll__call_deregister(rmacoll_comm_t *comm, rmacoll_mem_t *mem, uint8_t user);
+/* rmacoll_mem_register's registrations still live at destroy: released
+ * and logged; called after the last call, before rmacoll__proxy_fini. */
+void rmacoll__memreg_fini(rmacoll_comm_t *comm);
 
 /* exec.c: marks comm as entered by the calling thread; a second thread
  * entering before rmacoll__leave gets RMACOLL_ERR_INVALID_ARG (logged,

@@ -88,6 +88,12 @@ static rmacoll_status_t stub_mem_revoke(rmacoll_transport_t *tp, rmacoll_mem_t *
     return RMACOLL_ERR_UNSUPPORTED;
 }
 
+static rmacoll_status_t stub_mem_type(rmacoll_transport_t *tp, const void *addr,
+                                      rmacoll_memtype_t *type)
+{
+    return RMACOLL_ERR_UNSUPPORTED; /* cannot tell: the core takes host memory */
+}
+
 static rmacoll_status_t stub_mem_unshare(rmacoll_transport_t *tp, void *addr, size_t bytes)
 {
     return RMACOLL_ERR_UNSUPPORTED;
@@ -239,6 +245,9 @@ static void fill_stubs(rmacoll__tops_t *t)
     }
     if (t->mem.mem_unshare == NULL) {
         t->mem.mem_unshare = stub_mem_unshare;
+    }
+    if (t->mem.mem_type == NULL) {
+        t->mem.mem_type = stub_mem_type;
     }
     if (t->host.post_puts == NULL) {
         t->host.post_puts = stub_post_puts;

@@ -16,6 +16,8 @@ Communicator.from_env() under mpirun/srun/torchrun;
 Communicator.from_torch_group(group); Communicator.from_nccl(ptr).
 torch.distributed backend: import rmacoll.torch_backend, then
 torch.distributed.init_process_group(backend="rmacoll") (see that module).
+Buffers the caller allocated: Communicator.register(obj) (ncclCommRegister's
+analogue), rmacoll.TorchSegments(comm) for torch's caching allocator.
 Every failed call raises a subclass of RmacollError, one per status.
 The library is found as _lib.py says (RMACOLL_LIBRARY first).
 """
@@ -29,6 +31,7 @@ from ._errors import (BootstrapError, ConfigError, CountOverflowError, CudaError
                       PluginError, RmacollError, STATUS_CLASSES, TransportError,
                       UnknownStatusError, UnsupportedError)
 from ._lib import has_symbol, library_path, load_library
+from ._memreg import Registration, TorchSegments
 from ._single import Work, all_to_all_single, device_counts_check
 from ._torch import destroy_group_communicators
 
@@ -62,6 +65,7 @@ def build_info():
 __all__ = [
     "all_to_all_single", "Communicator", "UniqueId", "get_unique_id", "DataType", "Work",
     "device_counts_check", "destroy_group_communicators", "load_library", "library_path",
+    "Registration", "TorchSegments",
     "has_symbol", "library_version", "build_info", "CUDA_STREAM_LEGACY", "IN_PLACE",
     "STATUS_CLASSES",
     "RmacollError", "LibraryNotFoundError", "UnknownStatusError", "InvalidArgumentError",

@@ -220,6 +220,7 @@ class Communicator:
         self._a2a_prep = None  # all_to_all_single's prepared host call (_single._Prepared)
         self._device_stream = None  # torch stream of the last device call (all_to_all_single)
         self._dc_keep = None  # device-split call's own tensors, kept until the next such call
+        self._memregs = set()  # live Registrations (register), forgotten at close
 
     @classmethod
     def _from_handle(cls, handle, nccl_oob=None):
@@ -365,6 +366,9 @@ class Communicator:
         if self._h is None:
             return
         h, oob, self._h, self._nccl_oob = self._h, self._nccl_oob, None, None
+        for r in list(self._memregs):  # destroy releases them (and logs it)
+            r._forget()
+        self._memregs.clear()
         if self._device_stream is not None:
             self._device_stream.synchronize()
             self._device_stream = None
@@ -471,6 +475,46 @@ class Communicator:
         st = fn(h)
         if st != 0:
             self._raise(st)
+
+    # -------------------------------------------------------- registration
+    def register(self, obj):
+        """Registers the memory of obj for this communicator's calls
+        (rmacoll_mem_register, the analogue of ncclCommRegister): a numpy
+        array, a torch tensor (host or CUDA; contiguous), an object with
+        __cuda_array_interface__, or an (address, nbytes) pair. Calls
+        whose send or receive buffer lies inside it then register nothing
+        per call with the network transport (stats()["memreg_buffers"]).
+        Local, not collective. Returns a Registration: deregister() it, or
+        use it as a context manager; it keeps obj alive meanwhile. Those
+        left at close() are released by the destroy. For torch's caching
+        allocator see rmacoll.TorchSegments. Raises InvalidArgumentError
+        (an empty or non-contiguous object), NoMemoryError, the network
+        transport's error, or UnsupportedError when librmacoll predates
+        registration."""
+        from . import _memreg
+        return _memreg.register(self, obj)
+
+    def stats(self):
+        """The communicator's counters (rmacoll_comm_get_stats) as a dict:
+        the fields of rmacoll_comm_stats_t this library fills (rmacoll.h
+        says what each counts), e.g. memreg_buffers and call_registrations."""
+        fn = getattr(self._lib, "rmacoll_comm_get_stats", None)
+        if fn is None:
+            raise UnsupportedError("rank %d: librmacoll has no rmacoll_comm_get_stats"
+                                   % self._rank, rank=self._rank)
+        s = _lib.CommStats()
+        s.struct_size = ctypes.sizeof(s)
+        st = fn(self._handle(), ctypes.byref(s))
+        if st != 0:
+            raise error_for(st, "rank %d: rmacoll_comm_get_stats: %s"
+                            % (self._rank, _status_string(st)), rank=self._rank,
+                            name=_status_name(st))
+        out = {}
+        for name, ctype in s._fields_[1:]:
+            f = getattr(_lib.CommStats, name)
+            if f.offset + ctypes.sizeof(ctype) <= s.struct_size:
+                out[name] = getattr(s, name)
+        return out
 
     def alltoallv(self, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
                   dtype=None, stream=None):

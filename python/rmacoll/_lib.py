@@ -89,7 +89,37 @@ _OPTIONAL = {
     # ncclCommGetAsyncError)
     "rmacoll_comm_abort": (_st, [_vp]),
     "rmacoll_comm_get_async_error": (_st, [_vp, ctypes.POINTER(ctypes.c_int)]),
+    # issue 34: user buffer registration, counters
+    "rmacoll_mem_register": (_st, [_vp, _vp, ctypes.c_size_t, ctypes.POINTER(_vp)]),
+    "rmacoll_mem_deregister": (_st, [_vp, _vp]),
+    "rmacoll_comm_get_stats": (_st, [_vp, _vp]),
 }
+
+
+class CommStats(ctypes.Structure):
+    """rmacoll_comm_stats_t (include/rmacoll.h), fields in its order; the
+    library writes the fields it has (struct_size says how far)."""
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("device_path", ctypes.c_int),
+        ("staged_bytes", ctypes.c_uint64),
+        ("device_registered_bytes", ctypes.c_uint64),
+        ("device_calls_staged", ctypes.c_uint64),
+        ("device_calls_hmem", ctypes.c_uint64),
+        ("device_signals", ctypes.c_int32),
+        ("device_calls_device_signals", ctypes.c_uint64),
+        ("eager_bytes_sent", ctypes.c_uint64),
+        ("eager_bytes_copied", ctypes.c_uint64),
+        ("node_eager_bytes_sent", ctypes.c_uint64),
+        ("node_eager_bytes_copied", ctypes.c_uint64),
+        ("direct_min_bytes", ctypes.c_uint64),
+        ("direct_bytes_sent", ctypes.c_uint64),
+        ("device_counts_calls", ctypes.c_uint64),
+        ("memreg_handles", ctypes.c_uint64),
+        ("memreg_bytes", ctypes.c_uint64),
+        ("memreg_buffers", ctypes.c_uint64),
+        ("call_registrations", ctypes.c_uint64),
+    ]
 
 RECV_PRODUCE = 0  # rmacoll_recv_mode_t
 RECV_GIVEN = 1

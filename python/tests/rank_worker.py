@@ -529,6 +529,151 @@ def scenario_reuse(comm):
         record("reuse alltoallv call %d" % k, o.body() == exp.tobytes() and o.guards_intact())
 
 
+def memreg_call(comm, seed, out_big, inp_fn, row_shape=(64,), dtype="float32"):
+    """all_to_all_single with the output inside out_big (a Guarded whose
+    whole buffer may be registered) and the input from inp_fn(rows, dtype)
+    (the caller's, maybe registered); checks bytes and guards. Returns the
+    number of non-empty buffers of this rank (send, receive)."""
+    n, me = comm.size, comm.rank
+    m = count_matrix(seed, n)
+    rows_in, rows_out = int(m[me].sum()), int(m[:, me].sum())
+    inp = inp_fn(rows_in, row_shape, dtype)
+    inp[...] = rank_input(seed, me, rows_in, row_shape, dtype)
+    out_big.big[...] = SENTINEL
+    out = out_big.big[GUARD:GUARD + rows_out * int(np.prod(row_shape)) * np.dtype(dtype).itemsize]
+    out = out.view(dtype).reshape((rows_out,) + tuple(row_shape))
+    rmacoll.all_to_all_single(out, inp, [int(x) for x in m[:, me]], [int(x) for x in m[me]],
+                              comm=comm)
+    exp = expected_output(m, seed, me, row_shape, dtype)
+    end = GUARD + out.nbytes
+    ok = (out.tobytes() == exp.tobytes() and bool(np.all(out_big.big[:GUARD] == SENTINEL))
+          and bool(np.all(out_big.big[end:] == SENTINEL)))
+    record("memreg a2a seed=%d" % seed, ok, "" if ok else "bytes or guards differ")
+    return int(rows_in > 0) + int(rows_out > 0)
+
+
+def stats_delta(comm, before):
+    now = comm.stats()
+    return (now["memreg_buffers"] - before["memreg_buffers"],
+            now["call_registrations"] - before["call_registrations"])
+
+
+def scenario_memreg(comm):
+    """Communicator.register over two nodes: registered buffers borrow
+    (memreg_buffers), unregistered ones register per call
+    (call_registrations); bytes exact; handles, errors, TorchSegments'
+    bookkeeping on host memory."""
+    cap_rows = 64 * comm.size * 6  # rows of the largest output / input
+    out_big = Guarded((cap_rows, 64), "float32")
+    in_big = np.zeros((cap_rows, 64), dtype=np.float32)
+
+    def inp_fresh(rows, shape, dt):
+        return np.empty((rows,) + tuple(shape), dtype=dt)
+
+    def inp_in_big(rows, shape, dt):
+        return in_big[:rows]
+
+    # without registration: every non-empty buffer registered per call
+    before = comm.stats()
+    nbuf = sum(memreg_call(comm, 200 + k, out_big, inp_fresh) for k in range(2))
+    got = stats_delta(comm, before)
+    record("memreg unregistered calls register per call", got == (0, nbuf),
+           "delta (memreg_buffers, call_registrations) %r, want (0, %d)" % (got, nbuf))
+    # registered: the array and an (address, nbytes) pair
+    r_out = comm.register(out_big.big)
+    r_in = comm.register((in_big.__array_interface__["data"][0], in_big.nbytes))
+    st = comm.stats()
+    want = out_big.big.nbytes + in_big.nbytes
+    record("memreg stats count the handles", st["memreg_handles"] == 2
+           and st["memreg_bytes"] == want,
+           "handles %d bytes %d, want 2 %d" % (st["memreg_handles"], st["memreg_bytes"], want))
+    before = comm.stats()
+    nbuf = sum(memreg_call(comm, 210 + k, out_big, inp_in_big) for k in range(3))
+    got = stats_delta(comm, before)
+    record("memreg registered calls borrow", got == (nbuf, 0),
+           "delta %r, want (%d, 0)" % (got, nbuf))
+    # context manager; deregistered: per call again
+    r_in.deregister()
+    with r_out:
+        record("memreg registration live in its with block", r_out.live, repr(r_out))
+    record("memreg registration released by with", not r_out.live, repr(r_out))
+    try:
+        r_out.deregister()
+        record("memreg double deregister raises", False, "no exception")
+    except rmacoll.InvalidArgumentError as e:
+        record("memreg double deregister raises", "rank %d" % comm.rank in str(e)
+               and "not live" in str(e), str(e))
+    before = comm.stats()
+    nbuf = memreg_call(comm, 220, out_big, inp_in_big)
+    got = stats_delta(comm, before)
+    record("memreg deregistered calls register per call", got == (0, nbuf),
+           "delta %r, want (0, %d)" % (got, nbuf))
+    # torch tensors (CPU) when torch is there
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        t_in = torch.zeros((cap_rows, 64), dtype=torch.float32)
+        with comm.register(t_in) as r:
+            before = comm.stats()
+            n_in = memreg_call(comm, 230, out_big,
+                               lambda rows, shape, dt: t_in[:rows].numpy())
+            got = stats_delta(comm, before)
+            # the input borrows; the output (unregistered) registers per call
+            m = count_matrix(230, comm.size)
+            want = (int(m[comm.rank].sum() > 0), int(m[:, comm.rank].sum() > 0))
+            record("memreg torch tensor borrows", got == want and r.nbytes == t_in.numel() * t_in.element_size()
+                   and n_in == sum(want), "delta %r, want %r" % (got, want))
+    else:
+        record("memreg a2a seed=230", True, "skipped: no torch")
+        record("memreg torch tensor borrows", True, "skipped: no torch")
+    # errors: named, this rank only (local)
+    for name, obj in (("empty", np.zeros(0, dtype=np.uint8)),
+                      ("non-contiguous", np.zeros((8, 8), dtype=np.float32)[:, ::2]),
+                      ("not a buffer", object())):
+        try:
+            comm.register(obj)
+            record("memreg refuses %s" % name, False, "no exception")
+        except rmacoll.InvalidArgumentError as e:
+            record("memreg refuses %s" % name, "rank %d: register" % comm.rank in str(e),
+                   str(e))
+    # TorchSegments' bookkeeping with host "segments"
+    segs = [np.zeros(4096, dtype=np.uint8) for _ in range(3)]
+    shown = [segs[0], segs[1]]
+
+    def snap():
+        return [{"address": a.__array_interface__["data"][0], "total_size": a.nbytes,
+                 "device": 0} for a in shown]
+
+    base = comm.stats()["memreg_handles"]
+    ts = rmacoll.TorchSegments(comm, snapshot=snap)
+    ok = len(ts.segments) == 2 and comm.stats()["memreg_handles"] == base + 2
+    again = ts.update()
+    shown.append(segs[2])
+    added = ts.update()
+    shown.pop(0)
+    import warnings
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        ts.update()
+    ok = ok and again == 0 and added == 1 and len(ts.segments) == 2 and len(w) == 1
+    # a segment that grew in place (expandable_segments): re-registered, no warning
+    grown = segs[1].__array_interface__["data"][0]
+    shown[0] = segs[1][:2048]  # same start, another size
+    with warnings.catch_warnings(record=True) as w2:
+        warnings.simplefilter("always")
+        ts.update()
+    ok = ok and len(w2) == 0 and (grown, 2048) in ts.segments and len(ts.segments) == 2
+    ts.close()
+    ok = ok and comm.stats()["memreg_handles"] == base
+    record("memreg TorchSegments registers each segment once", ok,
+           "again %r added %r segments %r warnings %r" % (again, added, ts.segments,
+                                                          [str(x.message) for x in w]))
+    # one left registered: close() (the destroy) releases it
+    comm.register(out_big.big)
+
+
 SCENARIOS = {
     "data": scenario_data,
     "raw": scenario_raw,
@@ -536,6 +681,7 @@ SCENARIOS = {
     "from_env": scenario_from_env,
     "abort": scenario_abort,
     "reuse": scenario_reuse,
+    "memreg": scenario_memreg,
 }
 
 

@@ -33,7 +33,8 @@ import rmacoll  # noqa: E402
 from rmacoll import _buffers, _lib  # noqa: E402
 
 # checks every rank of a scenario must report (a worker that skipped some fails)
-EXPECTED_CHECKS = {"data": 22, "raw": 3, "errors": 13, "from_env": 2, "abort": 5, "reuse": 28}
+EXPECTED_CHECKS = {"data": 22, "raw": 3, "errors": 13, "from_env": 2, "abort": 5, "reuse": 28,
+                   "memreg": 19}
 
 
 class TestLibrary(unittest.TestCase):
@@ -124,6 +125,31 @@ class TestOneRank(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.comm.close()
+
+    def test_register_one_rank(self):
+        """One node: a registration is accepted and tracked (no network
+        transport), calls register nothing; errors name the rank."""
+        x = np.arange(64, dtype=np.float32)
+        y = np.full(64, -1.0, dtype=np.float32)
+        base = self.comm.stats()
+        with self.comm.register(x) as rx, self.comm.register(y):
+            st = self.comm.stats()
+            self.assertEqual(st["memreg_handles"], base["memreg_handles"] + 2)
+            self.assertEqual(st["memreg_bytes"], base["memreg_bytes"] + x.nbytes + y.nbytes)
+            self.assertEqual((rx.address, rx.nbytes),
+                             (x.__array_interface__["data"][0], x.nbytes))
+            rmacoll.all_to_all_single(y, x, comm=self.comm)
+            self.assertTrue(np.array_equal(x, y))
+        st = self.comm.stats()
+        self.assertEqual(st["memreg_handles"], base["memreg_handles"])
+        self.assertEqual(st["memreg_buffers"], base["memreg_buffers"])
+        self.assertEqual(st["call_registrations"], base["call_registrations"])
+        with self.assertRaisesRegex(rmacoll.InvalidArgumentError, "rank 0: deregister"):
+            rx.deregister()
+        with self.assertRaisesRegex(rmacoll.InvalidArgumentError, "rank 0: register"):
+            self.comm.register(np.zeros((4, 4))[:, ::2])
+        with self.assertRaisesRegex(rmacoll.InvalidArgumentError, "empty"):
+            self.comm.register((x.__array_interface__["data"][0], 0))
 
     def test_profiler_range(self):
         """Under torch's profiler a call is a record_function range named
@@ -309,6 +335,10 @@ class TestRanks(unittest.TestCase):
                 per_case.setdefault(c["name"], set()).add(c.get("cls"))
         for name, classes in per_case.items():
             self.assertEqual(len(classes), 1, "%s: %s" % (name, classes))
+
+    def test_memreg_two_nodes(self):
+        """Communicator.register: borrowed registrations on 2 nodes x 2."""
+        self.run_scenario("memreg", [0, 0, 1, 1])
 
     def test_from_env(self):
         import socket

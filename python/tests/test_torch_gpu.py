@@ -169,6 +169,14 @@ class TestTorchGPU(Base):
     def test_cuda_tensors_4_ranks(self):
         self.check_ranks("gpu", 4, min_checks=25)
 
+    def test_memreg_segments(self):
+        """rmacoll.TorchSegments: caching-allocator segments registered
+        once, calls on tensors in them exact; one node and two virtual
+        nodes (staged, or registered where the transport takes device
+        memory). Not run yet: written on a machine without a GPU."""
+        self.check_ranks("gpu_memreg", 2, min_checks=5)
+        self.check_ranks("gpu_memreg", 2, node_of=[0, 1], min_checks=5)
+
     def test_moe_example_cuda(self):
         self.run_example("--nprocs", "2", "--device", "cuda", "--dtype", "bfloat16")
         self.run_example("--nprocs", "2", "--device", "cuda", "--dtype", "float32",

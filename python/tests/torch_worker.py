@@ -482,6 +482,54 @@ def scenario_nccl_bootstrap(device):
     comm.close()
 
 
+def scenario_gpu_memreg(device):
+    """rmacoll.TorchSegments on the caching allocator: every segment
+    registered once (memreg_handles), calls on tensors inside them exact;
+    across nodes on the registered path (device_path 2) every call buffer
+    borrows (memreg_buffers + 2 per call, staged_bytes unchanged), on the
+    staged path or one node the registrations are only tracked
+    (memreg_buffers unchanged). Written without a GPU: not run yet."""
+    from rmacoll import _torch
+    n, me = dist.get_world_size(), dist.get_rank()
+    # the group's communicator, made by a first call
+    one_call(300, torch.float32, (32,), "list", device)
+    comm = _torch.existing_communicator()
+    inp_big = torch.zeros((4096, 64), dtype=torch.float32, device=device)
+    outs = [Guarded(8 * n, (64,), torch.float32, device) for _ in range(2)]
+    torch.cuda.synchronize()
+    segs = rmacoll.TorchSegments(comm, device=device.index)
+    st0 = comm.stats()
+    record("memreg segments registered once", len(segs.segments) > 0
+           and st0["memreg_handles"] == len(segs.segments) and segs.update() == 0,
+           "segments %r, handles %d" % (segs.segments, st0["memreg_handles"]))
+    for k, out in enumerate(outs):
+        m = matrix(310 + k, n, equal=8)
+        inp_cpu = rank_input(310 + k, me, sum(m[me]), (64,), torch.float32)
+        inp = inp_big[:sum(m[me])]
+        inp.copy_(inp_cpu)
+        out.big.fill_(SENTINEL)
+        rmacoll.all_to_all_single(out.tensor, inp, [m[i][me] for i in range(n)], list(m[me]),
+                                  comm=comm)
+        ref = gloo_reference(inp_cpu, m, me, (64,), torch.float32)
+        torch.cuda.synchronize()
+        body, guards = out.body_and_guards()
+        record("memreg call %d exact" % k, guards and torch.equal(body, ref))
+    st1 = comm.stats()
+    borrowed = st1["memreg_buffers"] - st0["memreg_buffers"]
+    staged = st1["staged_bytes"] - st0["staged_bytes"]
+    if st1["device_path"] == 2:
+        ok, want = borrowed == 4 and staged == 0, "4 borrowed, 0 staged"
+    else:
+        ok, want = borrowed == 0, "0 borrowed (tracked only)"
+    record("memreg counters (device_path %d)" % st1["device_path"], ok,
+           "borrowed %d staged %d, want %s" % (borrowed, staged, want))
+    del outs, inp_big
+    segs.empty_cache()
+    segs.close()
+    record("memreg segments deregistered", comm.stats()["memreg_handles"] == 0,
+           str(comm.stats()))
+
+
 def main():
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
@@ -502,6 +550,8 @@ def main():
                 scenario_gpu(device)
             elif scenario == "device_splits":
                 scenario_device_splits(device)
+            elif scenario == "gpu_memreg":
+                scenario_gpu_memreg(device)
             elif scenario == "nccl_bootstrap":
                 scenario_nccl_bootstrap(device)
             else:

@@ -184,6 +184,10 @@ rmacoll_status_t rmacoll__ce_cuda_mem_export(rmacoll_transport_t *tp,
 rmacoll_status_t rmacoll__ce_cuda_mem_import(rmacoll_transport_t *tp,
                                              int peer, const void *blob,
                                              uint64_t *addr);
+/* mem_type: device memory by cudaPointerGetAttributes (the backend on),
+ * else RMACOLL_ERR_UNSUPPORTED. Thread-safe. */
+rmacoll_status_t rmacoll__ce_cuda_mem_type(rmacoll_transport_t *tp, const void *addr,
+                                           rmacoll_memtype_t *type);
 rmacoll_status_t rmacoll__ce_cuda_post_puts_stream(rmacoll_transport_t *tp,
                                                    const rmacoll_put_t *puts,
                                                    size_t n, void *stream);

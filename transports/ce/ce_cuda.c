@@ -182,6 +182,23 @@ rmacoll_status_t rmacoll__ce_cuda_mem_export(rmacoll_transport_t *tp,
     return rmacoll__cu_export(tp->cuda->cu, addr, bytes, blob);
 }
 
+rmacoll_status_t rmacoll__ce_cuda_mem_type(rmacoll_transport_t *tp, const void *addr,
+                                           rmacoll_memtype_t *type)
+{
+    int device;
+    uint64_t buffer_id;
+
+    if (tp == NULL || type == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (tp->cuda == NULL) {
+        return RMACOLL_ERR_UNSUPPORTED; /* the backend is off: cannot tell */
+    }
+    *type = rmacoll__cu_pointer_info(addr, &device, &buffer_id) == 0 ? RMACOLL_MEM_CUDA
+                                                                      : RMACOLL_MEM_HOST;
+    return RMACOLL_SUCCESS;
+}
+
 rmacoll_status_t rmacoll__ce_cuda_mem_import(rmacoll_transport_t *tp,
                                              int peer, const void *blob,
                                              uint64_t *addr)

@@ -411,7 +411,8 @@ const rmacoll_transport_ops_t rmacoll_transport_ce_ops = {
                              .mem_import = rmacoll__ce_cuda_mem_import,
                              .mem_alloc = ce_mem_alloc,
                              .mem_free = ce_mem_free,
-                             .mem_unshare = ce_mem_unshare),
+                             .mem_unshare = ce_mem_unshare,
+                             .mem_type = rmacoll__ce_cuda_mem_type),
     /* CUDA memory on the user's stream */
     .stream = RMACOLL__TOPS_STREAM(.post_puts_stream = rmacoll__ce_cuda_post_puts_stream,
                                    .wait_stream = rmacoll__ce_cuda_wait_stream,

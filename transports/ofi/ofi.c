@@ -114,11 +114,30 @@ static const rmacoll_transport_base_ops_t ofi_base_ops = {
     .local_nic = ofi_local_nic,
 };
 
+#ifdef RMACOLL_OFI_CUDA
+/* mem_type: device memory by cudaPointerGetAttributes (rmacoll_mem_register
+ * asks; whether this instance can register it is FI_HMEM's business). */
+static rmacoll_status_t ofi_mem_type(rmacoll_transport_t *tp, const void *addr,
+                                     rmacoll_memtype_t *type)
+{
+    int device;
+    uint64_t buffer_id;
+
+    (void)tp;
+    *type = rmacoll__cu_pointer_info(addr, &device, &buffer_id) == 0 ? RMACOLL_MEM_CUDA
+                                                                      : RMACOLL_MEM_HOST;
+    return RMACOLL_SUCCESS;
+}
+#endif
+
 static const rmacoll_transport_mem_ops_t ofi_mem_ops = {
     .size = sizeof(rmacoll_transport_mem_ops_t),
     .mem_register = rmacoll__ofi_mem_register,
     .mem_deregister = rmacoll__ofi_mem_deregister,
     .mem_revoke = rmacoll__ofi_mem_revoke,
+#ifdef RMACOLL_OFI_CUDA
+    .mem_type = ofi_mem_type,
+#endif
 };
 
 static const rmacoll_transport_host_ops_t ofi_host_ops = {

@@ -206,6 +206,11 @@ rmacoll_status_t rmacoll__ofi_mem_register(rmacoll_transport_t *tp, void *addr, 
                         "register %zu bytes", OFI_MR_CACHE_MAX, bytes);
                 return RMACOLL_ERR_NO_MEMORY;
             }
+            /* only an entry nobody references: a live registration (a
+             * call's, or one held for rmacoll_mem_register) never goes */
+            OFI_LOG(tp, RMACOLL_LOG_DEBUG, "ofi: registration cache full (%d regions): "
+                    "evicting the least recently used unreferenced one, %zu bytes at %p",
+                    OFI_MR_CACHE_MAX, lru->bytes, (void *)lru->addr);
             fi_close(&lru->mr->fid);
             lru->used = 0;
             slot = lru;

@@ -85,7 +85,12 @@ static struct ibv_mr *verbs_reg_cuda(rmacoll_transport_t *tp, void *addr, size_t
     return mr;
 }
 
-static void verbs_fill_rkey(const rmacoll_mem_t *m, rmacoll_rkey_t *rkey)
+/* The descriptor of [a, a + bytes), which lies in m: the range asked for,
+ * not m's whole region (the core addresses byte k of a registered range
+ * as rkey->addr + k, rmacoll_transport.h; a cache hit on a larger region
+ * starting below a would otherwise shift every write into it). */
+static void verbs_fill_rkey(const rmacoll_mem_t *m, uintptr_t a, size_t bytes,
+                            rmacoll_rkey_t *rkey)
 {
     uint32_t key;
 
@@ -93,8 +98,8 @@ static void verbs_fill_rkey(const rmacoll_mem_t *m, rmacoll_rkey_t *rkey)
         return;
     }
     memset(rkey, 0, sizeof(*rkey));
-    rkey->addr = (uint64_t)m->addr;
-    rkey->bytes = (uint64_t)m->bytes;
+    rkey->addr = (uint64_t)a;
+    rkey->bytes = (uint64_t)bytes;
     rkey->len = (uint32_t)sizeof(key);
     key = m->mr->rkey;
     memcpy(rkey->key, &key, sizeof(key));
@@ -160,7 +165,7 @@ rmacoll_status_t rmacoll__verbs_mem_register(rmacoll_transport_t *tp, void *addr
     }
     m = verbs_mem_lookup(tp, a, bytes, type, buffer_id);
     if (m != NULL) {
-        verbs_fill_rkey(m, rkey);
+        verbs_fill_rkey(m, a, bytes, rkey);
         *memp = m;
         pthread_mutex_unlock(&tp->reg_lock);
         return RMACOLL_SUCCESS;
@@ -196,7 +201,7 @@ rmacoll_status_t rmacoll__verbs_mem_register(rmacoll_transport_t *tp, void *addr
     m->dmabuf = dmabuf;
     m->next = tp->regs;
     tp->regs = m;
-    verbs_fill_rkey(m, rkey);
+    verbs_fill_rkey(m, a, bytes, rkey);
     *memp = m;
     pthread_mutex_unlock(&tp->reg_lock);
     VERBS_LOG(tp, RMACOLL_LOG_DEBUG,
