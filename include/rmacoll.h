@@ -264,7 +264,12 @@ typedef struct rmacoll_unique_id {
 
 /**
  * Makes a unique id; call on one rank, then share the bytes. One id serves
- * one communicator: make a new id for every rmacoll_comm_create. Starts the
+ * one communicator: make a new id for every rmacoll_comm_create. An id used
+ * again fails rmacoll_comm_create with RMACOLL_ERR_BOOTSTRAP and a message
+ * saying so: at once while its communicator lives (its root turns the rank
+ * away), and, after it was destroyed, at once in the process that made the
+ * id, which then turns the other ranks away for timeout_ms (a rank that
+ * reaches no root times out, as at any unreachable root). Starts the
  * rendezvous listener of that process, on the address in RMACOLL_BOOTSTRAP_ADDR
  * ("host:port", default 127.0.0.1 on an ephemeral port).
  * Errors: RMACOLL_ERR_BOOTSTRAP when no socket can be opened.

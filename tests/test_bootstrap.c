@@ -889,6 +889,77 @@ static int child_two(int idx, void *p)
     return C_OK;
 }
 
+/* A unique id used again after its communicator was destroyed (issue 33:
+ * some ranks waited out the whole timeout). The process that made the id
+ * (its root ran here) fails at once, naming the reason, and turns the
+ * other ranks away for as long as they would wait: a rank in another
+ * process (forked before the communicator ended, so it cannot know) fails
+ * well within its 10 s timeout with the same reason. */
+static void test_id_reused(void **state)
+{
+    id_arg_t a = {.n = 2};
+    int status[MAX_CHILDREN], pfd[2], st_late = 0, base;
+    rmacoll__logger_t lg;
+    rmacoll__bootstrap_t *bs = NULL;
+    pid_t late;
+    uint64_t t0;
+
+    (void)state;
+    assert_threads_return_to(1);
+    base = count_threads();
+    assert_int_equal(pipe(pfd), 0);
+    fflush(NULL);
+    /* forked before the id exists: it holds none of the root's sockets and
+     * cannot know the communicator ended; the id comes through the pipe */
+    late = fork();
+    assert_true(late >= 0);
+    if (late == 0) {
+        rmacoll_unique_id_t id;
+
+        close(pfd[1]);
+        alarm(CHILD_ALARM_S);
+        if (read(pfd[0], &id, sizeof(id)) != (ssize_t)sizeof(id)) {
+            _exit(C_CREATE);
+        }
+        capture_logger(&lg, 1);
+        t0 = now_ms();
+        rmacoll_status_t st = rmacoll__bootstrap_create_ex(&id, 1, 2, 10000, &lg, &bs);
+        if (st == RMACOLL_SUCCESS) {
+            _exit(C_CREATE);
+        }
+        if (st != RMACOLL_ERR_BOOTSTRAP) {
+            fprintf(stderr, "late rank: %s after %llu ms: %s\n", rmacoll_status_name(st),
+                    (unsigned long long)(now_ms() - t0), captured);
+            _exit(C_STATUS);
+        }
+        if (now_ms() - t0 > 5000) {
+            _exit(C_TIME);
+        }
+        if (strstr(captured, "communicator has been destroyed") == NULL) {
+            fprintf(stderr, "late rank's log: %s\n", captured);
+            _exit(C_LOG);
+        }
+        _exit(C_REJECTED);
+    }
+    close(pfd[0]);
+    assert_int_equal(rmacoll_get_unique_id(&a.id), RMACOLL_SUCCESS);
+    run_children(2, child_id, &a, status); /* the id's communicator, made and destroyed */
+    assert_exit(status[0], C_OK, 0);
+    assert_exit(status[1], C_OK, 1);
+    assert_threads_return_to(base);
+    capture_logger(&lg, 0);
+    t0 = now_ms();
+    assert_int_equal(rmacoll__bootstrap_create_ex(&a.id, 0, 2, 3000, &lg, &bs),
+                     RMACOLL_ERR_BOOTSTRAP);
+    assert_true(now_ms() - t0 < 1000);
+    assert_non_null(strstr(captured, "served a communicator that has been destroyed"));
+    assert_int_equal(write(pfd[1], &a.id, sizeof(a.id)), (ssize_t)sizeof(a.id));
+    assert_int_equal(waitpid(late, &st_late, 0), late);
+    close(pfd[1]);
+    assert_exit(st_late, C_REJECTED, 1);
+    assert_threads_return_to(base); /* the turning-away root ends after 3 s */
+}
+
 static void test_two_ids(void **state)
 {
     id_arg_t a = {.n = 3};
@@ -1199,6 +1270,7 @@ int main(void)
         cmocka_unit_test(test_env_n5),
         cmocka_unit_test(test_env_n8),
         cmocka_unit_test(test_two_ids),
+        cmocka_unit_test(test_id_reused),
         cmocka_unit_test(test_missing_rank),
         cmocka_unit_test(test_silent_rank),
         cmocka_unit_test(test_stagger_silence),

@@ -110,7 +110,9 @@ struct rmacoll__bootstrap {
 };
 
 /* The root's phase in an allgather. */
-enum { BS_PH_CONNECT, BS_PH_GATHER, BS_PH_SCATTER };
+/* BS_PH_REJECT: a root that only turns ranks away (a unique id used again
+ * after its communicator ended: rmacoll__bs_tombstone) until its deadline. */
+enum { BS_PH_CONNECT, BS_PH_GATHER, BS_PH_SCATTER, BS_PH_REJECT };
 
 typedef struct bs_rconn {
     int fd;          /* -1: not connected or gone */
@@ -152,6 +154,13 @@ typedef struct bs_root {
     int culprit;       /* the rank a failure names, sent in ERROR's b (+ 1), -1 none */
 } bs_root_t;
 
+/* bootstrap_root_main.c: unique ids whose communicator ended in this
+ * process (their root exited once every rank left) */
+int rmacoll__bs_id_ended(uint64_t magic);
+/* Turns every rank that presents d away, for ms milliseconds, from d's
+ * address (best effort: nothing when it cannot listen there). */
+void rmacoll__bs_tombstone(const bs_id_t *d, uint64_t ms, const rmacoll__logger_t *lg);
+
 /* bootstrap_wire.c */
 uint64_t rmacoll__bs_add_ms(uint64_t t, uint64_t ms);
 int rmacoll__bs_poll_ms(uint64_t deadline);
@@ -189,6 +198,11 @@ rmacoll_status_t rmacoll__bs_listen(bs_id_t *d, int bind_fallback,
                                     const rmacoll__logger_t *lg, int *lfd);
 rmacoll_status_t rmacoll__bs_root_start(int lfd, const bs_id_t *d,
                                         const rmacoll__logger_t *lg);
+/* The same for a root that starts in `phase` with `deadline` (the
+ * tombstone: BS_PH_REJECT, ending quietly at its deadline). */
+rmacoll_status_t rmacoll__bs_root_start_phase(int lfd, const bs_id_t *d,
+                                              const rmacoll__logger_t *lg, int phase,
+                                              uint64_t deadline);
 rmacoll_status_t rmacoll__bs_new_root(const char *host, unsigned port,
                                       const rmacoll__logger_t *lg,
                                       rmacoll_unique_id_t *id);

@@ -158,6 +158,18 @@ rmacoll_status_t rmacoll__bootstrap_create_ex(const rmacoll_unique_id_t *id,
         return RMACOLL_ERR_INVALID_ARG;
     }
     rmacoll__bs_sockaddr_str((struct sockaddr *)&d.ss, bs->root_addr, sizeof(bs->root_addr));
+    if (rmacoll__bs_id_ended(d.magic)) {
+        /* its communicator ended here, with its root: this rank fails now,
+         * and a root that turns the other ranks away with the reason
+         * listens at the id's address for as long as they would wait */
+        rmacoll__bs_tombstone(&d, bs->timeout_ms, &bs->lg);
+        rmacoll__log(&bs->lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                     "bootstrap rank %d: the unique id (root %s) served a communicator that "
+                     "has been destroyed: each unique id serves one communicator; make a "
+                     "new one with rmacoll_get_unique_id", rank, bs->root_addr);
+        free(bs);
+        return RMACOLL_ERR_BOOTSTRAP;
+    }
     deadline = rmacoll__bs_add_ms(start, bs->timeout_ms);
     bs->fd = bs_connect(&d, deadline, &last);
     if (bs->fd < 0) {

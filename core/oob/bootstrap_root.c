@@ -191,8 +191,16 @@ int rmacoll__bs_root_hello(bs_root_t *rt, bs_rconn_t *c)
                        nranks, rt->nranks);
         return 0;
     }
+    if (rt->phase == BS_PH_REJECT) {
+        bs_root_reject(rt, c, "rank %d presented a unique id whose communicator has been "
+                       "destroyed (root %s): each unique id serves one communicator; make "
+                       "a new one with rmacoll_get_unique_id", rank, rt->addr);
+        return 0;
+    }
     if (rt->phase != BS_PH_CONNECT) {
-        bs_root_reject(rt, c, "rank %d connected after all %d ranks had joined%s",
+        bs_root_reject(rt, c, "rank %d connected after all %d ranks had joined%s: the unique "
+                       "id is in use by a live communicator (each unique id serves one "
+                       "communicator; make a new one with rmacoll_get_unique_id)",
                        rank, rt->nranks,
                        rt->ranks[rank].fd >= 0 ? " (duplicate rank)" : "");
         return 0;

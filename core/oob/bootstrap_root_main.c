@@ -145,6 +145,33 @@ static int bs_root_serve_ranks(bs_root_t *rt, int base_ranks, int n)
 
 /* The root's thread: one poll loop over the listening socket, the pending
  * sockets and the ranks, until every rank has left or the root fails. */
+/* Unique ids whose communicator ended in this process (bounded: the
+ * oldest is forgotten first; a forgotten id used again times out as an
+ * unreachable root does). */
+#define BS_ENDED_MAX 64
+static uint64_t bs_ended[BS_ENDED_MAX];
+static unsigned bs_ended_next;
+static pthread_mutex_t bs_ended_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void bs_id_end(uint64_t magic)
+{
+    pthread_mutex_lock(&bs_ended_lock);
+    bs_ended[bs_ended_next++ % BS_ENDED_MAX] = magic;
+    pthread_mutex_unlock(&bs_ended_lock);
+}
+
+int rmacoll__bs_id_ended(uint64_t magic)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&bs_ended_lock);
+    for (unsigned i = 0; i < BS_ENDED_MAX && !found; i++) {
+        found = magic != 0 && bs_ended[i] == magic;
+    }
+    pthread_mutex_unlock(&bs_ended_lock);
+    return found;
+}
+
 static void *bs_root_main(void *arg)
 {
     bs_root_t *rt = arg;
@@ -153,10 +180,11 @@ static void *bs_root_main(void *arg)
         int base_pending, base_ranks, n, rc;
         uint64_t next = rt->deadline;
 
-        if (rt->nranks > 0 && rt->nleft == rt->nranks) {
+        if (rt->nranks > 0 && rt->nleft == rt->nranks && rt->phase != BS_PH_REJECT) {
             rmacoll__log(&rt->lg, RMACOLL_LOG_DEBUG, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                          "bootstrap root %s: all %d ranks left, exiting",
                          rt->addr, rt->nranks);
+            bs_id_end(rt->magic);
             break;
         }
         n = bs_root_fill_pfds(rt, &base_pending, &base_ranks, &next);
@@ -176,7 +204,9 @@ static void *bs_root_main(void *arg)
             break;
         }
         if (rt->deadline != UINT64_MAX && rmacoll__now_ms() >= rt->deadline) {
-            rmacoll__bs_root_timeout(rt);
+            if (rt->phase != BS_PH_REJECT) {
+                rmacoll__bs_root_timeout(rt);
+            }
             break;
         }
     }
@@ -254,6 +284,13 @@ static int bs_is_wildcard(const struct sockaddr_storage *ss)
 rmacoll_status_t rmacoll__bs_root_start(int lfd, const bs_id_t *d,
                                         const rmacoll__logger_t *lg)
 {
+    return rmacoll__bs_root_start_phase(lfd, d, lg, BS_PH_CONNECT, UINT64_MAX);
+}
+
+rmacoll_status_t rmacoll__bs_root_start_phase(int lfd, const bs_id_t *d,
+                                              const rmacoll__logger_t *lg, int phase,
+                                              uint64_t deadline)
+{
     bs_root_t *rt = calloc(1, sizeof(*rt));
     pthread_attr_t attr;
     pthread_t tid;
@@ -268,8 +305,8 @@ rmacoll_status_t rmacoll__bs_root_start(int lfd, const bs_id_t *d,
     rt->culprit = -1;
     rt->magic = d->magic;
     rt->lg = *lg;
-    rt->phase = BS_PH_CONNECT;
-    rt->deadline = UINT64_MAX;
+    rt->phase = phase;
+    rt->deadline = deadline;
     rmacoll__bs_sockaddr_str((const struct sockaddr *)&d->ss, rt->addr, sizeof(rt->addr));
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -291,6 +328,21 @@ rmacoll_status_t rmacoll__bs_root_start(int lfd, const bs_id_t *d,
         return RMACOLL_ERR_BOOTSTRAP;
     }
     return RMACOLL_SUCCESS;
+}
+
+void rmacoll__bs_tombstone(const bs_id_t *d, uint64_t ms, const rmacoll__logger_t *lg)
+{
+    bs_id_t a = *d;
+    rmacoll__logger_t quiet = *lg;
+    int lfd;
+
+    /* the listen may fail (another process holds the port now): the ranks
+     * then time out as at an unreachable root */
+    quiet.level = RMACOLL_LOG_ERROR;
+    if (rmacoll__bs_listen(&a, 0, &quiet, &lfd) == RMACOLL_SUCCESS) {
+        (void)rmacoll__bs_root_start_phase(lfd, &a, lg, BS_PH_REJECT,
+                                           rmacoll__bs_add_ms(rmacoll__now_ms(), ms));
+    }
 }
 
 /* Makes a root listening on host (port 0 = ephemeral) and its id. */
