@@ -560,6 +560,9 @@ rmacoll_status_t rmacoll_comm_destroy(rmacoll_comm_t *comm)
     /* a started host call, then a staged device call, still in flight
      * finish first */
     rmacoll__async_fini(comm);
+    if (atomic_load_explicit(&comm->aborted, memory_order_acquire)) {
+        rmacoll__abort_settle(comm); /* the peers learn of it; no barrier */
+    }
     if (!comm->broken) {
         rmacoll__staged_drain(comm);
     }

@@ -370,9 +370,25 @@ rmacoll_status_t rmacoll__call_pipeline(rmacoll__call_t *call)
     return call_end(call, st);             /* commit signal state */
 }
 
+/* An aborted communicator's word has gone to every peer, and it counts
+ * as broken. rmacoll_comm_abort sends it itself when no call runs; a call
+ * that was running when abort came, but ended without seeing the word (it
+ * had nothing left to wait for), did not: the first entry after it does. */
+void rmacoll__abort_settle(rmacoll_comm_t *comm)
+{
+    if (!atomic_exchange_explicit(&comm->entered, 1, memory_order_acquire)) {
+        if (!comm->broken && !comm->async.busy) {
+            rmacoll__abort_broadcast(comm, RMACOLL_ERR_ABORTED);
+            comm->broken = 1;
+        }
+        rmacoll__leave(comm);
+    }
+}
+
 rmacoll_status_t rmacoll__enter(rmacoll_comm_t *comm, const char *fn)
 {
     if (atomic_load_explicit(&comm->aborted, memory_order_acquire)) {
+        rmacoll__abort_settle(comm);
         return rmacoll__fail(&comm->fail, RMACOLL_ERR_ABORTED,
                              "rank %d: %s: the communicator was aborted "
                              "(rmacoll_comm_abort)", comm->rank, fn);
@@ -399,7 +415,6 @@ rmacoll_status_t rmacoll_comm_abort(rmacoll_comm_t *comm)
 {
     volatile uint64_t *own;
     uint64_t zero = 0;
-    int idle = 0;
 
     if (comm == NULL) {
         return RMACOLL_ERR_INVALID_ARG;
@@ -419,14 +434,7 @@ rmacoll_status_t rmacoll_comm_abort(rmacoll_comm_t *comm)
                  (void *)comm);
     /* no call in flight (nor a started one): tell the peers from here,
      * holding the communicator as a call would */
-    if (!atomic_exchange_explicit(&comm->entered, 1, memory_order_acquire)) {
-        idle = !comm->async.busy;
-        if (idle) {
-            rmacoll__abort_broadcast(comm, RMACOLL_ERR_ABORTED);
-            comm->broken = 1;
-        }
-        rmacoll__leave(comm);
-    }
+    rmacoll__abort_settle(comm);
     return RMACOLL_SUCCESS;
 }
 

@@ -310,6 +310,10 @@ void rmacoll__abort_broadcast(rmacoll_comm_t *comm, rmacoll_status_t st);
  * "secondary error: rank R failed first (CODE, ...)". */
 int rmacoll__abort_seen(const rmacoll_comm_t *comm, char *buf, size_t len);
 
+/** After rmacoll_comm_abort: the abort word sent to every peer and comm
+ *  broken, unless a call still holds comm (its end sends it); exec.c. */
+void rmacoll__abort_settle(rmacoll_comm_t *comm);
+
 /** The proxy flush's watch (core/ctrl/proxy.h) over comm (the ctx): the
  *  abort word, a stopped heartbeat, a dead rank's report end a flush with
  *  that failure recorded; SUCCESS otherwise. wait.c. */
