@@ -127,6 +127,23 @@ rmacoll_status_t rmacoll__bootstrap_poll_error(rmacoll__bootstrap_t *bs, int *ra
                                                char *text, size_t len);
 
 /**
+ * The survivors' agreement of rmacoll_comm_shrink (bootstrap_shrink.c):
+ * tells the root this rank is alive and which ranks it saw go silent
+ * (suspect: nranks flags), and waits (bound_ms + grace) for the answer:
+ * the unique id of a new rendezvous (started by the root in its process),
+ * this rank's place among the survivors (*newrank of *newn, the survivors
+ * in old rank order) and alive[nranks] (1 = survivor). The root answers
+ * once every rank still connected has asked or is a suspect, or bound_ms
+ * after the first rank asked. After success bs serves no more allgathers
+ * (destroy it). Errors: RMACOLL_ERR_UNSUPPORTED (an embedder's OOB),
+ * RMACOLL_ERR_BOOTSTRAP (root gone; this rank excluded: the log says why),
+ * RMACOLL_ERR_TIMEOUT. Not thread-safe against other calls on bs.
+ */
+rmacoll_status_t rmacoll__bootstrap_shrink(rmacoll__bootstrap_t *bs, const uint8_t *suspect,
+                                           uint64_t bound_ms, rmacoll_unique_id_t *id,
+                                           int *newrank, int *newn, uint8_t *alive);
+
+/**
  * Leaves the rendezvous and frees bs; NULL is accepted. Not collective by
  * itself: call a barrier first when every rank must have finished (the
  * communicator's destroy does). A rank that destroys before the others

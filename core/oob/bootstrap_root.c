@@ -36,6 +36,7 @@ void rmacoll__bs_root_free(bs_root_t *rt)
     free(rt->pending);
     free(rt->buf);
     free(rt->pfds);
+    free(rt->shr);
     free(rt);
 }
 
@@ -286,7 +287,7 @@ void rmacoll__bs_root_accept(bs_root_t *rt)
     rmacoll__bs_fd_tune(fd);
 }
 
-static void bs_root_op_reset(bs_root_t *rt)
+void rmacoll__bs_root_op_reset(bs_root_t *rt)
 {
     free(rt->buf);
     rt->buf = NULL;
@@ -329,25 +330,29 @@ int rmacoll__bs_root_gather_input(bs_root_t *rt, int r)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
             return 0;
         }
+        if (n <= 0) {
+            /* the survivors may shrink: the root stays (bootstrap_shrink.c) */
+            rmacoll__bs_root_lose(rt, r, "rank %d disconnected during allgather #%u "
+                                  "(process died?)", r, rt->op_seq);
+            return 0;
+        }
         rt->culprit = r;
-        rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP, n == 0 || n < 0
-                         ? "rank %d disconnected during allgather #%u (process died?)"
-                         : "rank %d sent data out of turn in allgather #%u",
+        rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
+                              "rank %d sent data out of turn in allgather #%u",
                               r, rt->op_seq);
         return -1;
     }
     if (c->hdr_got < BS_HDR_BYTES) {
         int got = rmacoll__bs_conn_read_hdr(c);
         if (got < 0) {
-            rt->culprit = r;
             if (errno == 0) {
-                rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
-                                      "rank %d disconnected without leaving (process died?)", r);
+                rmacoll__bs_root_lose(rt, r, "rank %d disconnected without leaving "
+                                      "(process died?)", r);
             } else {
-                rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
-                                      "rank %d disconnected: %s", r, strerror(errno));
+                rmacoll__bs_root_lose(rt, r, "rank %d disconnected: %s", r,
+                                      strerror(errno));
             }
-            return -1;
+            return 0;
         }
         if (got == 0) {
             return 0;
@@ -368,6 +373,9 @@ int rmacoll__bs_root_gather_input(bs_root_t *rt, int r)
                 return -1;
             }
             return 0;
+        }
+        if (h.type == BS_MSG_SHRINK) {
+            return rmacoll__bs_root_shrink_msg(rt, r, &h);
         }
         if (h.type != BS_MSG_OP) {
             rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
@@ -432,11 +440,10 @@ int rmacoll__bs_root_gather_input(bs_root_t *rt, int r)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             return 0;
         }
-        rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
-                              "rank %d disconnected in the middle of allgather #%u "
+        rmacoll__bs_root_lose(rt, r, "rank %d disconnected in the middle of allgather #%u "
                               "(%zu of %" PRIu64 " bytes received)",
                               r, rt->op_seq, c->pay_got, rt->op_bytes);
-        return -1;
+        return 0;
     }
     c->contributed = 1;
     rt->ncontrib++;
@@ -480,7 +487,7 @@ int rmacoll__bs_root_scatter_output(bs_root_t *rt, int r)
     }
     rt->ndrained++;
     if (rt->ndrained == rt->nranks) {
-        bs_root_op_reset(rt);
+        rmacoll__bs_root_op_reset(rt);
         rt->op_seq++;
         rt->phase = BS_PH_GATHER;
     }
