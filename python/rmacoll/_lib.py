@@ -89,6 +89,8 @@ _OPTIONAL = {
     # ncclCommGetAsyncError)
     "rmacoll_comm_abort": (_st, [_vp]),
     "rmacoll_comm_get_async_error": (_st, [_vp, ctypes.POINTER(ctypes.c_int)]),
+    # issue 33: the survivors' communicator (after ULFM's MPI_Comm_shrink)
+    "rmacoll_comm_shrink": (_st, [_vp, ctypes.POINTER(_vp)]),
 }
 
 RECV_PRODUCE = 0  # rmacoll_recv_mode_t
