@@ -29,8 +29,11 @@
 #include "mprun.h"
 #include "rmacoll.h"
 
-enum { HOW_NONE, HOW_KILL, HOW_STOP, HOW_ABORT };
-static const char *how_name[] = {"nothing", "kill -9", "SIGSTOP", "abort"};
+enum { HOW_NONE, HOW_KILL, HOW_STOP, HOW_ABORT, HOW_LATE };
+static const char *how_name[] = {"nothing", "kill -9", "SIGSTOP", "abort", "late"};
+
+/* the victim is left out of the new communicator */
+#define EXCLUDES(how) ((how) == HOW_KILL || (how) == HOW_STOP || (how) == HOW_LATE)
 
 typedef struct shr_shared {
     _Atomic int pid[16];
@@ -46,6 +49,7 @@ typedef struct shr_arg {
     shr_shared_t *sh;
     int how;
     int victim;
+    uint64_t timeout_ms;
 } shr_arg_t;
 
 static uint64_t mono_ms(void)
@@ -135,7 +139,7 @@ static int late_rank(rmacoll_comm_t *comm, int rank, int nranks)
     rmacoll_status_t ss = rmacoll_comm_shrink(comm, &nc);
     uint64_t dt = mono_ms() - t0;
 
-    fprintf(stderr, "rank %d (resumed): call %s, shrink %s in %llu ms: %s\n", rank,
+    fprintf(stderr, "rank %d (resumed or late): call %s, shrink %s in %llu ms: %s\n", rank,
             rmacoll_status_name(st), rmacoll_status_name(ss), (unsigned long long)dt,
             rmacoll_comm_last_error(comm));
     return st == RMACOLL_SUCCESS ? 20 : ss == RMACOLL_SUCCESS || nc != NULL ? 21
@@ -156,6 +160,11 @@ static int victim_act(rmacoll_comm_t *comm, const shr_arg_t *a, int rank, int nr
     if (a->how == HOW_ABORT) {
         assert_int_equal(rmacoll_comm_abort(comm), RMACOLL_SUCCESS);
     }
+    if (a->how == HOW_LATE) {
+        /* alive but silent: asks only after the survivors are done */
+        wait_count(&a->sh->done, nranks - 1, 60000);
+        return late_rank(comm, rank, nranks);
+    }
     return -1; /* goes on as a survivor */
 }
 
@@ -165,7 +174,7 @@ static int shrink_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
      * victim's act, the failing call, the shrink and its checks, the new
      * communicator's call, the resume of a stopped rank). */
     const shr_arg_t *a = p;
-    int survivors = a->how == HOW_KILL || a->how == HOW_STOP ? nranks - 1 : nranks;
+    int survivors = EXCLUDES(a->how) ? nranks - 1 : nranks;
     rmacoll_comm_t *nc = NULL;
     int rc = exact_call(comm, rank, nranks, 1), nr = -1, nn = -1, want_rank;
     uint64_t t0;
@@ -183,7 +192,7 @@ static int shrink_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
             return v;
         }
     }
-    if (a->how != HOW_NONE) {
+    if (a->how != HOW_NONE && a->how != HOW_LATE) {
         /* the second call fails everywhere (the abort word, the root's
          * report or the heartbeat) */
         if (a->how == HOW_ABORT && rank != a->victim) {
@@ -207,8 +216,10 @@ static int shrink_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     }
     atomic_store(&a->sh->newrank[rank], nr);
     atomic_store(&a->sh->newsize[rank], nn);
-    want_rank = (a->how == HOW_KILL || a->how == HOW_STOP) && rank > a->victim ? rank - 1
-                                                                                : rank;
+    want_rank = EXCLUDES(a->how) && rank > a->victim ? rank - 1 : rank;
+    if (a->how == HOW_LATE && mono_ms() - t0 + 500 < a->timeout_ms) {
+        return 17; /* the root waits timeout_ms for a rank nobody named */
+    }
     if (nn != survivors || nr != want_rank) {
         fprintf(stderr, "rank %d: new rank %d of %d, want %d of %d\n", rank, nr, nn,
                 want_rank, survivors);
@@ -265,7 +276,7 @@ static void run_shrink(const int *node_of, int nranks, int how, int victim,
 {
     shr_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    shr_arg_t a = {sh, how, victim};
+    shr_arg_t a = {sh, how, victim, timeout_ms};
     rmacoll_config_t cfg = base_config(timeout_ms, heartbeat_ms);
     mprun_opts_t o = {nranks, node_of, &cfg, 120, -1};
     int codes[16] = {0}, leaked = 0;
@@ -276,7 +287,7 @@ static void run_shrink(const int *node_of, int nranks, int how, int victim,
     (void)mprun(&o, shrink_body, &a, codes);
     for (int r = 0; r < nranks; r++) {
         int want = how == HOW_KILL && r == victim ? 128 + SIGKILL : 0;
-        int excluded = (how == HOW_KILL || how == HOW_STOP) && r == victim;
+        int excluded = EXCLUDES(how) && r == victim;
         print_message("%s, rank %d: exit %d, new rank %d of %d, shrink %llu ms\n",
                       how_name[how], r, codes[r], excluded ? -1 : atomic_load(&sh->newrank[r]),
                       excluded ? 0 : atomic_load(&sh->newsize[r]),
@@ -318,6 +329,15 @@ static void test_shrink_aborted(void **state)
 {
     (void)state;
     run_shrink(two_nodes, 4, HOW_ABORT, 1, 20000, "500");
+}
+
+/* a live rank that does not ask (nobody named it): the others' shrink
+ * ends timeout_ms (3 s here) after the first ask without it; its own late
+ * ask fails at once (excluded), its communicator is destroyed locally */
+static void test_shrink_late_rank(void **state)
+{
+    (void)state;
+    run_shrink(two_nodes, 4, HOW_LATE, 3, 3000, "500");
 }
 
 /* nobody failed: a same-size communicator that works */
@@ -367,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_shrink_killed),
         cmocka_unit_test(test_shrink_stopped),
         cmocka_unit_test(test_shrink_aborted),
+        cmocka_unit_test(test_shrink_late_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,7 +8,9 @@
  *    listener thread; every rank connects to it and the root serves each
  *    allgather as a star (it receives every rank's part and sends the whole
  *    back to every rank). The root exits and frees itself once every rank
- *    has left, or after a failure has been reported to every rank.
+ *    has left; after a rank's death (reported to every rank) it stays,
+ *    serving no allgather, for rmacoll__bootstrap_shrink, until every
+ *    rank left or timeout_ms of silence (bootstrap_shrink.c).
  *  - an embedder's rmacoll_oob_t callbacks, called as they are.
  *
  * Every socket wait has a deadline (timeout_ms), counted as silence: the

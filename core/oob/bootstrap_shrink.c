@@ -87,17 +87,17 @@ void rmacoll__bs_root_lose(bs_root_t *rt, int r, const char *fmt, ...)
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
     rmacoll__bs_conn_close(&rt->ranks[r]);
-    if (rt->phase == BS_PH_DONE) {
-        rmacoll__log(&rt->lg, RMACOLL_LOG_DEBUG, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
-                     "bootstrap root %s: after the shrink: %s", rt->addr, text);
+    if (rt->phase == BS_PH_DONE || rt->phase == BS_PH_BROKEN) {
+        /* every rank was told of the first death; a rank whose allgather
+         * failed on that report closes its connection too */
+        rmacoll__log(&rt->lg, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                     "bootstrap root %s: after a failure: %s", rt->addr, text);
         return;
     }
     rmacoll__log(&rt->lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                  "bootstrap root %s: %s", rt->addr, text);
     if (rt->phase != BS_PH_SHRINK) {
-        if (rt->phase != BS_PH_BROKEN) {
-            snprintf(rt->broken_text, sizeof(rt->broken_text), "%s", text);
-        }
+        snprintf(rt->broken_text, sizeof(rt->broken_text), "%s", text);
         bs_root_abandon_op(rt);
         rt->phase = BS_PH_BROKEN;
         rt->deadline = rmacoll__bs_add_ms(rmacoll__now_ms(), bs_silence_ms(rt));
@@ -231,7 +231,7 @@ static int bs_root_shrink_finish(bs_root_t *rt)
     }
     rmacoll__log(&rt->lg, st == RMACOLL_SUCCESS ? RMACOLL_LOG_INFO : RMACOLL_LOG_ERROR,
                  RMACOLL_LOG_SUBSYS_BOOTSTRAP, "bootstrap root %s: shrink: %d of %d ranks "
-                 "survive (without %s)%s", rt->addr, n, rt->nranks, list[0] ? list : "none",
+                 "survive (left out: %s)%s", rt->addr, n, rt->nranks, list[0] ? list : "none",
                  st == RMACOLL_SUCCESS ? "" : "; the new rendezvous could not be made");
     for (int r = 0; r < rt->nranks; r++) {
         bs_rconn_t *c = &rt->ranks[r];
