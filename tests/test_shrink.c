@@ -29,8 +29,9 @@
 #include "mprun.h"
 #include "rmacoll.h"
 
-enum { HOW_NONE, HOW_KILL, HOW_STOP, HOW_ABORT, HOW_LATE };
-static const char *how_name[] = {"nothing", "kill -9", "SIGSTOP", "abort", "late"};
+enum { HOW_NONE, HOW_KILL, HOW_STOP, HOW_ABORT, HOW_LATE, HOW_ROOT };
+static const char *how_name[] = {"nothing", "kill -9", "SIGSTOP", "abort", "late",
+                                 "root killed"};
 
 /* the victim is left out of the new communicator */
 #define EXCLUDES(how) ((how) == HOW_KILL || (how) == HOW_STOP || (how) == HOW_LATE)
@@ -143,7 +144,9 @@ static int late_rank(rmacoll_comm_t *comm, int rank, int nranks)
             rmacoll_status_name(st), rmacoll_status_name(ss), (unsigned long long)dt,
             rmacoll_comm_last_error(comm));
     return st == RMACOLL_SUCCESS ? 20 : ss == RMACOLL_SUCCESS || nc != NULL ? 21
-           : ss != RMACOLL_ERR_BOOTSTRAP ? 22 : dt > 10000 ? 23 : 0;
+           : ss != RMACOLL_ERR_BOOTSTRAP ? 22 : dt > 10000 ? 23
+           : strstr(rmacoll_comm_last_error(comm), "excluded from the shrink") == NULL ? 24
+                                                                                     : 0;
 }
 
 /* The victim's part before the survivors' second call. */
@@ -168,6 +171,33 @@ static int victim_act(rmacoll_comm_t *comm, const shr_arg_t *a, int rank, int nr
     return -1; /* goes on as a survivor */
 }
 
+/* The root's process is killed after the first call: every rank's shrink
+ * fails with BOOTSTRAP, saying so, within a few seconds; the old
+ * communicator is then destroyed locally (by mprun). */
+static int root_lost(rmacoll_comm_t *comm, const shr_arg_t *a, int rank, int nranks)
+{
+    rmacoll_comm_t *nc = NULL;
+    uint64_t t0;
+    rmacoll_status_t st;
+
+    wait_count(&a->sh->ready, nranks, 20000);
+    if (rank == 0) {
+        kill(mprun_root_pid, SIGKILL);
+    }
+    atomic_fetch_add(&a->sh->done, 1);
+    wait_count(&a->sh->done, nranks, 20000);
+    t0 = mono_ms();
+    st = rmacoll_comm_shrink(comm, &nc);
+    atomic_store(&a->sh->shrink_ms[rank], mono_ms() - t0);
+    fprintf(stderr, "rank %d: shrink without a root: %s in %llu ms: %s\n", rank,
+            rmacoll_status_name(st), (unsigned long long)(mono_ms() - t0),
+            rmacoll_comm_last_error(comm));
+    return st != RMACOLL_ERR_BOOTSTRAP || nc != NULL ? 30
+           : mono_ms() - t0 > 15000 ? 31
+           : strstr(rmacoll_comm_last_error(comm), "the process that made the unique id") == NULL
+               ? 32 : 0;
+}
+
 static int shrink_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
 {
     /* Long because: one rank's whole scenario in order (first call, the
@@ -184,6 +214,9 @@ static int shrink_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     atomic_fetch_add(&a->sh->ready, 1);
     if (rc != 0) {
         return rc;
+    }
+    if (a->how == HOW_ROOT) {
+        return root_lost(comm, a, rank, nranks);
     }
     if (rank == a->victim && a->how != HOW_NONE) {
         int v = victim_act(comm, a, rank, nranks);
@@ -288,6 +321,7 @@ static void run_shrink(const int *node_of, int nranks, int how, int victim,
     for (int r = 0; r < nranks; r++) {
         int want = how == HOW_KILL && r == victim ? 128 + SIGKILL : 0;
         int excluded = EXCLUDES(how) && r == victim;
+        excluded |= how == HOW_ROOT;
         print_message("%s, rank %d: exit %d, new rank %d of %d, shrink %llu ms\n",
                       how_name[how], r, codes[r], excluded ? -1 : atomic_load(&sh->newrank[r]),
                       excluded ? 0 : atomic_load(&sh->newsize[r]),
@@ -340,6 +374,13 @@ static void test_shrink_late_rank(void **state)
     run_shrink(two_nodes, 4, HOW_LATE, 3, 3000, "500");
 }
 
+/* the root's process died: no agreement is possible, said at once */
+static void test_shrink_root_lost(void **state)
+{
+    (void)state;
+    run_shrink(two_nodes, 4, HOW_ROOT, -1, 20000, "0");
+}
+
 /* nobody failed: a same-size communicator that works */
 static void test_shrink_healthy(void **state)
 {
@@ -374,6 +415,7 @@ static void test_shrink_oob_unsupported(void **state)
     assert_int_equal(rmacoll_comm_create(&p, &comm), RMACOLL_SUCCESS);
     assert_int_equal(rmacoll_comm_shrink(comm, &nc), RMACOLL_ERR_UNSUPPORTED);
     assert_null(nc);
+    assert_non_null(strstr(rmacoll_comm_last_error(comm), "out-of-band allgather"));
     assert_int_equal(rmacoll_comm_shrink(NULL, &nc), RMACOLL_ERR_INVALID_ARG);
     assert_int_equal(rmacoll_comm_shrink(comm, NULL), RMACOLL_ERR_INVALID_ARG);
     assert_int_equal(rmacoll_comm_destroy(comm), RMACOLL_SUCCESS);
@@ -388,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_shrink_stopped),
         cmocka_unit_test(test_shrink_aborted),
         cmocka_unit_test(test_shrink_late_rank),
+        cmocka_unit_test(test_shrink_root_lost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -59,6 +59,7 @@ rmacoll_status_t rmacoll_comm_shrink(rmacoll_comm_t *comm, rmacoll_comm_t **newc
      * own message, then the agreement and the new communicator, each
      * failure recorded with what the rank knows at that point. */
     rmacoll_unique_id_t id;
+    char why[400] = "no reason given";
     uint8_t *flags;
     int silent, newrank = -1, newn = 0;
     uint64_t t0 = rmacoll__now_ms();
@@ -94,7 +95,7 @@ rmacoll_status_t rmacoll_comm_shrink(rmacoll_comm_t *comm, rmacoll_comm_t **newc
         flags[silent] = 1;
     }
     st = rmacoll__bootstrap_shrink(comm->bs, flags, comm->cfg.timeout_ms, &id, &newrank,
-                                   &newn, flags + comm->nranks);
+                                   &newn, flags + comm->nranks, why, sizeof(why));
     free(flags);
     if (st != RMACOLL_SUCCESS) {
         /* excluded, or no root: this communicator is over (destroy is
@@ -102,8 +103,7 @@ rmacoll_status_t rmacoll_comm_shrink(rmacoll_comm_t *comm, rmacoll_comm_t **newc
         comm->broken |= st != RMACOLL_ERR_UNSUPPORTED;
         rmacoll__leave(comm);
         return rmacoll__fail(&comm->fail, st, "rank %d: rmacoll_comm_shrink: no agreement "
-                             "on the survivors (%s; the log says why)", comm->rank,
-                             rmacoll_status_name(st));
+                             "on the survivors: %s", comm->rank, why);
     }
     /* the old communicator is done with: its calls fail, destroy is local */
     comm->shrunk = 1;

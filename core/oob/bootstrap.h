@@ -139,11 +139,13 @@ rmacoll_status_t rmacoll__bootstrap_poll_error(rmacoll__bootstrap_t *bs, int *ra
  * after the first rank asked. After success bs serves no more allgathers
  * (destroy it). Errors: RMACOLL_ERR_UNSUPPORTED (an embedder's OOB),
  * RMACOLL_ERR_BOOTSTRAP (root gone; this rank excluded: the log says why),
- * RMACOLL_ERR_TIMEOUT. Not thread-safe against other calls on bs.
+ * RMACOLL_ERR_TIMEOUT; the reason goes into why (wlen bytes; not logged:
+ * the caller records it). Not thread-safe against other calls on bs.
  */
 rmacoll_status_t rmacoll__bootstrap_shrink(rmacoll__bootstrap_t *bs, const uint8_t *suspect,
                                            uint64_t bound_ms, rmacoll_unique_id_t *id,
-                                           int *newrank, int *newn, uint8_t *alive);
+                                           int *newrank, int *newn, uint8_t *alive,
+                                           char *why, size_t wlen);
 
 /**
  * Leaves the rendezvous and frees bs; NULL is accepted. Not collective by

@@ -361,7 +361,7 @@ int rmacoll__bs_root_broken_deadline(bs_root_t *rt)
  * deaths, progress and results sent before it. */
 static rmacoll_status_t bs_shrink_answer(rmacoll__bootstrap_t *bs, uint64_t deadline,
                                          rmacoll_unique_id_t *id, int *newrank,
-                                         int *newn, uint8_t *alive)
+                                         int *newn, uint8_t *alive, char *why, size_t wlen)
 {
     /* Long because: one loop over the messages the root may have queued
      * before its answer (each kind read past in its own way) and the two
@@ -373,12 +373,13 @@ static rmacoll_status_t bs_shrink_answer(rmacoll__bootstrap_t *bs, uint64_t dead
     for (;;) {
         int err = rmacoll__bs_recv_all(bs->fd, hb, sizeof(hb), deadline);
         if (err != 0) {
-            rmacoll__log(&bs->lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
-                         "bootstrap rank %d: shrink: %s the root %s", bs->rank,
-                         err == ETIMEDOUT ? "no answer in time from"
-                         : "lost the connection to (it lives in the process that made "
-                           "the unique id: if that process died, no agreement is "
-                           "possible)", bs->root_addr);
+            if (err == ETIMEDOUT) {
+                snprintf(why, wlen, "no answer in time from the root %s", bs->root_addr);
+            } else {
+                snprintf(why, wlen, "lost the connection to the root %s (it lives in the "
+                         "process that made the unique id: if that process died, no "
+                         "agreement is possible)", bs->root_addr);
+            }
             return err == ETIMEDOUT ? RMACOLL_ERR_TIMEOUT : RMACOLL_ERR_BOOTSTRAP;
         }
         rmacoll__bs_hdr_decode(hb, &h);
@@ -387,6 +388,7 @@ static rmacoll_status_t bs_shrink_answer(rmacoll__bootstrap_t *bs, uint64_t dead
                                               : 0;
             uint64_t rest = h.a - n;
             if (n > 0 && rmacoll__bs_recv_all(bs->fd, text, n, deadline) != 0) {
+                snprintf(why, wlen, "lost the root %s in its message", bs->root_addr);
                 return RMACOLL_ERR_BOOTSTRAP;
             }
             text[n] = '\0';
@@ -394,14 +396,15 @@ static rmacoll_status_t bs_shrink_answer(rmacoll__bootstrap_t *bs, uint64_t dead
                 uint8_t sink[4096];
                 size_t m = rest < sizeof(sink) ? (size_t)rest : sizeof(sink);
                 if (rmacoll__bs_recv_all(bs->fd, sink, m, deadline) != 0) {
+                    snprintf(why, wlen, "lost the root %s in its message", bs->root_addr);
                     return RMACOLL_ERR_BOOTSTRAP;
                 }
                 rest -= m;
             }
             if (h.type == BS_MSG_ERROR && h.c == 1) {
-                rmacoll__log(&bs->lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
-                             "bootstrap rank %d: shrink failed: %s (root %s)", bs->rank,
-                             text, bs->root_addr);
+                snprintf(why, wlen,
+                             "the root %s answers: %s",
+                             bs->root_addr, text);
                 return h.arg > 0 && h.arg < (uint32_t)RMACOLL_STATUS_LAST
                            ? (rmacoll_status_t)h.arg : RMACOLL_ERR_BOOTSTRAP;
             }
@@ -413,13 +416,14 @@ static rmacoll_status_t bs_shrink_answer(rmacoll__bootstrap_t *bs, uint64_t dead
         if (h.type != BS_MSG_SHRUNK ||
             h.b != RMACOLL_UNIQUE_ID_BYTES + (uint64_t)bs->nranks || h.a < 1 ||
             h.a > (uint64_t)bs->nranks || h.arg >= h.a) {
-            rmacoll__log(&bs->lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
-                         "bootstrap rank %d: shrink: unexpected message type %u from "
-                         "the root %s", bs->rank, h.type, bs->root_addr);
+            snprintf(why, wlen,
+                         "unexpected message type %u from "
+                         "the root %s", h.type, bs->root_addr);
             return RMACOLL_ERR_BOOTSTRAP;
         }
         if (rmacoll__bs_recv_all(bs->fd, id, RMACOLL_UNIQUE_ID_BYTES, deadline) != 0 ||
             rmacoll__bs_recv_all(bs->fd, alive, (size_t)bs->nranks, deadline) != 0) {
+            snprintf(why, wlen, "lost the root %s in its answer", bs->root_addr);
             return RMACOLL_ERR_BOOTSTRAP;
         }
         *newrank = (int)h.arg;
@@ -430,35 +434,36 @@ static rmacoll_status_t bs_shrink_answer(rmacoll__bootstrap_t *bs, uint64_t dead
 
 rmacoll_status_t rmacoll__bootstrap_shrink(rmacoll__bootstrap_t *bs, const uint8_t *suspect,
                                            uint64_t bound_ms, rmacoll_unique_id_t *id,
-                                           int *newrank, int *newn, uint8_t *alive)
+                                           int *newrank, int *newn, uint8_t *alive,
+                                           char *why, size_t wlen)
 {
     bs_hdr_t h = {.type = BS_MSG_SHRINK, .a = (uint64_t)bs->nranks, .b = bound_ms};
     uint64_t deadline;
     rmacoll_status_t st;
 
     if (bs->is_oob) {
-        rmacoll__log(&bs->lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
-                     "bootstrap rank %d: shrink needs the built-in bootstrap: an "
-                     "embedder's out-of-band allgather cannot say who is alive", bs->rank);
+        snprintf(why, wlen,
+                     "needs the built-in bootstrap: an "
+                     "embedder's out-of-band allgather cannot say who is alive");
         return RMACOLL_ERR_UNSUPPORTED;
     }
     if (bs->fd < 0) {
-        rmacoll__log(&bs->lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
-                     "bootstrap rank %d: shrink: the connection to the root %s was "
-                     "closed by an earlier bootstrap failure", bs->rank, bs->root_addr);
+        snprintf(why, wlen,
+                     "the connection to the root %s was "
+                     "closed by an earlier bootstrap failure", bs->root_addr);
         return RMACOLL_ERR_BOOTSTRAP;
     }
     deadline = rmacoll__bs_add_ms(rmacoll__now_ms(), 2000);
     if (rmacoll__bs_send_hdr(bs->fd, &h, deadline) != 0 ||
         rmacoll__bs_send_all(bs->fd, suspect, (size_t)bs->nranks, deadline) != 0) {
-        rmacoll__log(&bs->lg, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
-                     "bootstrap rank %d: shrink: the bootstrap root %s is gone (it lives "
+        snprintf(why, wlen,
+                     "the bootstrap root %s is gone (it lives "
                      "in the process that made the unique id: if that process died, no "
-                     "agreement is possible)", bs->rank, bs->root_addr);
+                     "agreement is possible)", bs->root_addr);
         return RMACOLL_ERR_BOOTSTRAP;
     }
     deadline = rmacoll__bs_add_ms(rmacoll__now_ms(), bound_ms + bs->grace_ms);
-    st = bs_shrink_answer(bs, deadline, id, newrank, newn, alive);
+    st = bs_shrink_answer(bs, deadline, id, newrank, newn, alive, why, wlen);
     if (st == RMACOLL_ERR_BOOTSTRAP && bs->failed == RMACOLL_SUCCESS) {
         bs->failed = st;
     }

@@ -85,6 +85,7 @@ void mprun_reap(pid_t *pids, int nranks, time_t deadline, int *codes)
 
 const rmacoll_config_t *const *mprun_rank_config;
 const char *const *mprun_rank_env;
+pid_t mprun_root_pid;
 
 int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
 {
@@ -102,6 +103,7 @@ int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
         free(pids);
         return opts->nranks;
     }
+    mprun_root_pid = root;
     for (int r = 0; r < opts->nranks; r++) {
         pid_t pid = fork();
         if (pid == 0) {
