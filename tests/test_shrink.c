@@ -349,12 +349,15 @@ static void test_shrink_killed(void **state)
     run_shrink(two_nodes, 4, HOW_KILL, 0, 20000, "500"); /* rank 0: renumbering */
 }
 
-/* SIGSTOP: the heartbeat names it, the survivors name it silent, the root
- * excludes it without waiting; resumed, its call and shrink fail at once */
+/* SIGSTOP: the heartbeat (or on one node the silence timeout) names it,
+ * the survivors name it silent, the root excludes it without waiting;
+ * resumed, its call and shrink fail at once */
 static void test_shrink_stopped(void **state)
 {
     (void)state;
     run_shrink(two_nodes, 4, HOW_STOP, 2, 20000, "500");
+    /* one node, no heartbeat: the silence timeout (2 s) names it */
+    run_shrink(one_node, 4, HOW_STOP, 1, 2000, "0");
 }
 
 /* rmacoll_comm_abort on one rank: it is alive and shrinks with the others
