@@ -392,7 +392,7 @@ rmacoll_status_t rmacoll_comm_get_async_error(const rmacoll_comm_t *comm,
  * Not possible: with an embedder's rmacoll_oob_t (comm created with oob:
  * no connection says who is alive): RMACOLL_ERR_UNSUPPORTED; when the
  * process hosting the root died (rmacoll_get_unique_id's process, or rank
- * 0's with launcher variables): RMACOLL_ERR_BOOTSTRAP, logged as such;
+ * 0's with launcher variables): RMACOLL_ERR_BOOTSTRAP, last_error says so;
  * on a rank whose bootstrap allgather had failed (its connection closed).
  * Thread-safety: not while another thread is inside a call on comm, nor
  * with a started call in flight (RMACOLL_ERR_IN_PROGRESS); other
