@@ -204,7 +204,6 @@ void rmacoll__bs_root_accept(bs_root_t *rt);
 int rmacoll__bs_root_gather_input(bs_root_t *rt, int r);
 int rmacoll__bs_root_scatter_output(bs_root_t *rt, int r);
 void rmacoll__bs_root_timeout(bs_root_t *rt);
-void rmacoll__bs_root_op_reset(bs_root_t *rt);
 
 /* bootstrap_shrink.c */
 void rmacoll__bs_root_lose(bs_root_t *rt, int r, const char *fmt, ...)

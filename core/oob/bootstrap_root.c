@@ -287,7 +287,7 @@ void rmacoll__bs_root_accept(bs_root_t *rt)
     rmacoll__bs_fd_tune(fd);
 }
 
-void rmacoll__bs_root_op_reset(bs_root_t *rt)
+static void bs_root_op_reset(bs_root_t *rt)
 {
     free(rt->buf);
     rt->buf = NULL;
@@ -487,7 +487,7 @@ int rmacoll__bs_root_scatter_output(bs_root_t *rt, int r)
     }
     rt->ndrained++;
     if (rt->ndrained == rt->nranks) {
-        rmacoll__bs_root_op_reset(rt);
+        bs_root_op_reset(rt);
         rt->op_seq++;
         rt->phase = BS_PH_GATHER;
     }
