@@ -368,6 +368,48 @@ rmacoll_status_t rmacoll_comm_abort(rmacoll_comm_t *comm);
 rmacoll_status_t rmacoll_comm_get_async_error(const rmacoll_comm_t *comm,
                                               rmacoll_status_t *async_error);
 
+/**
+ * The survivors of comm agree on who is alive and get a new communicator
+ * without the failed ranks (after MPI ULFM's MPI_Comm_shrink), in
+ * *newcomm. Collective over the survivors: every live rank must call it.
+ * Callable on a broken or aborted communicator, and on a healthy one
+ * (then every rank is alive and *newcomm has comm's size).
+ *  - Agreement, through the built-in bootstrap's root (which keeps every
+ *    rank's connection): a rank that calls shrink announces itself, with
+ *    the rank its failure named as silent, if any (a heartbeat or silence
+ *    timeout: RMACOLL_ERR_TIMEOUT "silent rank R"). The root answers when
+ *    every rank still connected has announced itself or was named silent,
+ *    or timeout_ms after the first announcement. The survivors are the
+ *    ranks that announced and are still connected; every survivor gets the
+ *    same list. Excluded: a dead rank (its connection closed), a stopped
+ *    one named silent or silent for timeout_ms, a rank that destroyed comm
+ *    without shrinking, one that asks after the answer (it gets
+ *    RMACOLL_ERR_BOOTSTRAP: "excluded from the shrink").
+ *  - A rank that called rmacoll_comm_abort is alive: it is included when
+ *    it calls shrink (as ULFM's revoke does not exclude the revoker).
+ *  - *newcomm: the survivors renumbered 0..n-1 in their old rank order,
+ *    comm's configuration, node keys (topology) and log function, over a
+ *    new rendezvous that the root starts in its own process. Its creation
+ *    is collective over the survivors, as rmacoll_comm_create.
+ *  - comm stays valid only for rmacoll_comm_destroy, which is then local
+ *    (no barrier, nothing of a dead rank waited for); calls on it fail.
+ *    Destroy both.
+ * Not possible: with an embedder's rmacoll_oob_t (comm created with oob:
+ * no connection says who is alive): RMACOLL_ERR_UNSUPPORTED; when the
+ * process hosting the root died (rmacoll_get_unique_id's process, or rank
+ * 0's with launcher variables): RMACOLL_ERR_BOOTSTRAP, last_error says so;
+ * on a rank whose bootstrap allgather had failed (its connection closed).
+ * Thread-safety: not while another thread is inside a call on comm, nor
+ * with a started call in flight (RMACOLL_ERR_IN_PROGRESS); other
+ * communicators are independent.
+ * Errors: RMACOLL_ERR_INVALID_ARG (NULL; comm already shrunk),
+ * RMACOLL_ERR_IN_PROGRESS, RMACOLL_ERR_UNSUPPORTED, RMACOLL_ERR_BOOTSTRAP
+ * (root gone, this rank excluded), RMACOLL_ERR_TIMEOUT, RMACOLL_ERR_NO_MEMORY,
+ * or the errors of rmacoll_comm_create for the new communicator. On error
+ * *newcomm is NULL.
+ */
+rmacoll_status_t rmacoll_comm_shrink(rmacoll_comm_t *comm, rmacoll_comm_t **newcomm);
+
 rmacoll_status_t rmacoll_comm_rank(const rmacoll_comm_t *comm, int *rank);
 rmacoll_status_t rmacoll_comm_size(const rmacoll_comm_t *comm, int *nranks);
 

@@ -567,8 +567,9 @@ rmacoll_status_t rmacoll_comm_destroy(rmacoll_comm_t *comm)
         rmacoll__staged_drain(comm);
     }
     rmacoll__proxy_flush(&comm->proxy);
-    /* no rank tears down while a peer may still write into it */
-    if (!comm->broken) {
+    /* no rank tears down while a peer may still write into it (after a
+     * shrink none does: every survivor has agreed, the rest are excluded) */
+    if (!comm->broken && !comm->shrunk) {
         st = rmacoll__bootstrap_barrier(comm->bs);
     }
     comm_free(comm);

@@ -6,7 +6,8 @@
  *          small accessors (comm.c), the steps of creation (bootstrap,
  *          topology, config agreement, control windows, transports, the
  *          device path: comm_setup.c, comm_xport.c), the NCCL-id
- *          bootstrap (nccl_oob.c, which only calls the public API).
+ *          bootstrap (nccl_oob.c, which only calls the public API), the
+ *          survivors' communicator after a failure (comm_shrink.c).
  *   calls  every layer below: base, config, oob, plan, xport, ctrl, exec
  *          (the communicator's state is exec/state.h). Nothing calls comm/.
  */

@@ -43,6 +43,7 @@ rmacoll_status_t rmacoll__comm_topology(rmacoll_comm_t *comm,
 
     if (all != NULL && ids != NULL) {
         node_key_of(params, mine);
+        memcpy(comm->node_key, mine, sizeof(comm->node_key)); /* for a shrink */
         st = rmacoll__bootstrap_allgather(comm->bs, mine, all, NODE_KEY_BYTES);
     }
     if (st == RMACOLL_SUCCESS) {

@@ -119,6 +119,9 @@ struct rmacoll_comm {
                                      * of the AGREE words (meta.c), which lag the epoch
                                      * once a one-round call skipped it */
     int broken;                     /* a data phase failed: comm unusable */
+    int shrunk;                     /* rmacoll_comm_shrink made its successor:
+                                     * destroy is local (comm/comm_shrink.c) */
+    char node_key[128];             /* this rank's node key (comm_setup.c) */
     _Atomic int entered;            /* a thread is inside a call (rmacoll__enter) */
     _Atomic int aborted;            /* rmacoll_comm_abort was called (any thread) */
     int fail_culprit;               /* the peer a failure of this rank names, or -1 */

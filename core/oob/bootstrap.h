@@ -8,7 +8,9 @@
  *    listener thread; every rank connects to it and the root serves each
  *    allgather as a star (it receives every rank's part and sends the whole
  *    back to every rank). The root exits and frees itself once every rank
- *    has left, or after a failure has been reported to every rank.
+ *    has left; after a rank's death (reported to every rank) it stays,
+ *    serving no allgather, for rmacoll__bootstrap_shrink, until every
+ *    rank left or timeout_ms of silence (bootstrap_shrink.c).
  *  - an embedder's rmacoll_oob_t callbacks, called as they are.
  *
  * Every socket wait has a deadline (timeout_ms), counted as silence: the
@@ -125,6 +127,25 @@ rmacoll_status_t rmacoll__bootstrap_barrier(rmacoll__bootstrap_t *bs);
  */
 rmacoll_status_t rmacoll__bootstrap_poll_error(rmacoll__bootstrap_t *bs, int *rank,
                                                char *text, size_t len);
+
+/**
+ * The survivors' agreement of rmacoll_comm_shrink (bootstrap_shrink.c):
+ * tells the root this rank is alive and which ranks it saw go silent
+ * (suspect: nranks flags), and waits (bound_ms + grace) for the answer:
+ * the unique id of a new rendezvous (started by the root in its process),
+ * this rank's place among the survivors (*newrank of *newn, the survivors
+ * in old rank order) and alive[nranks] (1 = survivor). The root answers
+ * once every rank still connected has asked or is a suspect, or bound_ms
+ * after the first rank asked. After success bs serves no more allgathers
+ * (destroy it). Errors: RMACOLL_ERR_UNSUPPORTED (an embedder's OOB),
+ * RMACOLL_ERR_BOOTSTRAP (root gone; this rank excluded: the log says why),
+ * RMACOLL_ERR_TIMEOUT; the reason goes into why (wlen bytes; not logged:
+ * the caller records it). Not thread-safe against other calls on bs.
+ */
+rmacoll_status_t rmacoll__bootstrap_shrink(rmacoll__bootstrap_t *bs, const uint8_t *suspect,
+                                           uint64_t bound_ms, rmacoll_unique_id_t *id,
+                                           int *newrank, int *newn, uint8_t *alive,
+                                           char *why, size_t wlen);
 
 /**
  * Leaves the rendezvous and frees bs; NULL is accepted. Not collective by

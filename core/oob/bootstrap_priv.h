@@ -10,6 +10,8 @@
  *   bootstrap_rank.c       a rank's client: create, allgather, barrier,
  *                          errors the root reports, the oob wrapper
  *   bootstrap_launch.c     launcher variables and the PMIx wire-up
+ *   bootstrap_shrink.c     after a rank's death: the root's broken state
+ *                          and the shrink agreement, both sides
  * See bootstrap.h for the contract.
  *
  * Wire protocol: every message is a 32-byte big-endian header
@@ -22,6 +24,12 @@
  *   BYE     rank->root  (leaving; a later EOF is not a failure)
  *   PROGRESS root->rank arg=seq: another rank joined the rendezvous or
  *                       entered allgather #seq (sent to the ranks waiting)
+ *   SHRINK  rank->root  a=nranks b=bound ms; payload nranks bytes, 1 for
+ *                       each rank this rank saw go silent (suspects)
+ *   SHRUNK  root->rank  arg=new rank a=new nranks b=payload bytes; payload
+ *                       the new unique id, then nranks bytes (1 = survivor)
+ *   ERROR with c=1 ends a shrink (the rank is excluded, or it failed);
+ *   c=0 is a report (a rank died) that a shrink reads past.
  * The timeout counts silence: the root gives up when no rank has joined
  * (entered) for timeout_ms (the smallest of the ranks' "ms left" / timeout),
  * so it reports a missing rank before any waiting rank gives up; a rank
@@ -69,7 +77,9 @@ enum {
     BS_MSG_RESULT = 4,
     BS_MSG_ERROR = 5,
     BS_MSG_BYE = 6,
-    BS_MSG_PROGRESS = 7
+    BS_MSG_PROGRESS = 7,
+    BS_MSG_SHRINK = 8,
+    BS_MSG_SHRUNK = 9
 };
 
 typedef struct bs_hdr {
@@ -109,10 +119,18 @@ struct rmacoll__bootstrap {
     char reported_text[BS_ERRTEXT_MAX + 1];
 };
 
-/* The root's phase in an allgather. */
-/* BS_PH_REJECT: a root that only turns ranks away (a unique id used again
- * after its communicator ended: rmacoll__bs_tombstone) until its deadline. */
-enum { BS_PH_CONNECT, BS_PH_GATHER, BS_PH_SCATTER, BS_PH_REJECT };
+/* The root's phase in an allgather; REJECT: a root that only turns ranks
+ * away (a unique id used again after its communicator ended:
+ * rmacoll__bs_tombstone) until its deadline; after a rank died (BROKEN: no
+ * more allgathers, the survivors may shrink), while it collects a shrink
+ * (SHRINK), after it answered one (DONE: waits for the ranks to leave).
+ * Order matters: phases from BROKEN on are a broken communicator's. */
+enum { BS_PH_CONNECT, BS_PH_GATHER, BS_PH_SCATTER, BS_PH_REJECT, BS_PH_BROKEN, BS_PH_SHRINK,
+       BS_PH_DONE };
+
+/* bs_root_t.shr[r]: a rank's part in a shrink */
+#define BS_SHR_ANNOUNCED 1u /* sent SHRINK */
+#define BS_SHR_SUSPECT 2u   /* a survivor saw it go silent */
 
 typedef struct bs_rconn {
     int fd;          /* -1: not connected or gone */
@@ -123,6 +141,7 @@ typedef struct bs_rconn {
     int contributed; /* whole OP received */
     size_t out_off;  /* RESULT bytes sent (header + payload) */
     uint64_t deadline; /* pending sockets: hello deadline */
+    uint64_t skip;     /* BROKEN: payload bytes of an OP still to discard */
     char peer[64];
 } bs_rconn_t;
 
@@ -152,6 +171,8 @@ typedef struct bs_root {
     struct pollfd *pfds;
     int cap_pfds;
     int culprit;       /* the rank a failure names, sent in ERROR's b (+ 1), -1 none */
+    uint8_t *shr;      /* [nranks] BS_SHR_* (bootstrap_shrink.c), NULL until needed */
+    char broken_text[BS_ERRTEXT_MAX]; /* the death that broke the root */
 } bs_root_t;
 
 /* bootstrap_root_main.c: unique ids whose communicator ended in this
@@ -170,6 +191,7 @@ void rmacoll__bs_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len);
 void rmacoll__bs_fd_tune(int fd);
 int rmacoll__bs_recv_all(int fd, void *buf, size_t len, uint64_t deadline);
 int rmacoll__bs_send_hdr(int fd, const bs_hdr_t *h, uint64_t deadline);
+int rmacoll__bs_send_all(int fd, const void *buf, size_t len, uint64_t deadline);
 void rmacoll__bs_send_error(int fd, rmacoll_status_t st, const char *text, int culprit);
 void rmacoll__bs_rank_list(const uint8_t *missing, int nranks, char *buf,
                            size_t len);
@@ -192,6 +214,14 @@ void rmacoll__bs_root_accept(bs_root_t *rt);
 int rmacoll__bs_root_gather_input(bs_root_t *rt, int r);
 int rmacoll__bs_root_scatter_output(bs_root_t *rt, int r);
 void rmacoll__bs_root_timeout(bs_root_t *rt);
+
+/* bootstrap_shrink.c */
+void rmacoll__bs_root_lose(bs_root_t *rt, int r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int rmacoll__bs_root_shrink_msg(bs_root_t *rt, int r, const bs_hdr_t *h);
+int rmacoll__bs_root_broken_input(bs_root_t *rt, int r);
+int rmacoll__bs_root_broken_done(const bs_root_t *rt);
+int rmacoll__bs_root_broken_deadline(bs_root_t *rt);
 
 /* bootstrap_root_main.c */
 rmacoll_status_t rmacoll__bs_listen(bs_id_t *d, int bind_fallback,

@@ -36,6 +36,7 @@ void rmacoll__bs_root_free(bs_root_t *rt)
     free(rt->pending);
     free(rt->buf);
     free(rt->pfds);
+    free(rt->shr);
     free(rt);
 }
 
@@ -337,25 +338,29 @@ int rmacoll__bs_root_gather_input(bs_root_t *rt, int r)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
             return 0;
         }
+        if (n <= 0) {
+            /* the survivors may shrink: the root stays (bootstrap_shrink.c) */
+            rmacoll__bs_root_lose(rt, r, "rank %d disconnected during allgather #%u "
+                                  "(process died?)", r, rt->op_seq);
+            return 0;
+        }
         rt->culprit = r;
-        rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP, n == 0 || n < 0
-                         ? "rank %d disconnected during allgather #%u (process died?)"
-                         : "rank %d sent data out of turn in allgather #%u",
+        rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
+                              "rank %d sent data out of turn in allgather #%u",
                               r, rt->op_seq);
         return -1;
     }
     if (c->hdr_got < BS_HDR_BYTES) {
         int got = rmacoll__bs_conn_read_hdr(c);
         if (got < 0) {
-            rt->culprit = r;
             if (errno == 0) {
-                rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
-                                      "rank %d disconnected without leaving (process died?)", r);
+                rmacoll__bs_root_lose(rt, r, "rank %d disconnected without leaving "
+                                      "(process died?)", r);
             } else {
-                rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
-                                      "rank %d disconnected: %s", r, strerror(errno));
+                rmacoll__bs_root_lose(rt, r, "rank %d disconnected: %s", r,
+                                      strerror(errno));
             }
-            return -1;
+            return 0;
         }
         if (got == 0) {
             return 0;
@@ -376,6 +381,9 @@ int rmacoll__bs_root_gather_input(bs_root_t *rt, int r)
                 return -1;
             }
             return 0;
+        }
+        if (h.type == BS_MSG_SHRINK) {
+            return rmacoll__bs_root_shrink_msg(rt, r, &h);
         }
         if (h.type != BS_MSG_OP) {
             rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
@@ -440,11 +448,10 @@ int rmacoll__bs_root_gather_input(bs_root_t *rt, int r)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             return 0;
         }
-        rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
-                              "rank %d disconnected in the middle of allgather #%u "
+        rmacoll__bs_root_lose(rt, r, "rank %d disconnected in the middle of allgather #%u "
                               "(%zu of %" PRIu64 " bytes received)",
                               r, rt->op_seq, c->pay_got, rt->op_bytes);
-        return -1;
+        return 0;
     }
     c->contributed = 1;
     rt->ncontrib++;

@@ -138,6 +138,8 @@ static int bs_root_serve_ranks(bs_root_t *rt, int base_ranks, int n)
             failed = rmacoll__bs_root_gather_input(rt, r) != 0;
         } else if (rt->phase == BS_PH_SCATTER) {
             failed = rmacoll__bs_root_scatter_output(rt, r) != 0;
+        } else {
+            failed = rmacoll__bs_root_broken_input(rt, r) != 0;
         }
     }
     return failed;
@@ -187,6 +189,12 @@ static void *bs_root_main(void *arg)
             bs_id_end(rt->magic);
             break;
         }
+        if (rmacoll__bs_root_broken_done(rt)) {
+            rmacoll__log(&rt->lg, RMACOLL_LOG_DEBUG, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
+                         "bootstrap root %s: every rank left or is gone after a "
+                         "failure, exiting", rt->addr);
+            break;
+        }
         n = bs_root_fill_pfds(rt, &base_pending, &base_ranks, &next);
         if (n < 0) {
             break;
@@ -204,9 +212,17 @@ static void *bs_root_main(void *arg)
             break;
         }
         if (rt->deadline != UINT64_MAX && rmacoll__now_ms() >= rt->deadline) {
-            if (rt->phase != BS_PH_REJECT) {
-                rmacoll__bs_root_timeout(rt);
+            if (rt->phase == BS_PH_REJECT) {
+                break; /* a tombstone ends quietly */
             }
+            if (rt->phase >= BS_PH_BROKEN) {
+                /* a shrink ends (without the silent); else the root gives up */
+                if (rmacoll__bs_root_broken_deadline(rt) != 0) {
+                    break;
+                }
+                continue;
+            }
+            rmacoll__bs_root_timeout(rt);
             break;
         }
     }

@@ -101,7 +101,7 @@ void rmacoll__bs_fd_tune(int fd)
 }
 
 /* Sends len bytes from a non-blocking fd. 0, ETIMEDOUT or an errno. */
-static int bs_send_all(int fd, const void *buf, size_t len, uint64_t deadline)
+int rmacoll__bs_send_all(int fd, const void *buf, size_t len, uint64_t deadline)
 {
     const uint8_t *p = buf;
 
@@ -169,7 +169,7 @@ int rmacoll__bs_send_hdr(int fd, const bs_hdr_t *h, uint64_t deadline)
     uint8_t b[BS_HDR_BYTES];
 
     rmacoll__bs_hdr_encode(h, b);
-    return bs_send_all(fd, b, sizeof(b), deadline);
+    return rmacoll__bs_send_all(fd, b, sizeof(b), deadline);
 }
 
 /* Best effort: an ERROR message with text, bounded by one second. */
@@ -181,7 +181,7 @@ void rmacoll__bs_send_error(int fd, rmacoll_status_t st, const char *text, int c
     uint64_t deadline = rmacoll__bs_add_ms(rmacoll__now_ms(), 1000);
 
     if (rmacoll__bs_send_hdr(fd, &h, deadline) == 0) {
-        (void)bs_send_all(fd, text, n, deadline);
+        (void)rmacoll__bs_send_all(fd, text, n, deadline);
     }
 }
 

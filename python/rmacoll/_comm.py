@@ -347,6 +347,30 @@ class Communicator:
                          % (self._rank, _status_string(code.value)), rank=self._rank,
                          name=_status_name(code.value))
 
+    def shrink(self):
+        """The survivors' communicator (rmacoll_comm_shrink, after MPI ULFM's
+        MPI_Comm_shrink), as a new Communicator; collective over the ranks
+        that are alive, callable after a failure (PeerError, PeerTimeoutError,
+        AbortedError) and on a healthy communicator (then the same size).
+        The survivors agree through the bootstrap root: a rank that died,
+        one the failure named silent (stopped) and one that does not call
+        shrink in time are left out; a rank that called abort() is alive
+        and included. The survivors keep their order: new rank = place
+        among the survivors. This communicator stays to be closed (close()
+        is then local); its calls raise. Raises BootstrapError when this
+        rank was excluded or the root's process died, UnsupportedError for
+        a communicator made by from_nccl (no bootstrap root), and the
+        errors of Communicator()."""
+        h = self._handle()
+        fn = self._optional("rmacoll_comm_shrink")
+        out = ctypes.c_void_p()
+        st = fn(h, ctypes.byref(out))
+        if st != 0:
+            raise error_for(st, self.last_error or "rank %d: rmacoll_comm_shrink: %s"
+                            % (self._rank, _status_string(st)), rank=self._rank,
+                            name=_status_name(st))
+        return type(self)._from_handle(out)
+
     def _optional(self, name):
         fn = getattr(self._lib, name, None)
         if fn is None:

@@ -93,6 +93,8 @@ _OPTIONAL = {
     "rmacoll_mem_register": (_st, [_vp, _vp, ctypes.c_size_t, ctypes.POINTER(_vp)]),
     "rmacoll_mem_deregister": (_st, [_vp, _vp]),
     "rmacoll_comm_get_stats": (_st, [_vp, _vp]),
+    # issue 33: the survivors' communicator (after ULFM's MPI_Comm_shrink)
+    "rmacoll_comm_shrink": (_st, [_vp, ctypes.POINTER(_vp)]),
 }
 
 

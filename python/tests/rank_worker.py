@@ -369,6 +369,50 @@ def scenario_abort(comm):
         shutil.rmtree(bar, ignore_errors=True)
 
 
+def file_barrier(name, n):
+    """A barrier outside rmacoll (files in a folder named after the id)."""
+    bar = os.path.join(tempfile.gettempdir(),
+                       "rmacoll-%s-%s" % (name, os.environ["RMACOLL_TEST_UID"][:24]))
+    os.makedirs(bar, exist_ok=True)
+    open(os.path.join(bar, str(RANK)), "w").close()
+    deadline = time.monotonic() + 60
+    while len(os.listdir(bar)) < n and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return bar
+
+
+def scenario_shrink(comm):
+    """The last rank is killed (SIGKILL) after a call; every survivor's
+    next call raises PeerError, Communicator.shrink() gives a communicator
+    of the survivors (same order) that moves exact data; shrinking that
+    healthy one gives one of the same size that works too."""
+    import signal
+    n, me = comm.size, comm.rank
+    one_call(comm, 90, "int32", (3,), "list")
+    bar = file_barrier("shrink", n)
+    if me == n - 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    m = count_matrix(91, n)
+    inp = rank_input(91, me, int(m[me].sum()), (2,), "int64")
+    o = Guarded((int(m[:, me].sum()), 2), "int64")
+    expect_error("call after the last rank died", lambda: rmacoll.all_to_all_single(
+        o.array, inp, list(m[:, me]), list(m[me]), comm=comm), [o], rmacoll.PeerError)
+    t0 = time.monotonic()
+    new = comm.shrink()
+    dt = time.monotonic() - t0
+    record("shrink: the survivors in order", (new.rank, new.size) == (me, n - 1),
+           "rank %d of %d in %.3f s" % (new.rank, new.size, dt))
+    with new:
+        one_call(new, 92, "float32", (4,), "numpy")
+        again = new.shrink()
+        with again:
+            record("shrink of a healthy communicator", (again.rank, again.size) ==
+                   (me, n - 1), "rank %d of %d" % (again.rank, again.size))
+            one_call(again, 93, "int64", (), "list")
+    if me == 0:
+        shutil.rmtree(bar, ignore_errors=True)
+
+
 def scenario_from_env(_comm):
     comm = rmacoll.Communicator.from_env()
     record("from_env rank/size", comm.rank == RANK and comm.size == NRANKS,
@@ -682,6 +726,7 @@ SCENARIOS = {
     "abort": scenario_abort,
     "reuse": scenario_reuse,
     "memreg": scenario_memreg,
+    "shrink": scenario_shrink,
 }
 
 

@@ -34,7 +34,7 @@ from rmacoll import _buffers, _lib  # noqa: E402
 
 # checks every rank of a scenario must report (a worker that skipped some fails)
 EXPECTED_CHECKS = {"data": 22, "raw": 3, "errors": 13, "from_env": 2, "abort": 5, "reuse": 28,
-                   "memreg": 19}
+                   "memreg": 19, "shrink": 6}
 
 
 class TestLibrary(unittest.TestCase):
@@ -315,6 +315,19 @@ class TestRanks(unittest.TestCase):
 
     def test_abort(self):
         self.run_scenario("abort", [0, 0, 1, 1])
+
+    def test_shrink(self):
+        """The last of 4 ranks (2 virtual nodes) is killed after a call: the
+        3 survivors shrink, exchange exact data, shrink again (healthy)."""
+        res = mprun.run("shrink", [0, 0, 1, 1])
+        why = mprun.describe_failure(res)
+        self.assertEqual(res[3]["rc"], -9, why)  # SIGKILL, no report
+        for r in res[:3]:
+            self.assertEqual(r["rc"], 0, why)
+            checks = r["report"]["checks"]
+            self.assertEqual(len(checks), EXPECTED_CHECKS["shrink"], why)
+            for c in checks:
+                self.assertTrue(c["ok"], "rank %d: %s: %s" % (r["rank"], c["name"], c["detail"]))
 
     def test_raw_calls(self):
         self.run_scenario("raw", [0, 1])

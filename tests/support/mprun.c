@@ -110,6 +110,7 @@ static int mprun_rank0_id(mprun_shared_id_t *sh, int r, rmacoll_unique_id_t *id)
     *id = sh->id;
     return 0;
 }
+pid_t mprun_root_pid;
 
 int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
 {
@@ -136,6 +137,7 @@ int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
         free(pids);
         return opts->nranks;
     }
+    mprun_root_pid = root;
     for (int r = 0; r < opts->nranks; r++) {
         pid_t pid = fork();
         if (pid == 0) {

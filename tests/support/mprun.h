@@ -48,6 +48,10 @@ extern int mprun_root_in_rank0;
  * (rmacoll_comm_params_t.config = NULL). */
 extern const char *const *mprun_rank_env;
 
+/* The process hosting the bootstrap root of the current mprun (set before
+ * the ranks are forked: a rank may kill it to test a lost root). */
+extern pid_t mprun_root_pid;
+
 /**
  * Waits for the nranks children pids[] (a reaped one's entry becomes 0):
  * codes[r] gets its exit code, or 128 + signal number; at deadline the
