@@ -260,7 +260,12 @@ rmacoll_status_t rmacoll__flush_watch(void *ctx)
     uint64_t age = 0;
     int s, dead = -1;
 
-    if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
+    /* another rank's failure ends it; this rank's own abort word does not:
+     * the puts being flushed may be the ones that carry it to the peers */
+    if (rmacoll__abort_origin(__atomic_load_n(hdr_word(comm->ctrl.addr,
+                                                       RMACOLL__CTRL_ABORT_OFF),
+                                              __ATOMIC_ACQUIRE)) != comm->rank &&
+        rmacoll__abort_seen(comm, sec, sizeof(sec))) {
         return rmacoll__fail_secondary(&comm->fail, rmacoll__abort_status(comm),
                                        "rank %d: %s; stopped waiting for this rank's network "
                                        "puts to complete", comm->rank, sec);
