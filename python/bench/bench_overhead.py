@@ -49,13 +49,7 @@ PKG_ROOT = os.path.dirname(HERE)  # python/: the rmacoll package of this tree
 REPO = os.path.dirname(PKG_ROOT)
 sys.path.insert(0, PKG_ROOT)
 
-
-def parse_size(text):
-    text = text.strip().upper()
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    if text and text[-1] in mult:
-        return int(float(text[:-1]) * mult[text[-1]])
-    return int(text)
+from bench_all_to_all import parse_size  # noqa: E402 - one size parser for the benches
 
 
 def parse_args():
