@@ -3,6 +3,27 @@
  */
 #include "core/base/trace.h"
 
+#include <pthread.h>
+#include <stdlib.h>
+
+static int trace_tool;
+static pthread_once_t trace_once = PTHREAD_ONCE_INIT;
+
+static void trace_read(void)
+{
+#ifdef RMACOLL_HAVE_NVTX
+    const char *v = getenv("NVTX_INJECTION64_PATH");
+
+    trace_tool = v != NULL && v[0] != '\0';
+#endif
+}
+
+int rmacoll__trace_on(void)
+{
+    pthread_once(&trace_once, trace_read);
+    return trace_tool;
+}
+
 #ifdef RMACOLL_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
 

@@ -11,6 +11,11 @@
 
 #include <stdint.h>
 
+/** Non-zero when ranges can reach a tool: the build has NVTX and a tool is
+ *  attached (NVTX_INJECTION64_PATH set, as Nsight Systems sets it; read
+ *  once). Callers compute a range's payload only then. */
+int rmacoll__trace_on(void);
+
 /** Opens a range named `name` (a string literal) with `bytes` as payload. */
 void rmacoll__trace_push(const char *name, uint64_t bytes);
 

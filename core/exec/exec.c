@@ -498,6 +498,7 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
                                    void *stream)
 {
     rmacoll_status_t st;
+    int trace;
 
     if (comm == NULL) {
         return RMACOLL_ERR_INVALID_ARG;
@@ -506,12 +507,17 @@ rmacoll_status_t rmacoll_alltoallv(const void *sendbuf, const int64_t *sendcount
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
-    rmacoll__trace_push("rmacoll:alltoallv",
-                        rmacoll__send_bytes(sendbuf, sendcounts, recvcounts, dtype,
-                                            comm->nranks));
+    trace = rmacoll__trace_on();
+    if (trace) {
+        rmacoll__trace_push("rmacoll:alltoallv",
+                            rmacoll__send_bytes(sendbuf, sendcounts, recvcounts, dtype,
+                                                comm->nranks));
+    }
     st = alltoallv_entered(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
                            dtype, comm, stream);
-    rmacoll__trace_pop();
+    if (trace) {
+        rmacoll__trace_pop();
+    }
     rmacoll__leave(comm);
     return st;
 }

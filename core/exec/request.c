@@ -31,16 +31,18 @@ static void *async_main(void *arg)
         }
         as->queued = 0;
         pthread_mutex_unlock(&as->lock);
-        {
+        if (rmacoll__trace_on()) {
             const rmacoll__call_t *c = &as->req.call;
 
             /* on this thread, which carries the call out */
             rmacoll__trace_push("rmacoll:alltoallv_start",
                                 rmacoll__send_bytes(c->sendbuf, c->sendcounts, c->recvcounts,
                                                     c->dtype, comm->nranks));
+            st = rmacoll__call_pipeline(&as->req.call);
+            rmacoll__trace_pop();
+        } else {
+            st = rmacoll__call_pipeline(&as->req.call);
         }
-        st = rmacoll__call_pipeline(&as->req.call);
-        rmacoll__trace_pop();
         pthread_mutex_lock(&as->lock);
         as->req.status = st;
         atomic_store_explicit(&as->req.done, 1, memory_order_release);
