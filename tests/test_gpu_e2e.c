@@ -52,7 +52,8 @@ typedef enum gpu_mode {
     GPU_MODE_BACK2BACK,   /* all calls queued, one sync at the end */
     GPU_MODE_CAPTURE,     /* call inside stream capture: UNSUPPORTED */
     GPU_MODE_NCCL,        /* rmacoll_comm_create_from_nccl, then calls */
-    GPU_MODE_MIXED        /* host-memory and device-memory calls alternate */
+    GPU_MODE_MIXED,       /* host-memory and device-memory calls alternate */
+    GPU_MODE_USERREG      /* CASE with buffers of rmacoll_mem_register */
 } gpu_mode_t;
 
 typedef struct gpu_arg {
@@ -342,6 +343,66 @@ static int gpu_mode_mixed(rmacoll_comm_t *comm, int rank, int nranks,
     return rcode;
 }
 
+static int gpu_stats(rmacoll_comm_t *comm, rmacoll_comm_stats_t *s)
+{
+    memset(s, 0xa5, sizeof(*s));
+    s->struct_size = sizeof(*s);
+    return rmacoll_comm_get_stats(comm, s) == RMACOLL_SUCCESS ? GPU_OK : GPU_WRONG_STATUS;
+}
+
+/* USERREG: CASE on device buffers the caller allocated and registered
+ * with rmacoll_mem_register (as torch's caching allocator's segments):
+ * each call must find both buffers inside the registrations (stats
+ * memreg_buffers +1 per non-empty buffer across nodes) and make no
+ * registration of its own (call_registrations unchanged); the path check
+ * after the calls (HMEM: 0 bytes staged) as for every mode. */
+static int gpu_mode_userreg(rmacoll_comm_t *comm, int rank, int nranks,
+                            const gpu_arg_t *arg, cudaStream_t stream)
+{
+    int rcode = GPU_OK;
+
+    for (int call = 0; call < arg->ncalls && rcode == GPU_OK; call++) {
+        const rmacoll_case_t *c = arg->cases[call % arg->ncases];
+        rmacoll_memreg_t *hs = NULL, *hr = NULL;
+        rmacoll_comm_stats_t s0, s1;
+        gpu_call_t k;
+        uint64_t want;
+
+        rcode = gpu_call_init(&k, c, rank, nranks, 300 + (uint64_t)call);
+        if (rcode == GPU_OK &&
+            (rmacoll_mem_register(comm, k.ds, k.sbytes + 1, &hs) != RMACOLL_SUCCESS ||
+             rmacoll_mem_register(comm, k.dr, k.rbytes + 1, &hr) != RMACOLL_SUCCESS)) {
+            fprintf(stderr, "rank %d: rmacoll_mem_register of device buffers failed\n", rank);
+            rcode = GPU_WRONG_STATUS;
+        }
+        if (rcode == GPU_OK)
+            rcode = gpu_stats(comm, &s0);
+        if (rcode == GPU_OK)
+            rcode = gpu_device_call(&k, comm, stream, RMACOLL_SUCCESS, rank, nranks,
+                                    "userreg");
+        if (rcode == GPU_OK)
+            rcode = gpu_stats(comm, &s1);
+        want = (k.sbytes > 0) + (k.rbytes > 0);
+        if (rcode == GPU_OK && (s1.call_registrations != s0.call_registrations ||
+                                s1.memreg_buffers - s0.memreg_buffers != want ||
+                                s1.memreg_handles != 2)) {
+            fprintf(stderr, "rank %d: userreg call %d: %llu buffers found registered "
+                    "(expected %llu), %llu registered for the call (expected 0), %llu "
+                    "handles (expected 2)\n", rank, call,
+                    (unsigned long long)(s1.memreg_buffers - s0.memreg_buffers),
+                    (unsigned long long)want,
+                    (unsigned long long)(s1.call_registrations - s0.call_registrations),
+                    (unsigned long long)s1.memreg_handles);
+            rcode = GPU_WRONG_STATUS;
+        }
+        if ((hs != NULL && rmacoll_mem_deregister(comm, hs) != RMACOLL_SUCCESS) ||
+            (hr != NULL && rmacoll_mem_deregister(comm, hr) != RMACOLL_SUCCESS))
+            rcode = rcode == GPU_OK ? GPU_WRONG_STATUS : rcode;
+        gpu_call_free(&k);
+    }
+    return rcode;
+}
+
 /* NAN: the send buffer is set to NaN by a memset on the stream, then the
  * real data is copied in by cudaMemcpyAsync on the same stream, then the
  * call: only stream order keeps the NaNs out. Repeated with fresh stamps. */
@@ -550,6 +611,9 @@ static int gpu_body(rmacoll_comm_t *comm, int rank, int nranks, void *argp)
         break;
     case GPU_MODE_MIXED:
         rcode = gpu_mode_mixed(comm, rank, nranks, arg, stream);
+        break;
+    case GPU_MODE_USERREG:
+        rcode = gpu_mode_userreg(comm, rank, nranks, arg, stream);
         break;
     case GPU_MODE_NCCL:
 #ifdef RMACOLL_TEST_HAVE_NCCL
@@ -902,6 +966,37 @@ static void test_cross_node_hmem(void **state)
     back2back_on(&cfg, node_of, RMACOLL_DEVICE_PATH_HMEM, 40);
 }
 
+/* Device buffers the caller registered (rmacoll_mem_register, as
+ * Communicator.register / TorchSegments do for torch tensors) on the
+ * registered path over shm (FI_HMEM; skipped as test_cross_node_hmem where
+ * libfabric lacks it): 2 virtual nodes x 2, random and zipf:1.2 counts,
+ * relay on and off; each call finds its buffers registered and registers
+ * nothing (counters), 0 bytes staged, every receive byte checked. */
+static void test_cross_node_hmem_userreg(void **state)
+{
+    static const int node_of[4] = {0, 0, 1, 1};
+    rmacoll_case_t *c1 = gen(4, "random", 30000, 21, RMACOLL_FLOAT32);
+    rmacoll_case_t *c2 = gen(4, "zipf:1.2", 70000, 22, RMACOLL_BFLOAT16);
+    rmacoll_config_t cfg = ofi_config("shm");
+    gpu_arg_t arg;
+
+    (void)state;
+    assert_int_equal(rmacoll_config_set(&cfg, "transports.device_inter_node", "auto"),
+                     RMACOLL_SUCCESS);
+    memset(&arg, 0, sizeof(arg));
+    arg.mode = GPU_MODE_USERREG;
+    arg.cases[0] = c1;
+    arg.cases[1] = c2;
+    arg.ncases = 2;
+    arg.ncalls = 4;
+    arg.path = RMACOLL_DEVICE_PATH_HMEM;
+    run_cfg(&arg, 4, node_of, &cfg);
+    cfg.relay_enabled = 0;
+    run_cfg(&arg, 4, node_of, &cfg);
+    rmacoll_case_free(c1);
+    rmacoll_case_free(c2);
+}
+
 /* Device memory across (virtual) nodes over the emulated GPUDirect NIC
  * (plugins/emunic: CUDA IPC copies on its own streams, a token bucket per
  * direction, signals after the copy), registered, never staged: the same
@@ -1021,6 +1116,7 @@ int main(void)
         cmocka_unit_test(test_one_launch_processes),
         cmocka_unit_test(test_cross_node_relay),
         cmocka_unit_test(test_cross_node_hmem),
+        cmocka_unit_test(test_cross_node_hmem_userreg),
         cmocka_unit_test(test_cross_node_mixed),
         cmocka_unit_test(test_cross_node_emunic),
         cmocka_unit_test(test_from_nccl),

@@ -21,6 +21,20 @@ untimed calls and then --iters timed calls, and the paths take turns for
                 Python lists
   torch         all_to_all_single on torch CPU tensors (when torch imports)
 
+With --device cuda the buffers are torch CUDA tensors on GPU 0 (ranks as
+processes share it: time-sliced unless MPS runs) and the rows are:
+
+  c             rmacoll_alltoallv from C on the same tensors' memory,
+                enqueued on torch's current stream
+                (rmacoll_bench_c_loop_stream)
+  torch-cuda    all_to_all_single on the CUDA tensors (split sizes as
+                Python lists)
+
+Each call's enqueue is timed alone; the stream is then synchronised,
+untimed, on both paths (cudaStreamSynchronize of the libcudart torch
+loaded, found in /proc/self/maps), so the difference is Python's host
+cost per device call.
+
 Each Python call is timed with time.perf_counter_ns (CLOCK_MONOTONIC). A
 row gives the median and the 10th percentile of the per-call
 microseconds of the slowest rank (the collective's), and their
@@ -61,6 +75,8 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--no-torch", action="store_true", help="skip the torch row")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: torch CUDA tensors, the c and torch-cuda rows only")
     p.add_argument("--loop-lib", default=os.environ.get("BENCH_OVERHEAD_LOOP"),
                    help="librmacoll_bench_loop.so (default: build/python/ of this tree)")
     p.add_argument("--json", default=None, help="write the rows here")
@@ -95,6 +111,11 @@ def worker(args):
                                         ctypes.c_void_p, ctypes.c_int, i64p]
     fn = ctypes.cast(comm._lib.rmacoll_alltoallv, ctypes.c_void_p).value
     pc = time.perf_counter_ns
+    if args.device == "cuda":
+        rows = cuda_rows(args, comm, rank, n, cl, fn)
+        comm.close()
+        print(json.dumps({"rank": rank, "rows": rows}))
+        return 0
     rows = []
     for size in [parse_size(s) for s in args.sizes.split(",")]:
         b = max(1, size // 4 // n)  # float32 elements per peer
@@ -174,6 +195,90 @@ def worker(args):
     return 0
 
 
+def cudart_sync(ctypes):
+    """cudaStreamSynchronize of the libcudart this process loaded (torch's)."""
+    with open("/proc/self/maps") as f:
+        libs = sorted({ln.split()[-1] for ln in f if "libcudart" in ln and "/" in ln})
+    for path in libs + ["libcudart.so"]:
+        try:
+            fn = ctypes.CDLL(path).cudaStreamSynchronize
+        except (OSError, AttributeError):
+            continue
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p]
+        return fn
+    raise SystemExit("no libcudart with cudaStreamSynchronize in this process")
+
+
+def cuda_rows(args, comm, rank, n, cl, fn):
+    """--device cuda: the c and torch-cuda rows (see the module's text)."""
+    import ctypes
+
+    import torch
+
+    import rmacoll
+    from rmacoll._comm import CUDA_STREAM_LEGACY
+
+    torch.cuda.set_device(0)
+    i64p = ctypes.POINTER(ctypes.c_int64)
+    sync = cudart_sync(ctypes)
+    cl.rmacoll_bench_c_loop_stream.restype = ctypes.c_int
+    cl.rmacoll_bench_c_loop_stream.argtypes = [
+        ctypes.c_void_p, ctypes.c_void_p, i64p, i64p, ctypes.c_void_p, i64p, i64p,
+        ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, i64p]
+    stream = torch.cuda.current_stream()
+    sh = stream.cuda_stream or CUDA_STREAM_LEGACY
+    sync_ptr = ctypes.cast(sync, ctypes.c_void_p).value
+    pc = time.perf_counter_ns
+    rows = []
+    for size in [parse_size(s) for s in args.sizes.split(",")]:
+        b = max(1, size // 4 // n)
+        tx = (torch.arange(n * b, dtype=torch.float32) + rank * 1e6).cuda()
+        ty = torch.zeros(n * b, dtype=torch.float32, device="cuda")
+        expect = torch.cat([torch.arange(rank * b, (rank + 1) * b, dtype=torch.float32)
+                            + i * 1e6 for i in range(n)])
+        counts = [b] * n
+        A = ctypes.c_int64 * n
+        sc, sd = A(*counts), A(*[j * b for j in range(n)])
+        ns = (ctypes.c_int64 * max(args.iters, args.warmup))()
+        dt = int(rmacoll.DataType.FLOAT32)
+        torch.cuda.synchronize()
+
+        def c_path(k, record):
+            st = cl.rmacoll_bench_c_loop_stream(fn, tx.data_ptr(), sc, sd, ty.data_ptr(), sc,
+                                                sd, dt, comm._h, sh, sync_ptr, k, ns)
+            if st != 0:
+                raise RuntimeError("rmacoll_alltoallv on the stream: status %d" % st)
+            if record is not None:
+                record.extend(ns[:k])
+
+        def torch_path(k, record):
+            a2a = rmacoll.all_to_all_single
+            for _ in range(k):
+                t0 = pc()
+                a2a(ty, tx, counts, counts, comm=comm)
+                t1 = pc()
+                stream.synchronize()
+                if record is not None:
+                    record.append(t1 - t0)
+
+        paths = [("c", c_path), ("torch-cuda", torch_path)]
+        times = {name: [] for name, _ in paths}
+        for _ in range(args.rounds):
+            for name, run in paths:
+                ty.zero_()
+                run(args.warmup, None)
+                run(args.iters, times[name])
+                torch.cuda.synchronize()
+                if not torch.equal(ty.cpu(), expect):
+                    raise RuntimeError("%s: wrong output at size %d" % (name, size))
+        for name, _ in paths:
+            rows.append({"nranks": n, "size": size, "path": name,
+                         "median_us": statistics.median(times[name]) / 1000.0,
+                         "p10_us": sorted(times[name])[len(times[name]) // 10] / 1000.0})
+    return rows
+
+
 # ------------------------------------------------------------------ driver
 def run_ranks(args, n):
     import rmacoll
@@ -204,9 +309,11 @@ def main():
         print("numpy is not importable from %s; nothing to measure" % sys.executable)
         return 77  # CTest: skipped
     out = []
-    print("# rmacoll Python per-call cost over C; host memory, float32, ranks as processes "
+    print("# rmacoll Python per-call cost over C; %s, float32, ranks as processes "
           "on one node; %d rounds x %d calls per path; us per call, median of the "
-          "slowest rank" % (args.rounds, args.iters))
+          "slowest rank" % ("host memory" if args.device == "cpu" else
+                            "CUDA tensors (enqueue timed, stream synchronised untimed)",
+                            args.rounds, args.iters))
     print("%6s %9s %-11s %10s %10s %10s %10s" % ("nranks", "size(B)", "path", "median_us",
                                                  "p10_us", "over_c_med", "over_c_p10"))
     for n in [int(v) for v in args.nprocs.split(",")]:

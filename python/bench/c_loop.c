@@ -41,3 +41,29 @@ int rmacoll_bench_c_loop(alltoallv_fn f, const void *sendbuf, const int64_t *sen
     }
     return 0;
 }
+
+typedef int (*sync_fn)(void *stream);
+
+/* The same on device buffers: each call enqueued on `stream` is timed
+ * alone (the host's cost of the call), then `sync` (cudaStreamSynchronize
+ * of the libcudart the caller found) drains the stream, untimed, as the
+ * Python side does after each of its calls. Returns 0, the first failing
+ * status, or -1 when sync fails. */
+int rmacoll_bench_c_loop_stream(alltoallv_fn f, const void *sendbuf, const int64_t *sendcounts,
+                                const int64_t *sdispls, void *recvbuf,
+                                const int64_t *recvcounts, const int64_t *rdispls,
+                                int datatype, void *comm, void *stream, sync_fn sync,
+                                int iters, int64_t *ns)
+{
+    for (int i = 0; i < iters; i++) {
+        int64_t t0 = now_ns();
+        int st = f(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, datatype,
+                   comm, stream);
+        ns[i] = now_ns() - t0;
+        if (st != 0)
+            return st;
+        if (sync(stream) != 0)
+            return -1;
+    }
+    return 0;
+}
