@@ -51,8 +51,13 @@ def close_sockets():
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         try:
-            s = socket.socket(fileno=os.dup(fd))
+            d = os.dup(fd)
         except OSError:
+            continue
+        try:
+            s = socket.socket(fileno=d)
+        except OSError:  # not a socket: the dup is this loop's to close
+            os.close(d)
             continue
         try:
             if s.family in (socket.AF_INET, socket.AF_INET6) and s.type == socket.SOCK_STREAM:
