@@ -77,8 +77,11 @@ def topology(spec):
 _PROVIDER_LOCK = re.compile(r"__pthread_spin_lock \(\)[^\n]*\n#1 [^\n]*libfabric")
 
 
-def provider_lock_hang(stacks):
-    return bool(stacks) and all(_PROVIDER_LOCK.search(st) for st in stacks.values())
+def provider_lock_hang(rec):
+    """The run hung, over shm, and every hung rank spins in libfabric's lock."""
+    stacks = rec.get("hang_stacks")
+    return (rec["provider"] == "shm" and bool(stacks)
+            and all(_PROVIDER_LOCK.search(st) for st in stacks.values()))
 
 
 def where(pid):
@@ -186,8 +189,7 @@ def one_run(kind, node_of, provider, seed, args):
     rec = {"kind": kind, "provider": provider, "nranks": n, "nodes": len(set(node_of)),
            "victim": victim, "seed": seed, "hang": hang, "files_left": len(left),
            "files": left, "victim_files_left": len(victim_left),
-           "survivors": [], "hang_stacks": stacks,
-           "provider_lock": hang and provider_lock_hang(stacks)}
+           "survivors": [], "hang_stacks": stacks}
     for r, rep in enumerate(reps):
         if rep is not None:
             rec.setdefault("outside_bad", 0)
@@ -227,8 +229,8 @@ def summarise(recs, max_detect, allow=frozenset()):
         g = groups[key]
         # with --allow shm-lock, a run hung in libfabric's shm lock (its
         # survivors were killed, so their files stay) is reported, not failed
-        lock = [r for r in g if r.get("provider_lock")]
-        judged = [r for r in g if not (r.get("provider_lock") and "shm-lock" in allow)]
+        lock = [r for r in g if provider_lock_hang(r)]
+        judged = [r for r in g if not ("shm-lock" in allow and provider_lock_hang(r))]
         surv = [s for r in judged for s in r["survivors"]]
         errored = [s for s in surv if s.get("error")]
         victims = {id(s): r["victim"] for r in judged for s in r["survivors"]}
