@@ -278,6 +278,9 @@ def print_table(rows):
     for r in rows:
         for m in r["wrong_examples"]:
             print("wrong blame (%s, %s, %s): %s" % (r["kind"], r["provider"], r["topology"], m))
+        if not r["ok"]:  # which row failed its aims, with every figure, for a CI log
+            print("aims not met (%s, %s, %s): %s" % (r["kind"], r["provider"], r["topology"],
+                                                    json.dumps(r, default=str)))
 
 
 def main():
