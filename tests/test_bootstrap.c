@@ -720,6 +720,70 @@ static void test_stagger_silence(void **state)
     assert_threads_return_to(base);
 }
 
+/* ---- a barrier waits for the ranks still away, not the first to leave ---- */
+
+#define LEAVE_TIMEOUT_MS 1500 /* the bootstrap's; the barrier's silence is twice it */
+#define LEAVE_FIRST_MS 800    /* rank 1 leaves without entering */
+#define LEAVE_LAST_MS 2400    /* rank 2 leaves: the barrier can never complete */
+
+/* Rank 0 enters a barrier with a silence limit of 2 * LEAVE_TIMEOUT_MS
+ * (rmacoll__bootstrap_barrier_for: what rmacoll_comm_destroy does); ranks
+ * 1 and 2 leave without entering, LEAVE_FIRST_MS and LEAVE_LAST_MS after
+ * the rendezvous (a peer's failed call, then destroy on a broken
+ * communicator). The barrier must outlast the first departure (a rank
+ * still away may be in a call writing into rank 0) and fail at the last,
+ * naming both, well before its silence limit. */
+static int child_leave(int idx, void *p)
+{
+    id_arg_t *a = p;
+    rmacoll__logger_t lg;
+    rmacoll__bootstrap_t *bs = NULL;
+    rmacoll_status_t st;
+    uint64_t t0, took;
+
+    capture_logger(&lg, idx);
+    if (rmacoll__bootstrap_create_ex(&a->id, idx, a->n, LEAVE_TIMEOUT_MS, &lg, &bs) !=
+        RMACOLL_SUCCESS) {
+        fprintf(stderr, "child %d: create: %s\n", idx, captured);
+        return C_CREATE;
+    }
+    t0 = now_ms();
+    if (idx > 0) {
+        sleep_ms(idx == 1 ? LEAVE_FIRST_MS : LEAVE_LAST_MS);
+        rmacoll__bootstrap_destroy(bs);
+        return C_OK;
+    }
+    st = rmacoll__bootstrap_barrier_for(bs, 2 * LEAVE_TIMEOUT_MS);
+    took = now_ms() - t0;
+    rmacoll__bootstrap_destroy(bs);
+    fprintf(stderr, "child 0: barrier %s after %llu ms: %s", rmacoll_status_name(st),
+            (unsigned long long)took, captured);
+    if (st != RMACOLL_ERR_BOOTSTRAP) {
+        return C_BARRIER;
+    }
+    if (strstr(captured, "rank(s) 1,2 left without entering allgather") == NULL) {
+        return C_LOG;
+    }
+    /* not at the first departure, nor at the silence limit after the last */
+    if (took < LEAVE_LAST_MS - 200 || took >= LEAVE_LAST_MS + 2 * LEAVE_TIMEOUT_MS - 500) {
+        return C_TIME;
+    }
+    return C_OK;
+}
+
+static void test_barrier_until_all_left(void **state)
+{
+    id_arg_t a = {.n = 3};
+    int status[MAX_CHILDREN];
+
+    (void)state;
+    assert_int_equal(rmacoll_get_unique_id(&a.id), RMACOLL_SUCCESS);
+    run_children(a.n, child_leave, &a, status);
+    for (int i = 0; i < a.n; i++) {
+        assert_exit(status[i], C_OK, i);
+    }
+}
+
 /* ---- rejected connections ---- */
 
 typedef struct reject_arg {
@@ -1274,6 +1338,7 @@ int main(void)
         cmocka_unit_test(test_missing_rank),
         cmocka_unit_test(test_silent_rank),
         cmocka_unit_test(test_stagger_silence),
+        cmocka_unit_test(test_barrier_until_all_left),
         cmocka_unit_test(test_killed_rank),
         cmocka_unit_test(test_wrong_magic),
         cmocka_unit_test(test_duplicate_rank),

@@ -1008,7 +1008,7 @@ static int kill_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
 {
     const stop_arg_t *a = p;
     int64_t count = 1000, cnt[64], dsp[64];
-    char dead[48], silent[32];
+    char dead[48], silent[32], broken[64];
     const char *msg;
     uint64_t dt;
     rmacoll_status_t st;
@@ -1032,11 +1032,16 @@ static int kill_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     msg = rmacoll_comm_last_error(comm);
     snprintf(dead, sizeof(dead), "rank %d disconnected", a->stop_rank);
     snprintf(silent, sizeof(silent), "silent rank %d", a->stop_rank);
+    snprintf(broken, sizeof(broken), "network transport failed (peer %d)", a->stop_rank);
     /* PEER (the root's report, an abort word) or, from the rank that saw
-     * the dead rank's heartbeat stop first, TIMEOUT */
-    rc = st != RMACOLL_ERR_PEER && st != RMACOLL_ERR_TIMEOUT ? 2
+     * the dead rank's heartbeat stop first, TIMEOUT; or, where the root died
+     * with the rank (test_root_rank_killed) so nobody reports it, TRANSPORT
+     * from the rank whose connection to it broke first, naming it */
+    rc = st == RMACOLL_ERR_TRANSPORT ? (strstr(msg, broken) == NULL ? 6 : 0)
+         : st != RMACOLL_ERR_PEER && st != RMACOLL_ERR_TIMEOUT ? 2
          : (strstr(msg, dead) == NULL && strstr(msg, silent) == NULL) ? 6
-         : dt >= a->timeout_ms / 4 ? 5 : 0;
+         : 0;
+    rc = rc == 0 && dt >= a->timeout_ms / 4 ? 5 : rc;
     free(send);
     free(rbuf);
     return rc;

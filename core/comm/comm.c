@@ -568,9 +568,16 @@ rmacoll_status_t rmacoll_comm_destroy(rmacoll_comm_t *comm)
     }
     rmacoll__proxy_flush(&comm->proxy);
     /* no rank tears down while a peer may still write into it (after a
-     * shrink none does: every survivor has agreed, the rest are excluded) */
+     * shrink none does: every survivor has agreed, the rest are excluded).
+     * A peer still in a failing call reaches its own verdict within
+     * timeout_ms of silence, or two heartbeat periods of a stopped rank,
+     * and then leaves without the barrier: this rank's transports stay up
+     * (its proxy progressing them) until every other rank has entered or
+     * left, or for twice that long of silence, so no peer's call fails on
+     * this rank's departure and blames it for a silence that is another's. */
     if (!comm->broken && !comm->shrunk) {
-        st = rmacoll__bootstrap_barrier(comm->bs);
+        st = rmacoll__bootstrap_barrier_for(comm->bs,
+                                            2 * comm->cfg.timeout_ms + 2 * comm->beat_ms);
     }
     comm_free(comm);
     return st;

@@ -138,6 +138,27 @@ rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *c, rmacoll_comm_t *comm,
                              "rank %d: the communicator failed in an earlier call "
                              "and must be destroyed", comm->rank);
     }
+    {
+        /* A rank the bootstrap root reported dead (its connection to the
+         * root closed) breaks the communicator even where the network
+         * carried on (a provider that reconnects): read at most every
+         * RMACOLL__BS_POLL_MS, since a wait that ends fast never reads it. */
+        uint64_t now = rmacoll__now_ms();
+        char sec[160];
+        int dead = -1;
+
+        if (now >= comm->bs_poll_at_ms) {
+            comm->bs_poll_at_ms = now + RMACOLL__BS_POLL_MS;
+            if (rmacoll__bootstrap_poll_error(comm->bs, &dead, sec, sizeof(sec)) !=
+                RMACOLL_SUCCESS) {
+                comm->fail_culprit = dead;
+                comm->broken = 1;
+                return rmacoll__fail_secondary(&comm->fail, RMACOLL_ERR_PEER,
+                                               "rank %d: the bootstrap root reports: %s; "
+                                               "the call did not start", comm->rank, sec);
+            }
+        }
+    }
     memset(c, 0, sizeof(*c));
     c->comm = comm;
     c->runner = comm->runner[stream == NULL ? RMACOLL_MEM_HOST : RMACOLL_MEM_CUDA];

@@ -115,6 +115,7 @@ struct rmacoll_comm {
     int sched_open;
     uint64_t comm_id;
     uint64_t epoch;                 /* calls made (successful or not) */
+    uint64_t bs_poll_at_ms;         /* next call start that reads the root's reports */
     uint64_t agree_rounds;          /* calls that ran the network agreement: the value
                                      * of the AGREE words (meta.c), which lag the epoch
                                      * once a one-round call skipped it */

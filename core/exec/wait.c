@@ -313,6 +313,28 @@ rmacoll_status_t rmacoll__wait_word_for(rmacoll_comm_t *comm, const volatile uin
     return rmacoll__wait_word_or(comm, word, value, peer, what, timeout_ms, NULL, NULL);
 }
 
+/* A broken connection (the transport's RMACOLL_ERR_TRANSPORT) is often a
+ * dead process at its other end, which the bootstrap root sees too (the
+ * dead rank's socket to it closes) and reports to every rank: its report
+ * is awaited RMACOLL__BS_GRACE_MS, polled every RMACOLL__BS_POLL_MS / 2, so
+ * the error names the dead rank rather than only "transport error". 1 if
+ * the root reported a death (dead: the rank, or -1), 0 otherwise. */
+static int death_report(rmacoll_comm_t *comm, int *dead, char *sec, size_t len)
+{
+    uint64_t until = rmacoll__now_ms() + RMACOLL__BS_GRACE_MS;
+
+    for (;;) {
+        if (rmacoll__bootstrap_poll_error(comm->bs, dead, sec, len) != RMACOLL_SUCCESS) {
+            return 1;
+        }
+        if (rmacoll__now_ms() >= until) {
+            return 0;
+        }
+        struct timespec ts = {0, RMACOLL__BS_POLL_MS * 500000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Long because: the one spin loop every wait takes; each check (transport
  * error, abort word, dead rank, silence) must run inside it in this order,
  * at its own period. */
@@ -339,7 +361,15 @@ rmacoll_status_t rmacoll__wait_word_or(rmacoll_comm_t *comm, const volatile uint
              * rank's message, but only a silent one (the transport's
              * TIMEOUT) goes into the abort word as the culprit */
             comm->fail_culprit = pst == RMACOLL_ERR_TRANSPORT ? -1 : ep;
-            if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
+            if (pst == RMACOLL_ERR_TRANSPORT && death_report(comm, &dead, sec, sizeof(sec))) {
+                /* the connection broke because its other end died: the
+                 * root's report names the dead rank, for the peers too */
+                comm->fail_culprit = dead >= 0 ? dead : ep;
+                st = rmacoll__fail_secondary(&comm->fail, RMACOLL_ERR_PEER,
+                                   "rank %d: the bootstrap root reports: %s; the network "
+                                   "transport failed (peer %d) while waiting for rank %d (%s)",
+                                   comm->rank, sec, ep, peer, what);
+            } else if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
                 st = rmacoll__fail_secondary(&comm->fail, RMACOLL_ERR_PEER,
                                    "rank %d: %s; then the network transport failed "
                                    "(peer %d) while waiting for rank %d (%s)",

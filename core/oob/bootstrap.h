@@ -114,6 +114,14 @@ rmacoll_status_t rmacoll__bootstrap_allgather(rmacoll__bootstrap_t *bs,
 rmacoll_status_t rmacoll__bootstrap_barrier(rmacoll__bootstrap_t *bs);
 
 /**
+ * The barrier with its own silence limit: it fails when no rank entered or
+ * left for timeout_ms (0: the bootstrap's timeout), or at once when every
+ * rank that has not entered has left. An embedder's out-of-band barrier
+ * keeps its own limits. Errors as rmacoll__bootstrap_allgather.
+ */
+rmacoll_status_t rmacoll__bootstrap_barrier_for(rmacoll__bootstrap_t *bs, uint64_t timeout_ms);
+
+/**
  * Whether the root has reported a rank's death since the last allgather:
  * an ERROR message naming a rank waiting on this rank's connection ("rank
  * 3 disconnected without leaving (process died?)"); other errors (an

@@ -346,9 +346,20 @@ static rmacoll_status_t bs_op_send(rmacoll__bootstrap_t *bs, const uint8_t *hdr,
     return RMACOLL_SUCCESS;
 }
 
+/* The allgather whose silence limit is tmo ms (the root takes the least
+ * any rank gave). */
+static rmacoll_status_t bs_allgather_for(rmacoll__bootstrap_t *bs, const void *send,
+                                         void *recv, size_t bytes, uint64_t tmo);
+
 rmacoll_status_t rmacoll__bootstrap_allgather(rmacoll__bootstrap_t *bs,
                                               const void *send, void *recv,
                                               size_t bytes)
+{
+    return bs_allgather_for(bs, send, recv, bytes, bs != NULL ? bs->timeout_ms : 0);
+}
+
+static rmacoll_status_t bs_allgather_for(rmacoll__bootstrap_t *bs, const void *send,
+                                         void *recv, size_t bytes, uint64_t tmo)
 {
     char what[64];
     uint8_t hb[BS_HDR_BYTES];
@@ -382,8 +393,8 @@ rmacoll_status_t rmacoll__bootstrap_allgather(rmacoll__bootstrap_t *bs,
     }
     snprintf(what, sizeof(what), "allgather #%u of %zu bytes", bs->seq, bytes);
     total = (uint64_t)bytes * (uint64_t)bs->nranks;
-    deadline = rmacoll__bs_add_ms(rmacoll__now_ms(), bs->timeout_ms + bs->grace_ms);
-    h = (bs_hdr_t){.type = BS_MSG_OP, .arg = bs->seq, .a = bytes, .b = bs->timeout_ms};
+    deadline = rmacoll__bs_add_ms(rmacoll__now_ms(), tmo + bs->grace_ms);
+    h = (bs_hdr_t){.type = BS_MSG_OP, .arg = bs->seq, .a = bytes, .b = tmo};
     rmacoll__bs_hdr_encode(&h, hb);
     st = bs_op_send(bs, hb, send, bytes, deadline, what);
     if (st != RMACOLL_SUCCESS) {
@@ -392,14 +403,14 @@ rmacoll_status_t rmacoll__bootstrap_allgather(rmacoll__bootstrap_t *bs,
     for (;;) {
         err = rmacoll__bs_recv_all(bs->fd, hb, sizeof(hb), deadline);
         if (err != 0) {
-            return bs_fail(bs, bs_io_error(bs, err, what, bs->timeout_ms + bs->grace_ms));
+            return bs_fail(bs, bs_io_error(bs, err, what, tmo + bs->grace_ms));
         }
         rmacoll__bs_hdr_decode(hb, &h);
         if (h.type != BS_MSG_PROGRESS) {
             break;
         }
         /* another rank entered: the silence counts from now */
-        deadline = rmacoll__bs_add_ms(rmacoll__now_ms(), bs->timeout_ms + bs->grace_ms);
+        deadline = rmacoll__bs_add_ms(rmacoll__now_ms(), tmo + bs->grace_ms);
     }
     if (h.type == BS_MSG_ERROR) {
         return bs_fail(bs, bs_read_error(bs, &h, what));
@@ -414,7 +425,7 @@ rmacoll_status_t rmacoll__bootstrap_allgather(rmacoll__bootstrap_t *bs,
     if (total > 0) {
         err = rmacoll__bs_recv_all(bs->fd, recv, (size_t)total, deadline);
         if (err != 0) {
-            return bs_fail(bs, bs_io_error(bs, err, what, bs->timeout_ms + bs->grace_ms));
+            return bs_fail(bs, bs_io_error(bs, err, what, tmo + bs->grace_ms));
         }
     }
     bs->seq++;
@@ -441,6 +452,17 @@ rmacoll_status_t rmacoll__bootstrap_barrier(rmacoll__bootstrap_t *bs)
         return st;
     }
     return rmacoll__bootstrap_allgather(bs, NULL, NULL, 0);
+}
+
+rmacoll_status_t rmacoll__bootstrap_barrier_for(rmacoll__bootstrap_t *bs, uint64_t timeout_ms)
+{
+    if (bs == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (bs->is_oob) {
+        return rmacoll__bootstrap_barrier(bs); /* the embedder's own limits */
+    }
+    return bs_allgather_for(bs, NULL, NULL, 0, timeout_ms ? timeout_ms : bs->timeout_ms);
 }
 
 rmacoll_status_t rmacoll__bootstrap_poll_error(rmacoll__bootstrap_t *bs, int *rank,

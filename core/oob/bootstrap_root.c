@@ -323,6 +323,31 @@ static void bs_root_start_scatter(bs_root_t *rt)
     rt->deadline = rmacoll__bs_add_ms(rmacoll__now_ms(), rt->op_timeout_ms);
 }
 
+/* In a started allgather: 1 (the root failed, naming them) when every
+ * rank that has not entered has left, so it can never complete. */
+static int bs_root_all_left(bs_root_t *rt)
+{
+    uint8_t *gone;
+    char list[BS_RANKLIST_MAX];
+
+    if (rt->nleft == 0 || rt->ncontrib + rt->nleft < rt->nranks) {
+        return 0;
+    }
+    gone = calloc((size_t)rt->nranks, 1);
+    if (gone != NULL) {
+        for (int q = 0; q < rt->nranks; q++) {
+            gone[q] = (uint8_t)rt->ranks[q].left;
+        }
+        rmacoll__bs_rank_list(gone, rt->nranks, list, sizeof(list));
+        free(gone);
+    } else {
+        snprintf(list, sizeof(list), "(%d ranks)", rt->nleft);
+    }
+    rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
+                          "rank(s) %s left without entering allgather #%u", list, rt->op_seq);
+    return 1;
+}
+
 /* Gather-phase input from rank r. 0 ok, -1 root failed. */
 int rmacoll__bs_root_gather_input(bs_root_t *rt, int r)
 {
@@ -374,11 +399,16 @@ int rmacoll__bs_root_gather_input(bs_root_t *rt, int r)
             rmacoll__log(&rt->lg, RMACOLL_LOG_DEBUG, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
                          "bootstrap root %s: rank %d left (%d of %d)", rt->addr,
                          r, rt->nleft, rt->nranks);
-            if (rt->op_started && rt->nleft < rt->nranks) {
-                rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
-                                      "rank %d left while other ranks were in allgather #%u",
-                                      r, rt->op_seq);
-                return -1;
+            if (rt->op_started) {
+                /* a rank in the allgather keeps its transports up while a
+                 * peer may still be in a call that writes into it: the op
+                 * fails once every rank that has not entered has left, and
+                 * a departure counts as progress until then */
+                if (bs_root_all_left(rt)) {
+                    return -1;
+                }
+                rt->deadline = rmacoll__bs_add_ms(rmacoll__now_ms(), rt->op_timeout_ms);
+                bs_root_progress(rt, r, rt->op_seq, 1);
             }
             return 0;
         }
@@ -402,14 +432,6 @@ int rmacoll__bs_root_gather_input(bs_root_t *rt, int r)
             return -1;
         }
         if (!rt->op_started) {
-            for (int q = 0; q < rt->nranks; q++) {
-                if (rt->ranks[q].left) {
-                    rmacoll__bs_root_fail(rt, RMACOLL_ERR_BOOTSTRAP,
-                                          "rank %d entered allgather #%u but rank %d has already left",
-                                          r, rt->op_seq, q);
-                    return -1;
-                }
-            }
             rt->op_started = 1;
             rt->op_bytes = h.a;
             rt->op_timeout_ms = h.b;
@@ -457,6 +479,8 @@ int rmacoll__bs_root_gather_input(bs_root_t *rt, int r)
     rt->ncontrib++;
     if (rt->ncontrib == rt->nranks) {
         bs_root_start_scatter(rt);
+    } else if (bs_root_all_left(rt)) {
+        return -1;
     }
     return 0;
 }
