@@ -90,10 +90,23 @@ def _fill(counts, displs, rows, row_elems):
     displs[:] = [0, *accumulate(c[:-1])]
 
 
+def _current_raw_stream(dev):
+    """The handle of torch's current stream on CUDA device dev, when dev
+    is the current device, else None (then the full path switches
+    devices). torch._C._cuda_getCurrentRawStream where torch has it (no
+    Stream object made), else torch.cuda.current_stream(dev).cuda_stream."""
+    import torch
+    if torch.cuda.current_device() != dev:
+        return None
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(dev) if raw is not None else torch.cuda.current_stream(dev).cuda_stream
+
+
 class _Prepared:
-    """The argument block of a communicator's last host-memory call with
-    split sizes None or lists of ints (issue 34 item 4: no per-call
-    describe(), split parsing or count arrays on the hot path).
+    """The argument block of a communicator's last call on numpy arrays or
+    torch tensors (CPU or CUDA) with split sizes None or lists of ints
+    (issue 34 item 4: no per-call describe(), split parsing or count
+    arrays on the hot path).
 
     It holds the four int64 count/displacement arrays that call was made
     with and what they were made from: the array types, for each side the
@@ -103,18 +116,26 @@ class _Prepared:
     would pass the same way and fill the same counts; what can differ
     between two such arrays is read again on every call: the data
     pointers, contiguity and (numpy) writability. A split list compares by
-    value (list ==), so a list changed in place since is a miss. Anything
-    else (CUDA tensors, __array_interface__ objects, split sizes given as
-    tuples, arrays or tensors, out_splits/status, a pending device call,
-    a closed communicator) takes the full path, which also remakes this
-    block. One per communicator, used by the thread that uses the
+    value (list ==), so a list changed in place since is a miss. CUDA
+    tensors: the call goes on torch's current stream, and is reused only
+    while that stream is the one the communicator's last device call went
+    on and their device the current one (a new stream needs the full
+    path's ordering, wait_stream; another device its device switch); with
+    async_op the full path records the Work's event. Anything else
+    (__array_interface__ objects, split sizes given as tuples, arrays or
+    tensors, out_splits/status, a host call after a device call or the
+    reverse, a closed communicator) takes the full path, which also
+    remakes this block. One per communicator, used by the thread that uses the
     communicator (the C API's rule).
     """
 
-    __slots__ = ("ready", "args", "otype", "itype", "key", "osz", "isz", "dt", "torch")
+    __slots__ = ("ready", "args", "otype", "itype", "key", "osz", "isz", "dt", "torch",
+                 "cuda", "dev")
 
     def __init__(self, n):
         self.ready = False
+        self.cuda = False
+        self.dev = None
         self.args = tuple((ctypes.c_int64 * n)() for _ in range(4))
 
     @staticmethod
@@ -134,6 +155,8 @@ class _Prepared:
         orows/irows: the rows the split lists gave, None for None."""
         self.otype, self.itype = type(output), type(input)
         self.torch = is_torch
+        self.cuda = is_torch and output.is_cuda
+        self.dev = output.device.index if self.cuda else None
         if is_torch:
             self.key = (output.dtype, output.shape, output.device,
                         input.dtype, input.shape, input.device)
@@ -150,7 +173,8 @@ class _Prepared:
         one's (then nothing was called)."""
         if type(output) is not self.otype or type(input) is not self.itype:
             return None
-        if comm._h is None or comm._device_stream is not None:
+        ds = comm._device_stream
+        if comm._h is None or (ds is None) == self.cuda:
             return None
         if (osz is not None or self.osz is not None) and (
                 type(osz) is not list or osz != self.osz):
@@ -173,9 +197,14 @@ class _Prepared:
                 return None
             optr = numpy_address(output)
             iptr = numpy_address(input)
+        sh = None
+        if self.cuda:
+            raw = _current_raw_stream(self.dev)
+            if raw is None or raw != ds.cuda_stream:
+                return None
+            sh = raw or CUDA_STREAM_LEGACY
         sc, sd, rc, rd = self.args
-        return comm._lib.rmacoll_alltoallv(iptr, sc, sd, optr, rc, rd, self.dt, comm._h,
-                                           None)
+        return comm._lib.rmacoll_alltoallv(iptr, sc, sd, optr, rc, rd, self.dt, comm._h, sh)
 
 
 def _check(out, inp):
@@ -395,7 +424,8 @@ def _all_to_all_single(output, input, output_split_sizes=None, input_split_sizes
         from . import _torch
         comm = _torch.communicator_for_group(group)
     prep = getattr(comm, "_a2a_prep", None)  # None too on a stand-in communicator
-    if prep is not None and prep.ready and out_splits is None and status is None:
+    if (prep is not None and prep.ready and out_splits is None and status is None
+            and not (async_op and prep.cuda)):
         # the prepared call of the last host call (see _Prepared): reused
         # when these arguments would pass every local check the same way
         st = prep.call(comm, output, input, output_split_sizes, input_split_sizes)
@@ -451,7 +481,7 @@ def _all_to_all_single(output, input, output_split_sizes=None, input_split_sizes
     if problem is not None:
         comm.fail_collectively(problem[0], problem[1], sh)
 
-    kind = _Prepared.kind(output) if sh is None else None
+    kind = _Prepared.kind(output) if sh is None or tstream is not None else None
     if (kind is not None and kind == _Prepared.kind(input)
             and _Prepared.reusable(output_split_sizes)
             and _Prepared.reusable(input_split_sizes)):

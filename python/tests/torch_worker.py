@@ -170,6 +170,42 @@ def scenario_gpu(device):
     for v in pending:
         v()
 
+    # the prepared block (issue 34 item 4): the same shapes and split lists
+    # again, new data each call, written on the current stream right before it
+    m = matrix(200, n)
+    osz, isz = [m[i][me] for i in range(n)], list(m[me])
+    out = Guarded(sum(osz), (64,), torch.float32, device)
+    inp = torch.empty((sum(isz), 64), dtype=torch.float32, device=device)
+    for j in range(4):
+        inp_cpu = rank_input(200 + j, me, sum(isz), (64,), torch.float32)
+        inp.copy_(inp_cpu.pin_memory(), non_blocking=True)
+        rmacoll.all_to_all_single(out.tensor, inp, osz, isz)
+        ref = gloo_reference(inp_cpu, m, me, (64,), torch.float32)
+        sync(device)
+        body, guards = out.body_and_guards()
+        record("prepared block, call %d" % j, guards and torch.equal(body, ref))
+    # a prepared call queued behind a busy current stream, then the same call
+    # on a side stream (a new stream: the full path, ordered after the
+    # first), then again on the current stream: the last call's data stays
+    ins = [rank_input(210 + j, me, sum(isz), (64,), torch.float32) for j in range(3)]
+    dev_ins = [x.to(device) for x in ins]
+    side = torch.cuda.Stream(device=device)
+    torch.cuda.synchronize(device)
+    for j in range(3):
+        if j == 1:
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                torch.cuda._sleep(20000000)
+                rmacoll.all_to_all_single(out.tensor, dev_ins[j], osz, isz)
+        else:
+            torch.cuda._sleep(20000000)
+            rmacoll.all_to_all_single(out.tensor, dev_ins[j], osz, isz)
+    ref = gloo_reference(ins[2], m, me, (64,), torch.float32)
+    sync(device)
+    body, guards = out.body_and_guards()
+    record("prepared block across streams: calls stay ordered",
+           guards and torch.equal(body, ref))
+
     # stream order: the input is written on the current stream right before the call
     m = matrix(150, n)
     inp_cpu = rank_input(150, me, sum(m[me]), (512,), torch.float32)
