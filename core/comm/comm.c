@@ -576,8 +576,11 @@ rmacoll_status_t rmacoll_comm_destroy(rmacoll_comm_t *comm)
      * left, or for twice that long of silence, so no peer's call fails on
      * this rank's departure and blames it for a silence that is another's. */
     if (!comm->broken && !comm->shrunk) {
-        st = rmacoll__bootstrap_barrier_for(comm->bs,
-                                            2 * comm->cfg.timeout_ms + 2 * comm->beat_ms);
+        uint64_t lim = comm->cfg.timeout_ms + comm->beat_ms;
+
+        /* saturating: timeout_ms may be as large as UINT64_MAX */
+        lim = lim < comm->cfg.timeout_ms || lim > UINT64_MAX / 2 ? UINT64_MAX : 2 * lim;
+        st = rmacoll__bootstrap_barrier_for(comm->bs, lim);
     }
     comm_free(comm);
     return st;

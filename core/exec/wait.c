@@ -323,6 +323,9 @@ static int death_report(rmacoll_comm_t *comm, int *dead, char *sec, size_t len)
 {
     uint64_t until = rmacoll__now_ms() + RMACOLL__BS_GRACE_MS;
 
+    if (!rmacoll__bootstrap_watches(comm->bs)) {
+        return 0; /* no root connection: no report can come */
+    }
     for (;;) {
         if (rmacoll__bootstrap_poll_error(comm->bs, dead, sec, len) != RMACOLL_SUCCESS) {
             return 1;

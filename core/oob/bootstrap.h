@@ -110,6 +110,11 @@ rmacoll_status_t rmacoll__bootstrap_allgather(rmacoll__bootstrap_t *bs,
                                               const void *send, void *recv,
                                               size_t bytes);
 
+/** 1 when rmacoll__bootstrap_poll_error can report a death: a TCP
+ * bootstrap whose connection to the root is open (not an embedder's
+ * out-of-band allgather). */
+int rmacoll__bootstrap_watches(const rmacoll__bootstrap_t *bs);
+
 /** Barrier over all ranks. Errors as rmacoll__bootstrap_allgather. */
 rmacoll_status_t rmacoll__bootstrap_barrier(rmacoll__bootstrap_t *bs);
 

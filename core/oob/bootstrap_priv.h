@@ -49,6 +49,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,7 +114,11 @@ struct rmacoll__bootstrap {
     /* oob path */
     int is_oob;
     rmacoll_oob_t oob;
-    /* a failure the root reported between allgathers (poll_error) */
+    /* a failure the root reported between allgathers (poll_error): the
+     * rank and text are written before reported (release); polling is
+     * held by the one thread reading the socket for it (a device call's
+     * staging worker and the caller's thread both poll) */
+    _Atomic int polling;
     rmacoll_status_t reported;
     int reported_rank;
     char reported_text[BS_ERRTEXT_MAX + 1];

@@ -364,7 +364,7 @@ static rmacoll_status_t bs_allgather_for(rmacoll__bootstrap_t *bs, const void *s
     char what[64];
     uint8_t hb[BS_HDR_BYTES];
     bs_hdr_t h;
-    uint64_t total, deadline;
+    uint64_t total, deadline, wait_ms;
     rmacoll_status_t st;
     int err;
 
@@ -392,8 +392,9 @@ static rmacoll_status_t bs_allgather_for(rmacoll__bootstrap_t *bs, const void *s
         return bs->failed;
     }
     snprintf(what, sizeof(what), "allgather #%u of %zu bytes", bs->seq, bytes);
+    wait_ms = tmo > UINT64_MAX - bs->grace_ms ? UINT64_MAX : tmo + bs->grace_ms;
     total = (uint64_t)bytes * (uint64_t)bs->nranks;
-    deadline = rmacoll__bs_add_ms(rmacoll__now_ms(), tmo + bs->grace_ms);
+    deadline = rmacoll__bs_add_ms(rmacoll__now_ms(), wait_ms);
     h = (bs_hdr_t){.type = BS_MSG_OP, .arg = bs->seq, .a = bytes, .b = tmo};
     rmacoll__bs_hdr_encode(&h, hb);
     st = bs_op_send(bs, hb, send, bytes, deadline, what);
@@ -403,14 +404,14 @@ static rmacoll_status_t bs_allgather_for(rmacoll__bootstrap_t *bs, const void *s
     for (;;) {
         err = rmacoll__bs_recv_all(bs->fd, hb, sizeof(hb), deadline);
         if (err != 0) {
-            return bs_fail(bs, bs_io_error(bs, err, what, tmo + bs->grace_ms));
+            return bs_fail(bs, bs_io_error(bs, err, what, wait_ms));
         }
         rmacoll__bs_hdr_decode(hb, &h);
         if (h.type != BS_MSG_PROGRESS) {
             break;
         }
         /* another rank entered: the silence counts from now */
-        deadline = rmacoll__bs_add_ms(rmacoll__now_ms(), tmo + bs->grace_ms);
+        deadline = rmacoll__bs_add_ms(rmacoll__now_ms(), wait_ms);
     }
     if (h.type == BS_MSG_ERROR) {
         return bs_fail(bs, bs_read_error(bs, &h, what));
@@ -425,7 +426,7 @@ static rmacoll_status_t bs_allgather_for(rmacoll__bootstrap_t *bs, const void *s
     if (total > 0) {
         err = rmacoll__bs_recv_all(bs->fd, recv, (size_t)total, deadline);
         if (err != 0) {
-            return bs_fail(bs, bs_io_error(bs, err, what, tmo + bs->grace_ms));
+            return bs_fail(bs, bs_io_error(bs, err, what, wait_ms));
         }
     }
     bs->seq++;
@@ -475,18 +476,22 @@ rmacoll_status_t rmacoll__bootstrap_poll_error(rmacoll__bootstrap_t *bs, int *ra
     if (bs == NULL || bs->is_oob || bs->fd < 0) {
         return RMACOLL_SUCCESS;
     }
-    if (bs->reported == RMACOLL_SUCCESS) {
-        n = recv(bs->fd, hb, sizeof(hb), MSG_PEEK | MSG_DONTWAIT);
-        if (n != (ssize_t)sizeof(hb)) {
-            return RMACOLL_SUCCESS; /* nothing, part of a header, or the root gone */
+    if (__atomic_load_n(&bs->reported, __ATOMIC_ACQUIRE) == RMACOLL_SUCCESS) {
+        rmacoll_status_t st;
+
+        if (atomic_exchange_explicit(&bs->polling, 1, memory_order_acquire)) {
+            return RMACOLL_SUCCESS; /* another thread is reading the socket */
         }
+        n = recv(bs->fd, hb, sizeof(hb), MSG_PEEK | MSG_DONTWAIT);
         rmacoll__bs_hdr_decode(hb, &h);
-        if (h.type != BS_MSG_ERROR || h.b == 0 || h.b > (uint64_t)bs->nranks) {
+        if (n != (ssize_t)sizeof(hb) ||
             /* left for the next allgather: only a rank's death is reported
              * here, not e.g. an allgather another rank entered early */
-            return RMACOLL_SUCCESS;
-        }
-        if (rmacoll__bs_recv_all(bs->fd, hb, sizeof(hb), rmacoll__bs_add_ms(rmacoll__now_ms(), 1000)) != 0) {
+            h.type != BS_MSG_ERROR || h.b == 0 || h.b > (uint64_t)bs->nranks ||
+            rmacoll__bs_recv_all(bs->fd, hb, sizeof(hb),
+                                 rmacoll__bs_add_ms(rmacoll__now_ms(), 1000)) != 0) {
+            /* nothing, part of a header, another message or the root gone */
+            atomic_store_explicit(&bs->polling, 0, memory_order_release);
             return RMACOLL_SUCCESS;
         }
         size_t tn = h.a < BS_ERRTEXT_MAX ? (size_t)h.a : BS_ERRTEXT_MAX;
@@ -494,12 +499,12 @@ rmacoll_status_t rmacoll__bootstrap_poll_error(rmacoll__bootstrap_t *bs, int *ra
             tn = 0;
         }
         bs->reported_text[tn] = '\0';
-        bs->reported = bs_status_from_wire(h.arg);
-        if (bs->reported == RMACOLL_SUCCESS) {
-            bs->reported = RMACOLL_ERR_BOOTSTRAP;
-        }
+        st = bs_status_from_wire(h.arg);
+        st = st == RMACOLL_SUCCESS ? RMACOLL_ERR_BOOTSTRAP : st;
         bs->reported_rank = (int)(h.b - 1);
-        bs->failed = bs->reported;
+        bs->failed = st;
+        __atomic_store_n(&bs->reported, st, __ATOMIC_RELEASE);
+        atomic_store_explicit(&bs->polling, 0, memory_order_release);
         /* the root logged it (ERROR); the error each rank's call returns
          * says it again */
         rmacoll__log(&bs->lg, RMACOLL_LOG_INFO, RMACOLL_LOG_SUBSYS_BOOTSTRAP,
@@ -514,6 +519,11 @@ rmacoll_status_t rmacoll__bootstrap_poll_error(rmacoll__bootstrap_t *bs, int *ra
                                                          : "no reason given");
     }
     return bs->reported;
+}
+
+int rmacoll__bootstrap_watches(const rmacoll__bootstrap_t *bs)
+{
+    return bs != NULL && !bs->is_oob && bs->fd >= 0;
 }
 
 void rmacoll__bootstrap_destroy(rmacoll__bootstrap_t *bs)

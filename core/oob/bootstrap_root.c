@@ -542,7 +542,7 @@ void rmacoll__bs_root_timeout(bs_root_t *rt)
         if (rt->phase == BS_PH_CONNECT) {
             missing[r] = (c->fd < 0);
         } else if (rt->phase == BS_PH_GATHER) {
-            missing[r] = !c->contributed;
+            missing[r] = !c->contributed && !c->left; /* a departed rank is named apart */
         } else {
             missing[r] = c->out_off < BS_HDR_BYTES + rt->op_bytes * (uint64_t)rt->nranks;
         }
@@ -555,11 +555,24 @@ void rmacoll__bs_root_timeout(bs_root_t *rt)
                               "timed out waiting for rank(s) %s to connect (%d of %d missing; "
                               "no rank joined for the timeout)", list, nmiss, rt->nranks);
     } else if (rt->phase == BS_PH_GATHER) {
+        char gone[BS_RANKLIST_MAX + 40] = "";
+        if (rt->nleft > 0) {
+            uint8_t *l = calloc((size_t)rt->nranks, 1);
+            char ll[BS_RANKLIST_MAX];
+            if (l != NULL) {
+                for (int r = 0; r < rt->nranks; r++) {
+                    l[r] = (uint8_t)rt->ranks[r].left;
+                }
+                rmacoll__bs_rank_list(l, rt->nranks, ll, sizeof(ll));
+                free(l);
+                snprintf(gone, sizeof(gone), "; rank(s) %s left", ll);
+            }
+        }
         rmacoll__bs_root_fail(rt, RMACOLL_ERR_TIMEOUT,
                               "timed out after %" PRIu64 " ms waiting for rank(s) %s to "
-                              "enter allgather #%u of %" PRIu64 " bytes (no rank entered for "
-                              "%" PRIu64 " ms)", rt->op_timeout_ms, list, rt->op_seq,
-                              rt->op_bytes, rt->op_timeout_ms);
+                              "enter allgather #%u of %" PRIu64 " bytes (no rank entered or "
+                              "left for %" PRIu64 " ms%s)", rt->op_timeout_ms, list, rt->op_seq,
+                              rt->op_bytes, rt->op_timeout_ms, gone);
     } else {
         rmacoll__bs_root_fail(rt, RMACOLL_ERR_TIMEOUT,
                               "timed out after %" PRIu64 " ms waiting for rank(s) %s to "
