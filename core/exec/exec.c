@@ -151,11 +151,8 @@ rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *c, rmacoll_comm_t *comm,
             comm->bs_poll_at_ms = now + RMACOLL__BS_POLL_MS;
             if (rmacoll__bootstrap_poll_error(comm->bs, &dead, sec, sizeof(sec)) !=
                 RMACOLL_SUCCESS) {
-                comm->fail_culprit = dead;
                 comm->broken = 1;
-                return rmacoll__fail_secondary(&comm->fail, RMACOLL_ERR_PEER,
-                                               "rank %d: the bootstrap root reports: %s; "
-                                               "the call did not start", comm->rank, sec);
+                return rmacoll__fail_reported(comm, dead, -1, sec, "the call did not start");
             }
         }
     }

@@ -313,6 +313,14 @@ void rmacoll__abort_broadcast(rmacoll_comm_t *comm, rmacoll_status_t st);
 /* wait.c: 1 when an abort word is set in this rank's window; buf then says
  * "secondary error: rank R failed first (CODE, ...)". */
 int rmacoll__abort_seen(const rmacoll_comm_t *comm, char *buf, size_t len);
+/* wait.c: an error the bootstrap root reported (report: its text, naming
+ * the dead rank `dead`, or -1 when it cannot tell): records the culprit
+ * (dead, else fallback) and fails with "rank R: the bootstrap root
+ * reports: REPORT; " and what this rank was doing (then_fmt), logged at
+ * INFO only (the root has logged it); returns RMACOLL_ERR_PEER. */
+rmacoll_status_t rmacoll__fail_reported(rmacoll_comm_t *comm, int dead, int fallback,
+                                        const char *report, const char *then_fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /** After rmacoll_comm_abort: the abort word sent to every peer and comm
  *  broken, unless a call still holds comm (its end sends it); exec.c. */

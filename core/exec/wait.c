@@ -6,6 +6,7 @@
  * window, ctrl.h).
  */
 #include <sched.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -280,11 +281,8 @@ rmacoll_status_t rmacoll__flush_watch(void *ctx)
                              (unsigned long long)age, (unsigned long long)comm->beat_ms, s);
     }
     if (rmacoll__bootstrap_poll_error(comm->bs, &dead, sec, sizeof(sec)) != RMACOLL_SUCCESS) {
-        comm->fail_culprit = dead;
-        return rmacoll__fail_secondary(&comm->fail, RMACOLL_ERR_PEER,
-                                       "rank %d: the bootstrap root reports: %s; stopped "
-                                       "waiting for this rank's network puts to complete",
-                                       comm->rank, sec);
+        return rmacoll__fail_reported(comm, dead, -1, sec, "stopped waiting for this rank's "
+                                      "network puts to complete");
     }
     return RMACOLL_SUCCESS;
 }
@@ -319,6 +317,21 @@ rmacoll_status_t rmacoll__wait_word_for(rmacoll_comm_t *comm, const volatile uin
  * is awaited RMACOLL__BS_GRACE_MS, polled every RMACOLL__BS_POLL_MS / 2, so
  * the error names the dead rank rather than only "transport error". 1 if
  * the root reported a death (dead: the rank, or -1), 0 otherwise. */
+rmacoll_status_t rmacoll__fail_reported(rmacoll_comm_t *comm, int dead, int fallback,
+                                        const char *report, const char *then_fmt, ...)
+{
+    char then[256];
+    va_list ap;
+
+    va_start(ap, then_fmt);
+    vsnprintf(then, sizeof(then), then_fmt, ap);
+    va_end(ap);
+    comm->fail_culprit = dead >= 0 ? dead : fallback;
+    return rmacoll__fail_secondary(&comm->fail, RMACOLL_ERR_PEER,
+                                   "rank %d: the bootstrap root reports: %s; %s", comm->rank,
+                                   report, then);
+}
+
 static int death_report(rmacoll_comm_t *comm, int *dead, char *sec, size_t len)
 {
     uint64_t until = rmacoll__now_ms() + RMACOLL__BS_GRACE_MS;
@@ -367,11 +380,9 @@ rmacoll_status_t rmacoll__wait_word_or(rmacoll_comm_t *comm, const volatile uint
             if (pst == RMACOLL_ERR_TRANSPORT && death_report(comm, &dead, sec, sizeof(sec))) {
                 /* the connection broke because its other end died: the
                  * root's report names the dead rank, for the peers too */
-                comm->fail_culprit = dead >= 0 ? dead : ep;
-                st = rmacoll__fail_secondary(&comm->fail, RMACOLL_ERR_PEER,
-                                   "rank %d: the bootstrap root reports: %s; the network "
-                                   "transport failed (peer %d) while waiting for rank %d (%s)",
-                                   comm->rank, sec, ep, peer, what);
+                st = rmacoll__fail_reported(comm, dead, ep, sec, "the network transport "
+                                            "failed (peer %d) while waiting for rank %d (%s)",
+                                            ep, peer, what);
             } else if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
                 st = rmacoll__fail_secondary(&comm->fail, RMACOLL_ERR_PEER,
                                    "rank %d: %s; then the network transport failed "
@@ -431,11 +442,8 @@ rmacoll_status_t rmacoll__wait_word_or(rmacoll_comm_t *comm, const volatile uint
                     dead_at = now;
                 }
             } else if (now - dead_at >= RMACOLL__BS_GRACE_MS) {
-                comm->fail_culprit = dead >= 0 ? dead : peer;
-                st = rmacoll__fail_secondary(&comm->fail, RMACOLL_ERR_PEER,
-                                   "rank %d: the bootstrap root reports: %s; stopped "
-                                   "waiting for rank %d (%s)", comm->rank, sec, peer,
-                                   what);
+                st = rmacoll__fail_reported(comm, dead, peer, sec,
+                                            "stopped waiting for rank %d (%s)", peer, what);
                 break;
             }
         }
