@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "core/base/shm.h"
+#include "transports/common/tproc.h"
 
 #define SEG_BYTES 8192
 
@@ -375,6 +376,51 @@ static void test_too_big(void **state)
     assert_false(name_exists(name));
 }
 
+/* transports/common/tproc.h: a process is gone when reaped, a zombie or
+ * exiting (PF_EXITING), unless other threads of it live; the stat lines
+ * are of a fault campaign's ranks (a survivor, a killed rank between
+ * closing its sockets and becoming a zombie). */
+static void test_proc_gone(void **state)
+{
+    static const char live[] = "30765 (python3) R 30759 30241 22535 0 -1 4194304 22246 0 0 0 "
+                               "28 25 0 0 20 0 1 0 5639498 159334400 26";
+    static const char exiting[] = "30762 (python3) R 30759 30241 22535 0 -1 4195340 23331 0 0 "
+                                  "0 30 28 0 0 20 0 1 0 5639496 0 0 18446744";
+    static const char zombie[] = "41 (rank (x) 1) Z 40 41 40 0 -1 4194316 0 0 0 0 0 0 0 0 "
+                                 "20 0 1 0 99 0 0";
+    static const char leader_left[] = "42 (app) Z 40 42 40 0 -1 4194316 0 0 0 0 0 0 0 0 20 0 "
+                                      "3 0 99 0 0";
+    static const char exiting_threads[] = "43 (app) S 40 43 40 0 -1 4194308 0 0 0 0 0 0 0 0 "
+                                          "20 0 2 0 99 0 0";
+    static const char cut[] = "44 (app) Z 40 44 40 0 -1 4194316 0 0";
+    int st = 0;
+    pid_t child;
+
+    (void)state;
+    assert_int_equal(rmacoll__proc_stat_gone(live), 0);
+    assert_int_equal(rmacoll__proc_stat_gone(exiting), 1);
+    assert_int_equal(rmacoll__proc_stat_gone(zombie), 1);      /* comm with ") " in it */
+    assert_int_equal(rmacoll__proc_stat_gone(leader_left), 0); /* 3 threads go on */
+    assert_int_equal(rmacoll__proc_stat_gone(exiting_threads), 0);
+    assert_int_equal(rmacoll__proc_stat_gone(cut), 0);
+    assert_int_equal(rmacoll__proc_stat_gone("no parenthesis"), 0);
+    assert_int_equal(rmacoll__proc_gone((long)getpid()), 0);
+    child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    assert_int_equal(rmacoll__proc_gone((long)child), 0);
+    kill(child, SIGKILL);
+    for (int i = 0; i < 2000 && !rmacoll__proc_gone((long)child); i++) {
+        usleep(1000); /* exiting, then a zombie (not reaped yet) */
+    }
+    assert_int_equal(rmacoll__proc_gone((long)child), 1);
+    assert_int_equal(waitpid(child, &st, 0), child);
+    assert_int_equal(rmacoll__proc_gone((long)child), 1); /* reaped */
+}
+
 /* A control window whose creator was killed before unlinking it is removed
  * by the sweep; one whose creator lives, one without the magic (still being
  * created) and one under another name are left alone. */
@@ -465,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_too_big),
         cmocka_unit_test(test_sweep_stale),
+        cmocka_unit_test(test_proc_gone),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

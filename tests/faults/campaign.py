@@ -188,7 +188,7 @@ def one_run(kind, node_of, provider, seed, args):
             pass
     rec = {"kind": kind, "provider": provider, "nranks": n, "nodes": len(set(node_of)),
            "victim": victim, "seed": seed, "hang": hang, "files_left": len(left),
-           "files": left, "victim_files_left": len(victim_left),
+           "files": left, "victim_files_left": len(victim_left), "victim_files": victim_left,
            "survivors": [], "hang_stacks": stacks}
     for r, rep in enumerate(reps):
         if rep is not None:

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "transports/ofi/ofi_internal.h"
+#include "transports/common/tproc.h"
 
 static struct fi_info *ofi_hints(const char *prov, int hmem)
 {
@@ -77,37 +78,13 @@ static int ofi_list_providers(const char *prov, enum fi_ep_type ep, char *buf, s
 }
 
 
-/* 0 when process pid is gone: kill(pid, 0) gives ESRCH, or it is a
- * zombie (exited, its parent has not reaped it yet: a killed rank whose
- * launcher is still waiting on the others). */
-static int ofi_pid_alive(long pid)
-{
-    char path[64], buf[256];
-    const char *rp;
-    FILE *f;
-    size_t n;
-
-    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
-        return 0;
-    }
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    f = fopen(path, "r");
-    if (f == NULL) {
-        return 1;
-    }
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    rp = strrchr(buf, ')'); /* "pid (comm) S ...": comm may hold spaces */
-    return !(rp != NULL && rp[1] == ' ' && rp[2] == 'Z');
-}
 
 /* Regions of the shm provider that this transport named
  * "rmacoll-PID-RANDOM-RANK" (below) and whose process is gone: a killed
  * rank never unlinks its region, and each would keep 16 MiB of /dev/shm
  * until reboot. Run at init and at finalize, so survivors of a killed
  * peer remove its region. A region whose process is alive is left alone
- * (a zombie counts as gone)
+ * (a zombie or an exiting process counts as gone: tproc.h)
  * (PIDs are those of this PID namespace: ranks of a job share one). */
 void rmacoll__ofi_sweep_stale_shm(rmacoll_transport_t *tp)
 {
@@ -130,7 +107,7 @@ void rmacoll__ofi_sweep_stale_shm(rmacoll_transport_t *tp)
          * core's control windows ("rmacoll-<16 hex digits>-RANK") never
          * match, and are unlinked by the core once mapped anyway */
         if (*end != '-' || end - p > 7 || pid <= 0 || pid == (long)getpid() ||
-            ofi_pid_alive(pid)) {
+            !rmacoll__proc_gone(pid)) {
             continue;
         }
         char name[300];
