@@ -6,20 +6,24 @@
 # 1 x 16. Each shape runs scripts/compare_mpi.sh for OLD then NEW (each
 # with its own MPI runs, back to back), so both trees meet the same machine.
 #   [PERCALL="2x8 4x4 8x2 16x1"] bash scripts/gpu/scale16.sh OLD_TREE NEW_TREE "2x8 4x4" [MIN MAX STEP REPS]
+# OLD_TREE "-": the new tree only (against MPI), when the old one's figures
+# are on record already.
 # PERCALL: also the time per call at 1 KiB per pair on those shapes (below).
 # Shapes: NODESxPPN with NODES*PPN = 16; "1x16" runs against MPI shm.
 # Builds (Release, CUDA and PMIx off) go to /tmp/sc-{old,new}; results to
 # $OUT (default /tmp/scale16-out), summary in $OUT/summary.txt.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-old=$(cd "$1" && pwd); new=$(cd "$2" && pwd); shapes=$3
+trees="old new"; old=-
+if [ "$1" = - ]; then trees=new; else old=$(cd "$1" && pwd); fi
+new=$(cd "$2" && pwd); shapes=$3
 MIN=${4:-1K}; MAX=${5:-4M}; STEP=${6:-16}; REPS=${7:-2}
 OUT=${OUT:-/tmp/scale16-out}; mkdir -p "$OUT"
 . "$top/scripts/gpu/setup.sh" /tmp/sysroot >/dev/null
 # Open MPI's own PMIx / libevent / hwloc, not the unpacked Debian copies
 lib=/tmp/sysroot/usr/lib/x86_64-linux-gnu
 rm -f "$lib"/libpmix* "$lib"/libevent* "$lib"/libhwloc* "$lib"/libmunge*
-for t in old new; do
+for t in $trees; do
   src=$old; [ $t = new ] && src=$new
   [ -x /tmp/sc-$t/tools/rmacoll-mpi-perf ] && continue
   ( timeout -k 5 200 cmake -S "$src" -B /tmp/sc-$t -DCMAKE_BUILD_TYPE=Release \
@@ -30,7 +34,7 @@ for t in old new; do
 done
 for s in $shapes; do
   btl=tcp,self; [ "${s%x*}" = 1 ] && btl=""
-  for t in old new; do
+  for t in $trees; do
     echo "== $s $t (MPI_BTL=${btl:-default: shared memory})"
     NP=16 TOPOLOGIES=$s MPI_BTL=$btl MIN=$MIN MAX=$MAX STEP=$STEP REPS=$REPS \
       ITERS_BYTES=64M ITERS_MAX=2000 OUT="$OUT/$s-$t" \
@@ -46,7 +50,7 @@ if [ -n "${PERCALL:-}" ]; then
   for rep in $(seq "$REPS"); do
     for s in $PERCALL; do
       ppn=${s#*x}
-      for t in old new; do
+      for t in $trees; do
         us=$(timeout -k 5 120 /tmp/sc-$t/tools/rmacoll-perf -np 16 --ppn "$ppn" -b 16K -e 16K \
                --dist uniform -n 2000 -w 200 -c 0 -a 3 -q 2>&1 | awk '$1 == 16384 { print $6 }')
         echo "percall $s $t $rep ${us:-failed}"
