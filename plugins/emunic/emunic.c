@@ -16,7 +16,11 @@
  *    rank's shared segment; a writer maps it (cudaIpcOpenMemHandle,
  *    cached by slot and generation; a thread of the same process uses the
  *    address as it is) and copies device to device with cudaMemcpyAsync
- *    on a stream of its own per peer, then records an event;
+ *    on a stream of its own per peer, then records an event; with a
+ *    peer in another process, the mappings, streams, copies and events
+ *    live in a CUDA context of emunic's own (one per process and device),
+ *    so that closing a mapping the peer freed waits for emunic's copies
+ *    only, never for the user's streams;
  *  - every put is paced (emunic_pace.h): a token bucket per direction per
  *    rail (emunic.rate, bytes/s) and a latency (emunic.latency_us); its
  *    signal is raised by this rank's progress() only once its copy has
@@ -28,7 +32,8 @@
  * from there (every word has one writer: the contract of
  * rmacoll_transport.h holds).
  *
- * Driver functions (cuMemGetAddressRange, cuPointerGetAttribute) come from
+ * Driver functions (cuMemGetAddressRange, cuPointerGetAttribute, the
+ * context calls, cuMemcpyPeerAsync) come from
  * cudaGetDriverEntryPointByVersion; libcuda is never linked.
  *
  * The pieces (one plugin, librmacoll_emunic.so): this file, the life
@@ -160,6 +165,8 @@ static void emu_free(rmacoll_transport_t *tp)
 #ifdef EMUNIC_HAVE_CUDA
     if (tp->cuda) {
         (void)cudaSetDevice(tp->device);
+    }
+    if (tp->cuda && emu_ctx_enter(tp) == RMACOLL_SUCCESS) {
         for (int p = 0; tp->stream != NULL && p < tp->nranks; p++) {
             if (tp->stream[p] != NULL) {
                 (void)cudaStreamSynchronize(tp->stream[p]);
@@ -176,6 +183,10 @@ static void emu_free(rmacoll_transport_t *tp)
                 (void)cudaIpcCloseMemHandle(tp->maps[i].ptr);
             }
         }
+        emu_ctx_leave(tp);
+    }
+    if (tp->cuda) {
+        emu_xctx_drop(tp);
     }
     free(tp->stream);
     free(tp->events);
@@ -305,6 +316,11 @@ static rmacoll_status_t emu_init(const rmacoll_transport_env_t *env, rmacoll_tra
     if (st == RMACOLL_SUCCESS) {
         st = emu_map_peers(tp);
     }
+#ifdef EMUNIC_HAVE_CUDA
+    if (st == RMACOLL_SUCCESS && tp->cuda) {
+        st = emu_xctx_take(tp);
+    }
+#endif
     ok = st == RMACOLL_SUCCESS;
     if (env->allgather(env->oob_ctx, &ok, all_ok, sizeof(int)) != RMACOLL_SUCCESS) {
         st = RMACOLL_ERR_BOOTSTRAP;

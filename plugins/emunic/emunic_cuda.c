@@ -3,12 +3,185 @@
  * present): the probe for a device and the driver entry points, the
  * allocation of a registration published with its IPC handle in the own
  * segment, a writer's mapping of a peer's slot (cached by slot and
- * generation), and the device copy on a stream per peer with its event.
+ * generation; stale ones closed first), the device copy on a stream per
+ * peer with its event, and emunic's own context for peers in other
+ * processes.
  * Compiled to nothing without EMUNIC_HAVE_CUDA.
  */
 #include "emunic_int.h"
 
 #ifdef EMUNIC_HAVE_CUDA
+#include <cudaTypedefs.h>
+#include <pthread.h>
+
+#define EMU_MAX_DEVICES 64
+
+/* Driver functions for emunic's own context, looked up once per process,
+ * each at the version of the signature used here (a lookup at a later
+ * version returns the latest variant by then: cuCtxCreate at 12000 is
+ * cuCtxCreate_v3, with affinity parameters). */
+typedef struct emu_drv {
+    int loaded;
+    PFN_cuDeviceGet_v2000 device_get;
+    PFN_cuCtxCreate_v3020 ctx_create;
+    PFN_cuCtxDestroy_v4000 ctx_destroy;
+    PFN_cuCtxPushCurrent_v4000 ctx_push;
+    PFN_cuCtxPopCurrent_v4000 ctx_pop;
+    PFN_cuMemcpyPeerAsync_v4000 memcpy_peer;
+} emu_drv_t;
+
+/* The process's contexts, one per device, counted by the instances that
+ * took them. */
+static struct {
+    pthread_mutex_t mu;
+    emu_drv_t drv;
+    CUcontext ctx[EMU_MAX_DEVICES];
+    int refs[EMU_MAX_DEVICES];
+} emu_xctx_tab = {PTHREAD_MUTEX_INITIALIZER, {0}, {0}, {0}};
+
+static int emu_driver_fn(const char *name, int version, void **fn)
+{
+    enum cudaDriverEntryPointQueryResult q;
+
+    *fn = NULL;
+    if (cudaGetDriverEntryPointByVersion(name, fn, (unsigned int)version, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || *fn == NULL) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return 1;
+}
+
+/* Under emu_xctx_tab.mu. */
+static int emu_drv_load(emu_drv_t *d)
+{
+    void *f[6];
+
+    if (d->loaded) {
+        return 1;
+    }
+    if (!emu_driver_fn("cuDeviceGet", 2000, &f[0]) ||
+        !emu_driver_fn("cuCtxCreate", 3020, &f[1]) ||
+        !emu_driver_fn("cuCtxDestroy", 4000, &f[2]) ||
+        !emu_driver_fn("cuCtxPushCurrent", 4000, &f[3]) ||
+        !emu_driver_fn("cuCtxPopCurrent", 4000, &f[4]) ||
+        !emu_driver_fn("cuMemcpyPeerAsync", 4000, &f[5])) {
+        return 0;
+    }
+    d->device_get = (PFN_cuDeviceGet_v2000)f[0];
+    d->ctx_create = (PFN_cuCtxCreate_v3020)f[1];
+    d->ctx_destroy = (PFN_cuCtxDestroy_v4000)f[2];
+    d->ctx_push = (PFN_cuCtxPushCurrent_v4000)f[3];
+    d->ctx_pop = (PFN_cuCtxPopCurrent_v4000)f[4];
+    d->memcpy_peer = (PFN_cuMemcpyPeerAsync_v4000)f[5];
+    d->loaded = 1;
+    return 1;
+}
+
+rmacoll_status_t emu_xctx_take(rmacoll_transport_t *tp)
+{
+    emu_drv_t *d = &emu_xctx_tab.drv;
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+    int need = 0;
+
+    for (int q = 0; q < tp->nranks; q++) {
+        need |= q != tp->rank && tp->peer[q] != NULL && tp->addr[q].has_cuda &&
+                tp->addr[q].pid != tp->addr[tp->rank].pid;
+    }
+    if (!need) {
+        return RMACOLL_SUCCESS; /* threads of one process: the user's context */
+    }
+    if (tp->device < 0 || tp->device >= EMU_MAX_DEVICES) {
+        EMU_LOG(tp, RMACOLL_LOG_ERROR, "emunic: device %d: at most %d devices", tp->device,
+                EMU_MAX_DEVICES);
+        return RMACOLL_ERR_UNSUPPORTED;
+    }
+    pthread_mutex_lock(&emu_xctx_tab.mu);
+    if (!emu_drv_load(d)) {
+        EMU_LOG(tp, RMACOLL_LOG_ERROR, "emunic: the driver lacks a context call "
+                "(cuCtxCreate, cuCtxPushCurrent, cuMemcpyPeerAsync, ...)");
+        st = RMACOLL_ERR_UNSUPPORTED;
+    } else if (emu_xctx_tab.refs[tp->device] == 0) {
+        CUdevice dev = 0;
+        CUcontext c = NULL, prev = NULL;
+        CUresult r = d->device_get(&dev, tp->device);
+
+        if (r == CUDA_SUCCESS) {
+            r = d->ctx_create(&c, CU_CTX_SCHED_AUTO, dev); /* current until popped */
+        }
+        if (r == CUDA_SUCCESS) {
+            (void)d->ctx_pop(&prev);
+            emu_xctx_tab.ctx[tp->device] = c;
+        } else {
+            EMU_LOG(tp, RMACOLL_LOG_ERROR, "emunic: cannot create a CUDA context on "
+                    "device %d (CUresult %d)", tp->device, (int)r);
+            st = RMACOLL_ERR_TRANSPORT;
+        }
+    }
+    if (st == RMACOLL_SUCCESS) {
+        emu_xctx_tab.refs[tp->device]++;
+        tp->xctx = emu_xctx_tab.ctx[tp->device];
+    }
+    pthread_mutex_unlock(&emu_xctx_tab.mu);
+    return st;
+}
+
+void emu_xctx_drop(rmacoll_transport_t *tp)
+{
+    if (tp->xctx == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&emu_xctx_tab.mu);
+    if (--emu_xctx_tab.refs[tp->device] == 0) {
+        (void)emu_xctx_tab.drv.ctx_destroy(emu_xctx_tab.ctx[tp->device]);
+        emu_xctx_tab.ctx[tp->device] = NULL;
+    }
+    pthread_mutex_unlock(&emu_xctx_tab.mu);
+    tp->xctx = NULL;
+}
+
+rmacoll_status_t emu_ctx_enter(rmacoll_transport_t *tp)
+{
+    CUresult r;
+
+    if (tp->xctx == NULL) {
+        return RMACOLL_SUCCESS;
+    }
+    r = emu_xctx_tab.drv.ctx_push(tp->xctx);
+    if (r != CUDA_SUCCESS) {
+        EMU_LOG(tp, RMACOLL_LOG_ERROR, "emunic: rank %d: cuCtxPushCurrent of emunic's "
+                "context failed (CUresult %d)", tp->rank, (int)r);
+        return RMACOLL_ERR_TRANSPORT;
+    }
+    return RMACOLL_SUCCESS;
+}
+
+void emu_ctx_leave(rmacoll_transport_t *tp)
+{
+    if (tp->xctx != NULL) {
+        CUcontext c = NULL;
+        (void)emu_xctx_tab.drv.ctx_pop(&c);
+    }
+}
+
+/* The context of device memory at p, or NULL (host memory, or memory
+ * whose context the driver does not say, such as a pool's). */
+static CUcontext emu_dev_ctx(rmacoll_transport_t *tp, const void *p)
+{
+    unsigned int type = 0;
+    CUcontext c = NULL;
+
+    if (tp->get_attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p) !=
+            CUDA_SUCCESS ||
+        type != CU_MEMORYTYPE_DEVICE ||
+        tp->get_attr(&c, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)(uintptr_t)p) !=
+            CUDA_SUCCESS) {
+        return NULL;
+    }
+    return c;
+}
+
 int emu_cuda_probe(rmacoll_transport_t *tp)
 {
     enum cudaDriverEntryPointQueryResult q;
@@ -148,26 +321,38 @@ rmacoll_status_t emu_dev_target(rmacoll_transport_t *tp, int peer, const emu_key
     }
     m = &tp->maps[(size_t)peer * EMU_SLOTS + k->slot];
     if (m->ptr == NULL || m->gen != g) {
+        emunic_map_t *pm = &tp->maps[(size_t)peer * EMU_SLOTS];
+        unsigned char stale[EMU_SLOTS];
         cudaIpcMemHandle_t h;
         void *p = NULL;
         cudaError_t e;
 
-        if (m->ptr != NULL) {
-            (void)cudaIpcCloseMemHandle(m->ptr);
-            m->ptr = NULL;
+        /* mappings of memory the peer freed (its allocator may hand the
+         * same addresses out again: opening then fails with
+         * cudaErrorAlreadyMapped) and the slot's older generation go
+         * first. This runs in emunic's own context (tp->xctx, entered by
+         * the caller: mappings exist only with it), so the close waits
+         * for emunic's copies, not for the user's stream, which may be
+         * waiting for this very call */
+        if (emunic_maps_stale(pm, EMU_SLOTS, (int)k->slot, g, base, size, stale) > 0) {
+            if (tp->stream[peer] != NULL) {
+                (void)cudaStreamSynchronize(tp->stream[peer]); /* copies into them */
+            }
+            for (int t = 0; t < EMU_SLOTS; t++) {
+                if (stale[t]) {
+                    (void)cudaIpcCloseMemHandle(pm[t].ptr);
+                    pm[t].ptr = NULL;
+                }
+            }
         }
         memcpy(&h, sl->ipc, sizeof(h) < EMU_IPC_BYTES ? sizeof(h) : EMU_IPC_BYTES);
         e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
         if (e == cudaErrorAlreadyMapped) {
-            /* this writer still maps memory the peer freed, and the peer's
-             * cudaMalloc gave the new allocation the same addresses. The
-             * stale mapping cannot be closed here: cudaIpcCloseMemHandle
-             * waits for the whole context, whose user stream waits for
-             * this data phase (a deadlock, seen on the GPU machine) */
+            /* another instance of this process still maps the freed memory */
             EMU_LOG(tp, RMACOLL_LOG_ERROR, "emunic: rank %d: peer %d's slot %u (0x%" PRIx64
-                    ", %" PRIu64 " bytes) overlaps memory of that peer this rank still "
-                    "maps (freed and allocated again at the same addresses): not "
-                    "supported yet (issue 32)", tp->rank, peer, k->slot, base, size);
+                    ", %" PRIu64 " bytes) overlaps memory of that peer still mapped in "
+                    "this process (freed and allocated again at the same addresses)",
+                    tp->rank, peer, k->slot, base, size);
         }
         if (e != cudaSuccess) {
             return emu_cuda_err(tp, peer, "cudaIpcOpenMemHandle", e);
@@ -198,6 +383,29 @@ rmacoll_status_t emu_dev_copy(rmacoll_transport_t *tp, int peer, void *dst,
         if (e != cudaSuccess) {
             tp->events[ev] = NULL;
             return emu_cuda_err(tp, peer, "cudaEventCreateWithFlags", e);
+        }
+    }
+    if (tp->xctx != NULL) {
+        /* own context: memory of two contexts (the user's, and peers'
+         * mapped in this one) is copied as a peer copy where both say
+         * theirs; otherwise (host memory, pool memory) by address */
+        CUcontext sc = emu_dev_ctx(tp, src);
+        CUcontext dc = tp->addr[peer].pid != tp->addr[tp->rank].pid
+                           ? tp->xctx /* a mapping (emu_dev_target) */
+                           : emu_dev_ctx(tp, dst);
+        if (sc != NULL && dc != NULL) {
+            CUresult r = emu_xctx_tab.drv.memcpy_peer((CUdeviceptr)(uintptr_t)dst, dc,
+                                                      (CUdeviceptr)(uintptr_t)src, sc,
+                                                      (size_t)bytes, tp->stream[peer]);
+            if (r != CUDA_SUCCESS) {
+                EMU_LOG(tp, RMACOLL_LOG_ERROR, "emunic: cuMemcpyPeerAsync of %" PRIu64
+                        " bytes to peer %d failed (CUresult %d)", bytes, peer, (int)r);
+                tp->error_peer = peer;
+                return RMACOLL_ERR_TRANSPORT;
+            }
+            e = cudaEventRecord(tp->events[ev], tp->stream[peer]);
+            return e == cudaSuccess ? RMACOLL_SUCCESS
+                                    : emu_cuda_err(tp, peer, "cudaEventRecord", e);
         }
     }
     e = cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, tp->stream[peer]);

@@ -162,14 +162,9 @@ static rmacoll_status_t emu_dev_put(rmacoll_transport_t *tp, const rmacoll_put_t
 #endif
 }
 
-rmacoll_status_t emu_post_puts(rmacoll_transport_t *tp, const rmacoll_put_t *puts,
-                               size_t n)
+static rmacoll_status_t emu_post_puts_in(rmacoll_transport_t *tp, const rmacoll_put_t *puts,
+                                         size_t n)
 {
-#ifdef EMUNIC_HAVE_CUDA
-    if (tp->cuda) {
-        (void)cudaSetDevice(tp->device);
-    }
-#endif
     for (size_t i = 0; i < n; i++) {
         const rmacoll_put_t *pt = &puts[i];
         emu_key_t k;
@@ -218,6 +213,25 @@ rmacoll_status_t emu_post_puts(rmacoll_transport_t *tp, const rmacoll_put_t *put
     return RMACOLL_SUCCESS;
 }
 
+rmacoll_status_t emu_post_puts(rmacoll_transport_t *tp, const rmacoll_put_t *puts,
+                               size_t n)
+{
+    rmacoll_status_t st;
+
+#ifdef EMUNIC_HAVE_CUDA
+    if (tp->cuda) {
+        (void)cudaSetDevice(tp->device);
+        if ((st = emu_ctx_enter(tp)) != RMACOLL_SUCCESS) {
+            return st;
+        }
+        st = emu_post_puts_in(tp, puts, n);
+        emu_ctx_leave(tp);
+        return st;
+    }
+#endif
+    return emu_post_puts_in(tp, puts, n);
+}
+
 /* Whether put f's copy has completed (host copies completed at post). */
 static int emu_copied(rmacoll_transport_t *tp, const emu_fly_t *f, rmacoll_status_t *st)
 {
@@ -242,7 +256,7 @@ static int emu_copied(rmacoll_transport_t *tp, const emu_fly_t *f, rmacoll_statu
 
 /* Raises the signals of completed puts (per peer in post order), then
  * this rank's words from the shadow peers stored into. */
-rmacoll_status_t emu_progress(rmacoll_transport_t *tp)
+static rmacoll_status_t emu_progress_in(rmacoll_transport_t *tp)
 {
     volatile uint64_t *sig = tp->env->signals;
     rmacoll_status_t st = RMACOLL_SUCCESS;
@@ -251,11 +265,6 @@ rmacoll_status_t emu_progress(rmacoll_transport_t *tp)
         uint64_t now = emu_now();
         size_t kept = 0, n = tp->fly_n;
 
-#ifdef EMUNIC_HAVE_CUDA
-        if (tp->cuda) {
-            (void)cudaSetDevice(tp->device);
-        }
-#endif
         memset(tp->blocked, 0, (size_t)tp->nranks);
         /* compact in place: entries kept move towards the head, in order */
         for (size_t i = 0; i < n; i++) {
@@ -310,6 +319,25 @@ rmacoll_status_t emu_progress(rmacoll_transport_t *tp)
             __atomic_store_n(&sig[i], v, __ATOMIC_RELEASE);
         }
     }
+    return st;
+}
+
+rmacoll_status_t emu_progress(rmacoll_transport_t *tp)
+{
+    rmacoll_status_t st;
+
+#ifdef EMUNIC_HAVE_CUDA
+    if (tp->cuda && tp->fly_n > 0) {
+        (void)cudaSetDevice(tp->device);
+        if ((st = emu_ctx_enter(tp)) != RMACOLL_SUCCESS) { /* its events, if any */
+            return st;
+        }
+        st = emu_progress_in(tp);
+        emu_ctx_leave(tp);
+        return st;
+    }
+#endif
+    st = emu_progress_in(tp);
     return st;
 }
 

@@ -136,6 +136,10 @@ struct rmacoll_transport {
     emunic_map_t *maps;           /* [nranks * EMU_SLOTS]: mappings of peers' slots */
     CUresult (*get_range)(CUdeviceptr *, size_t *, CUdeviceptr);
     CUresult (*get_attr)(void *, CUpointer_attribute, CUdeviceptr);
+    /* a peer in another process: its memory is mapped, and every device
+     * operation of this instance runs, in emunic's own context of this
+     * process and device (emu_xctx_*), never in the user's */
+    CUcontext xctx;
 #endif
 };
 
@@ -154,6 +158,16 @@ EMU_HIDDEN rmacoll_status_t emu_dev_target(rmacoll_transport_t *tp, int peer,
                                            void **out);
 EMU_HIDDEN rmacoll_status_t emu_dev_copy(rmacoll_transport_t *tp, int peer, void *dst,
                                          const void *src, uint64_t bytes, int ev);
+/* emunic's own context (after init's exchange, if a peer with CUDA is
+ * another process): taken once per instance, shared by the instances of
+ * this process on one device (CUDA lets one context per device and
+ * process open another process's IPC handles); enter/leave bracket every
+ * device operation of the instance (no-ops without it; leave only after
+ * an enter that succeeded) */
+EMU_HIDDEN rmacoll_status_t emu_xctx_take(rmacoll_transport_t *tp);
+EMU_HIDDEN void emu_xctx_drop(rmacoll_transport_t *tp);
+EMU_HIDDEN rmacoll_status_t emu_ctx_enter(rmacoll_transport_t *tp);
+EMU_HIDDEN void emu_ctx_leave(rmacoll_transport_t *tp);
 #endif
 
 /* emunic_data.c: the data path */

@@ -17,14 +17,17 @@
  * allocation published again, which the new mapping replaces). The slot's
  * own mapping of an older generation goes too (the slot was republished).
  *
- * Where it may run: NOT in the data phase. cudaIpcCloseMemHandle waits for
- * the writer's whole context, and there the user's stream waits (a stream
- * memory wait) for the very data phase that closes: the rank hangs,
- * untimed (seen on the GPU machine, issue 32). emunic.c keeps the mapping
- * cache by slot (emunic_map_t) and reports cudaErrorAlreadyMapped; closing
- * by this rule needs a point where the writer's streams wait for nothing
- * of rmacoll's (between calls, after the peer published its new
- * registration), or mappings in a context of the plugin's own.
+ * Where it may run: in a context whose streams wait for nothing of the
+ * user's. cudaIpcCloseMemHandle in the user's context waited for that
+ * context, where the user's stream waited (a stream memory wait) for the
+ * very data phase that closed: the rank hung, untimed (seen on the GPU
+ * machine, issue 32). So the mappings live in emunic's own context
+ * (emunic_cuda.c), whose streams carry emunic's copies only.
+ * The rule covers one peer rank's mappings: a peer process with several
+ * ranks (threads), or several emunic instances in this process sharing
+ * the context (IPC mappings are counted per context), can still hold an
+ * overlapping mapping that this close does not reach; the open then
+ * fails with cudaErrorAlreadyMapped, reported as such.
  */
 #ifndef RMACOLL_EMUNIC_MAPS_H
 #define RMACOLL_EMUNIC_MAPS_H

@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # On the GPU machine, one call: the GPU-only checks of issues 34 and 32.
-# STEPS picks them (default: all, in this order):
+# STEPS picks them (default: all; they run in this order):
 #  hmem      libfabric with CUDA (third_party/build-libfabric-cuda.sh) into
 #            /tmp/fi-cuda, rmacoll built against it; test_gpu_e2e
 #            test_cross_node_hmem_userreg (device buffers of
 #            rmacoll_mem_register, FI_HMEM over shm required: 0 bytes
 #            staged, no per-call registration). Without it, rmacoll is
 #            built against the carried libfabric;
+#  emunic    test_gpu_e2e test_cross_node_emunic (ranks as processes: peers'
+#            memory mapped in emunic's own context, stale mappings closed;
+#            EMUNIC_S seconds at most, default 240);
 #  backend   the torch.distributed backend with CUDA tensors ("rmacoll" and
 #            "cpu:gloo,cuda:rmacoll"), python/tests/test_torch_backend.py;
-#  torchgpu  all_to_all_single on CUDA tensors, 2 and 4 ranks (the prepared
-#            argument block across calls and streams), test_torch_gpu.py;
 #  overhead  Python's host cost per call with CUDA tensors against C on the
 #            same tensors and stream (bench_overhead.py --device cuda, one
 #            rank, so no GPU sharing);
-#  emunic    test_gpu_e2e test_cross_node_emunic (ranks as processes: peers'
-#            memory mapped in emunic's own context, stale mappings closed).
+#  torchgpu  all_to_all_single on CUDA tensors, 2 and 4 ranks (the prepared
+#            argument block across calls and streams), test_torch_gpu.py.
 # Processes on one GPU without MPS time-slice it.
 # Usage: [OUT=DIR] [STEPS="overhead emunic"] bash scripts/gpu/verify34.sh
 #        (needs .devpkgs/, and third_party/ for hmem)
@@ -23,7 +24,7 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/scripts/gpu/common.sh"
 gpu_begin /tmp/v34
-STEPS=${STEPS:-hmem backend torchgpu overhead emunic}
+STEPS=${STEPS:-hmem emunic backend overhead torchgpu}
 want() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 fi=/tmp/fi-cuda
 cd "$top"
@@ -57,16 +58,11 @@ gtest() { # $1 filter, $2 seconds, rest: env
   [ "$r" = 0 ] || { rc=1; echo "$f: FAILED or timed out (exit $r)"; }
 }
 want hmem && gtest test_cross_node_hmem_userreg 200 RMACOLL_TEST_REQUIRE_HMEM=1
+want emunic && gtest test_cross_node_emunic "${EMUNIC_S:-240}"
 if want backend; then
   step "torch backend, CUDA tensors (torch $(python3 -c 'import torch; print(torch.__version__)'))"
   (cd python/tests && timeout 300 python3 test_torch_backend.py -v TestTorchBackendGPU) >"$OUT/torch_backend.log" 2>&1 || rc=1
   tail -15 "$OUT/torch_backend.log"
-fi
-if want torchgpu; then
-  step "torch CUDA tensors, 2 and 4 ranks (one GPU, time-sliced)"
-  (cd python/tests && timeout 240 python3 test_torch_gpu.py -v TestTorchGPU.test_cuda_tensors_2_ranks \
-     TestTorchGPU.test_cuda_tensors_4_ranks) >"$OUT/torch_gpu.log" 2>&1 || rc=1
-  grep -E "prepared|FAIL|ok$|Ran|OK|Error" "$OUT/torch_gpu.log" | tail -20
 fi
 if want overhead; then
   step "Python per-call cost over C, CUDA tensors, 1 rank"
@@ -75,6 +71,11 @@ if want overhead; then
     grep -v WARN | tail -10
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
-want emunic && gtest test_cross_node_emunic 240
+if want torchgpu; then
+  step "torch CUDA tensors, 2 and 4 ranks (one GPU, time-sliced)"
+  (cd python/tests && timeout 240 python3 test_torch_gpu.py -v TestTorchGPU.test_cuda_tensors_2_ranks \
+     TestTorchGPU.test_cuda_tensors_4_ranks) >"$OUT/torch_gpu.log" 2>&1 || rc=1
+  grep -E "prepared|FAIL|ok$|Ran|OK|Error" "$OUT/torch_gpu.log" | tail -20
+fi
 step "done rc=$rc"
 exit $rc
