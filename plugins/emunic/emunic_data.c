@@ -216,10 +216,10 @@ static rmacoll_status_t emu_post_puts_in(rmacoll_transport_t *tp, const rmacoll_
 rmacoll_status_t emu_post_puts(rmacoll_transport_t *tp, const rmacoll_put_t *puts,
                                size_t n)
 {
-    rmacoll_status_t st;
-
 #ifdef EMUNIC_HAVE_CUDA
     if (tp->cuda) {
+        rmacoll_status_t st;
+
         (void)cudaSetDevice(tp->device);
         if ((st = emu_ctx_enter(tp)) != RMACOLL_SUCCESS) {
             return st;
