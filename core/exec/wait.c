@@ -311,12 +311,6 @@ rmacoll_status_t rmacoll__wait_word_for(rmacoll_comm_t *comm, const volatile uin
     return rmacoll__wait_word_or(comm, word, value, peer, what, timeout_ms, NULL, NULL);
 }
 
-/* A broken connection (the transport's RMACOLL_ERR_TRANSPORT) is often a
- * dead process at its other end, which the bootstrap root sees too (the
- * dead rank's socket to it closes) and reports to every rank: its report
- * is awaited RMACOLL__BS_GRACE_MS, polled every RMACOLL__BS_POLL_MS / 2, so
- * the error names the dead rank rather than only "transport error". 1 if
- * the root reported a death (dead: the rank, or -1), 0 otherwise. */
 rmacoll_status_t rmacoll__fail_reported(rmacoll_comm_t *comm, int dead, int fallback,
                                         const char *report, const char *then_fmt, ...)
 {
@@ -332,6 +326,12 @@ rmacoll_status_t rmacoll__fail_reported(rmacoll_comm_t *comm, int dead, int fall
                                    report, then);
 }
 
+/* A broken connection (the transport's RMACOLL_ERR_TRANSPORT) is often a
+ * dead process at its other end, which the bootstrap root sees too (the
+ * dead rank's socket to it closes) and reports to every rank: its report
+ * is awaited RMACOLL__BS_GRACE_MS, polled every RMACOLL__BS_POLL_MS / 2, so
+ * the error names the dead rank rather than only "transport error". 1 if
+ * the root reported a death (dead: the rank, or -1), 0 otherwise. */
 static int death_report(rmacoll_comm_t *comm, int *dead, char *sec, size_t len)
 {
     uint64_t until = rmacoll__now_ms() + RMACOLL__BS_GRACE_MS;
