@@ -1036,11 +1036,17 @@ static int kill_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     /* PEER (the root's report, an abort word) or, from the rank that saw
      * the dead rank's heartbeat stop first, TIMEOUT; or, where the root died
      * with the rank (test_root_rank_killed) so nobody reports it, TRANSPORT
-     * from the rank whose connection to it broke first, naming it */
+     * from the rank whose connection to it broke first, naming it, and the
+     * abort word of that rank at the others: a broken connection has two
+     * ends, so that word names no culprit ("cannot tell", never a wrong
+     * rank) */
     rc = st == RMACOLL_ERR_TRANSPORT ? (strstr(msg, broken) == NULL ? 6 : 0)
          : st != RMACOLL_ERR_PEER && st != RMACOLL_ERR_TIMEOUT ? 2
-         : (strstr(msg, dead) == NULL && strstr(msg, silent) == NULL) ? 6
-         : 0;
+         : strstr(msg, dead) != NULL || strstr(msg, silent) != NULL ? 0
+         : mprun_root_in_rank0 && strstr(msg, "failed first (RMACOLL_ERR_TRANSPORT)") != NULL &&
+                   strstr(msg, "silent rank") == NULL
+             ? 0
+             : 6;
     rc = rc == 0 && dt >= a->timeout_ms / 4 ? 5 : rc;
     free(send);
     free(rbuf);
