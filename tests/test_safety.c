@@ -1139,8 +1139,9 @@ static void *abort_later(void *p)
  * timeout_ms, and so does every later call; its async error reads
  * ABORTED. Every other rank's call fails with RMACOLL_ERR_PEER naming the
  * victim, well before timeout_ms; a node peer of the victim sees the
- * async error (PEER) before it calls. Receive buffers keep their
- * sentinel where the victim would have written.
+ * async error (PEER) before it calls, and a rank that sees it before it
+ * calls fails at once ("the call did not start"). Receive buffers keep
+ * their sentinel where the victim would have written.
  */
 typedef struct abort_arg {
     stop_shared_t *sh;
@@ -1202,21 +1203,26 @@ static int abort_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
             sched_yield();
         }
         nanosleep(&ts, NULL);
-        if (!a->in_flight && a->node_of[rank] == a->node_of[a->victim]) {
+        if (rmacoll_comm_get_async_error(comm, &ae) != RMACOLL_SUCCESS) {
+            rc = 9;
+        }
+        if (!a->in_flight && a->node_of[rank] == a->node_of[a->victim] &&
+            ae != RMACOLL_ERR_PEER) {
             /* the victim wrote the word into this rank's window itself */
-            if (rmacoll_comm_get_async_error(comm, &ae) != RMACOLL_SUCCESS ||
-                ae != RMACOLL_ERR_PEER) {
-                fprintf(stderr, "rank %d: async error %s, expected PEER\n", rank,
-                        rmacoll_status_name(ae));
-                rc = 9;
-            }
+            fprintf(stderr, "rank %d: async error %s, expected PEER\n", rank,
+                    rmacoll_status_name(ae));
+            rc = 9;
         }
         st = timed_call(comm, rank, "", send, rbuf, cnt, dsp, &dt);
         msg = rmacoll_comm_last_error(comm);
         snprintf(who, sizeof(who), "rank %d failed first (RMACOLL_ERR_ABORTED", a->victim);
         if (rc == 0) {
+            /* a rank that knew of the abort before it called fails at
+             * once, sending nothing (else a relay could forward the
+             * victim's eager payloads and a peer's call succeed) */
             rc = st != RMACOLL_ERR_PEER ? 2
                  : strstr(msg, who) == NULL ? 6
+                 : ae == RMACOLL_ERR_PEER && strstr(msg, "the call did not start") == NULL ? 11
                  : dt >= a->timeout_ms / 4 ? 5 : 0;
         }
     }

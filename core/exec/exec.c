@@ -138,6 +138,23 @@ rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *c, rmacoll_comm_t *comm,
                              "rank %d: the communicator failed in an earlier call "
                              "and must be destroyed", comm->rank);
     }
+    if (comm->ctrl.addr != NULL) {
+        /* A peer's abort word that came between calls (a rank that aborted
+         * or failed after this rank's last call returned): the call fails
+         * before it sends or copies anything, and the word goes on to this
+         * rank's peers at once. Without this, a node peer of a relay could
+         * forward the aborted rank's eager payloads in a call that needed
+         * nothing else, and succeed where its peers fail. */
+        char sec[160];
+
+        if (rmacoll__abort_seen(comm, sec, sizeof(sec))) {
+            st = rmacoll__abort_status(comm);
+            rmacoll__abort_broadcast(comm, st);
+            comm->broken = 1;
+            return rmacoll__fail_secondary(&comm->fail, st, "rank %d: %s; the call did not "
+                                           "start", comm->rank, sec);
+        }
+    }
     {
         /* A rank the bootstrap root reported dead (its connection to the
          * root closed) breaks the communicator even where the network
