@@ -469,7 +469,7 @@ rmacoll_status_t rmacoll__bootstrap_barrier_for(rmacoll__bootstrap_t *bs, uint64
 rmacoll_status_t rmacoll__bootstrap_poll_error(rmacoll__bootstrap_t *bs, int *rank,
                                                char *text, size_t len)
 {
-    uint8_t hb[BS_HDR_BYTES];
+    uint8_t hb[BS_HDR_BYTES] = {0}; /* decoded before n is checked */
     bs_hdr_t h;
     ssize_t n;
 
