@@ -357,7 +357,9 @@ rmacoll_status_t rmacoll_comm_abort(rmacoll_comm_t *comm);
  * ncclCommGetAsyncError), in *async_error: RMACOLL_SUCCESS when none;
  * RMACOLL_ERR_ABORTED when this rank called rmacoll_comm_abort;
  * RMACOLL_ERR_PEER when another rank failed or aborted (its abort word
- * reached this rank's control window; last_error is not changed); the
+ * reached this rank's control window; last_error is not changed, and
+ * the next call on comm fails at its start with RMACOLL_ERR_PEER, sending
+ * nothing, and passes the word on to this rank's peers); the
  * proxy thread's error (RMACOLL_ERR_TRANSPORT, RMACOLL_ERR_TIMEOUT) when
  * the network failed. Thread-safe, never blocks; polls nothing (what
  * arrives while no call runs on this rank is seen when the transports
