@@ -695,7 +695,10 @@ rmacoll_status_t rmacoll_mem_deregister(rmacoll_comm_t *comm, rmacoll_memreg_t *
  *                           its last sign of life
  *  RMACOLL_ERR_TRANSPORT    the network reported a failure (a dead peer is
  *                           often seen this way, before any timeout)
- *  RMACOLL_ERR_PEER         a node peer vanished during a copy, or the
+ *  RMACOLL_ERR_PEER         a node peer vanished during a copy; a rank died
+ *                           (the bootstrap root's report, or, at its node
+ *                           peers, the exit of its process: "... has exited
+ *                           ... (dead rank R)", docs/reliability.md); or the
  *                           communicator already failed in an earlier call
  *  RMACOLL_ERR_CUDA, RMACOLL_ERR_NO_MEMORY
  * After TIMEOUT, TRANSPORT, PEER or CUDA the communicator is unusable and

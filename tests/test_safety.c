@@ -1008,7 +1008,7 @@ static int kill_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
 {
     const stop_arg_t *a = p;
     int64_t count = 1000, cnt[64], dsp[64];
-    char dead[48], silent[32], broken[64];
+    char dead[48], watched[32], silent[32], broken[64];
     const char *msg;
     uint64_t dt;
     rmacoll_status_t st;
@@ -1032,8 +1032,10 @@ static int kill_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     msg = rmacoll_comm_last_error(comm);
     snprintf(dead, sizeof(dead), "rank %d disconnected", a->stop_rank);
     snprintf(silent, sizeof(silent), "silent rank %d", a->stop_rank);
+    snprintf(watched, sizeof(watched), "(dead rank %d)", a->stop_rank);
     snprintf(broken, sizeof(broken), "network transport failed (peer %d)", a->stop_rank);
-    /* PEER (the root's report, an abort word) or, from the rank that saw
+    /* PEER (the root's report, a node peer's watch on the dead process, an
+     * abort word) or, from the rank that saw
      * the dead rank's heartbeat stop first, TIMEOUT; or, where the root died
      * with the rank (test_root_rank_killed) so nobody reports it, TRANSPORT
      * from the rank whose connection to it broke first, naming it, and the
@@ -1042,7 +1044,9 @@ static int kill_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
      * rank) */
     rc = st == RMACOLL_ERR_TRANSPORT ? (strstr(msg, broken) == NULL ? 6 : 0)
          : st != RMACOLL_ERR_PEER && st != RMACOLL_ERR_TIMEOUT ? 2
-         : strstr(msg, dead) != NULL || strstr(msg, silent) != NULL ? 0
+         : strstr(msg, dead) != NULL || strstr(msg, silent) != NULL ||
+                   strstr(msg, watched) != NULL
+             ? 0
          : mprun_root_in_rank0 && strstr(msg, "failed first (RMACOLL_ERR_TRANSPORT)") != NULL &&
                    strstr(msg, "silent rank") == NULL
              ? 0
@@ -1090,28 +1094,35 @@ static void test_killed_rank_named_fast(void **state)
  * nobody is left to report the dead connection, so the survivors learn it
  * from rank 0's heartbeat (heartbeat_ms 500 here): each fails within
  * 5 s, not at the 20 s timeout, naming rank 0 (kill_body checks "silent
- * rank 0" and the time). Before the heartbeat: at the call timeout. */
+ * rank 0" and the time). Before the heartbeat: at the call timeout. On
+ * one node (1 x 3) no rank has a network transport, so there is no
+ * heartbeat either: the node peers' watch on rank 0's process
+ * (core/base/proc.h) names it ("dead rank 0"); before the watch, at the
+ * call timeout. */
 static void test_root_rank_killed(void **state)
 {
     static const int two_nodes[4] = {0, 0, 1, 1}, four[4] = {0, 1, 2, 3};
+    static const int one_node[3] = {0, 0, 0};
+    static const char *name[3] = {"2x2", "4x1", "1x3"};
     stop_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     stop_arg_t a = {sh, 0, 20000, 0};
     rmacoll_config_t cfg = base_config(a.timeout_ms);
     int codes[4] = {0};
-    const int *topo[2] = {two_nodes, four};
+    const int *topo[3] = {two_nodes, four, one_node};
+    const int nr[3] = {4, 4, 3};
 
     (void)state;
     assert_true(sh != MAP_FAILED);
     assert_int_equal(rmacoll_config_set(&cfg, "heartbeat_ms", "500"), RMACOLL_SUCCESS);
     mprun_root_in_rank0 = 1;
-    for (int t = 0; t < 2; t++) {
-        mprun_opts_t o = {4, topo[t], &cfg, 120, -1};
+    for (int t = 0; t < 3; t++) {
+        mprun_opts_t o = {nr[t], topo[t], &cfg, 120, -1};
 
         memset(sh, 0, sizeof(*sh));
         (void)mprun(&o, kill_body, &a, codes);
-        for (int r = 0; r < 4; r++) {
-            print_message("root in rank 0, %s: rank %d exit %d%s\n", t ? "4x1" : "2x2", r,
+        for (int r = 0; r < nr[t]; r++) {
+            print_message("root in rank 0, %s: rank %d exit %d%s\n", name[t], r,
                           codes[r], r == 0 ? " (killed)" : "");
             assert_int_equal(codes[r], r == 0 ? 128 + SIGKILL : 0);
         }

@@ -19,12 +19,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "core/base/proc.h"
 #include "core/base/shm.h"
 #include "transports/common/tproc.h"
 
@@ -421,6 +423,68 @@ static void test_proc_gone(void **state)
     assert_int_equal(rmacoll__proc_gone((long)child), 1); /* reaped */
 }
 
+/* The watch on a node peer's process (core/base/proc.h): opened only for
+ * the process that started at the given time; silent while it lives;
+ * readable once it is killed (a zombie, not reaped), and still after it
+ * is reaped. */
+static void test_proc_watch(void **state)
+{
+    uint64_t self = rmacoll__proc_start_ticks(0), ns = rmacoll__proc_pidns(), start;
+    int fds[3] = {-1, -1, -1}, st = 0, probe;
+    pid_t child;
+
+    (void)state;
+    assert_true(self > 0);
+    assert_true(ns != 0);
+    assert_true(rmacoll__proc_start_ticks((long)getpid()) == self);
+    assert_int_equal(rmacoll__proc_exited((long)getpid(), self), 0);
+    assert_int_equal(rmacoll__proc_exited((long)getpid(), self + 1), 1); /* pid reused */
+    assert_int_equal(rmacoll__proc_watch_open(0, self, ns), -1);
+    assert_int_equal(rmacoll__proc_watch_open((long)getpid(), 0, ns), -1); /* unknown start */
+    assert_int_equal(rmacoll__proc_watch_open((long)getpid(), self, 0), -1); /* unknown ns */
+    /* a peer of another PID namespace: its pid means another process here */
+    assert_int_equal(rmacoll__proc_watch_open((long)getpid(), self, ns + 1), -1);
+    assert_int_equal(rmacoll__proc_watch_exited(fds, 3), -1); /* no watch */
+#ifdef SYS_pidfd_open
+    probe = (int)syscall(SYS_pidfd_open, getpid(), 0);
+#else
+    probe = -1;
+#endif
+    if (probe < 0) {
+        skip(); /* no pidfd_open here (kernel < 5.3, a seccomp filter, old headers) */
+    }
+    close(probe);
+    child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    start = rmacoll__proc_start_ticks((long)child);
+    assert_true(start > 0);
+    /* a process that started at another time (a reused pid) is not watched */
+    assert_int_equal(rmacoll__proc_watch_open((long)child, start + 1, ns), -1);
+    fds[2] = rmacoll__proc_watch_open((long)child, start, ns);
+    assert_true(fds[2] >= 0);
+    fds[0] = rmacoll__proc_watch_open((long)getpid(), self, ns); /* alive all along */
+    assert_true(fds[0] >= 0);
+    assert_int_equal(rmacoll__proc_watch_exited(fds, 3), -1);
+    assert_int_equal(rmacoll__proc_exited((long)child, start), 0);
+    kill(child, SIGKILL);
+    for (int i = 0; i < 5000 && rmacoll__proc_watch_exited(fds, 3) < 0; i++) {
+        usleep(1000);
+    }
+    assert_int_equal(rmacoll__proc_watch_exited(fds, 3), 2);
+    assert_int_equal(rmacoll__proc_exited((long)child, start), 1); /* a zombie */
+    assert_int_equal(waitpid(child, &st, 0), child);
+    assert_int_equal(rmacoll__proc_watch_exited(fds, 3), 2);
+    assert_int_equal(rmacoll__proc_exited((long)child, start), 1); /* reaped */
+    close(fds[0]);
+    close(fds[2]);
+    /* an fd that is no longer open is no exit */
+    assert_int_equal(rmacoll__proc_watch_exited(fds, 1), -1);
+}
+
 /* A control window whose creator was killed before unlinking it is removed
  * by the sweep; one whose creator lives, one without the magic (still being
  * created) and one under another name are left alone. */
@@ -512,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_too_big),
         cmocka_unit_test(test_sweep_stale),
         cmocka_unit_test(test_proc_gone),
+        cmocka_unit_test(test_proc_watch),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,6 +37,8 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     size_t nc = (size_t)comm->nin * ls + 1;
 
     comm->peer_ctrl = calloc(n, sizeof(*comm->peer_ctrl));
+    comm->watch_fd = calloc(n, sizeof(int));
+    comm->watch_rank = calloc(n, sizeof(int));
     comm->peer_lay = calloc(n, sizeof(*comm->peer_lay));
     comm->peer_nsig = calloc(n, sizeof(uint32_t));
     comm->peer_signals = calloc(n, sizeof(*comm->peer_signals));
@@ -73,7 +75,7 @@ static rmacoll_status_t alloc_arrays(rmacoll_comm_t *comm)
     comm->dsig_addr = calloc(n, sizeof(uint64_t));
     comm->dsig_n = calloc(n, sizeof(uint32_t));
     if (!comm->dsig_addr || !comm->dsig_n ||
-        !comm->peer_ctrl || !comm->peer_lay || !comm->peer_nsig || !comm->peer_signals || !comm->net_list ||
+        !comm->peer_ctrl || !comm->watch_fd || !comm->watch_rank || !comm->peer_lay || !comm->peer_nsig || !comm->peer_signals || !comm->net_list ||
         !comm->net_slot_at || !comm->net_index || !comm->rec_holder || !comm->rec_slot ||
         !comm->views || !comm->path_peers[0] ||
         !comm->path_peers[1] || !comm->peer_ctrl_rkey || !comm->peer_relay_rkey ||
@@ -126,6 +128,8 @@ static void comm_free_runtime(rmacoll_comm_t *comm)
 static void comm_free_tables(rmacoll_comm_t *comm)
 {
     free(comm->peer_ctrl);
+    free(comm->watch_fd);
+    free(comm->watch_rank);
     free(comm->peer_lay);
     free(comm->peer_nsig);
     free(comm->rec_holder);
@@ -185,6 +189,9 @@ static void comm_free(rmacoll_comm_t *comm)
         if (r != comm->rank && comm->peer_ctrl[r].addr != NULL) {
             rmacoll__shm_destroy(&comm->peer_ctrl[r]);
         }
+    }
+    for (int k = 0; k < comm->nwatch; k++) {
+        close(comm->watch_fd[k]);
     }
     if (comm->ctrl.addr != NULL) {
         rmacoll__shm_destroy(&comm->ctrl);

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/base/proc.h"
 #include "core/config/config_internal.h"
 #include "core/plan/topo.h"
 
@@ -196,6 +197,29 @@ rmacoll_status_t rmacoll__comm_check_relay(rmacoll_comm_t *comm)
     return RMACOLL_SUCCESS;
 }
 
+/* A watch on node peer j's process when it is another process of this PID
+ * namespace (its window header holds its pid, start time and namespace);
+ * its death
+ * is then seen at once by the waits (exec/wait.c), not only through the
+ * bootstrap root's report or its heartbeat. No watch otherwise. */
+static void watch_peer(rmacoll_comm_t *comm, int j)
+{
+    const char *h = comm->peer_ctrl[j].addr;
+    uint64_t pid = __atomic_load_n((const uint64_t *)(h + RMACOLL__CTRL_PID_OFF),
+                                   __ATOMIC_ACQUIRE);
+    uint64_t start = __atomic_load_n((const uint64_t *)(h + RMACOLL__CTRL_START_OFF),
+                                     __ATOMIC_ACQUIRE);
+    uint64_t ns = __atomic_load_n((const uint64_t *)(h + RMACOLL__CTRL_PIDNS_OFF),
+                                  __ATOMIC_ACQUIRE);
+    int fd;
+
+    if (pid != 0 && pid != (uint64_t)getpid() &&
+        (fd = rmacoll__proc_watch_open((long)pid, start, ns)) >= 0) {
+        comm->watch_fd[comm->nwatch] = fd;
+        comm->watch_rank[comm->nwatch++] = j;
+    }
+}
+
 static void ctrl_name(const rmacoll_comm_t *comm, int rank, char *name, size_t len)
 {
     const char *tag;
@@ -229,6 +253,9 @@ rmacoll_status_t rmacoll__comm_setup_ctrl(rmacoll_comm_t *comm)
     }
     /* pid first: a sweeper that sees the magic also sees the pid */
     *(uint64_t *)((char *)comm->ctrl.addr + RMACOLL__CTRL_PID_OFF) = (uint64_t)getpid();
+    *(uint64_t *)((char *)comm->ctrl.addr + RMACOLL__CTRL_START_OFF) =
+        rmacoll__proc_start_ticks(0);
+    *(uint64_t *)((char *)comm->ctrl.addr + RMACOLL__CTRL_PIDNS_OFF) = rmacoll__proc_pidns();
     __atomic_store_n((uint64_t *)comm->ctrl.addr, RMACOLL__CTRL_MAGIC, __ATOMIC_RELEASE);
     comm->signals = (volatile uint64_t *)((char *)comm->ctrl.addr + comm->lay.off_sig);
     st = rmacoll__bootstrap_barrier(comm->bs);
@@ -256,6 +283,7 @@ rmacoll_status_t rmacoll__comm_setup_ctrl(rmacoll_comm_t *comm)
         }
         comm->peer_signals[j] =
             (volatile uint64_t *)((char *)comm->peer_ctrl[j].addr + lay.off_sig);
+        watch_peer(comm, j);
     }
     st = rmacoll__bootstrap_barrier(comm->bs);
     rmacoll__shm_unlink(&comm->ctrl);

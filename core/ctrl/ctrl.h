@@ -11,7 +11,8 @@
  * with the relay on):
  *   header (magic, the heartbeat count, the progress count, the
  *   abort word, the rank waited for, the receive gate, the waiter's heartbeat;
- *   then the creator's pid, spare: 128 bytes in all)
+ *   then the creator's pid, start time and PID namespace, spare: 128 bytes
+ *   in all)
  *   | signal words [nsig]
  *   | local record [2 parities]          (node peers read it)
  *   | inbox [2][nnet] | inbox2 [2][nnet]  (network peers write them)
@@ -91,6 +92,14 @@
 /* Byte offset in the header of the creator's pid (stale windows of killed
  * processes are removed by the next communicator's creation). */
 #define RMACOLL__CTRL_PID_OFF 64
+/* Byte offsets in the header of the creator's start time (clock ticks
+ * after boot, /proc/PID/stat field 22) and of its PID namespace's id
+ * (rmacoll__proc_pidns): a node peer opens a watch on the pid only when it
+ * runs in that namespace and the process there started then (base/proc.h),
+ * so a pid of another PID namespace, or a reused one, is not watched. 0:
+ * unknown (no watch). */
+#define RMACOLL__CTRL_START_OFF 72
+#define RMACOLL__CTRL_PIDNS_OFF 80
 #define RMACOLL__CTRL_HEADER_BYTES 128
 
 /* The abort word: bit 63 set, the status code, the rank that failed first

@@ -157,19 +157,23 @@ rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *c, rmacoll_comm_t *comm,
     }
     {
         /* A rank the bootstrap root reported dead (its connection to the
-         * root closed) breaks the communicator even where the network
-         * carried on (a provider that reconnects): read at most every
+         * root closed), or a node peer whose process exited (its watch),
+         * breaks the communicator even where the network carried on (a
+         * provider that reconnects): read at most every
          * RMACOLL__BS_POLL_MS, since a wait that ends fast never reads it. */
         uint64_t now = rmacoll__now_ms();
-        char sec[160];
+        char sec[256];
         int dead = -1;
 
         if (now >= comm->bs_poll_at_ms) {
             comm->bs_poll_at_ms = now + RMACOLL__BS_POLL_MS;
-            if (rmacoll__bootstrap_poll_error(comm->bs, &dead, sec, sizeof(sec)) !=
-                RMACOLL_SUCCESS) {
+            if (rmacoll__death_poll(comm, &dead, sec, sizeof(sec))) {
+                /* the peers may not know (a node peer's watch sees what
+                 * ranks elsewhere do not): the word names the dead rank */
+                st = rmacoll__fail_reported(comm, dead, -1, sec, "the call did not start");
+                rmacoll__abort_broadcast(comm, st);
                 comm->broken = 1;
-                return rmacoll__fail_reported(comm, dead, -1, sec, "the call did not start");
+                return st;
             }
         }
     }

@@ -140,6 +140,11 @@ struct rmacoll_comm {
     rmacoll__ctrl_layout_t lay;     /* own */
     rmacoll__shm_t ctrl;            /* own segment */
     rmacoll__shm_t *peer_ctrl;      /* [nranks]: node peers' segments */
+    /* watches on the processes of node peers in other processes
+     * (base/proc.h; comm_setup.c opens them): watch_fd[k] watches rank
+     * watch_rank[k], k < nwatch */
+    int *watch_fd, *watch_rank;     /* [nranks] */
+    int nwatch;
     volatile uint64_t **peer_signals; /* [nranks] */
     volatile uint64_t *signals;     /* own */
     rmacoll__ctrl_layout_t *peer_lay; /* [nranks]: node and network peers */
@@ -313,11 +318,23 @@ void rmacoll__abort_broadcast(rmacoll_comm_t *comm, rmacoll_status_t st);
 /* wait.c: 1 when an abort word is set in this rank's window; buf then says
  * "secondary error: rank R failed first (CODE, ...)". */
 int rmacoll__abort_seen(const rmacoll_comm_t *comm, char *buf, size_t len);
-/* wait.c: an error the bootstrap root reported (report: its text, naming
+/* wait.c: a rank known dead: the bootstrap root's report of its closed
+ * connection ("the bootstrap root reports: ..."), else the exit of a node
+ * peer's process, seen by its watch (base/proc.h; "the process of node
+ * peer rank R (pid P) has exited: ... (dead rank R)"), unless an abort
+ * word is set here (a failure known first, which the caller's check of
+ * the word names). Returns
+ * RMACOLL__DEATH_REPORTED or RMACOLL__DEATH_WATCHED, with *dead (the rank,
+ * or -1 when the root cannot tell) and that text in report; 0 when none.
+ * Never blocks: one recv(MSG_PEEK) and one poll(2). */
+#define RMACOLL__DEATH_REPORTED 1
+#define RMACOLL__DEATH_WATCHED 2
+int rmacoll__death_poll(rmacoll_comm_t *comm, int *dead, char *report, size_t len);
+/* wait.c: a death rmacoll__death_poll reported (report: its text, naming
  * the dead rank `dead`, or -1 when it cannot tell): records the culprit
- * (dead, else fallback) and fails with "rank R: the bootstrap root
- * reports: REPORT; " and what this rank was doing (then_fmt), logged at
- * INFO only (the root has logged it); returns RMACOLL_ERR_PEER. */
+ * (dead, else fallback) and fails with "rank R: REPORT; " and what this
+ * rank was doing (then_fmt), logged at INFO only (the root has logged
+ * it); returns RMACOLL_ERR_PEER. */
 rmacoll_status_t rmacoll__fail_reported(rmacoll_comm_t *comm, int dead, int fallback,
                                         const char *report, const char *then_fmt, ...)
     __attribute__((format(printf, 5, 6)));

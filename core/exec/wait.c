@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "core/base/clock.h"
+#include "core/base/proc.h"
 #include "core/exec/call.h"
 #include "core/exec/state.h"
 #include "core/plan/topo.h"
@@ -257,7 +258,7 @@ static int beat_stale(rmacoll_comm_t *comm, uint64_t now, uint64_t *age)
 rmacoll_status_t rmacoll__flush_watch(void *ctx)
 {
     rmacoll_comm_t *comm = ctx;
-    char sec[160];
+    char sec[256];
     uint64_t age = 0;
     int s, dead = -1;
 
@@ -280,7 +281,7 @@ rmacoll_status_t rmacoll__flush_watch(void *ctx)
                              "network puts were completing", comm->rank, s,
                              (unsigned long long)age, (unsigned long long)comm->beat_ms, s);
     }
-    if (rmacoll__bootstrap_poll_error(comm->bs, &dead, sec, sizeof(sec)) != RMACOLL_SUCCESS) {
+    if (rmacoll__death_poll(comm, &dead, sec, sizeof(sec))) {
         return rmacoll__fail_reported(comm, dead, -1, sec, "stopped waiting for this rank's "
                                       "network puts to complete");
     }
@@ -321,26 +322,66 @@ rmacoll_status_t rmacoll__fail_reported(rmacoll_comm_t *comm, int dead, int fall
     vsnprintf(then, sizeof(then), then_fmt, ap);
     va_end(ap);
     comm->fail_culprit = dead >= 0 ? dead : fallback;
-    return rmacoll__fail_secondary(&comm->fail, RMACOLL_ERR_PEER,
-                                   "rank %d: the bootstrap root reports: %s; %s", comm->rank,
-                                   report, then);
+    return rmacoll__fail_secondary(&comm->fail, RMACOLL_ERR_PEER, "rank %d: %s; %s",
+                                   comm->rank, report, then);
+}
+
+int rmacoll__death_poll(rmacoll_comm_t *comm, int *dead, char *report, size_t len)
+{
+    char sec[160];
+    int k;
+
+    if (rmacoll__bootstrap_poll_error(comm->bs, dead, sec, sizeof(sec)) != RMACOLL_SUCCESS) {
+        snprintf(report, len, "the bootstrap root reports: %s", sec);
+        return RMACOLL__DEATH_REPORTED;
+    }
+    while ((k = rmacoll__proc_watch_exited(comm->watch_fd, comm->nwatch)) >= 0) {
+        int j = comm->watch_rank[k];
+        void *h = comm->peer_ctrl[j].addr;
+        uint64_t pid = __atomic_load_n(hdr_word(h, RMACOLL__CTRL_PID_OFF), __ATOMIC_RELAXED);
+
+        if (!rmacoll__proc_exited((long)pid,
+                                  __atomic_load_n(hdr_word(h, RMACOLL__CTRL_START_OFF),
+                                                  __ATOMIC_RELAXED))) {
+            /* readable, yet the process runs: not our pidfd any more (the
+             * application closed it and the number was reused): drop the
+             * watch, leaving the fd to whoever owns it now */
+            comm->watch_fd[k] = comm->watch_fd[--comm->nwatch];
+            comm->watch_rank[k] = comm->watch_rank[comm->nwatch];
+            continue;
+        }
+        if (__atomic_load_n(hdr_word(comm->ctrl.addr, RMACOLL__CTRL_ABORT_OFF),
+                            __ATOMIC_ACQUIRE) != 0) {
+            /* a failure known first (the dead rank may have failed, named
+             * its culprit and exited): the caller's check of the abort
+             * word names it */
+            return 0;
+        }
+        *dead = j;
+        snprintf(report, len, "the process of node peer rank %d (pid %llu) has exited: "
+                 "killed, crashed or left without rmacoll_comm_destroy (dead rank %d)", j,
+                 (unsigned long long)pid, j);
+        return RMACOLL__DEATH_WATCHED;
+    }
+    return 0;
 }
 
 /* A broken connection (the transport's RMACOLL_ERR_TRANSPORT) is often a
  * dead process at its other end, which the bootstrap root sees too (the
- * dead rank's socket to it closes) and reports to every rank: its report
- * is awaited RMACOLL__BS_GRACE_MS, polled every RMACOLL__BS_POLL_MS / 2, so
- * the error names the dead rank rather than only "transport error". 1 if
- * the root reported a death (dead: the rank, or -1), 0 otherwise. */
+ * dead rank's socket to it closes) and reports to every rank, and which a
+ * node peer's watch sees exit: a report is awaited RMACOLL__BS_GRACE_MS,
+ * polled every RMACOLL__BS_POLL_MS / 2, so the error names the dead rank
+ * rather than only "transport error". 1 if a death was reported (dead: the
+ * rank, or -1), 0 otherwise. */
 static int death_report(rmacoll_comm_t *comm, int *dead, char *sec, size_t len)
 {
     uint64_t until = rmacoll__now_ms() + RMACOLL__BS_GRACE_MS;
 
-    if (!rmacoll__bootstrap_watches(comm->bs)) {
-        return 0; /* no root connection: no report can come */
+    if (!rmacoll__bootstrap_watches(comm->bs) && comm->nwatch == 0) {
+        return 0; /* no root connection and no watch: no report can come */
     }
     for (;;) {
-        if (rmacoll__bootstrap_poll_error(comm->bs, dead, sec, len) != RMACOLL_SUCCESS) {
+        if (rmacoll__death_poll(comm, dead, sec, len)) {
             return 1;
         }
         if (rmacoll__now_ms() >= until) {
@@ -365,7 +406,7 @@ rmacoll_status_t rmacoll__wait_word_or(rmacoll_comm_t *comm, const volatile uint
     unsigned spins = 0;
     rmacoll_status_t st = RMACOLL_SUCCESS;
     int dead = -1;
-    char sec[160];
+    char sec[256];
 
     rmacoll__proxy_drive(&comm->proxy, 1);
     while (load_acquire(word) < value && (ready == NULL || !ready(arg))) {
@@ -428,20 +469,24 @@ rmacoll_status_t rmacoll__wait_word_or(rmacoll_comm_t *comm, const volatile uint
             }
         }
         /* A rank whose process died: the bootstrap root saw its connection
-         * close and says so to every rank (rmacoll__bootstrap_poll_error),
-         * long before timeout_ms of silence. Writes complete locally on
-         * ordered providers (FI_INJECT_COMPLETE), so the network says
-         * nothing once they are out. Checked every RMACOLL__BS_POLL_MS; the
-         * wait goes on RMACOLL__BS_GRACE_MS more for what the rank sent
+         * close and says so to every rank, and a node peer's watch sees its
+         * process exit (rmacoll__death_poll), long before timeout_ms of
+         * silence. Writes complete locally on ordered providers
+         * (FI_INJECT_COMPLETE), so the network says nothing once they are
+         * out. Checked every RMACOLL__BS_POLL_MS; after the root's report
+         * the wait goes on RMACOLL__BS_GRACE_MS more for what the rank sent
          * before it died. */
         if (now >= next_bs) {
+            int how = dead_at == 0 ? rmacoll__death_poll(comm, &dead, sec, sizeof(sec)) : 0;
+
             next_bs = now + RMACOLL__BS_POLL_MS;
-            if (dead_at == 0) {
-                if (rmacoll__bootstrap_poll_error(comm->bs, &dead, sec, sizeof(sec)) !=
-                    RMACOLL_SUCCESS) {
-                    dead_at = now;
-                }
-            } else if (now - dead_at >= RMACOLL__BS_GRACE_MS) {
+            if (how == RMACOLL__DEATH_REPORTED) {
+                dead_at = now;
+            }
+            /* a node peer seen dead (its watch): what it wrote here before
+             * it died is visible already, so no grace */
+            if (how == RMACOLL__DEATH_WATCHED ||
+                (dead_at != 0 && now - dead_at >= RMACOLL__BS_GRACE_MS)) {
                 st = rmacoll__fail_reported(comm, dead, peer, sec,
                                             "stopped waiting for rank %d (%s)", peer, what);
                 break;

@@ -15,11 +15,11 @@ the table.
 
 Per run: every survivor must return an error; the rank it blames (parsed
 from its message: "silent rank R", "rank R sent no heartbeat", "rank R
-disconnected", "rank R failed first", "peer R") must be the victim, or none
-("cannot tell"); the time from the fault to the survivor's error; no byte
-outside the receive blocks changed (guards and gaps, every rank);
-/dev/shm files left with the run's RMACOLL_SHM_TAG; file descriptors and
-threads each rank still holds after rmacoll_comm_destroy beyond what it
+disconnected", "(dead rank R)", "rank R failed first", "peer R") must be the
+victim, or none ("cannot tell"); the time from the fault to the survivor's
+error; no byte outside the receive blocks changed (guards and gaps, every
+rank); /dev/shm files left with the run's RMACOLL_SHM_TAG; file descriptors
+and threads each rank still holds after rmacoll_comm_destroy beyond what it
 held before; a run that does not end in time is a hang.
 
   python3 tests/faults/campaign.py --runs 200 [--kinds kill,stop,...]
@@ -49,6 +49,7 @@ PROVIDERS = {"tcp": "tcp;ofi_rxm", "shm": "shm"}
 
 _BLAME = [re.compile(p) for p in (
     r"silent rank (\d+)", r"rank (\d+) sent no heartbeat", r"rank (\d+) disconnected",
+    r"\(dead rank (\d+)\)",
     r"rank (\d+) failed first \(RMACOLL_ERR_(?!TRANSPORT)", r"call failed on rank (\d+)",
     r"network transport failed \(peer (\d+)")]
 
