@@ -51,9 +51,30 @@ pid_t mprun_root(rmacoll_unique_id_t *id, unsigned timeout_s)
     return root;
 }
 
+/* Every thread's stack of a rank process that has not ended in time, on
+ * stderr, through gdb where it is installed (CI installs it): a hang then
+ * says where it was. MPRUN_NO_STACKS=1 turns it off. */
+static void mprun_dump_stacks(pid_t pid)
+{
+    char cmd[200];
+    const char *off = getenv("MPRUN_NO_STACKS");
+
+    if ((off != NULL && off[0] == '1') || access("/usr/bin/gdb", X_OK) != 0) {
+        return;
+    }
+    fprintf(stderr, "mprun: rank process %d has not ended 8 s before its deadline; "
+            "its threads' stacks:\n", (int)pid);
+    fflush(stderr);
+    snprintf(cmd, sizeof(cmd), "timeout -s KILL 60 /usr/bin/gdb -p %d -batch -nx "
+             "-ex 'thread apply all bt' </dev/null 1>&2 2>/dev/null", (int)pid);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "mprun: gdb could not read process %d\n", (int)pid);
+    }
+}
+
 void mprun_reap(pid_t *pids, int nranks, time_t deadline, int *codes)
 {
-    int left = nranks;
+    int left = nranks, dumped = 0;
 
     while (left > 0) {
         int status;
@@ -65,6 +86,17 @@ void mprun_reap(pid_t *pids, int nranks, time_t deadline, int *codes)
                                                  : 128 + WTERMSIG(status);
                     pids[r] = 0;
                     left--;
+                }
+            }
+            continue;
+        }
+        /* the ranks' alarm fires about 5 s before the deadline: read the
+         * stacks of those still running before it does */
+        if (!dumped && time(NULL) >= deadline - 8) {
+            dumped = 1;
+            for (int r = 0; r < nranks; r++) {
+                if (pids[r] > 0) {
+                    mprun_dump_stacks(pids[r]);
                 }
             }
             continue;

@@ -55,7 +55,10 @@ extern pid_t mprun_root_pid;
 /**
  * Waits for the nranks children pids[] (a reaped one's entry becomes 0):
  * codes[r] gets its exit code, or 128 + signal number; at deadline the
- * ones left are killed (SIGKILL) and get 255.
+ * ones left are killed (SIGKILL) and get 255. 8 s before the deadline
+ * (before the ranks' own alarm, about 5 s before it), the stacks of every
+ * rank still running go to stderr (gdb, when /usr/bin/gdb exists;
+ * MPRUN_NO_STACKS=1 turns it off).
  */
 void mprun_reap(pid_t *pids, int nranks, time_t deadline, int *codes);
 
