@@ -13,7 +13,8 @@ Usage: tools/sim/validate_table.py RESULTS_DIR [BUILD_DIR [FIT_DIR]]
    Writes FIT_DIR/fabric-fit-{tcp,shm}.yaml (default: a new temporary
    folder, so a committed RESULTS_DIR stays as it is).
 2. Runs `rmacoll-plan --sim` with the fitted model for every validation run
-   (val[6]_PROV_SCHED_R.json: zipf:1.2, 2 or 3 virtual nodes of 2 ranks) and
+   (val[6]_PROV_SCHED_R.json: zipf:1.2, 2 or 3 virtual nodes of 2 ranks;
+   v16nN_PROV_SCHED_R.json: 16 ranks on N virtual nodes, validate.sh NP16=1) and
    prints, per configuration and size, the measured time per call (median and
    minimum of the repetitions, each repetition the mean of its iterations),
    the model's, the error (model - median) / median, the spread of the
@@ -70,8 +71,8 @@ def write_model(path, prov, nic_bw, t_net, ce_bw, t_ce):
     return lat
 
 
-def model_times(plan, model, nodes, size):
-    topo = ",".join(["2"] * nodes)
+def model_times(plan, model, nodes, size, ppn=2):
+    topo = ",".join([str(ppn)] * nodes)
     out = subprocess.run([plan, "--topology", topo, "--dist", "zipf:1.2", "--perf-size", str(size),
                           "--sim", "--scheduler", "all", "--model", model, "--json"],
                          check=True, capture_output=True, text=True).stdout
@@ -114,7 +115,9 @@ def main():
     ce_bw, t_ce = fit(medians(need(glob.glob(f"{res}/ce_*.json"), "ce_*.json")), 1.0)
     print(f"CE (host, process_vm_writev): {ce_bw:.2f} GB/s per rank, 1 KiB call {t_ce:.1f} us")
     models = {}
-    for prov in ("tcp", "shm"):
+    provs = [p for p in ("tcp", "shm") if glob.glob(f"{res}/net_{p}_*.json")]
+    need(provs, "net_{tcp,shm}_*.json")
+    for prov in provs:
         nic_bw, t_net = fit(medians(need(glob.glob(f"{res}/net_{prov}_*.json"),
                                          f"net_{prov}_*.json")), 0.5)
         path = f"{fitdir}/fabric-fit-{prov}.yaml"
@@ -126,16 +129,18 @@ def main():
     print("| provider, ranks | size per rank | " + " | ".join(SCHEDS) + " | Kendall tau |")
     print("|---|---|" + "---|" * (len(SCHEDS) + 1))
     errs = []
+    errs16 = []
     taus = []
-    for prov in ("tcp", "shm"):
-        for pre, nodes in (("val", 2), ("val6", 3)):
+    for prov in provs:
+        for pre, nodes, ppn in (("val", 2, 2), ("val6", 3, 2), ("v16n2", 2, 8),
+                                ("v16n4", 4, 4), ("v16n8", 8, 2)):
             meas = {}
             for s in SCHEDS:
                 for f in glob.glob(f"{res}/{pre}_{prov}_{s}_*.json"):
                     for size, t in rows(f).items():
                         meas.setdefault(size, {}).setdefault(s, []).append(t)
             for size in sorted(meas):
-                mod = model_times(plan, models[prov], nodes, size)
+                mod = model_times(plan, models[prov], nodes, size, ppn)
                 cells = []
                 med = {}
                 for s in SCHEDS:
@@ -147,13 +152,18 @@ def main():
                     med[s] = m
                     e = (mod[s] - m) / m
                     errs.append(abs(e))
+                    if pre.startswith("v16"):
+                        errs16.append(abs(e))
                     cells.append(f"{m:.0f} (min {min(v):.0f}, x{max(v) / min(v):.2f}) / {mod[s]:.0f} ({e:+.0%})")
                 tau = kendall({s: mod[s] for s in med}, med)
                 taus.append(tau)
-                print(f"| {prov}, {nodes} x 2 | {size >> 20} MiB | " + " | ".join(cells) + f" | {tau:+.2f} |")
+                print(f"| {prov}, {nodes} x {ppn} | {size >> 20} MiB | " + " | ".join(cells) + f" | {tau:+.2f} |")
     print()
     print(f"|error| over all cells: median {statistics.median(errs):.0%}, max {max(errs):.0%}; "
           f"Kendall tau: median {statistics.median(taus):+.2f}")
+    if errs16:
+        print(f"|error| over the 16-rank cells: median {statistics.median(errs16):.0%}, "
+              f"max {max(errs16):.0%} ({len(errs16)} cells)")
 
 
 if __name__ == "__main__":
