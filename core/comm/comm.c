@@ -291,6 +291,7 @@ static rmacoll_comm_t *comm_new(const rmacoll_comm_params_t *params)
     comm->rank = params->rank;
     comm->nranks = params->nranks;
     comm->fail_culprit = -1;
+    comm->dead_rank = -1;
     rmacoll__logger_default(&comm->log);
     comm->log.rank = comm->rank;
     rmacoll__fail_init(&comm->fail, comm->last_error, sizeof(comm->last_error), &comm->log,

@@ -112,6 +112,10 @@ static inline uint64_t rmacoll__abort_word(int code, int origin, int culprit)
 static inline int rmacoll__abort_code(uint64_t w) { return (int)((w >> 48) & 0xff); }
 static inline int rmacoll__abort_origin(uint64_t w) { return (int)((w >> 24) & 0xffffff); }
 static inline int rmacoll__abort_culprit(uint64_t w) { return (int)(w & 0xffffff) - 1; }
+/* Bit 62 of an abort word: the culprit's process is known to have exited
+ * (the bootstrap root's report or a node peer's watch); no rank writes
+ * into it then (exec/wait.c). */
+#define RMACOLL__ABORT_DEAD (1ull << 62)
 
 /* A status travelling between ranks: the error of the lowest rank wins. */
 typedef struct rmacoll__status_rec {

@@ -94,6 +94,7 @@ void rmacoll__proxy_init(rmacoll__proxy_t *px, int rank, uint64_t timeout_ms,
 {
     memset(px, 0, sizeof(*px));
     px->rank = rank;
+    atomic_store(&px->beat_skip, -1);
     px->timeout_ms = timeout_ms;
     px->log = log;
     rmacoll__fail_init(&px->fail, errbuf, errlen, log, rank, RMACOLL_LOG_SUBSYS_PROXY);
@@ -154,6 +155,12 @@ void rmacoll__proxy_beat_set(rmacoll__proxy_t *px, uint64_t beat_ms,
     px->beat_puts = puts;
     px->beat_n = n;
     px->next_beat_ns = 0;
+    atomic_store(&px->beat_skip, -1);
+}
+
+void rmacoll__proxy_beat_skip(rmacoll__proxy_t *px, int peer)
+{
+    atomic_store(&px->beat_skip, peer);
 }
 
 /* One heartbeat when it is due: the count rises (node peers read it), and
@@ -173,7 +180,19 @@ static void proxy_beat(rmacoll__proxy_t *px)
     if (px->beat_n != 0) {
         pthread_mutex_lock(&px->lock);
         if (atomic_load(&px->status) == RMACOLL_SUCCESS) {
-            rmacoll_status_t st = px->ops->host.post_puts(px->tp, px->beat_puts, px->beat_n);
+            int skip = atomic_load(&px->beat_skip);
+            rmacoll_status_t st = RMACOLL_SUCCESS;
+            size_t k0 = 0;
+
+            /* the runs of puts between skipped peers, one post each */
+            for (size_t k = 0; k <= px->beat_n && st == RMACOLL_SUCCESS; k++) {
+                if (k == px->beat_n || px->beat_puts[k].peer == skip) {
+                    if (k > k0) {
+                        st = px->ops->host.post_puts(px->tp, px->beat_puts + k0, k - k0);
+                    }
+                    k0 = k + 1;
+                }
+            }
             if (st != RMACOLL_SUCCESS) {
                 proxy_set_error(px, st);
             }

@@ -77,6 +77,8 @@ typedef struct rmacoll__proxy {
     volatile uint64_t *beat_word;
     const rmacoll_put_t *beat_puts;
     size_t beat_n;
+    _Atomic int beat_skip;            /* a peer no beat goes to (its process has
+                                       * exited), or -1 */
     /* flush's watch (rmacoll__proxy_watch_set): a failure elsewhere (the
      * abort word, a dead or stopped rank) ends a flush whose puts a dead
      * or stopped target would never complete */
@@ -109,6 +111,12 @@ void rmacoll__proxy_watch_set(rmacoll__proxy_t *px, rmacoll_status_t (*watch)(vo
  *  the network peers' beat slots) after each rise, also between calls. */
 void rmacoll__proxy_beat_set(rmacoll__proxy_t *px, uint64_t beat_ms,
                              volatile uint64_t *word, const rmacoll_put_t *puts, size_t n);
+
+/** No more heartbeat puts to peer, whose process has exited (a write into
+ * a dead process's region can spin forever in libfabric 1.17's shm
+ * provider, on a region lock the process held when it died). Any thread;
+ * takes no lock (the proxy thread may be inside the transport). */
+void rmacoll__proxy_beat_skip(rmacoll__proxy_t *px, int peer);
 
 /** Hands a queue of puts to the proxy, in order; puts stay borrowed until
  * rmacoll__proxy_flush returned. */

@@ -126,6 +126,9 @@ struct rmacoll_comm {
     _Atomic int entered;            /* a thread is inside a call (rmacoll__enter) */
     _Atomic int aborted;            /* rmacoll_comm_abort was called (any thread) */
     int fail_culprit;               /* the peer a failure of this rank names, or -1 */
+    int dead_rank;                  /* a rank whose process is known to have exited
+                                     * (the root's report or the watch), or -1: the
+                                     * abort word is not put to it (wait.c) */
     rmacoll_put_t *abort_puts;      /* [nranks]: the abort word to network peers */
     rmacoll_put_t *beat_puts;       /* [nranks]: the heartbeat count to network peers */
     /* heartbeat watch (wait.c): the count last seen of each rank and when
