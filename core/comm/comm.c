@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/base/clock.h"
 #include "core/exec/call.h"
 #include "core/config/config_internal.h"
 #include "core/plan/sched_registry.h"
@@ -573,6 +574,12 @@ rmacoll_status_t rmacoll_comm_destroy(rmacoll_comm_t *comm)
     }
     if (!comm->broken) {
         rmacoll__staged_drain(comm);
+    } else {
+        /* the flush delivers the abort word this rank passed on, within
+         * RMACOLL__DESTROY_FLUSH_MS (seen in a fault campaign: a rank that
+         * passed the word on and destroyed at once dropped its puts, and
+         * the peers blamed it for the heartbeat its destroy stopped) */
+        comm->destroy_flush_until_ms = rmacoll__now_ms() + RMACOLL__DESTROY_FLUSH_MS;
     }
     rmacoll__proxy_flush(&comm->proxy);
     /* no rank tears down while a peer may still write into it (after a

@@ -48,6 +48,11 @@
  * RMACOLL__BS_GRACE_MS after the report if its word has not come. */
 #define RMACOLL__BS_POLL_MS 10
 #define RMACOLL__BS_GRACE_MS 100
+/* How long rmacoll_comm_destroy of a broken communicator flushes its last
+ * network puts (the abort word it passes on): puts to live peers complete
+ * in milliseconds (their proxies progress between calls too); those to a
+ * dead or stopped peer never do. */
+#define RMACOLL__DESTROY_FLUSH_MS 500
 
 typedef struct rmacoll__proxy_job {
     const rmacoll_put_t *puts;

@@ -120,6 +120,10 @@ struct rmacoll_comm {
                                      * of the AGREE words (meta.c), which lag the epoch
                                      * once a one-round call skipped it */
     int broken;                     /* a data phase failed: comm unusable */
+    /* rmacoll_comm_destroy of a broken communicator flushes its last puts
+     * (the abort word it passes on) until this time (monotonic ms; 0: not
+     * destroying): rmacoll__flush_watch */
+    uint64_t destroy_flush_until_ms;
     int shrunk;                     /* rmacoll_comm_shrink made its successor:
                                      * destroy is local (comm/comm_shrink.c) */
     char node_key[128];             /* this rank's node key (comm_setup.c) */

@@ -282,6 +282,15 @@ rmacoll_status_t rmacoll__flush_watch(void *ctx)
     uint64_t age = 0;
     int s, dead = -1;
 
+    if (comm->destroy_flush_until_ms != 0) {
+        /* destroy of a broken communicator: its last puts are the abort
+         * word it passes on, which a peer still waiting needs (else it
+         * sees only this rank's heartbeat stop, and blames it); puts to a
+         * dead or stopped peer never complete, so the flush ends at the
+         * bound, quietly (destroy returns no error for it) */
+        return rmacoll__now_ms() < comm->destroy_flush_until_ms ? RMACOLL_SUCCESS
+                                                               : RMACOLL_ERR_TIMEOUT;
+    }
     /* another rank's failure ends it; this rank's own abort word does not:
      * the puts being flushed may be the ones that carry it to the peers */
     if (rmacoll__abort_origin(__atomic_load_n(hdr_word(comm->ctrl.addr,
