@@ -900,9 +900,10 @@ typedef enum rmacoll_recv_mode {
  * Errors found on the HOST (returned by this call, the same code on every
  * rank; rmacoll_comm_last_error names the rank and the argument; nothing
  * is enqueued on any rank):
- *  RMACOLL_ERR_INVALID_ARG  NULL comm, sendcounts, recvcounts, status or
- *                           stream (NULL is refused: pass a created stream
- *                           or cudaStreamPerThread); a capacity < 0;
+ *  RMACOLL_ERR_INVALID_ARG  NULL comm, sendcounts, recvcounts or status
+ *                           (stream NULL is the host form, below; pass a
+ *                           created stream or cudaStreamPerThread for the
+ *                           device form); a capacity < 0;
  *                           unknown mode; a pointer that is not device
  *                           memory of this rank's GPU, or a capacity that
  *                           passes the end of its buffer's allocation
@@ -961,6 +962,28 @@ typedef enum rmacoll_recv_mode {
  * Thread-safety: as rmacoll_alltoallv (one call per communicator at a
  * time). Device-count calls and ordinary device calls may be mixed on one
  * stream; their signal words are distinct.
+ *
+ * Host form (stream NULL on EVERY rank; NULL on some ranks only fails on
+ * every rank): sendcounts, recvcounts, status, sendbuf and recvbuf are
+ * host memory, the call runs on the calling thread and returns when this
+ * rank's data is in place, at ANY number of nodes (the limits above on
+ * nodes, ranks and transports are the device form's). It is the protocol
+ * the device form runs across nodes once the counts have reached the host
+ * (core/exec/dcx.c): every rank sends every rank one record (its counts,
+ * given receive counts, capacities, element size, argument error), every
+ * rank computes the same verdict from the whole matrix (the device
+ * kernel's rules and order: the failure with the lowest (rank, reason,
+ * peer) is reported), then one alltoallv with the packed layouts moves the
+ * data. Its errors are returned at once, the same code on every rank, with
+ * rmacoll_comm_last_error naming the rank, the reason and the counts: the
+ * argument errors above (no array or buffer written), RMACOLL_ERR_DATATYPE
+ * for element sizes that differ, RMACOLL_ERR_OVERFLOW / RMACOLL_ERR_MISMATCH
+ * as the device errors (then *status holds the code, recvcounts with
+ * RMACOLL_RECV_PRODUCE the sizes a retry needs, and no receive buffer is
+ * written; the communicator stays usable), and those of rmacoll_alltoallv.
+ * On success *status is 0. rmacoll_device_counts_check does not report
+ * host-form calls. Cost: a host-count alltoallv plus one exchange of
+ * nranks * (2 * nranks + 6) * 8 bytes per rank.
  */
 rmacoll_status_t rmacoll_alltoallv_device_counts(const void *sendbuf,
                                                  const int64_t *sendcounts,

@@ -49,8 +49,6 @@ static const dc_case_t arg_cases[] = {
      0, 1, 0, 0, 0, 0, 0, 0, 4, 4},
     {"status NULL", 0, RMACOLL_ERR_INVALID_ARG, "status is NULL",
      0, 0, 1, 0, 0, 0, 0, 0, 4, 4},
-    {"stream NULL", 0, RMACOLL_ERR_INVALID_ARG, "stream is NULL",
-     0, 0, 0, 0, 0, 1, 0, 0, 4, 4},
     {"bad mode", 0, RMACOLL_ERR_INVALID_ARG, "mode is neither",
      0, 0, 0, 0, 0, 0, 0, 1, 4, 4},
     {"negative send capacity", 0, RMACOLL_ERR_INVALID_ARG, "send_capacity is negative",

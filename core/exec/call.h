@@ -226,6 +226,41 @@ rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *call, rmacoll_comm_t *comm
  * on every rank for argument errors). */
 rmacoll_status_t rmacoll__call_pipeline(rmacoll__call_t *call);
 
+/* ---- device-count calls the host runs (dcx.c) ---- */
+
+/* The arguments of rmacoll_alltoallv_device_counts, host-visible. */
+typedef struct rmacoll__dcx_args {
+    const void *sendbuf;
+    const int64_t *sendcounts;        /* [nranks] */
+    int64_t send_capacity;            /* elements */
+    void *recvbuf;
+    int64_t *recvcounts;              /* [nranks]: written (PRODUCE) or read (GIVEN) */
+    int64_t recv_capacity;            /* elements */
+    int mode;                         /* rmacoll_recv_mode_t */
+    rmacoll_datatype_t dtype;
+    int32_t *status;                  /* one word */
+} rmacoll__dcx_args_t;
+
+/* A verdict on a whole count matrix (reasons: RMACOLL_DCOUNTS_WHY_*). */
+typedef struct rmacoll__dcx_verdict {
+    rmacoll_status_t code;            /* RMACOLL_SUCCESS, ERR_OVERFLOW or ERR_MISMATCH */
+    int rank, why, peer;              /* the failure with the lowest key; peer -1: none */
+    int64_t need, have;               /* elements */
+} rmacoll__dcx_verdict_t;
+
+/** The device kernel's verdict on the count matrix rows[n][rec_len] (row
+ * i: rank i's send counts [0, n), its given receive counts [n, 2n), then
+ * recv_capacity, send_capacity, given flag), computed on the host: the
+ * same failure on every rank that holds the same matrix. */
+rmacoll_status_t rmacoll__dcx_verdict(int n, const int64_t *rows, size_t rec_len,
+                                      rmacoll__dcx_verdict_t *v);
+/** "rank R: <reason> (peer: rank P): NEED against HAVE elements" into buf. */
+int rmacoll__dcx_verdict_text(const rmacoll__dcx_verdict_t *v, char *buf, size_t len);
+/** rmacoll_alltoallv_device_counts on host-visible arrays and buffers,
+ * once comm is entered: records, verdict, data (dcx.c says how); the same
+ * status on every rank. */
+rmacoll_status_t rmacoll__dcx_host(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a);
+
 /** Bytes a call sends (sum of its send counts, or receive counts in place,
  *  times the element size; negative counts count 0): the payload of its
  *  profiler range (core/base/trace.h). */

@@ -594,49 +594,6 @@ rmacoll_status_t rmacoll_alltoall(const void *sendbuf, void *recvbuf, int64_t co
     return st;
 }
 
-rmacoll_status_t rmacoll_alltoallv_device_counts(const void *sendbuf,
-                                                 const int64_t *sendcounts,
-                                                 int64_t send_capacity, void *recvbuf,
-                                                 int64_t *recvcounts, int64_t recv_capacity,
-                                                 rmacoll_recv_mode_t mode,
-                                                 rmacoll_datatype_t dtype,
-                                                 rmacoll_comm_t *comm, void *stream,
-                                                 int32_t *status)
-{
-    rmacoll__dcounts_t dc = {sendcounts, send_capacity, recvcounts, recv_capacity,
-                             (int)mode, status};
-    rmacoll__call_t call;
-    rmacoll_status_t st;
-    int64_t *zero;
-
-    if (comm == NULL) {
-        return RMACOLL_ERR_INVALID_ARG;
-    }
-    st = rmacoll__enter(comm, "rmacoll_alltoallv_device_counts");
-    if (st != RMACOLL_SUCCESS) {
-        return st;
-    }
-    /* the pipeline sees zero host counts: it validates, exchanges and
-     * agrees; the device-count runner moves the data (run_stream.c) */
-    zero = comm->uniform;
-    memset(zero, 0, 2 * (size_t)comm->nranks * sizeof(*zero));
-    st = rmacoll__call_begin(&call, comm, sendbuf, zero, zero + comm->nranks, recvbuf, zero,
-                             zero + comm->nranks, dtype, stream);
-    if (st == RMACOLL_SUCCESS) {
-        call.runner = &rmacoll__run_dcounts;
-        call.dc = &dc;
-        /* the counts are on the device: the payload is the send capacity */
-        rmacoll__trace_push("rmacoll:alltoallv_device_counts",
-                            send_capacity > 0 ? (uint64_t)send_capacity *
-                                                    rmacoll_datatype_size(dtype)
-                                              : 0);
-        st = rmacoll__call_pipeline(&call);
-        rmacoll__trace_pop();
-    }
-    rmacoll__leave(comm);
-    return st;
-}
-
 rmacoll_status_t rmacoll_device_counts_check(rmacoll_comm_t *comm)
 {
     rmacoll_status_t st;

@@ -1,0 +1,419 @@
+/*
+ * test_dcx.c - rmacoll_alltoallv_device_counts in its host form (stream
+ * NULL, counts and buffers in host memory) at one and several nodes: the
+ * protocol the stream-triggered form across nodes runs once its counts
+ * reach the host (core/exec/dcx.c; issue 31 item 3). Ranks are threads of
+ * one process (built-in bootstrap), 1 x 4, 2 x 2 and 4 x 1 virtual nodes
+ * over ofi tcp.
+ *
+ * Every iteration draws one count matrix from a seed all ranks share
+ * (zeros, skew, everything to one rank, random), runs a dispatch (receive
+ * side PRODUCED) and the combine that sends every block back (receive side
+ * GIVEN: the dispatch's counts), and checks every element of both receive
+ * buffers, the sentinel-filled tail after the received elements and a
+ * guard after the capacity. Failures: a receive capacity one element too
+ * small on one rank (OVERFLOW on every rank, naming that rank; no receive
+ * buffer written; the produced counts are the sizes a retry needs), a
+ * send count past the send capacity, a negative count, a given count that
+ * differs from its sender's (MISMATCH), an argument error on one rank,
+ * element sizes that differ, and stream NULL on one rank only (fails on
+ * every rank); after them the communicator still works.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rmacoll.h"
+
+#define MAXR 4
+#define CAP 600          /* receive and send capacity, elements */
+#define GUARD 8          /* elements after the capacity */
+#define SENT (-1234567)  /* sentinel */
+#define ITERS 24
+
+typedef struct rank_arg {
+    int rank, nranks, nodes;
+    const rmacoll_unique_id_t *id;
+    const rmacoll_config_t *cfg;
+    int result;
+    char why[512];
+} rank_arg_t;
+
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            snprintf(a->why, sizeof(a->why), __VA_ARGS__);                     \
+            a->result = __LINE__;                                              \
+            goto out;                                                          \
+        }                                                                      \
+    } while (0)
+
+/* xorshift64*, one stream per iteration seed */
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ull;
+}
+
+/* The count matrix m[i][j] (rank i sends to j) of iteration it. */
+static void matrix(int it, int n, int64_t m[MAXR][MAXR])
+{
+    uint64_t s = 0x9e3779b97f4a7c15ull * (uint64_t)(it + 1);
+    int kind = it % 4, hot = (int)(rnd(&s) % (uint64_t)n);
+
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < n; j++) {
+            switch (kind) {
+            case 0: /* zeros, but for one pair */
+                m[i][j] = (i == hot && j == (hot + 1) % n) ? 7 : 0;
+                break;
+            case 1: /* skewed: the hot rank receives most */
+                m[i][j] = j == hot ? 100 + (int64_t)(rnd(&s) % 50) : (int64_t)(rnd(&s) % 5);
+                break;
+            case 2: /* everything to one rank */
+                m[i][j] = j == hot ? (int64_t)(CAP / n) : 0;
+                break;
+            default:
+                m[i][j] = (int64_t)(rnd(&s) % 120);
+                break;
+            }
+        }
+    }
+}
+
+static int32_t val(int src, int dst, int64_t k, int it)
+{
+    return (int32_t)((src << 26) | (dst << 22) | ((it & 0x3f) << 16) | (int32_t)(k & 0xffff));
+}
+
+/* Fills sb with this rank's packed send blocks; the rest sentinel. */
+static void fill_send(int32_t *sb, int me, int n, int64_t m[MAXR][MAXR], int it)
+{
+    int64_t off = 0;
+
+    for (int i = 0; i < CAP + GUARD; i++) {
+        sb[i] = SENT;
+    }
+    for (int j = 0; j < n; j++) {
+        for (int64_t k = 0; k < m[me][j]; k++) {
+            sb[off++] = val(me, j, k, it);
+        }
+    }
+}
+
+/* Checks rb: the blocks of every source in rank order, then sentinels up
+ * to the capacity and the guard. Returns the first bad index, or -1. */
+static int64_t check_recv(const int32_t *rb, int me, int n, int64_t m[MAXR][MAXR], int it,
+                          int back)
+{
+    int64_t off = 0;
+
+    for (int i = 0; i < n; i++) {
+        /* dispatch: rank i's block for me; combine: my own block for i, back */
+        int64_t cnt = back ? m[me][i] : m[i][me];
+
+        for (int64_t k = 0; k < cnt; k++, off++) {
+            if (rb[off] != (back ? val(me, i, k, it) : val(i, me, k, it))) {
+                return off;
+            }
+        }
+    }
+    for (; off < CAP + GUARD; off++) {
+        if (rb[off] != SENT) {
+            return off;
+        }
+    }
+    return -1;
+}
+
+/* A failing call: the same code on every rank, the message naming
+ * `who`, no receive element written, the status word set (when the call
+ * got that far). */
+static int expect_fail(rmacoll_comm_t *comm, rank_arg_t *a, rmacoll_status_t st,
+                       rmacoll_status_t want, const char *who, const char *text,
+                       const int32_t *rb, const char *name)
+{
+    const char *msg = rmacoll_comm_last_error(comm);
+
+    if (st != want) {
+        snprintf(a->why, sizeof(a->why), "%s: got %s, want %s (%s)", name,
+                 rmacoll_status_name(st), rmacoll_status_name(want), msg);
+        return 0;
+    }
+    if (who != NULL && strstr(msg, who) == NULL) {
+        snprintf(a->why, sizeof(a->why), "%s: message does not name '%s': '%s'", name, who,
+                 msg);
+        return 0;
+    }
+    if (text != NULL && strstr(msg, text) == NULL) {
+        snprintf(a->why, sizeof(a->why), "%s: message does not say '%s': '%s'", name, text,
+                 msg);
+        return 0;
+    }
+    for (int i = 0; i < CAP + GUARD; i++) {
+        if (rb[i] != SENT) {
+            snprintf(a->why, sizeof(a->why), "%s: receive element %d written (%d)", name, i,
+                     rb[i]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+#define EXPECT_FAIL(...)                                                       \
+    do {                                                                       \
+        if (!expect_fail(__VA_ARGS__)) {                                       \
+            a->result = __LINE__;                                              \
+            goto out;                                                          \
+        }                                                                      \
+    } while (0)
+
+static void *rank_main(void *p)
+{
+    rank_arg_t *a = p;
+    rmacoll_comm_params_t prm;
+    rmacoll_comm_t *comm = NULL;
+    int n = a->nranks, me = a->rank;
+    int64_t m[MAXR][MAXR], sc[MAXR], rc[MAXR + 1], rc2[MAXR + 1];
+    int32_t *sb = calloc(CAP + GUARD, sizeof(int32_t));
+    int32_t *rb = calloc(CAP + GUARD, sizeof(int32_t));
+    int32_t *rb2 = calloc(CAP + GUARD, sizeof(int32_t));
+    int32_t status;
+    char key[32], who[96];
+    rmacoll_status_t st;
+
+    CHECK(sb != NULL && rb != NULL && rb2 != NULL, "no memory");
+    memset(&prm, 0, sizeof(prm));
+    prm.struct_size = sizeof(prm);
+    prm.rank = me;
+    prm.nranks = n;
+    prm.unique_id = a->id;
+    prm.config = a->cfg;
+    snprintf(key, sizeof(key), "dcx-node-%d", me / (n / a->nodes));
+    prm.node_key = key;
+    st = rmacoll_comm_create(&prm, &comm);
+    CHECK(st == RMACOLL_SUCCESS, "create: %s", rmacoll_status_name(st));
+
+    for (int it = 0; it < ITERS; it++) {
+        int64_t bad;
+
+        matrix(it, n, m);
+        fill_send(sb, me, n, m, it);
+        for (int i = 0; i < CAP + GUARD; i++) {
+            rb[i] = rb2[i] = SENT;
+        }
+        for (int j = 0; j < n; j++) {
+            sc[j] = m[me][j];
+        }
+        rc[n] = rc2[n] = -99; /* guards after the count arrays */
+        for (int j = 0; j < n; j++) {
+            rc[j] = -5;
+        }
+        status = 77;
+        /* dispatch: the receive side is produced */
+        st = rmacoll_alltoallv_device_counts(sb, sc, CAP, rb, rc, CAP, RMACOLL_RECV_PRODUCE,
+                                             RMACOLL_INT32, comm, NULL, &status);
+        CHECK(st == RMACOLL_SUCCESS && status == 0, "iteration %d dispatch: %s, status %d (%s)",
+              it, rmacoll_status_name(st), status, rmacoll_comm_last_error(comm));
+        for (int i = 0; i < n; i++) {
+            CHECK(rc[i] == m[i][me], "iteration %d: recvcounts[%d] = %lld, want %lld", it, i,
+                  (long long)rc[i], (long long)m[i][me]);
+        }
+        CHECK(rc[n] == -99, "iteration %d: written past recvcounts", it);
+        bad = check_recv(rb, me, n, m, it, 0);
+        CHECK(bad < 0, "iteration %d dispatch: element %lld is %d", it, (long long)bad,
+              rb[bad]);
+        /* combine: every block back to its sender; the receive side given */
+        for (int j = 0; j < n; j++) {
+            rc2[j] = m[me][j];
+        }
+        status = 77;
+        st = rmacoll_alltoallv_device_counts(rb, rc, CAP, rb2, rc2, CAP, RMACOLL_RECV_GIVEN,
+                                             RMACOLL_INT32, comm, NULL, &status);
+        CHECK(st == RMACOLL_SUCCESS && status == 0, "iteration %d combine: %s, status %d (%s)",
+              it, rmacoll_status_name(st), status, rmacoll_comm_last_error(comm));
+        CHECK(rc2[n] == -99, "iteration %d: written past the given recvcounts", it);
+        bad = check_recv(rb2, me, n, m, it, 1);
+        CHECK(bad < 0, "iteration %d combine: element %lld is %d", it, (long long)bad,
+              rb2[bad]);
+    }
+
+    /* failures, on the matrix of iteration 3 (random counts) */
+    matrix(3, n, m);
+    for (int j = 0; j < n; j++) {
+        sc[j] = m[me][j];
+    }
+    {
+        int victim = n - 1;
+        int64_t total = 0;
+
+        for (int i = 0; i < n; i++) {
+            total += m[i][victim];
+        }
+        /* 1. the last rank's receive capacity one element short */
+        for (int i = 0; i < CAP + GUARD; i++) {
+            rb[i] = SENT;
+        }
+        status = 77;
+        st = rmacoll_alltoallv_device_counts(sb, sc, CAP, rb, rc, me == victim ? total - 1 : CAP,
+                                             RMACOLL_RECV_PRODUCE, RMACOLL_INT32, comm, NULL,
+                                             &status);
+        snprintf(who, sizeof(who), "rank %d: more elements to receive", victim);
+        EXPECT_FAIL(comm, a, st, RMACOLL_ERR_OVERFLOW, who, "no receive buffer was written",
+                          rb, "receive capacity");
+        CHECK(status == RMACOLL_ERR_OVERFLOW, "receive capacity: status %d", status);
+        for (int i = 0; i < n; i++) {
+            CHECK(rc[i] == m[i][me], "receive capacity: recvcounts[%d] = %lld, want %lld", i,
+                  (long long)rc[i], (long long)m[i][me]);
+        }
+        /* 2. rank 0 sends past its send capacity */
+        st = rmacoll_alltoallv_device_counts(sb, sc, me == 0 ? 0 : CAP, rb, rc, CAP,
+                                             RMACOLL_RECV_PRODUCE, RMACOLL_INT32, comm, NULL,
+                                             &status);
+        EXPECT_FAIL(comm, a, st, RMACOLL_ERR_OVERFLOW, "rank 0: more elements to send",
+                          NULL, rb, "send capacity");
+        /* 3. a negative count: rank 1's for rank 0 */
+        if (me == 1) {
+            sc[0] = -3;
+        }
+        st = rmacoll_alltoallv_device_counts(sb, sc, CAP, rb, rc, CAP, RMACOLL_RECV_PRODUCE,
+                                             RMACOLL_INT32, comm, NULL, &status);
+        sc[0] = m[me][0];
+        EXPECT_FAIL(comm, a, st, RMACOLL_ERR_OVERFLOW, "rank 1: a negative count "
+                          "(peer: rank 0)", NULL, rb, "negative count");
+        /* 4. combine with a given count that differs on the last rank */
+        for (int j = 0; j < n; j++) {
+            rc2[j] = m[j][me];
+        }
+        if (me == victim) {
+            rc2[0] += 1;
+        }
+        st = rmacoll_alltoallv_device_counts(sb, sc, CAP, rb, rc2, CAP, RMACOLL_RECV_GIVEN,
+                                             RMACOLL_INT32, comm, NULL, &status);
+        snprintf(who, sizeof(who), "rank %d: a receive count that differs", victim);
+        EXPECT_FAIL(comm, a, st, RMACOLL_ERR_MISMATCH, who, "(peer: rank 0)", rb,
+                          "mismatch");
+        /* 5. an argument error on rank 1: every rank fails, naming it */
+        st = rmacoll_alltoallv_device_counts(sb, me == 1 ? NULL : sc, CAP, rb, rc, CAP,
+                                             RMACOLL_RECV_PRODUCE, RMACOLL_INT32, comm, NULL,
+                                             &status);
+        EXPECT_FAIL(comm, a, st, RMACOLL_ERR_INVALID_ARG, "rank 1: sendcounts is NULL",
+                          NULL, rb, "NULL sendcounts");
+        /* 6. element sizes that differ */
+        st = rmacoll_alltoallv_device_counts(sb, sc, CAP / 2, rb, rc, CAP / 2,
+                                             RMACOLL_RECV_PRODUCE,
+                                             me == 0 ? RMACOLL_INT64 : RMACOLL_INT32, comm,
+                                             NULL, &status);
+        EXPECT_FAIL(comm, a, st, RMACOLL_ERR_DATATYPE, NULL, "element sizes differ", rb,
+                          "dtype");
+        /* 7. stream NULL on rank 0 only (host form there, the device
+         * form, refused without a GPU, elsewhere): fails on every rank */
+        st = rmacoll_alltoallv_device_counts(sb, sc, CAP, rb, rc, CAP, RMACOLL_RECV_PRODUCE,
+                                             RMACOLL_INT32, comm,
+                                             me == 0 ? NULL : (void *)0x2, &status);
+        CHECK(st != RMACOLL_SUCCESS, "stream NULL on rank 0 only: succeeded");
+        EXPECT_FAIL(comm, a, st, st, NULL, NULL, rb, "stream NULL on rank 0 only");
+    }
+    /* the communicator still works: a dispatch of iteration 3 */
+    for (int i = 0; i < CAP + GUARD; i++) {
+        rb[i] = SENT;
+    }
+    fill_send(sb, me, n, m, 3);
+    st = rmacoll_alltoallv_device_counts(sb, sc, CAP, rb, rc, CAP, RMACOLL_RECV_PRODUCE,
+                                         RMACOLL_INT32, comm, NULL, &status);
+    CHECK(st == RMACOLL_SUCCESS, "after the failures: %s (%s)", rmacoll_status_name(st),
+          rmacoll_comm_last_error(comm));
+    {
+        int64_t bad = check_recv(rb, me, n, m, 3, 0);
+        CHECK(bad < 0, "after the failures: element %lld is %d", (long long)bad, rb[bad]);
+    }
+out:
+    if (comm != NULL && rmacoll_comm_destroy(comm) != RMACOLL_SUCCESS && a->result == 0) {
+        a->result = __LINE__;
+        snprintf(a->why, sizeof(a->why), "destroy failed");
+    }
+    free(sb);
+    free(rb);
+    free(rb2);
+    return NULL;
+}
+
+static void run(int nranks, int nodes)
+{
+    rmacoll_config_t cfg;
+    rmacoll_unique_id_t id;
+    pthread_t th[MAXR];
+    rank_arg_t ra[MAXR];
+    char err[256];
+
+    assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_SUCCESS);
+    cfg.timeout_ms = 30000;
+    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "%s", "tcp;ofi_rxm");
+    assert_int_equal(rmacoll_get_unique_id(&id), RMACOLL_SUCCESS);
+    for (int r = 0; r < nranks; r++) {
+        memset(&ra[r], 0, sizeof(ra[r]));
+        ra[r].rank = r;
+        ra[r].nranks = nranks;
+        ra[r].nodes = nodes;
+        ra[r].id = &id;
+        ra[r].cfg = &cfg;
+        assert_int_equal(pthread_create(&th[r], NULL, rank_main, &ra[r]), 0);
+    }
+    for (int r = 0; r < nranks; r++) {
+        pthread_join(th[r], NULL);
+    }
+    for (int r = 0; r < nranks; r++) {
+        if (ra[r].result != 0) {
+            print_message("%d x %d, rank %d: line %d: %s\n", nodes, nranks / nodes, r,
+                          ra[r].result, ra[r].why);
+        }
+    }
+    for (int r = 0; r < nranks; r++) {
+        assert_int_equal(ra[r].result, 0);
+    }
+}
+
+static void test_one_node(void **state)
+{
+    (void)state;
+    run(4, 1);
+}
+
+static void test_two_nodes(void **state)
+{
+    (void)state;
+    run(4, 2);
+}
+
+static void test_four_nodes(void **state)
+{
+    (void)state;
+    run(4, 4);
+}
+
+static void test_three_nodes(void **state)
+{
+    (void)state;
+    run(3, 3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_node),
+        cmocka_unit_test(test_two_nodes),
+        cmocka_unit_test(test_three_nodes),
+        cmocka_unit_test(test_four_nodes),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
