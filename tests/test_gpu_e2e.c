@@ -360,7 +360,15 @@ static int gpu_mode_userreg(rmacoll_comm_t *comm, int rank, int nranks,
                             const gpu_arg_t *arg, cudaStream_t stream)
 {
     int rcode = GPU_OK;
+    rmacoll_comm_stats_t sp;
 
+    /* the user's registrations are used only on the registered (hmem)
+     * path: a provider that cannot register CUDA memory stages instead,
+     * which the parent reports as a skip (as test_cross_node_hmem) */
+    rcode = gpu_stats(comm, &sp);
+    if (rcode == GPU_OK && sp.device_path != arg->path) {
+        return gpu_check_path(comm, rank, arg);
+    }
     for (int call = 0; call < arg->ncalls && rcode == GPU_OK; call++) {
         const rmacoll_case_t *c = arg->cases[call % arg->ncases];
         rmacoll_memreg_t *hs = NULL, *hr = NULL;
