@@ -911,9 +911,9 @@ typedef enum rmacoll_recv_mode {
  *  RMACOLL_ERR_OVERFLOW     capacity * element size > 2^63 - 1 bytes
  *  RMACOLL_ERR_DATATYPE     unknown dtype, or element sizes that differ
  *                           between ranks
- *  RMACOLL_ERR_UNSUPPORTED  comm spans more than one node (device counts
- *                           across nodes are not implemented yet: issue 31
- *                           item 3), more than 64 ranks, no transport that
+ *  RMACOLL_ERR_UNSUPPORTED  comm spans more than one node and the
+ *                           experimental form across nodes (below) is off,
+ *                           more than 64 ranks, no transport that
  *                           runs device-count calls (transports.intra_node
  *                           must be nvlink_kernel or auto: the default ce
  *                           has none), no device-resident signal words on
@@ -962,6 +962,28 @@ typedef enum rmacoll_recv_mode {
  * Thread-safety: as rmacoll_alltoallv (one call per communicator at a
  * time). Device-count calls and ordinary device calls may be mixed on one
  * stream; their signal words are distinct.
+ *
+ * Across nodes (experimental, off unless RMACOLL_DEVICE_COUNTS_ACROSS_NODES=1:
+ * it has never run on a GPU): stream-triggered. The call is NOT collective
+ * and only enqueues, with the copy-engine transport's stream operations:
+ * copies of sendcounts, recvcounts (given, or current), *status, the whole
+ * send buffer (send_capacity elements) and the whole receive buffer
+ * (recv_capacity) into pinned host memory of the call's slot; a word that
+ * wakes the communicator's worker thread; a wait for the worker's answer;
+ * the copies back (receive buffer, produced recvcounts, *status). The
+ * worker runs the host form (below) on the slot's memory, in stream order,
+ * so the arrays and buffers may change between graph replays. Errors: the
+ * same verdict lands in every rank's *status and in the next
+ * rmacoll_device_counts_check; an argument error is also returned by the
+ * rank that made it (its call is enqueued anyway, so that the peers learn
+ * it). Rules: stream NULL on every rank or on none; one stream per
+ * argument set; at most 16 distinct argument sets per communicator (each
+ * keeps pinned memory of 3 * nranks * 8 + 64 bytes plus both capacities);
+ * once such a call was made, every other call on the communicator returns
+ * RMACOLL_ERR_UNSUPPORTED (the worker owns its order: use a communicator of
+ * its own); destroy the communicator only once its streams are idle. Cost:
+ * the host form plus two capacity-sized copies each way over PCIe (the
+ * staged path; the registered (FI_HMEM) path is not built for it).
  *
  * Host form (stream NULL on EVERY rank; NULL on some ranks only fails on
  * every rank): sendcounts, recvcounts, status, sendbuf and recvbuf are

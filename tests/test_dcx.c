@@ -347,7 +347,169 @@ out:
     return NULL;
 }
 
-static void run(int nranks, int nodes)
+/* The device form across nodes, its stream steps emulated on the host
+ * (RMACOLL_DCX_EMULATE_STREAM=1: the call copies what the stream would
+ * into the slot's memory, raises DCX_GO, waits for the worker's DCX_DONE
+ * and copies back): the slots, the worker, the constant-valued words and
+ * the order of calls, everything but the CUDA stream operations. */
+#define FAKE_STREAM ((void *)0x2)
+
+static void *rank_main_trig(void *p)
+{
+    rank_arg_t *a = p;
+    rmacoll_comm_params_t prm;
+    rmacoll_comm_t *comm = NULL;
+    int n = a->nranks, me = a->rank;
+    int64_t m[MAXR][MAXR], sc[MAXR], rc[MAXR + 1], rc2[MAXR + 1];
+    int32_t *sb = calloc(CAP + GUARD, sizeof(int32_t));
+    int32_t *rb = calloc(CAP + GUARD, sizeof(int32_t));
+    int32_t *rb2 = calloc(CAP + GUARD, sizeof(int32_t));
+    int32_t status, status2;
+    char key[32], who[96];
+    rmacoll_status_t st;
+    rmacoll_comm_stats_t stats;
+
+    CHECK(sb != NULL && rb != NULL && rb2 != NULL, "no memory");
+    memset(&prm, 0, sizeof(prm));
+    prm.struct_size = sizeof(prm);
+    prm.rank = me;
+    prm.nranks = n;
+    prm.unique_id = a->id;
+    prm.config = a->cfg;
+    snprintf(key, sizeof(key), "dcxt-node-%d", me / (n / a->nodes));
+    prm.node_key = key;
+    st = rmacoll_comm_create(&prm, &comm);
+    CHECK(st == RMACOLL_SUCCESS, "create: %s", rmacoll_status_name(st));
+
+    /* the same pointers every iteration, new contents: one slot each for
+     * the dispatch and the combine, as graph replays would use them */
+    for (int it = 0; it < ITERS; it++) {
+        int64_t bad;
+
+        matrix(it, n, m);
+        fill_send(sb, me, n, m, it);
+        for (int i = 0; i < CAP + GUARD; i++) {
+            rb[i] = rb2[i] = SENT;
+        }
+        for (int j = 0; j < n; j++) {
+            sc[j] = m[me][j];
+            rc[j] = -5;
+            rc2[j] = m[me][j];
+        }
+        rc[n] = rc2[n] = -99;
+        status = status2 = 77;
+        st = rmacoll_alltoallv_device_counts(sb, sc, CAP, rb, rc, CAP, RMACOLL_RECV_PRODUCE,
+                                             RMACOLL_INT32, comm, FAKE_STREAM, &status);
+        CHECK(st == RMACOLL_SUCCESS && status == 0, "iteration %d dispatch: %s, status %d (%s)",
+              it, rmacoll_status_name(st), status, rmacoll_comm_last_error(comm));
+        for (int i = 0; i < n; i++) {
+            CHECK(rc[i] == m[i][me], "iteration %d: recvcounts[%d] = %lld, want %lld", it, i,
+                  (long long)rc[i], (long long)m[i][me]);
+        }
+        CHECK(rc[n] == -99, "iteration %d: written past recvcounts", it);
+        bad = check_recv(rb, me, n, m, it, 0);
+        CHECK(bad < 0, "iteration %d dispatch: element %lld is %d", it, (long long)bad,
+              rb[bad]);
+        st = rmacoll_alltoallv_device_counts(rb, rc, CAP, rb2, rc2, CAP, RMACOLL_RECV_GIVEN,
+                                             RMACOLL_INT32, comm, FAKE_STREAM, &status2);
+        CHECK(st == RMACOLL_SUCCESS && status2 == 0, "iteration %d combine: %s, status %d "
+              "(%s)", it, rmacoll_status_name(st), status2, rmacoll_comm_last_error(comm));
+        bad = check_recv(rb2, me, n, m, it, 1);
+        CHECK(bad < 0, "iteration %d combine: element %lld is %d", it, (long long)bad,
+              rb2[bad]);
+    }
+    CHECK(rmacoll_device_counts_check(comm) == RMACOLL_SUCCESS, "check after success: %s",
+          rmacoll_comm_last_error(comm));
+    memset(&stats, 0, sizeof(stats));
+    stats.struct_size = sizeof(stats);
+    CHECK(rmacoll_comm_get_stats(comm, &stats) == RMACOLL_SUCCESS &&
+              stats.device_counts_calls == 2 * ITERS,
+          "device_counts_calls %llu, want %d", (unsigned long long)stats.device_counts_calls,
+          2 * ITERS);
+
+    /* a receive capacity one short on the last rank: found in the worker,
+     * so every call returns SUCCESS; every status and every check report
+     * it; no receive element changes */
+    matrix(3, n, m);
+    fill_send(sb, me, n, m, 3);
+    for (int j = 0; j < n; j++) {
+        sc[j] = m[me][j];
+    }
+    {
+        int victim = n - 1;
+        int64_t total = 0;
+
+        for (int i = 0; i < n; i++) {
+            total += m[i][victim];
+        }
+        for (int i = 0; i < CAP + GUARD; i++) {
+            rb[i] = SENT;
+        }
+        status = 77;
+        st = rmacoll_alltoallv_device_counts(sb, sc, CAP, rb, rc,
+                                             me == victim ? total - 1 : CAP,
+                                             RMACOLL_RECV_PRODUCE, RMACOLL_INT32, comm,
+                                             FAKE_STREAM, &status);
+        CHECK(st == RMACOLL_SUCCESS, "short capacity: the call returned %s",
+              rmacoll_status_name(st));
+        CHECK(status == RMACOLL_ERR_OVERFLOW, "short capacity: status %d", status);
+        for (int i = 0; i < CAP + GUARD; i++) {
+            CHECK(rb[i] == SENT, "short capacity: receive element %d written", i);
+        }
+        for (int i = 0; i < n; i++) {
+            CHECK(rc[i] == m[i][me], "short capacity: recvcounts[%d] = %lld, want %lld", i,
+                  (long long)rc[i], (long long)m[i][me]);
+        }
+        st = rmacoll_device_counts_check(comm);
+        snprintf(who, sizeof(who), "rank %d: more elements to receive", victim);
+        CHECK(st == RMACOLL_ERR_OVERFLOW && strstr(rmacoll_comm_last_error(comm), who) != NULL,
+              "short capacity: check gave %s '%s', want OVERFLOW naming '%s'",
+              rmacoll_status_name(st), rmacoll_comm_last_error(comm), who);
+        CHECK(rmacoll_device_counts_check(comm) == RMACOLL_SUCCESS,
+              "the report was not forgotten");
+        /* an argument error on rank 1: it returns it; every status has it */
+        status = 77;
+        st = rmacoll_alltoallv_device_counts(sb, me == 1 ? NULL : sc, CAP, rb, rc, CAP,
+                                             RMACOLL_RECV_PRODUCE, RMACOLL_INT32, comm,
+                                             FAKE_STREAM, &status);
+        CHECK(st == (me == 1 ? RMACOLL_ERR_INVALID_ARG : RMACOLL_SUCCESS),
+              "argument error: the call returned %s", rmacoll_status_name(st));
+        CHECK(status == RMACOLL_ERR_INVALID_ARG, "argument error: status %d", status);
+        for (int i = 0; i < CAP + GUARD; i++) {
+            CHECK(rb[i] == SENT, "argument error: receive element %d written", i);
+        }
+        st = rmacoll_device_counts_check(comm);
+        CHECK(st == RMACOLL_ERR_INVALID_ARG &&
+                  strstr(rmacoll_comm_last_error(comm), "rank 1: sendcounts is NULL") != NULL,
+              "argument error: check gave %s '%s'", rmacoll_status_name(st),
+              rmacoll_comm_last_error(comm));
+    }
+    /* other calls on this communicator are refused, on every rank */
+    st = rmacoll_alltoall(sb, rb, 1, RMACOLL_INT32, comm, NULL);
+    CHECK(st == RMACOLL_ERR_UNSUPPORTED &&
+              strstr(rmacoll_comm_last_error(comm), "communicator of their own") != NULL,
+          "another call: %s '%s'", rmacoll_status_name(st), rmacoll_comm_last_error(comm));
+    /* and the device form still works */
+    st = rmacoll_alltoallv_device_counts(sb, sc, CAP, rb, rc, CAP, RMACOLL_RECV_PRODUCE,
+                                         RMACOLL_INT32, comm, FAKE_STREAM, &status);
+    CHECK(st == RMACOLL_SUCCESS && status == 0, "after the failures: %s, status %d",
+          rmacoll_status_name(st), status);
+    {
+        int64_t bad = check_recv(rb, me, n, m, 3, 0);
+        CHECK(bad < 0, "after the failures: element %lld is %d", (long long)bad, rb[bad]);
+    }
+out:
+    if (comm != NULL && rmacoll_comm_destroy(comm) != RMACOLL_SUCCESS && a->result == 0) {
+        a->result = __LINE__;
+        snprintf(a->why, sizeof(a->why), "destroy failed");
+    }
+    free(sb);
+    free(rb);
+    free(rb2);
+    return NULL;
+}
+
+static void run_with(int nranks, int nodes, void *(*body)(void *))
 {
     rmacoll_config_t cfg;
     rmacoll_unique_id_t id;
@@ -366,7 +528,7 @@ static void run(int nranks, int nodes)
         ra[r].nodes = nodes;
         ra[r].id = &id;
         ra[r].cfg = &cfg;
-        assert_int_equal(pthread_create(&th[r], NULL, rank_main, &ra[r]), 0);
+        assert_int_equal(pthread_create(&th[r], NULL, body, &ra[r]), 0);
     }
     for (int r = 0; r < nranks; r++) {
         pthread_join(th[r], NULL);
@@ -380,6 +542,27 @@ static void run(int nranks, int nodes)
     for (int r = 0; r < nranks; r++) {
         assert_int_equal(ra[r].result, 0);
     }
+}
+
+static void run(int nranks, int nodes)
+{
+    run_with(nranks, nodes, rank_main);
+}
+
+static void test_triggered_two_nodes(void **state)
+{
+    (void)state;
+    setenv("RMACOLL_DCX_EMULATE_STREAM", "1", 1);
+    run_with(4, 2, rank_main_trig);
+    unsetenv("RMACOLL_DCX_EMULATE_STREAM");
+}
+
+static void test_triggered_three_nodes(void **state)
+{
+    (void)state;
+    setenv("RMACOLL_DCX_EMULATE_STREAM", "1", 1);
+    run_with(3, 3, rank_main_trig);
+    unsetenv("RMACOLL_DCX_EMULATE_STREAM");
 }
 
 static void test_one_node(void **state)
@@ -413,6 +596,8 @@ int main(void)
         cmocka_unit_test(test_two_nodes),
         cmocka_unit_test(test_three_nodes),
         cmocka_unit_test(test_four_nodes),
+        cmocka_unit_test(test_triggered_two_nodes),
+        cmocka_unit_test(test_triggered_three_nodes),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -99,6 +99,7 @@ static void comm_free_runtime(rmacoll_comm_t *comm)
     rmacoll__tinst_t *net;
 
     rmacoll__async_fini(comm);
+    rmacoll__dcx_fini(comm);
     rmacoll__staged_fini(comm);
     rmacoll__memreg_fini(comm); /* through the proxy, before it goes */
     rmacoll__proxy_fini(&comm->proxy);

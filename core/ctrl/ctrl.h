@@ -193,7 +193,12 @@ typedef enum rmacoll__rec_kind {
 
 /* Words past the planner's, in the order of the map above. */
 enum { RMACOLL__STAGE_GO = 0, RMACOLL__STAGE_DONE = 1, RMACOLL__STAGE_COPIED = 2,
-       RMACOLL__NSTAGE_WORDS = 3 };
+       /* device-count calls across nodes (exec/dcx.c): the stream writes
+        * DCX_GO = slot + 1 and waits for DCX_DONE >= 1, which the worker
+        * raises after it cleared DCX_GO; the stream then writes DCX_DONE = 0
+        * (constant values: a captured graph replays them unchanged) */
+       RMACOLL__STAGE_DCX_GO = 3, RMACOLL__STAGE_DCX_DONE = 4,
+       RMACOLL__NSTAGE_WORDS = 5 };
 
 typedef struct rmacoll__ctrl_layout {
     int nranks;

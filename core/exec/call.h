@@ -260,6 +260,13 @@ int rmacoll__dcx_verdict_text(const rmacoll__dcx_verdict_t *v, char *buf, size_t
  * once comm is entered: records, verdict, data (dcx.c says how); the same
  * status on every rank. */
 rmacoll_status_t rmacoll__dcx_host(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a);
+/** rmacoll_device_counts_check's part for calls across nodes: *had = 1
+ * when comm made one; returns the first failure the worker met that no
+ * check returned (recorded in last_error), and forgets it. Not entered:
+ * the worker may hold the communicator. */
+rmacoll_status_t rmacoll__dcx_check(rmacoll_comm_t *comm, int *had);
+/** Joins the device-count worker and frees its slots (comm destroy). */
+void rmacoll__dcx_fini(rmacoll_comm_t *comm);
 
 /** Bytes a call sends (sum of its send counts, or receive counts in place,
  *  times the element size; negative counts count 0): the payload of its

@@ -26,10 +26,12 @@
  * Cost against a host-count alltoallv: one more exchange of
  * nranks * (2 nranks + 6) * 8 bytes per rank (the records).
  */
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/exec/call.h"
 #include "core/base/trace.h"
@@ -308,6 +310,464 @@ rmacoll_status_t rmacoll__dcx_host(rmacoll_comm_t *comm, const rmacoll__dcx_args
     return st;
 }
 
+/* ---- the device form across nodes: stream-triggered (issue 31 item 3) ----
+ *
+ * The call (user thread) finds or makes the slot of its arguments and
+ * enqueues on the stream, with the CE transport's stream ops (the staged
+ * runner's, run_staged.c): copies of the counts (and of the given or the
+ * current receive counts, and the status word) into the slot's pinned
+ * memory, of the whole send buffer (send_capacity elements) into the send
+ * staging and of the whole receive buffer (recv_capacity) into the receive
+ * staging; DCX_GO = slot + 1; a wait for DCX_DONE >= 1; the copies back of
+ * the receive staging, the receive counts (PRODUCE) and the status; then
+ * DCX_DONE = 0. The worker sees DCX_GO, clears it, runs the host form on
+ * the slot's memory (which writes the receive staging only where blocks
+ * arrive, and nothing on an error, so the copy back leaves every other
+ * byte of recvbuf as it was), stores the status and raises DCX_DONE.
+ * Every value the stream writes or waits for is a constant, so a captured
+ * graph replays the call with the counts current at each replay.
+ *
+ * The call is not collective: the protocol runs in the worker, in stream
+ * order, and argument errors travel in the records (every rank's *status
+ * gets the same error; the rank that made it also returns it). */
+
+static int dcx_env(const char *name)
+{
+    const char *v = getenv(name);
+
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
+/* Takes the communicator, waiting while another thread (the worker, or
+ * the user's enqueue) holds it. */
+static rmacoll_status_t dcx_enter_wait(rmacoll_comm_t *comm)
+{
+    struct timespec ts = {0, 10000};
+
+    while (atomic_exchange_explicit(&comm->entered, 1, memory_order_acquire)) {
+        if (atomic_load_explicit(&comm->aborted, memory_order_acquire)) {
+            return RMACOLL_ERR_ABORTED;
+        }
+        if (atomic_load(&comm->dcx.stop)) {
+            return RMACOLL_ERR_ABORTED; /* destroy holds it and joins the worker */
+        }
+        nanosleep(&ts, NULL);
+    }
+    return RMACOLL_SUCCESS;
+}
+
+static volatile uint64_t *dcx_word(rmacoll_comm_t *comm, int w)
+{
+    return &comm->signals[rmacoll__ctrl_sig_stage(&comm->lay, w)];
+}
+
+/* Offsets in a slot's memory. */
+static size_t dcx_off_sc(void) { return 0; }
+static size_t dcx_off_given(int n) { return (size_t)n * 8; }
+static size_t dcx_off_out(int n) { return 2 * (size_t)n * 8; }
+static size_t dcx_off_status(int n) { return 3 * (size_t)n * 8; }
+static size_t dcx_off_send(int n) { return 3 * (size_t)n * 8 + 64; }
+
+static uint64_t dcx_cap_bytes(int64_t cap, size_t esize)
+{
+    if (cap <= 0 || esize == 0 || (uint64_t)cap > (uint64_t)INT64_MAX / esize) {
+        return 0; /* an argument error: nothing is copied for it */
+    }
+    return (uint64_t)cap * esize;
+}
+
+/* The slot of these arguments: an existing one, or a new one with its
+ * pinned memory. -1 when all are taken or memory fails (*st says). */
+static int dcx_slot(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a, void *stream,
+                    rmacoll__tinst_t *ctl, int emulate, rmacoll_status_t *st)
+{
+    int n = comm->nranks, free_k = -1;
+    size_t esize = rmacoll_datatype_size(a->dtype);
+    uint64_t sb = dcx_cap_bytes(a->send_capacity, esize);
+    uint64_t rb = dcx_cap_bytes(a->recv_capacity, esize);
+    rmacoll__dcx_slot_t *s;
+    void *p = NULL;
+
+    for (int k = 0; k < RMACOLL__DCX_SLOTS; k++) {
+        s = &comm->dcx.slot[k];
+        if (!s->used) {
+            free_k = free_k < 0 ? k : free_k;
+            continue;
+        }
+        if (s->stream == stream && s->sendbuf == a->sendbuf &&
+            s->sendcounts == a->sendcounts && s->send_capacity == a->send_capacity &&
+            s->recvbuf == a->recvbuf && s->recvcounts == a->recvcounts &&
+            s->recv_capacity == a->recv_capacity && s->mode == a->mode &&
+            s->dtype == a->dtype && s->status == a->status) {
+            return k;
+        }
+    }
+    if (free_k < 0) {
+        *st = RMACOLL_ERR_UNSUPPORTED;
+        return -1;
+    }
+    s = &comm->dcx.slot[free_k];
+    memset(s, 0, sizeof(*s));
+    s->bytes = dcx_off_send(n) + ((sb + 63) & ~(uint64_t)63) + rb;
+    if (posix_memalign(&p, 4096, s->bytes) != 0) {
+        *st = RMACOLL_ERR_NO_MEMORY;
+        return -1;
+    }
+    memset(p, 0, s->bytes);
+    if (!emulate) {
+        *st = ctl->ops->mem.mem_register(ctl->tp, p, s->bytes, RMACOLL_MEM_HOST, &s->pin,
+                                         NULL);
+        if (*st != RMACOLL_SUCCESS) {
+            free(p);
+            return -1;
+        }
+    }
+    s->mem = p;
+    s->used = 1;
+    s->stream = stream;
+    s->sendbuf = a->sendbuf;
+    s->sendcounts = a->sendcounts;
+    s->send_capacity = a->send_capacity;
+    s->recvbuf = a->recvbuf;
+    s->recvcounts = a->recvcounts;
+    s->recv_capacity = a->recv_capacity;
+    s->mode = a->mode;
+    s->dtype = a->dtype;
+    s->status = a->status;
+    return free_k;
+}
+
+/* The host form's arguments on slot s's memory. */
+static void dcx_slot_args(const rmacoll_comm_t *comm, const rmacoll__dcx_slot_t *s,
+                          rmacoll__dcx_args_t *a)
+{
+    int n = comm->nranks;
+    size_t esize = rmacoll_datatype_size(s->dtype);
+    uint64_t sb = dcx_cap_bytes(s->send_capacity, esize);
+
+    a->sendbuf = s->sendbuf != NULL ? s->mem + dcx_off_send(n) : NULL;
+    a->sendcounts = s->sendcounts != NULL ? (const int64_t *)(s->mem + dcx_off_sc()) : NULL;
+    a->send_capacity = s->send_capacity;
+    a->recvbuf = s->recvbuf != NULL ? s->mem + dcx_off_send(n) + ((sb + 63) & ~(uint64_t)63)
+                                    : NULL;
+    a->recvcounts = s->recvcounts == NULL ? NULL
+                    : s->mode == RMACOLL_RECV_GIVEN
+                        ? (int64_t *)(s->mem + dcx_off_given(n))
+                        : (int64_t *)(s->mem + dcx_off_out(n));
+    a->recv_capacity = s->recv_capacity;
+    a->mode = s->mode;
+    a->dtype = s->dtype;
+    a->status = s->status != NULL ? (int32_t *)(s->mem + dcx_off_status(n)) : NULL;
+}
+
+/* The copies of slot s into (in) or out of (!in) its memory: self puts. */
+static size_t dcx_copies(const rmacoll_comm_t *comm, const rmacoll__dcx_slot_t *s, int in,
+                         rmacoll_put_t *p)
+{
+    rmacoll__dcx_args_t h;
+    int n = comm->nranks;
+    size_t k = 0, esize = rmacoll_datatype_size(s->dtype);
+    uint64_t sb = dcx_cap_bytes(s->send_capacity, esize);
+    uint64_t rb = dcx_cap_bytes(s->recv_capacity, esize);
+#define DCX_PUT(SRC, DST, BYTES)                                                     \
+    do {                                                                             \
+        memset(&p[k], 0, sizeof(p[k]));                                              \
+        p[k].peer = comm->rank;                                                      \
+        p[k].src = (SRC);                                                            \
+        p[k].dst_addr = (uint64_t)(uintptr_t)(DST);                                  \
+        p[k].bytes = (BYTES);                                                        \
+        p[k].sig_index = RMACOLL_NO_SIGNAL;                                          \
+        k++;                                                                         \
+    } while (0)
+
+    dcx_slot_args(comm, s, &h);
+    if (in) {
+        if (s->sendcounts != NULL) {
+            DCX_PUT(s->sendcounts, h.sendcounts, (uint64_t)n * 8);
+        }
+        if (s->recvcounts != NULL) { /* given, or the current ones (kept on an error) */
+            DCX_PUT(s->recvcounts, h.recvcounts, (uint64_t)n * 8);
+        }
+        if (s->status != NULL) {
+            DCX_PUT(s->status, h.status, 4);
+        }
+        if (s->sendbuf != NULL && sb > 0) {
+            DCX_PUT(s->sendbuf, h.sendbuf, sb);
+        }
+        if (s->recvbuf != NULL && rb > 0) {
+            DCX_PUT(s->recvbuf, h.recvbuf, rb);
+        }
+    } else {
+        if (s->recvbuf != NULL && rb > 0) {
+            DCX_PUT(h.recvbuf, s->recvbuf, rb);
+        }
+        if (s->recvcounts != NULL && s->mode == RMACOLL_RECV_PRODUCE) {
+            DCX_PUT(h.recvcounts, s->recvcounts, (uint64_t)n * 8);
+        }
+        if (s->status != NULL) {
+            DCX_PUT(h.status, s->status, 4);
+        }
+    }
+#undef DCX_PUT
+    return k;
+}
+
+/* The worker's report of the first failure no check returned. */
+static void dcx_report(rmacoll_comm_t *comm, uint64_t seq, rmacoll_status_t st)
+{
+    rmacoll__dcx_t *d = &comm->dcx;
+
+    pthread_mutex_lock(&d->rep_lock);
+    if (d->rep_code == RMACOLL_SUCCESS) {
+        d->rep_code = st;
+        d->rep_seq = seq;
+        snprintf(d->rep_msg, sizeof(d->rep_msg), "%s", comm->last_error);
+    }
+    pthread_mutex_unlock(&d->rep_lock);
+}
+
+static void *dcx_main(void *arg)
+{
+    rmacoll_comm_t *comm = arg;
+    rmacoll__dcx_t *d = &comm->dcx;
+    volatile uint64_t *go = dcx_word(comm, RMACOLL__STAGE_DCX_GO);
+    volatile uint64_t *done = dcx_word(comm, RMACOLL__STAGE_DCX_DONE);
+    unsigned idle = 0;
+
+    while (!atomic_load(&d->stop)) {
+        uint64_t v = __atomic_load_n(go, __ATOMIC_ACQUIRE);
+        rmacoll__dcx_args_t a;
+        rmacoll_status_t st;
+        int k;
+
+        if (v == 0) {
+            /* yield a while, then sleep 20 us, 100 us after about 20 ms idle */
+            struct timespec ts = {0, idle > 1256 ? 100000 : 20000};
+
+            if (++idle > 256) {
+                nanosleep(&ts, NULL);
+            } else {
+                sched_yield();
+            }
+            continue;
+        }
+        idle = 0;
+        __atomic_store_n(go, 0, __ATOMIC_RELEASE);
+        k = (int)(v - 1);
+        st = dcx_enter_wait(comm);
+        if (st == RMACOLL_SUCCESS) {
+            d->in_worker = 1;
+            d->jobs++;
+            comm->last_error[0] = '\0';
+            if (k >= 0 && k < RMACOLL__DCX_SLOTS && d->slot[k].used) {
+                dcx_slot_args(comm, &d->slot[k], &a);
+                st = rmacoll__dcx_host(comm, &a);
+                if (a.status != NULL) {
+                    *a.status = (int32_t)st;
+                }
+            } else {
+                st = rmacoll__fail(&comm->fail, RMACOLL_ERR_INTERNAL, "rank %d: device-count "
+                                   "call: the stream raised slot %llu, which does not exist",
+                                   comm->rank, (unsigned long long)v);
+            }
+            if (st != RMACOLL_SUCCESS) {
+                dcx_report(comm, d->jobs, st);
+            }
+            d->in_worker = 0;
+            rmacoll__leave(comm);
+        }
+        /* release the stream, also on a failure: its status says it */
+        __atomic_store_n(done, 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+rmacoll_status_t rmacoll__dcx_check(rmacoll_comm_t *comm, int *had)
+{
+    rmacoll__dcx_t *d = &comm->dcx;
+    rmacoll_status_t st;
+
+    *had = atomic_load(&d->reserved);
+    if (!*had) {
+        return RMACOLL_SUCCESS;
+    }
+    pthread_mutex_lock(&d->rep_lock);
+    st = d->rep_code;
+    if (st != RMACOLL_SUCCESS) {
+        snprintf(comm->last_error, sizeof(comm->last_error),
+                 "rank %d: device-count call %llu failed: %.400s", comm->rank,
+                 (unsigned long long)d->rep_seq, d->rep_msg);
+        d->rep_code = RMACOLL_SUCCESS;
+    }
+    pthread_mutex_unlock(&d->rep_lock);
+    return st;
+}
+
+void rmacoll__dcx_fini(rmacoll_comm_t *comm)
+{
+    rmacoll__dcx_t *d = &comm->dcx;
+    rmacoll__tinst_t *ctl = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+
+    if (d->started) {
+        atomic_store(&d->stop, 1);
+        pthread_join(d->thread, NULL);
+        d->started = 0;
+    }
+    for (int k = 0; k < RMACOLL__DCX_SLOTS; k++) {
+        rmacoll__dcx_slot_t *s = &d->slot[k];
+
+        if (s->pin != NULL && ctl != NULL) {
+            ctl->ops->mem.mem_deregister(ctl->tp, s->pin);
+        }
+        free(s->mem);
+        memset(s, 0, sizeof(*s));
+    }
+    if (d->lock_init) {
+        pthread_mutex_destroy(&d->rep_lock);
+        d->lock_init = 0;
+    }
+}
+
+/* The user thread's part (comm entered): enqueue, or emulate the stream. */
+static rmacoll_status_t dcx_enqueue(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a,
+                                    void *stream, int emulate, int *slot)
+{
+    rmacoll__dcx_t *d = &comm->dcx;
+    rmacoll__tinst_t *ctl = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    int me = comm->rank, k;
+    rmacoll_put_t puts[8];
+    size_t np;
+    uint32_t w;
+    uint64_t one = 1;
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+
+    if (!emulate && (ctl == NULL || ctl->ops->stream.post_puts_stream == NULL)) {
+        return rmacoll__fail(&comm->fail, RMACOLL_ERR_UNSUPPORTED, "rank %d: "
+                             "rmacoll_alltoallv_device_counts across nodes: no copy-engine "
+                             "transport with stream operations on this communicator (a "
+                             "build and machine with CUDA are needed)", me);
+    }
+    if (!d->lock_init) {
+        pthread_mutex_init(&d->rep_lock, NULL);
+        d->lock_init = 1;
+    }
+    k = dcx_slot(comm, a, stream, ctl, emulate, &st);
+    if (k < 0) {
+        return rmacoll__fail(&comm->fail, st, "rank %d: rmacoll_alltoallv_device_counts "
+                             "across nodes: %s", me,
+                             st == RMACOLL_ERR_UNSUPPORTED
+                                 ? "more than 16 distinct argument sets on this "
+                                   "communicator (each keeps pinned host memory for graph "
+                                   "replays)"
+                                 : "cannot allocate or pin the host memory of its counts "
+                                   "and staging");
+    }
+    if (!d->started) {
+        if (pthread_create(&d->thread, NULL, dcx_main, comm) != 0) {
+            return rmacoll__fail(&comm->fail, RMACOLL_ERR_NO_MEMORY, "rank %d: cannot start "
+                                 "the device-count worker thread", me);
+        }
+        d->started = 1;
+    }
+    *slot = k;
+    atomic_store(&d->reserved, 1);
+    atomic_fetch_add(&comm->stats.device_counts_calls, 1);
+    np = dcx_copies(comm, &d->slot[k], 1, puts);
+    if (emulate) {
+        /* the stream's steps on this thread (tests on machines without a
+         * GPU: the arrays and buffers are host memory) */
+        for (size_t i = 0; i < np; i++) {
+            memcpy((void *)(uintptr_t)puts[i].dst_addr, puts[i].src, puts[i].bytes);
+        }
+        __atomic_store_n(dcx_word(comm, RMACOLL__STAGE_DCX_GO), (uint64_t)k + 1,
+                         __ATOMIC_RELEASE);
+        return RMACOLL_SUCCESS; /* the caller leaves, then waits (below) */
+    }
+    st = np ? ctl->ops->stream.post_puts_stream(ctl->tp, puts, np, stream) : RMACOLL_SUCCESS;
+    if (st == RMACOLL_SUCCESS) {
+        st = ctl->ops->stream.signal_stream(
+            ctl->tp, me, rmacoll__ctrl_sig_stage(&comm->lay, RMACOLL__STAGE_DCX_GO),
+            (uint64_t)k + 1, stream);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        w = rmacoll__ctrl_sig_stage(&comm->lay, RMACOLL__STAGE_DCX_DONE);
+        st = ctl->ops->stream.wait_stream(ctl->tp, &w, &one, 1, stream);
+    }
+    np = dcx_copies(comm, &d->slot[k], 0, puts);
+    if (st == RMACOLL_SUCCESS && np) {
+        st = ctl->ops->stream.post_puts_stream(ctl->tp, puts, np, stream);
+    }
+    if (st == RMACOLL_SUCCESS) {
+        st = ctl->ops->stream.signal_stream(
+            ctl->tp, me, rmacoll__ctrl_sig_stage(&comm->lay, RMACOLL__STAGE_DCX_DONE), 0,
+            stream);
+    }
+    if (st != RMACOLL_SUCCESS) {
+        return rmacoll__fail(&comm->fail, st, "rank %d: enqueueing the device-count call "
+                             "across nodes on the stream failed: %s (the stream may now "
+                             "wait for a word no worker raises: the communicator is "
+                             "unusable)", me, rmacoll_status_string(st));
+    }
+    return RMACOLL_SUCCESS;
+}
+
+/* Emulation, after the caller left the communicator: the rest of slot
+ * k's stream steps once the worker raised DCX_DONE. */
+static void dcx_emulate_finish(rmacoll_comm_t *comm, int k)
+{
+    volatile uint64_t *done = dcx_word(comm, RMACOLL__STAGE_DCX_DONE);
+    rmacoll_put_t puts[8];
+    size_t np;
+
+    while (__atomic_load_n(done, __ATOMIC_ACQUIRE) < 1) {
+        sched_yield();
+    }
+    np = dcx_copies(comm, &comm->dcx.slot[k], 0, puts);
+    for (size_t i = 0; i < np; i++) {
+        memcpy((void *)(uintptr_t)puts[i].dst_addr, puts[i].src, puts[i].bytes);
+    }
+    __atomic_store_n(done, 0, __ATOMIC_RELEASE);
+}
+
+/* rmacoll_alltoallv_device_counts with a stream on a communicator of
+ * several nodes. Returns this rank's own argument error, if any (the
+ * call is enqueued anyway, so that the peers' *status get it too). */
+static rmacoll_status_t dcx_device(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a,
+                                   void *stream)
+{
+    int emulate = dcx_env("RMACOLL_DCX_EMULATE_STREAM");
+    int what = 0, k = -1;
+    size_t esize = rmacoll_datatype_size(a->dtype);
+    rmacoll_status_t arg_st, st;
+
+    st = dcx_enter_wait(comm);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    comm->last_error[0] = '\0';
+    arg_st = dcx_check_args(a, esize, &what);
+    if (comm->broken) {
+        st = rmacoll__fail(&comm->fail, RMACOLL_ERR_PEER, "rank %d: "
+                           "rmacoll_alltoallv_device_counts: the communicator is broken by "
+                           "an earlier failure; nothing enqueued", comm->rank);
+    } else {
+        st = dcx_enqueue(comm, a, stream, emulate, &k);
+    }
+    rmacoll__leave(comm);
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    if (emulate) {
+        dcx_emulate_finish(comm, k);
+    }
+    if (arg_st != RMACOLL_SUCCESS) {
+        return rmacoll__fail(&comm->fail, arg_st, "rank %d: rmacoll_alltoallv_device_counts: "
+                             "%s (enqueued so that every rank's *status reports it)",
+                             comm->rank, dcx_arg_text[what]);
+    }
+    return RMACOLL_SUCCESS;
+}
+
 rmacoll_status_t rmacoll_alltoallv_device_counts(const void *sendbuf,
                                                  const int64_t *sendcounts,
                                                  int64_t send_capacity, void *recvbuf,
@@ -325,6 +785,15 @@ rmacoll_status_t rmacoll_alltoallv_device_counts(const void *sendbuf,
 
     if (comm == NULL) {
         return RMACOLL_ERR_INVALID_ARG;
+    }
+    if (stream != NULL && comm->topo->nnodes > 1 &&
+        (dcx_env("RMACOLL_DEVICE_COUNTS_ACROSS_NODES") ||
+         dcx_env("RMACOLL_DCX_EMULATE_STREAM"))) {
+        /* across nodes: stream-triggered, not collective at the call */
+        rmacoll__dcx_args_t a = {sendbuf, sendcounts, send_capacity, recvbuf, recvcounts,
+                                 recv_capacity, (int)mode, dtype, status};
+
+        return dcx_device(comm, &a, stream);
     }
     st = rmacoll__enter(comm, "rmacoll_alltoallv_device_counts");
     if (st != RMACOLL_SUCCESS) {
@@ -362,6 +831,28 @@ rmacoll_status_t rmacoll_alltoallv_device_counts(const void *sendbuf,
         st = rmacoll__call_pipeline(&call);
         rmacoll__trace_pop();
     }
+    rmacoll__leave(comm);
+    return st;
+}
+
+rmacoll_status_t rmacoll_device_counts_check(rmacoll_comm_t *comm)
+{
+    rmacoll_status_t st;
+    int had;
+
+    if (comm == NULL) {
+        return RMACOLL_ERR_INVALID_ARG;
+    }
+    st = rmacoll__dcx_check(comm, &had);
+    if (had) {
+        return st; /* across nodes: the worker's report (it may hold comm) */
+    }
+    st = rmacoll__enter(comm, "rmacoll_device_counts_check");
+    if (st != RMACOLL_SUCCESS) {
+        return st;
+    }
+    comm->last_error[0] = '\0';
+    st = rmacoll__dcounts_check(comm);
     rmacoll__leave(comm);
     return st;
 }

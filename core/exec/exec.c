@@ -127,6 +127,16 @@ rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *c, rmacoll_comm_t *comm,
                      "rmacoll_wait first", comm->rank);
         return RMACOLL_ERR_INVALID_ARG;
     }
+    if (atomic_load(&comm->dcx.reserved) && !comm->dcx.in_worker) {
+        /* its calls run in the worker, in stream order: another call here
+         * would pair with them differently on each rank */
+        return rmacoll__fail(&comm->fail, RMACOLL_ERR_UNSUPPORTED, "rank %d: this "
+                             "communicator carries device-count calls across nodes "
+                             "(rmacoll_alltoallv_device_counts with a stream), which run "
+                             "in its worker thread in stream order: other calls on it are "
+                             "refused; make them on a communicator of their own",
+                             comm->rank);
+    }
     st = rmacoll__staged_drain(comm);
     if (st != RMACOLL_SUCCESS) {
         return rmacoll__fail(&comm->fail, st, "rank %d: the previous call on device "
@@ -590,23 +600,6 @@ rmacoll_status_t rmacoll_alltoall(const void *sendbuf, void *recvbuf, int64_t co
     st = alltoallv_entered(sendbuf, arr, arr + n, recvbuf, arr, arr + n, dtype, comm,
                            stream);
     rmacoll__trace_pop();
-    rmacoll__leave(comm);
-    return st;
-}
-
-rmacoll_status_t rmacoll_device_counts_check(rmacoll_comm_t *comm)
-{
-    rmacoll_status_t st;
-
-    if (comm == NULL) {
-        return RMACOLL_ERR_INVALID_ARG;
-    }
-    st = rmacoll__enter(comm, "rmacoll_device_counts_check");
-    if (st != RMACOLL_SUCCESS) {
-        return st;
-    }
-    comm->last_error[0] = '\0';
-    st = rmacoll__dcounts_check(comm);
     rmacoll__leave(comm);
     return st;
 }

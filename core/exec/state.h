@@ -69,6 +69,48 @@ typedef struct rmacoll__stage {
     uint64_t prev_done_ns;            /* TRACE: when the worker ended the last job */
 } rmacoll__stage_t;
 
+/* Device-count calls across nodes, stream-triggered (dcx.c): one slot
+ * per distinct call (its arguments, fixed for graph replays) with pinned
+ * host memory the stream copies the counts and buffers into and out of,
+ * and the worker thread that runs the host form on them. */
+#define RMACOLL__DCX_SLOTS 16
+typedef struct rmacoll__dcx_slot {
+    int used;
+    void *stream;
+    /* the call's arguments as given (device pointers) */
+    const void *sendbuf;
+    const int64_t *sendcounts;
+    int64_t send_capacity;
+    void *recvbuf;
+    int64_t *recvcounts;
+    int64_t recv_capacity;
+    int mode;
+    rmacoll_datatype_t dtype;
+    int32_t *status;
+    /* pinned host memory: sc[n], given[n], out[n], status (8 bytes), then
+     * the send staging (send_capacity elements), the receive staging
+     * (recv_capacity elements) */
+    char *mem;
+    uint64_t bytes;
+    rmacoll_mem_t *pin;
+} rmacoll__dcx_slot_t;
+
+typedef struct rmacoll__dcx {
+    rmacoll__dcx_slot_t slot[RMACOLL__DCX_SLOTS];
+    pthread_t thread;
+    int started;
+    _Atomic int stop;
+    _Atomic int reserved;             /* a triggered call was made: other calls refused */
+    int in_worker;                    /* the worker holds the communicator */
+    uint64_t jobs;                    /* calls the worker ran */
+    /* the first failure no rmacoll_device_counts_check returned yet */
+    pthread_mutex_t rep_lock;
+    int lock_init;
+    rmacoll_status_t rep_code;
+    uint64_t rep_seq;
+    char rep_msg[512];
+} rmacoll__dcx_t;
+
 /* Counters of rmacoll_comm_get_stats (atomic: read by any thread). */
 typedef struct rmacoll__stats {
     _Atomic uint64_t staged_bytes;
@@ -252,6 +294,7 @@ struct rmacoll_comm {
     rmacoll_put_t *meta_puts;         /* [2][nranks]: metadata, agreement */
 
     rmacoll__stage_t stage;           /* device memory across nodes */
+    rmacoll__dcx_t dcx;               /* device-count calls across nodes */
     rmacoll__proxy_t proxy;           /* owns the network transport's progress */
     rmacoll__async_t async;           /* rmacoll_alltoallv_start */
 };
