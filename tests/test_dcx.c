@@ -37,6 +37,7 @@
 #define GUARD 8          /* elements after the capacity */
 #define SENT (-1234567)  /* sentinel */
 #define ITERS 24
+#define FAKE_STREAM ((void *)0x2) /* never touched: the stream steps are emulated */
 
 typedef struct rank_arg {
     int rank, nranks, nodes;
@@ -135,6 +136,86 @@ static int64_t check_recv(const int32_t *rb, int me, int n, int64_t m[MAXR][MAXR
     return -1;
 }
 
+/* The buffers of one rank. */
+typedef struct bufs {
+    int64_t m[MAXR][MAXR], sc[MAXR], rc[MAXR + 1], rc2[MAXR + 1];
+    int32_t *sb, *rb, *rb2;
+    int32_t status, status2;
+} bufs_t;
+
+/* A communicator of a->nodes virtual nodes (node keys PREFIX-node-i). */
+static rmacoll_comm_t *make_comm(rank_arg_t *a, const char *prefix)
+{
+    rmacoll_comm_params_t prm;
+    rmacoll_comm_t *comm = NULL;
+    char key[32];
+    rmacoll_status_t st;
+
+    memset(&prm, 0, sizeof(prm));
+    prm.struct_size = sizeof(prm);
+    prm.rank = a->rank;
+    prm.nranks = a->nranks;
+    prm.unique_id = a->id;
+    prm.config = a->cfg;
+    snprintf(key, sizeof(key), "%s-node-%d", prefix, a->rank / (a->nranks / a->nodes));
+    prm.node_key = key;
+    st = rmacoll_comm_create(&prm, &comm);
+    if (st != RMACOLL_SUCCESS) {
+        snprintf(a->why, sizeof(a->why), "create: %s", rmacoll_status_name(st));
+        a->result = __LINE__;
+        return NULL;
+    }
+    return comm;
+}
+
+/* Iteration it: a dispatch (receive side produced) and the combine that
+ * sends every block back (given), on `stream` (NULL: the host form), every
+ * element, the sentinel tails and the guards checked. 1: all good. */
+static int round_trip(rmacoll_comm_t *comm, rank_arg_t *a, bufs_t *b, int it, void *stream)
+{
+    int n = a->nranks, me = a->rank;
+    int64_t bad;
+    rmacoll_status_t st;
+
+    matrix(it, n, b->m);
+    fill_send(b->sb, me, n, b->m, it);
+    for (int i = 0; i < CAP + GUARD; i++) {
+        b->rb[i] = b->rb2[i] = SENT;
+    }
+    for (int j = 0; j < n; j++) {
+        b->sc[j] = b->m[me][j];
+        b->rc[j] = -5;
+        b->rc2[j] = b->m[me][j];
+    }
+    b->rc[n] = b->rc2[n] = -99; /* guards after the count arrays */
+    b->status = b->status2 = 77;
+    st = rmacoll_alltoallv_device_counts(b->sb, b->sc, CAP, b->rb, b->rc, CAP,
+                                         RMACOLL_RECV_PRODUCE, RMACOLL_INT32, comm, stream,
+                                         &b->status);
+    CHECK(st == RMACOLL_SUCCESS && b->status == 0, "iteration %d dispatch: %s, status %d (%s)",
+          it, rmacoll_status_name(st), b->status, rmacoll_comm_last_error(comm));
+    for (int i = 0; i < n; i++) {
+        CHECK(b->rc[i] == b->m[i][me], "iteration %d: recvcounts[%d] = %lld, want %lld", it, i,
+              (long long)b->rc[i], (long long)b->m[i][me]);
+    }
+    CHECK(b->rc[n] == -99, "iteration %d: written past recvcounts", it);
+    bad = check_recv(b->rb, me, n, b->m, it, 0);
+    CHECK(bad < 0, "iteration %d dispatch: element %lld is %d", it, (long long)bad,
+          b->rb[bad]);
+    st = rmacoll_alltoallv_device_counts(b->rb, b->rc, CAP, b->rb2, b->rc2, CAP,
+                                         RMACOLL_RECV_GIVEN, RMACOLL_INT32, comm, stream,
+                                         &b->status2);
+    CHECK(st == RMACOLL_SUCCESS && b->status2 == 0, "iteration %d combine: %s, status %d (%s)",
+          it, rmacoll_status_name(st), b->status2, rmacoll_comm_last_error(comm));
+    CHECK(b->rc2[n] == -99, "iteration %d: written past the given recvcounts", it);
+    bad = check_recv(b->rb2, me, n, b->m, it, 1);
+    CHECK(bad < 0, "iteration %d combine: element %lld is %d", it, (long long)bad,
+          b->rb2[bad]);
+    return 1;
+out:
+    return 0;
+}
+
 /* A failing call: the same code on every rank, the message naming
  * `who`, no receive element written, the status word set (when the call
  * got that far). */
@@ -180,71 +261,29 @@ static int expect_fail(rmacoll_comm_t *comm, rank_arg_t *a, rmacoll_status_t st,
 static void *rank_main(void *p)
 {
     rank_arg_t *a = p;
-    rmacoll_comm_params_t prm;
     rmacoll_comm_t *comm = NULL;
     int n = a->nranks, me = a->rank;
-    int64_t m[MAXR][MAXR], sc[MAXR], rc[MAXR + 1], rc2[MAXR + 1];
+    bufs_t b;
+    int64_t (*m)[MAXR] = b.m, *sc = b.sc, *rc = b.rc, *rc2 = b.rc2;
     int32_t *sb = calloc(CAP + GUARD, sizeof(int32_t));
     int32_t *rb = calloc(CAP + GUARD, sizeof(int32_t));
     int32_t *rb2 = calloc(CAP + GUARD, sizeof(int32_t));
     int32_t status;
-    char key[32], who[96];
+    char who[96];
     rmacoll_status_t st;
 
+    b.sb = sb;
+    b.rb = rb;
+    b.rb2 = rb2;
     CHECK(sb != NULL && rb != NULL && rb2 != NULL, "no memory");
-    memset(&prm, 0, sizeof(prm));
-    prm.struct_size = sizeof(prm);
-    prm.rank = me;
-    prm.nranks = n;
-    prm.unique_id = a->id;
-    prm.config = a->cfg;
-    snprintf(key, sizeof(key), "dcx-node-%d", me / (n / a->nodes));
-    prm.node_key = key;
-    st = rmacoll_comm_create(&prm, &comm);
-    CHECK(st == RMACOLL_SUCCESS, "create: %s", rmacoll_status_name(st));
-
+    comm = make_comm(a, "dcx");
+    if (comm == NULL) {
+        goto out;
+    }
     for (int it = 0; it < ITERS; it++) {
-        int64_t bad;
-
-        matrix(it, n, m);
-        fill_send(sb, me, n, m, it);
-        for (int i = 0; i < CAP + GUARD; i++) {
-            rb[i] = rb2[i] = SENT;
+        if (!round_trip(comm, a, &b, it, NULL)) {
+            goto out;
         }
-        for (int j = 0; j < n; j++) {
-            sc[j] = m[me][j];
-        }
-        rc[n] = rc2[n] = -99; /* guards after the count arrays */
-        for (int j = 0; j < n; j++) {
-            rc[j] = -5;
-        }
-        status = 77;
-        /* dispatch: the receive side is produced */
-        st = rmacoll_alltoallv_device_counts(sb, sc, CAP, rb, rc, CAP, RMACOLL_RECV_PRODUCE,
-                                             RMACOLL_INT32, comm, NULL, &status);
-        CHECK(st == RMACOLL_SUCCESS && status == 0, "iteration %d dispatch: %s, status %d (%s)",
-              it, rmacoll_status_name(st), status, rmacoll_comm_last_error(comm));
-        for (int i = 0; i < n; i++) {
-            CHECK(rc[i] == m[i][me], "iteration %d: recvcounts[%d] = %lld, want %lld", it, i,
-                  (long long)rc[i], (long long)m[i][me]);
-        }
-        CHECK(rc[n] == -99, "iteration %d: written past recvcounts", it);
-        bad = check_recv(rb, me, n, m, it, 0);
-        CHECK(bad < 0, "iteration %d dispatch: element %lld is %d", it, (long long)bad,
-              rb[bad]);
-        /* combine: every block back to its sender; the receive side given */
-        for (int j = 0; j < n; j++) {
-            rc2[j] = m[me][j];
-        }
-        status = 77;
-        st = rmacoll_alltoallv_device_counts(rb, rc, CAP, rb2, rc2, CAP, RMACOLL_RECV_GIVEN,
-                                             RMACOLL_INT32, comm, NULL, &status);
-        CHECK(st == RMACOLL_SUCCESS && status == 0, "iteration %d combine: %s, status %d (%s)",
-              it, rmacoll_status_name(st), status, rmacoll_comm_last_error(comm));
-        CHECK(rc2[n] == -99, "iteration %d: written past the given recvcounts", it);
-        bad = check_recv(rb2, me, n, m, it, 1);
-        CHECK(bad < 0, "iteration %d combine: element %lld is %d", it, (long long)bad,
-              rb2[bad]);
     }
 
     /* failures, on the matrix of iteration 3 (random counts) */
@@ -352,71 +391,36 @@ out:
  * into the slot's memory, raises DCX_GO, waits for the worker's DCX_DONE
  * and copies back): the slots, the worker, the constant-valued words and
  * the order of calls, everything but the CUDA stream operations. */
-#define FAKE_STREAM ((void *)0x2)
 
 static void *rank_main_trig(void *p)
 {
     rank_arg_t *a = p;
-    rmacoll_comm_params_t prm;
     rmacoll_comm_t *comm = NULL;
     int n = a->nranks, me = a->rank;
-    int64_t m[MAXR][MAXR], sc[MAXR], rc[MAXR + 1], rc2[MAXR + 1];
+    bufs_t b;
+    int64_t (*m)[MAXR] = b.m, *sc = b.sc, *rc = b.rc;
     int32_t *sb = calloc(CAP + GUARD, sizeof(int32_t));
     int32_t *rb = calloc(CAP + GUARD, sizeof(int32_t));
     int32_t *rb2 = calloc(CAP + GUARD, sizeof(int32_t));
-    int32_t status, status2;
-    char key[32], who[96];
-    rmacoll_status_t st;
+    int32_t status;
     rmacoll_comm_stats_t stats;
+    char who[96];
+    rmacoll_status_t st;
 
+    b.sb = sb;
+    b.rb = rb;
+    b.rb2 = rb2;
     CHECK(sb != NULL && rb != NULL && rb2 != NULL, "no memory");
-    memset(&prm, 0, sizeof(prm));
-    prm.struct_size = sizeof(prm);
-    prm.rank = me;
-    prm.nranks = n;
-    prm.unique_id = a->id;
-    prm.config = a->cfg;
-    snprintf(key, sizeof(key), "dcxt-node-%d", me / (n / a->nodes));
-    prm.node_key = key;
-    st = rmacoll_comm_create(&prm, &comm);
-    CHECK(st == RMACOLL_SUCCESS, "create: %s", rmacoll_status_name(st));
-
+    comm = make_comm(a, "dcxt");
+    if (comm == NULL) {
+        goto out;
+    }
     /* the same pointers every iteration, new contents: one slot each for
      * the dispatch and the combine, as graph replays would use them */
     for (int it = 0; it < ITERS; it++) {
-        int64_t bad;
-
-        matrix(it, n, m);
-        fill_send(sb, me, n, m, it);
-        for (int i = 0; i < CAP + GUARD; i++) {
-            rb[i] = rb2[i] = SENT;
+        if (!round_trip(comm, a, &b, it, FAKE_STREAM)) {
+            goto out;
         }
-        for (int j = 0; j < n; j++) {
-            sc[j] = m[me][j];
-            rc[j] = -5;
-            rc2[j] = m[me][j];
-        }
-        rc[n] = rc2[n] = -99;
-        status = status2 = 77;
-        st = rmacoll_alltoallv_device_counts(sb, sc, CAP, rb, rc, CAP, RMACOLL_RECV_PRODUCE,
-                                             RMACOLL_INT32, comm, FAKE_STREAM, &status);
-        CHECK(st == RMACOLL_SUCCESS && status == 0, "iteration %d dispatch: %s, status %d (%s)",
-              it, rmacoll_status_name(st), status, rmacoll_comm_last_error(comm));
-        for (int i = 0; i < n; i++) {
-            CHECK(rc[i] == m[i][me], "iteration %d: recvcounts[%d] = %lld, want %lld", it, i,
-                  (long long)rc[i], (long long)m[i][me]);
-        }
-        CHECK(rc[n] == -99, "iteration %d: written past recvcounts", it);
-        bad = check_recv(rb, me, n, m, it, 0);
-        CHECK(bad < 0, "iteration %d dispatch: element %lld is %d", it, (long long)bad,
-              rb[bad]);
-        st = rmacoll_alltoallv_device_counts(rb, rc, CAP, rb2, rc2, CAP, RMACOLL_RECV_GIVEN,
-                                             RMACOLL_INT32, comm, FAKE_STREAM, &status2);
-        CHECK(st == RMACOLL_SUCCESS && status2 == 0, "iteration %d combine: %s, status %d "
-              "(%s)", it, rmacoll_status_name(st), status2, rmacoll_comm_last_error(comm));
-        bad = check_recv(rb2, me, n, m, it, 1);
-        CHECK(bad < 0, "iteration %d combine: element %lld is %d", it, (long long)bad,
-              rb2[bad]);
     }
     CHECK(rmacoll_device_counts_check(comm) == RMACOLL_SUCCESS, "check after success: %s",
           rmacoll_comm_last_error(comm));

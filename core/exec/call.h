@@ -24,6 +24,7 @@
 
 #include "core/ctrl/ctrl.h"
 #include "core/plan/plan.h"
+#include "rmacoll.h"
 #include "rmacoll_transport.h"
 
 typedef struct rmacoll__runner rmacoll__runner_t;
@@ -227,6 +228,65 @@ rmacoll_status_t rmacoll__call_begin(rmacoll__call_t *call, rmacoll_comm_t *comm
 rmacoll_status_t rmacoll__call_pipeline(rmacoll__call_t *call);
 
 /* ---- device-count calls the host runs (dcx.c) ---- */
+
+/* The host-side argument checks of a device-count call, shared by its
+ * device runner (run_stream.c) and its host form (dcx.c): 0 when all pass,
+ * else the number (>= 1) of the first that fails; rmacoll__dc_arg_status
+ * and rmacoll__dc_arg_text give its code and its words. esize 0: an
+ * unknown dtype. */
+static inline int rmacoll__dc_arg_check(const void *sendbuf, const int64_t *sendcounts,
+                                        int64_t send_capacity, const void *recvbuf,
+                                        const int64_t *recvcounts, int64_t recv_capacity,
+                                        int mode, const int32_t *status, size_t esize)
+{
+    const int bad[] = {
+        sendcounts == NULL,
+        recvcounts == NULL,
+        status == NULL,
+        mode != RMACOLL_RECV_PRODUCE && mode != RMACOLL_RECV_GIVEN,
+        send_capacity < 0,
+        recv_capacity < 0,
+        sendbuf == NULL && send_capacity > 0,
+        recvbuf == NULL && recv_capacity > 0,
+        esize != 0 && (uint64_t)send_capacity > (uint64_t)INT64_MAX / esize,
+        esize != 0 && (uint64_t)recv_capacity > (uint64_t)INT64_MAX / esize,
+        esize == 0,
+    };
+
+    for (int k = 0; k < (int)(sizeof(bad) / sizeof(bad[0])); k++) {
+        if (bad[k]) {
+            return k + 1;
+        }
+    }
+    return 0;
+}
+
+static inline rmacoll_status_t rmacoll__dc_arg_status(int what)
+{
+    return what == 0   ? RMACOLL_SUCCESS
+           : what <= 6 ? RMACOLL_ERR_INVALID_ARG
+           : what <= 8 ? RMACOLL_ERR_NULL_BUFFER
+           : what <= 10 ? RMACOLL_ERR_OVERFLOW
+                        : RMACOLL_ERR_DATATYPE;
+}
+
+static inline const char *rmacoll__dc_arg_text(int what)
+{
+    switch (what) {
+    case 1: return "sendcounts is NULL (nranks int64 expected)";
+    case 2: return "recvcounts is NULL (nranks int64 expected)";
+    case 3: return "status is NULL (one int32 expected)";
+    case 4: return "mode is neither RMACOLL_RECV_PRODUCE nor RMACOLL_RECV_GIVEN";
+    case 5: return "send_capacity is negative";
+    case 6: return "recv_capacity is negative";
+    case 7: return "sendbuf is NULL with send_capacity > 0";
+    case 8: return "recvbuf is NULL with recv_capacity > 0";
+    case 9: return "send_capacity * element size passes 2^63 - 1 bytes";
+    case 10: return "recv_capacity * element size passes 2^63 - 1 bytes";
+    case 11: return "dtype is not a rmacoll_datatype_t";
+    default: return "an invalid argument";
+    }
+}
 
 /* The arguments of rmacoll_alltoallv_device_counts, host-visible. */
 typedef struct rmacoll__dcx_args {

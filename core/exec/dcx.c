@@ -45,23 +45,8 @@ enum {
     DCX_GIVEN,
     DCX_ESIZE,
     DCX_ARG_STATUS, /* this rank's argument error (0: none) */
-    DCX_ARG_WHAT,   /* which argument: an index into dcx_arg_text */
+    DCX_ARG_WHAT,   /* which argument: rmacoll__dc_arg_check's number */
     DCX_TAIL
-};
-
-static const char *const dcx_arg_text[] = {
-    "",
-    "sendcounts is NULL (nranks int64 expected)",
-    "recvcounts is NULL (nranks int64 expected)",
-    "status is NULL (one int32 expected)",
-    "mode is neither RMACOLL_RECV_PRODUCE nor RMACOLL_RECV_GIVEN",
-    "send_capacity is negative",
-    "recv_capacity is negative",
-    "sendbuf is NULL with send_capacity > 0",
-    "recvbuf is NULL with recv_capacity > 0",
-    "send_capacity * element size passes 2^63 - 1 bytes",
-    "recv_capacity * element size passes 2^63 - 1 bytes",
-    "dtype is not a rmacoll_datatype_t",
 };
 
 static const char *const dcx_why_text[] = {
@@ -69,37 +54,12 @@ static const char *const dcx_why_text[] = {
     "more elements to receive than recv_capacity", "a sum of counts past INT64_MAX",
     "a receive count that differs from its sender's count"};
 
-/* This rank's argument error: the status, and *what its text. */
+/* This rank's argument error: the status, and *what its number. */
 static rmacoll_status_t dcx_check_args(const rmacoll__dcx_args_t *a, size_t esize, int *what)
 {
-    struct {
-        int bad;
-        rmacoll_status_t st;
-    } const t[] = {
-        {a->sendcounts == NULL, RMACOLL_ERR_INVALID_ARG},
-        {a->recvcounts == NULL, RMACOLL_ERR_INVALID_ARG},
-        {a->status == NULL, RMACOLL_ERR_INVALID_ARG},
-        {a->mode != RMACOLL_RECV_PRODUCE && a->mode != RMACOLL_RECV_GIVEN,
-         RMACOLL_ERR_INVALID_ARG},
-        {a->send_capacity < 0, RMACOLL_ERR_INVALID_ARG},
-        {a->recv_capacity < 0, RMACOLL_ERR_INVALID_ARG},
-        {a->sendbuf == NULL && a->send_capacity > 0, RMACOLL_ERR_NULL_BUFFER},
-        {a->recvbuf == NULL && a->recv_capacity > 0, RMACOLL_ERR_NULL_BUFFER},
-        {esize != 0 && (uint64_t)a->send_capacity > (uint64_t)INT64_MAX / esize,
-         RMACOLL_ERR_OVERFLOW},
-        {esize != 0 && (uint64_t)a->recv_capacity > (uint64_t)INT64_MAX / esize,
-         RMACOLL_ERR_OVERFLOW},
-        {esize == 0, RMACOLL_ERR_DATATYPE},
-    };
-
-    for (size_t k = 0; k < sizeof(t) / sizeof(t[0]); k++) {
-        if (t[k].bad) {
-            *what = (int)k + 1;
-            return t[k].st;
-        }
-    }
-    *what = 0;
-    return RMACOLL_SUCCESS;
+    *what = rmacoll__dc_arg_check(a->sendbuf, a->sendcounts, a->send_capacity, a->recvbuf,
+                                  a->recvcounts, a->recv_capacity, a->mode, a->status, esize);
+    return rmacoll__dc_arg_status(*what);
 }
 
 /* The kernel's failure key: the lowest wins (rank, then reason, then peer;
@@ -265,10 +225,7 @@ rmacoll_status_t rmacoll__dcx_host(rmacoll_comm_t *comm, const rmacoll__dcx_args
             free(mine);
             return rmacoll__fail(&comm->fail, st, "rank %d: rmacoll_alltoallv_device_counts: "
                                  "rank %d: %s; nothing was written", me, i,
-                                 w > 0 && w < (int)(sizeof(dcx_arg_text) /
-                                                    sizeof(dcx_arg_text[0]))
-                                     ? dcx_arg_text[w]
-                                     : "an invalid argument");
+                                 rmacoll__dc_arg_text(w));
         }
         if (tail[DCX_ESIZE] != (int64_t)esize) {
             long long other = (long long)tail[DCX_ESIZE];
@@ -394,11 +351,11 @@ static int dcx_slot(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a, void *st
             free_k = free_k < 0 ? k : free_k;
             continue;
         }
-        if (s->stream == stream && s->sendbuf == a->sendbuf &&
-            s->sendcounts == a->sendcounts && s->send_capacity == a->send_capacity &&
-            s->recvbuf == a->recvbuf && s->recvcounts == a->recvcounts &&
-            s->recv_capacity == a->recv_capacity && s->mode == a->mode &&
-            s->dtype == a->dtype && s->status == a->status) {
+        if (s->stream == stream && s->args.sendbuf == a->sendbuf &&
+            s->args.sendcounts == a->sendcounts && s->args.send_capacity == a->send_capacity &&
+            s->args.recvbuf == a->recvbuf && s->args.recvcounts == a->recvcounts &&
+            s->args.recv_capacity == a->recv_capacity && s->args.mode == a->mode &&
+            s->args.dtype == a->dtype && s->args.status == a->status) {
             return k;
         }
     }
@@ -425,15 +382,7 @@ static int dcx_slot(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a, void *st
     s->mem = p;
     s->used = 1;
     s->stream = stream;
-    s->sendbuf = a->sendbuf;
-    s->sendcounts = a->sendcounts;
-    s->send_capacity = a->send_capacity;
-    s->recvbuf = a->recvbuf;
-    s->recvcounts = a->recvcounts;
-    s->recv_capacity = a->recv_capacity;
-    s->mode = a->mode;
-    s->dtype = a->dtype;
-    s->status = a->status;
+    s->args = *a;
     return free_k;
 }
 
@@ -442,22 +391,22 @@ static void dcx_slot_args(const rmacoll_comm_t *comm, const rmacoll__dcx_slot_t 
                           rmacoll__dcx_args_t *a)
 {
     int n = comm->nranks;
-    size_t esize = rmacoll_datatype_size(s->dtype);
-    uint64_t sb = dcx_cap_bytes(s->send_capacity, esize);
+    size_t esize = rmacoll_datatype_size(s->args.dtype);
+    uint64_t sb = dcx_cap_bytes(s->args.send_capacity, esize);
 
-    a->sendbuf = s->sendbuf != NULL ? s->mem + dcx_off_send(n) : NULL;
-    a->sendcounts = s->sendcounts != NULL ? (const int64_t *)(s->mem + dcx_off_sc()) : NULL;
-    a->send_capacity = s->send_capacity;
-    a->recvbuf = s->recvbuf != NULL ? s->mem + dcx_off_send(n) + ((sb + 63) & ~(uint64_t)63)
+    a->sendbuf = s->args.sendbuf != NULL ? s->mem + dcx_off_send(n) : NULL;
+    a->sendcounts = s->args.sendcounts != NULL ? (const int64_t *)(s->mem + dcx_off_sc()) : NULL;
+    a->send_capacity = s->args.send_capacity;
+    a->recvbuf = s->args.recvbuf != NULL ? s->mem + dcx_off_send(n) + ((sb + 63) & ~(uint64_t)63)
                                     : NULL;
-    a->recvcounts = s->recvcounts == NULL ? NULL
-                    : s->mode == RMACOLL_RECV_GIVEN
+    a->recvcounts = s->args.recvcounts == NULL ? NULL
+                    : s->args.mode == RMACOLL_RECV_GIVEN
                         ? (int64_t *)(s->mem + dcx_off_given(n))
                         : (int64_t *)(s->mem + dcx_off_out(n));
-    a->recv_capacity = s->recv_capacity;
-    a->mode = s->mode;
-    a->dtype = s->dtype;
-    a->status = s->status != NULL ? (int32_t *)(s->mem + dcx_off_status(n)) : NULL;
+    a->recv_capacity = s->args.recv_capacity;
+    a->mode = s->args.mode;
+    a->dtype = s->args.dtype;
+    a->status = s->args.status != NULL ? (int32_t *)(s->mem + dcx_off_status(n)) : NULL;
 }
 
 /* The copies of slot s into (in) or out of (!in) its memory: self puts. */
@@ -466,9 +415,9 @@ static size_t dcx_copies(const rmacoll_comm_t *comm, const rmacoll__dcx_slot_t *
 {
     rmacoll__dcx_args_t h;
     int n = comm->nranks;
-    size_t k = 0, esize = rmacoll_datatype_size(s->dtype);
-    uint64_t sb = dcx_cap_bytes(s->send_capacity, esize);
-    uint64_t rb = dcx_cap_bytes(s->recv_capacity, esize);
+    size_t k = 0, esize = rmacoll_datatype_size(s->args.dtype);
+    uint64_t sb = dcx_cap_bytes(s->args.send_capacity, esize);
+    uint64_t rb = dcx_cap_bytes(s->args.recv_capacity, esize);
 #define DCX_PUT(SRC, DST, BYTES)                                                     \
     do {                                                                             \
         memset(&p[k], 0, sizeof(p[k]));                                              \
@@ -482,30 +431,30 @@ static size_t dcx_copies(const rmacoll_comm_t *comm, const rmacoll__dcx_slot_t *
 
     dcx_slot_args(comm, s, &h);
     if (in) {
-        if (s->sendcounts != NULL) {
-            DCX_PUT(s->sendcounts, h.sendcounts, (uint64_t)n * 8);
+        if (s->args.sendcounts != NULL) {
+            DCX_PUT(s->args.sendcounts, h.sendcounts, (uint64_t)n * 8);
         }
-        if (s->recvcounts != NULL) { /* given, or the current ones (kept on an error) */
-            DCX_PUT(s->recvcounts, h.recvcounts, (uint64_t)n * 8);
+        if (s->args.recvcounts != NULL) { /* given, or the current ones (kept on an error) */
+            DCX_PUT(s->args.recvcounts, h.recvcounts, (uint64_t)n * 8);
         }
-        if (s->status != NULL) {
-            DCX_PUT(s->status, h.status, 4);
+        if (s->args.status != NULL) {
+            DCX_PUT(s->args.status, h.status, 4);
         }
-        if (s->sendbuf != NULL && sb > 0) {
-            DCX_PUT(s->sendbuf, h.sendbuf, sb);
+        if (s->args.sendbuf != NULL && sb > 0) {
+            DCX_PUT(s->args.sendbuf, h.sendbuf, sb);
         }
-        if (s->recvbuf != NULL && rb > 0) {
-            DCX_PUT(s->recvbuf, h.recvbuf, rb);
+        if (s->args.recvbuf != NULL && rb > 0) {
+            DCX_PUT(s->args.recvbuf, h.recvbuf, rb);
         }
     } else {
-        if (s->recvbuf != NULL && rb > 0) {
-            DCX_PUT(h.recvbuf, s->recvbuf, rb);
+        if (s->args.recvbuf != NULL && rb > 0) {
+            DCX_PUT(h.recvbuf, s->args.recvbuf, rb);
         }
-        if (s->recvcounts != NULL && s->mode == RMACOLL_RECV_PRODUCE) {
-            DCX_PUT(h.recvcounts, s->recvcounts, (uint64_t)n * 8);
+        if (s->args.recvcounts != NULL && s->args.mode == RMACOLL_RECV_PRODUCE) {
+            DCX_PUT(h.recvcounts, s->args.recvcounts, (uint64_t)n * 8);
         }
-        if (s->status != NULL) {
-            DCX_PUT(h.status, s->status, 4);
+        if (s->args.status != NULL) {
+            DCX_PUT(h.status, s->args.status, 4);
         }
     }
 #undef DCX_PUT
@@ -763,7 +712,7 @@ static rmacoll_status_t dcx_device(rmacoll_comm_t *comm, const rmacoll__dcx_args
     if (arg_st != RMACOLL_SUCCESS) {
         return rmacoll__fail(&comm->fail, arg_st, "rank %d: rmacoll_alltoallv_device_counts: "
                              "%s (enqueued so that every rank's *status reports it)",
-                             comm->rank, dcx_arg_text[what]);
+                             comm->rank, rmacoll__dc_arg_text(what));
     }
     return RMACOLL_SUCCESS;
 }

@@ -494,44 +494,21 @@ static rmacoll__tinst_t *dc_inst(rmacoll_comm_t *comm)
 static rmacoll_status_t dc_check_args(rmacoll__call_t *c)
 {
     const rmacoll__dcounts_t *dc = c->dc;
-    int me = c->comm->rank;
-    const char *bad = NULL;
-    rmacoll_status_t st = RMACOLL_ERR_INVALID_ARG;
+    int what;
 
-    if (c->stream == NULL) {
-        bad = "stream is NULL (device-count calls are enqueued on a created stream, or "
-              "cudaStreamPerThread)";
-    } else if (dc->sendcounts == NULL) {
-        bad = "sendcounts is NULL (nranks int64 in device memory expected)";
-    } else if (dc->recvcounts == NULL) {
-        bad = "recvcounts is NULL (nranks int64 in device memory expected)";
-    } else if (dc->status == NULL) {
-        bad = "status is NULL (one int32 in device memory expected)";
-    } else if (dc->mode != RMACOLL_RECV_PRODUCE && dc->mode != RMACOLL_RECV_GIVEN) {
-        bad = "mode is neither RMACOLL_RECV_PRODUCE nor RMACOLL_RECV_GIVEN";
-    } else if (dc->send_capacity < 0) {
-        bad = "send_capacity is negative";
-    } else if (dc->recv_capacity < 0) {
-        bad = "recv_capacity is negative";
-    } else if (c->sendbuf == NULL && dc->send_capacity > 0) {
-        st = RMACOLL_ERR_NULL_BUFFER;
-        bad = "sendbuf is NULL with send_capacity > 0";
-    } else if (c->recvbuf == NULL && dc->recv_capacity > 0) {
-        st = RMACOLL_ERR_NULL_BUFFER;
-        bad = "recvbuf is NULL with recv_capacity > 0";
-    } else if ((uint64_t)dc->send_capacity > (uint64_t)INT64_MAX / c->esize) {
-        st = RMACOLL_ERR_OVERFLOW;
-        bad = "send_capacity * element size passes 2^63 - 1 bytes";
-    } else if ((uint64_t)dc->recv_capacity > (uint64_t)INT64_MAX / c->esize) {
-        st = RMACOLL_ERR_OVERFLOW;
-        bad = "recv_capacity * element size passes 2^63 - 1 bytes";
+    if (c->stream == NULL) { /* the host form does not come here (dcx.c) */
+        snprintf(c->msg, sizeof(c->msg), "rank %d: rmacoll_alltoallv_device_counts: stream "
+                 "is NULL", c->comm->rank);
+        return RMACOLL_ERR_INVALID_ARG;
     }
-    if (bad != NULL) {
+    what = rmacoll__dc_arg_check(c->sendbuf, dc->sendcounts, dc->send_capacity, c->recvbuf,
+                                 dc->recvcounts, dc->recv_capacity, dc->mode, dc->status,
+                                 c->esize);
+    if (what != 0) {
         snprintf(c->msg, sizeof(c->msg), "rank %d: rmacoll_alltoallv_device_counts: %s",
-                 me, bad);
-        return st;
+                 c->comm->rank, rmacoll__dc_arg_text(what));
     }
-    return RMACOLL_SUCCESS;
+    return rmacoll__dc_arg_status(what);
 }
 
 /* The call's rmacoll_dcounts_call_t without the peers' addresses. */

@@ -77,16 +77,7 @@ typedef struct rmacoll__stage {
 typedef struct rmacoll__dcx_slot {
     int used;
     void *stream;
-    /* the call's arguments as given (device pointers) */
-    const void *sendbuf;
-    const int64_t *sendcounts;
-    int64_t send_capacity;
-    void *recvbuf;
-    int64_t *recvcounts;
-    int64_t recv_capacity;
-    int mode;
-    rmacoll_datatype_t dtype;
-    int32_t *status;
+    rmacoll__dcx_args_t args;         /* the call's, as given (device pointers) */
     /* pinned host memory: sc[n], given[n], out[n], status (8 bytes), then
      * the send staging (send_capacity elements), the receive staging
      * (recv_capacity elements) */
