@@ -974,14 +974,22 @@ typedef enum rmacoll_recv_mode {
  * worker runs the host form (below) on the slot's memory, in stream order,
  * so the arrays and buffers may change between graph replays. Errors: the
  * same verdict lands in every rank's *status and in the next
- * rmacoll_device_counts_check; an argument error is also returned by the
- * rank that made it (its call is enqueued anyway, so that the peers learn
- * it). Rules: stream NULL on every rank or on none; one stream per
- * argument set; at most 16 distinct argument sets per communicator (each
- * keeps pinned memory of 3 * nranks * 8 + 64 bytes plus both capacities);
- * once such a call was made, every other call on the communicator returns
+ * rmacoll_device_counts_check; an argument error, or a failure of the call
+ * itself (no free slot, no pinned memory: RMACOLL_ERR_UNSUPPORTED,
+ * RMACOLL_ERR_NO_MEMORY), is also returned by the rank that had it, and
+ * travels to the peers' *status through a job with no copies. "Nothing
+ * written" holds value for value: the copy back rewrites the whole receive
+ * buffer with the bytes it held when the stream reached the call, and the
+ * received blocks. Pointers are not checked to be device memory here.
+ * Rules: stream NULL on every rank or on none; ONE stream per
+ * communicator for these calls (another stream: RMACOLL_ERR_UNSUPPORTED on
+ * that rank, nothing enqueued; the peers' matching calls then time out);
+ * at most 16 argument sets kept at once (a slot whose call is done and that
+ * no graph captured is reused, so eager calls with new buffers are fine;
+ * each keeps 3 * nranks * 8 + 64 bytes plus both capacities pinned); once
+ * such a call was made, every other call on the communicator returns
  * RMACOLL_ERR_UNSUPPORTED (the worker owns its order: use a communicator of
- * its own); destroy the communicator only once its streams are idle. Cost:
+ * its own); destroy the communicator only once its stream is idle. Cost:
  * the host form plus two capacity-sized copies each way over PCIe (the
  * staged path; the registered (FI_HMEM) path is not built for it).
  *

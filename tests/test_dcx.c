@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "rmacoll.h"
+#include "core/exec/state.h"
 
 #define MAXR 4
 #define CAP 600          /* receive and send capacity, elements */
@@ -354,6 +355,14 @@ static void *rank_main(void *p)
                                              NULL, &status);
         EXPECT_FAIL(comm, a, st, RMACOLL_ERR_DATATYPE, NULL, "element sizes differ", rb,
                           "dtype");
+        /* 6b. rank 0 with another element size, rank 1 with an argument
+         * error: the argument error wins on every rank */
+        st = rmacoll_alltoallv_device_counts(sb, me == 1 ? NULL : sc, CAP / 2, rb, rc, CAP / 2,
+                                             RMACOLL_RECV_PRODUCE,
+                                             me == 0 ? RMACOLL_INT64 : RMACOLL_INT32, comm,
+                                             NULL, &status);
+        EXPECT_FAIL(comm, a, st, RMACOLL_ERR_INVALID_ARG, "rank 1: sendcounts is NULL", NULL,
+                    rb, "dtype and argument error");
         /* 7. stream NULL on rank 0 only (host form there, the device
          * form, refused without a GPU, elsewhere): fails on every rank */
         st = rmacoll_alltoallv_device_counts(sb, sc, CAP, rb, rc, CAP, RMACOLL_RECV_PRODUCE,
@@ -488,6 +497,30 @@ static void *rank_main_trig(void *p)
               "argument error: check gave %s '%s'", rmacoll_status_name(st),
               rmacoll_comm_last_error(comm));
     }
+    /* eager calls with a new argument set each time (as new tensors give):
+     * more than the 16 slots, each reused once its job is done */
+    for (int v = 0; v < 20; v++) {
+        for (int i = 0; i < CAP + GUARD; i++) {
+            rb[i] = SENT;
+        }
+        st = rmacoll_alltoallv_device_counts(sb, sc, CAP - v, rb, rc, CAP - v,
+                                             RMACOLL_RECV_PRODUCE, RMACOLL_INT32, comm,
+                                             FAKE_STREAM, &status);
+        CHECK(st == RMACOLL_SUCCESS && status == 0, "argument set %d: %s, status %d (%s)", v,
+              rmacoll_status_name(st), status, rmacoll_comm_last_error(comm));
+        {
+            int64_t bad = check_recv(rb, me, n, m, 3, 0);
+            CHECK(bad < 0, "argument set %d: element %lld is %d", v, (long long)bad,
+                  rb[bad]);
+        }
+    }
+    /* a second stream is refused, on the rank that gives it (nothing
+     * enqueued: every rank gives it here, so nothing is left to pair) */
+    st = rmacoll_alltoallv_device_counts(sb, sc, CAP, rb, rc, CAP, RMACOLL_RECV_PRODUCE,
+                                         RMACOLL_INT32, comm, (void *)0x3, &status);
+    CHECK(st == RMACOLL_ERR_UNSUPPORTED &&
+              strstr(rmacoll_comm_last_error(comm), "one stream per communicator") != NULL,
+          "second stream: %s '%s'", rmacoll_status_name(st), rmacoll_comm_last_error(comm));
     /* other calls on this communicator are refused, on every rank */
     st = rmacoll_alltoall(sb, rb, 1, RMACOLL_INT32, comm, NULL);
     CHECK(st == RMACOLL_ERR_UNSUPPORTED &&
@@ -569,6 +602,42 @@ static void test_triggered_three_nodes(void **state)
     unsetenv("RMACOLL_DCX_EMULATE_STREAM");
 }
 
+/* The verdict on a matrix of 300 ranks: peers past 255 are named (the
+ * one-node kernel's key has 8 bits for them; this one has 32). */
+static void test_verdict_many_ranks(void **state)
+{
+    const int n = 300;
+    size_t rec_len = 2 * (size_t)n + 6;
+    int64_t *rows = calloc((size_t)n * rec_len, sizeof(int64_t));
+    rmacoll__dcx_verdict_t v;
+
+    (void)state;
+    assert_non_null(rows);
+    for (int i = 0; i < n; i++) {
+        rows[(size_t)i * rec_len + 2 * (size_t)n] = 1000;     /* recv_capacity */
+        rows[(size_t)i * rec_len + 2 * (size_t)n + 1] = 1000; /* send_capacity */
+    }
+    assert_int_equal(rmacoll__dcx_verdict(n, rows, rec_len, &v), RMACOLL_SUCCESS);
+    rows[0 * rec_len + 256] = -1; /* rank 0 to 256 */
+    assert_int_equal(rmacoll__dcx_verdict(n, rows, rec_len, &v), RMACOLL_ERR_OVERFLOW);
+    assert_int_equal(v.rank, 0);
+    assert_int_equal(v.peer, 256);
+    rows[0 * rec_len + 255] = -2; /* the lower peer wins */
+    assert_int_equal(rmacoll__dcx_verdict(n, rows, rec_len, &v), RMACOLL_ERR_OVERFLOW);
+    assert_int_equal(v.peer, 255);
+    assert_int_equal(v.need, -2);
+    rows[0 * rec_len + 255] = rows[0 * rec_len + 256] = 0;
+    rows[299 * rec_len + 2 * (size_t)n + 1] = 2000; /* its send_capacity */
+    rows[299 * rec_len + 299] = 1001; /* rank 299 receives past its capacity */
+    assert_int_equal(rmacoll__dcx_verdict(n, rows, rec_len, &v), RMACOLL_ERR_OVERFLOW);
+    assert_int_equal(v.rank, 299);
+    assert_int_equal(v.why, RMACOLL_DCOUNTS_WHY_RECV_CAP);
+    assert_int_equal(v.peer, -1);
+    assert_int_equal(v.need, 1001);
+    assert_int_equal(v.have, 1000);
+    free(rows);
+}
+
 static void test_one_node(void **state)
 {
     (void)state;
@@ -596,6 +665,7 @@ static void test_three_nodes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_verdict_many_ranks),
         cmocka_unit_test(test_one_node),
         cmocka_unit_test(test_two_nodes),
         cmocka_unit_test(test_three_nodes),

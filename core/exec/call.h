@@ -267,7 +267,9 @@ static inline rmacoll_status_t rmacoll__dc_arg_status(int what)
            : what <= 6 ? RMACOLL_ERR_INVALID_ARG
            : what <= 8 ? RMACOLL_ERR_NULL_BUFFER
            : what <= 10 ? RMACOLL_ERR_OVERFLOW
-                        : RMACOLL_ERR_DATATYPE;
+           : what == 11 ? RMACOLL_ERR_DATATYPE
+           : what == 12 ? RMACOLL_ERR_UNSUPPORTED
+                        : RMACOLL_ERR_NO_MEMORY;
 }
 
 static inline const char *rmacoll__dc_arg_text(int what)
@@ -284,6 +286,10 @@ static inline const char *rmacoll__dc_arg_text(int what)
     case 9: return "send_capacity * element size passes 2^63 - 1 bytes";
     case 10: return "recv_capacity * element size passes 2^63 - 1 bytes";
     case 11: return "dtype is not a rmacoll_datatype_t";
+    case 12: return "more than 16 argument sets on this communicator whose calls are "
+                    "in flight or captured in a graph (each keeps pinned host memory)";
+    case 13: return "cannot allocate or pin the host memory of the call's counts and "
+                    "staging";
     default: return "an invalid argument";
     }
 }
@@ -299,6 +305,8 @@ typedef struct rmacoll__dcx_args {
     int mode;                         /* rmacoll_recv_mode_t */
     rmacoll_datatype_t dtype;
     int32_t *status;                  /* one word */
+    int forced;                       /* a failure of this rank found before the
+                                       * protocol (rmacoll__dc_arg_text 12, 13) */
 } rmacoll__dcx_args_t;
 
 /* A verdict on a whole count matrix (reasons: RMACOLL_DCOUNTS_WHY_*). */

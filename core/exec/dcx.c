@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "core/exec/call.h"
+#include "core/base/clock.h"
 #include "core/base/trace.h"
 #include "core/exec/state.h"
 
@@ -57,17 +58,22 @@ static const char *const dcx_why_text[] = {
 /* This rank's argument error: the status, and *what its number. */
 static rmacoll_status_t dcx_check_args(const rmacoll__dcx_args_t *a, size_t esize, int *what)
 {
+    if (a->forced != 0) {
+        *what = a->forced;
+        return rmacoll__dc_arg_status(*what);
+    }
     *what = rmacoll__dc_arg_check(a->sendbuf, a->sendcounts, a->send_capacity, a->recvbuf,
                                   a->recvcounts, a->recv_capacity, a->mode, a->status, esize);
     return rmacoll__dc_arg_status(*what);
 }
 
-/* The kernel's failure key: the lowest wins (rank, then reason, then peer;
- * 255: no peer). */
+/* The kernel's failure key, widened for any number of ranks: the lowest
+ * wins (rank, then reason, then peer; DCX_NO_PEER sorts after every peer). */
+#define DCX_NO_PEER (-1)
 static uint64_t dcx_key(int rank, int why, int peer)
 {
-    return ((uint64_t)(uint32_t)rank << 16) | ((uint64_t)(uint32_t)why << 8) |
-           (uint64_t)(uint32_t)(peer & 0xff);
+    return ((uint64_t)(uint32_t)rank << 40) | ((uint64_t)(uint8_t)why << 32) |
+           (peer < 0 ? UINT32_MAX : (uint64_t)(uint32_t)peer);
 }
 
 rmacoll_status_t rmacoll__dcx_verdict(int n, const int64_t *rows, size_t rec_len,
@@ -84,7 +90,7 @@ rmacoll_status_t rmacoll__dcx_verdict(int n, const int64_t *rows, size_t rec_len
             best = kk_;                                                              \
             v->rank = (rk);                                                          \
             v->why = (wh);                                                           \
-            v->peer = (pr) == 255 ? -1 : (pr);                                       \
+            v->peer = (pr);                                                          \
             v->need = (nd);                                                          \
             v->have = (hv);                                                          \
         }                                                                            \
@@ -113,7 +119,7 @@ rmacoll_status_t rmacoll__dcx_verdict(int n, const int64_t *rows, size_t rec_len
             }
         }
         if (total > tail[DCX_RECV_CAP]) {
-            DCX_TAKE(t, RMACOLL_DCOUNTS_WHY_RECV_CAP, 255, total, tail[DCX_RECV_CAP]);
+            DCX_TAKE(t, RMACOLL_DCOUNTS_WHY_RECV_CAP, DCX_NO_PEER, total, tail[DCX_RECV_CAP]);
         }
         /* row t: what t sends */
         for (int j = 0; j < n; j++) {
@@ -130,7 +136,7 @@ rmacoll_status_t rmacoll__dcx_verdict(int n, const int64_t *rows, size_t rec_len
             }
         }
         if (stot > tail[DCX_SEND_CAP]) {
-            DCX_TAKE(t, RMACOLL_DCOUNTS_WHY_SEND_CAP, 255, stot, tail[DCX_SEND_CAP]);
+            DCX_TAKE(t, RMACOLL_DCOUNTS_WHY_SEND_CAP, DCX_NO_PEER, stot, tail[DCX_SEND_CAP]);
         }
     }
 #undef DCX_TAKE
@@ -214,7 +220,7 @@ rmacoll_status_t rmacoll__dcx_host(rmacoll_comm_t *comm, const rmacoll__dcx_args
         return st; /* the pipeline's message */
     }
     /* 2. the same verdict on every rank: argument errors (lowest rank),
-     * element sizes, then the counts */
+     * then element sizes (each against rank 0's), then the counts */
     for (int i = 0; i < n; i++) {
         const int64_t *tail = rows + (size_t)i * rec_len + 2 * (size_t)n;
 
@@ -227,14 +233,17 @@ rmacoll_status_t rmacoll__dcx_host(rmacoll_comm_t *comm, const rmacoll__dcx_args
                                  "rank %d: %s; nothing was written", me, i,
                                  rmacoll__dc_arg_text(w));
         }
-        if (tail[DCX_ESIZE] != (int64_t)esize) {
-            long long other = (long long)tail[DCX_ESIZE];
+    }
+    for (int i = 1; i < n; i++) {
+        const int64_t e0 = rows[2 * (size_t)n + DCX_ESIZE];
+        const int64_t ei = rows[(size_t)i * rec_len + 2 * (size_t)n + DCX_ESIZE];
 
+        if (ei != e0) {
             free(mine);
             return rmacoll__fail(&comm->fail, RMACOLL_ERR_DATATYPE, "rank %d: "
                                  "rmacoll_alltoallv_device_counts: element sizes differ: "
-                                 "rank %d's element is %lld bytes, rank %d's %zu; nothing was written",
-                                 me, i, other, me, esize);
+                                 "rank 0's element is %lld bytes, rank %d's %lld; nothing "
+                                 "was written", me, (long long)e0, i, (long long)ei);
         }
     }
     for (int i = 0; i < n; i++) {
@@ -280,13 +289,17 @@ rmacoll_status_t rmacoll__dcx_host(rmacoll_comm_t *comm, const rmacoll__dcx_args
  * DCX_DONE = 0. The worker sees DCX_GO, clears it, runs the host form on
  * the slot's memory (which writes the receive staging only where blocks
  * arrive, and nothing on an error, so the copy back leaves every other
- * byte of recvbuf as it was), stores the status and raises DCX_DONE.
- * Every value the stream writes or waits for is a constant, so a captured
- * graph replays the call with the counts current at each replay.
+ * byte of recvbuf with the value it had when the stream reached the call),
+ * stores the status and raises DCX_DONE. Every value the stream writes or
+ * waits for is a constant, so a captured graph replays the call with the
+ * counts current at each replay. One stream per communicator: the words
+ * are one pair, and the jobs must run in one order on every rank.
  *
  * The call is not collective: the protocol runs in the worker, in stream
- * order, and argument errors travel in the records (every rank's *status
- * gets the same error; the rank that made it also returns it). */
+ * order. Argument errors travel in the records (every rank's *status gets
+ * the same error; the rank that made it also returns it), and so do the
+ * failures of the call itself (no slot, no memory), through the error
+ * slot: a job with no copies whose record carries the error. */
 
 static int dcx_env(const char *name)
 {
@@ -296,17 +309,16 @@ static int dcx_env(const char *name)
 }
 
 /* Takes the communicator, waiting while another thread (the worker, or
- * the user's enqueue) holds it. */
+ * the user's enqueue) holds it; gives up when comm is aborted or its
+ * worker is told to stop (destroy). */
 static rmacoll_status_t dcx_enter_wait(rmacoll_comm_t *comm)
 {
     struct timespec ts = {0, 10000};
 
     while (atomic_exchange_explicit(&comm->entered, 1, memory_order_acquire)) {
-        if (atomic_load_explicit(&comm->aborted, memory_order_acquire)) {
+        if (atomic_load_explicit(&comm->aborted, memory_order_acquire) ||
+            atomic_load(&comm->dcx.stop)) {
             return RMACOLL_ERR_ABORTED;
-        }
-        if (atomic_load(&comm->dcx.stop)) {
-            return RMACOLL_ERR_ABORTED; /* destroy holds it and joins the worker */
         }
         nanosleep(&ts, NULL);
     }
@@ -325,99 +337,148 @@ static size_t dcx_off_out(int n) { return 2 * (size_t)n * 8; }
 static size_t dcx_off_status(int n) { return 3 * (size_t)n * 8; }
 static size_t dcx_off_send(int n) { return 3 * (size_t)n * 8 + 64; }
 
+/* Bytes of a capacity, rounded up to 64 (0 for an argument error: nothing
+ * is copied for it); *ok 0 when the sum of both would pass 2^62. */
 static uint64_t dcx_cap_bytes(int64_t cap, size_t esize)
 {
-    if (cap <= 0 || esize == 0 || (uint64_t)cap > (uint64_t)INT64_MAX / esize) {
-        return 0; /* an argument error: nothing is copied for it */
+    if (cap <= 0 || esize == 0 || (uint64_t)cap > ((uint64_t)1 << 61) / esize) {
+        return 0;
     }
-    return (uint64_t)cap * esize;
+    return ((uint64_t)cap * esize + 63) & ~(uint64_t)63;
 }
 
-/* The slot of these arguments: an existing one, or a new one with its
- * pinned memory. -1 when all are taken or memory fails (*st says). */
-static int dcx_slot(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a, void *stream,
-                    rmacoll__tinst_t *ctl, int emulate, rmacoll_status_t *st)
+static int dcx_same(const rmacoll__dcx_args_t *x, const rmacoll__dcx_args_t *y)
 {
-    int n = comm->nranks, free_k = -1;
-    size_t esize = rmacoll_datatype_size(a->dtype);
-    uint64_t sb = dcx_cap_bytes(a->send_capacity, esize);
-    uint64_t rb = dcx_cap_bytes(a->recv_capacity, esize);
-    rmacoll__dcx_slot_t *s;
-    void *p = NULL;
+    return x->sendbuf == y->sendbuf && x->sendcounts == y->sendcounts &&
+           x->send_capacity == y->send_capacity && x->recvbuf == y->recvbuf &&
+           x->recvcounts == y->recvcounts && x->recv_capacity == y->recv_capacity &&
+           x->mode == y->mode && x->dtype == y->dtype && x->status == y->status;
+}
 
-    for (int k = 0; k < RMACOLL__DCX_SLOTS; k++) {
-        s = &comm->dcx.slot[k];
-        if (!s->used) {
-            free_k = free_k < 0 ? k : free_k;
-            continue;
-        }
-        if (s->stream == stream && s->args.sendbuf == a->sendbuf &&
-            s->args.sendcounts == a->sendcounts && s->args.send_capacity == a->send_capacity &&
-            s->args.recvbuf == a->recvbuf && s->args.recvcounts == a->recvcounts &&
-            s->args.recv_capacity == a->recv_capacity && s->args.mode == a->mode &&
-            s->args.dtype == a->dtype && s->args.status == a->status) {
-            return k;
-        }
+/* Slot k's memory grown to `bytes` (kept when large enough). */
+static rmacoll_status_t dcx_slot_mem(rmacoll__dcx_slot_t *s, uint64_t bytes,
+                                     rmacoll__tinst_t *ctl, int emulate)
+{
+    void *p = NULL;
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+
+    if (s->mem != NULL && s->bytes >= bytes) {
+        return RMACOLL_SUCCESS;
     }
-    if (free_k < 0) {
-        *st = RMACOLL_ERR_UNSUPPORTED;
-        return -1;
+    if (s->pin != NULL) {
+        ctl->ops->mem.mem_deregister(ctl->tp, s->pin);
+        s->pin = NULL;
     }
-    s = &comm->dcx.slot[free_k];
-    memset(s, 0, sizeof(*s));
-    s->bytes = dcx_off_send(n) + ((sb + 63) & ~(uint64_t)63) + rb;
-    if (posix_memalign(&p, 4096, s->bytes) != 0) {
-        *st = RMACOLL_ERR_NO_MEMORY;
-        return -1;
+    free(s->mem);
+    s->mem = NULL;
+    s->bytes = 0;
+    if (posix_memalign(&p, 4096, bytes) != 0) {
+        return RMACOLL_ERR_NO_MEMORY;
     }
-    memset(p, 0, s->bytes);
+    memset(p, 0, bytes);
     if (!emulate) {
-        *st = ctl->ops->mem.mem_register(ctl->tp, p, s->bytes, RMACOLL_MEM_HOST, &s->pin,
-                                         NULL);
-        if (*st != RMACOLL_SUCCESS) {
+        st = ctl->ops->mem.mem_register(ctl->tp, p, bytes, RMACOLL_MEM_HOST, &s->pin, NULL);
+        if (st != RMACOLL_SUCCESS) {
             free(p);
-            return -1;
+            return st;
         }
     }
     s->mem = p;
-    s->used = 1;
-    s->stream = stream;
-    s->args = *a;
-    return free_k;
+    s->bytes = bytes;
+    return RMACOLL_SUCCESS;
+}
+
+/* The slot of these arguments: the one that has them, else a free one, or
+ * one whose last job is done and that no graph captured. Returns its index,
+ * or -1 with *forced the error's number (rmacoll__dc_arg_text). */
+static int dcx_slot(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a, int captured,
+                    rmacoll__tinst_t *ctl, int emulate, int *forced)
+{
+    rmacoll__dcx_t *d = &comm->dcx;
+    int n = comm->nranks, k = -1;
+    size_t esize = rmacoll_datatype_size(a->dtype);
+    uint64_t done = atomic_load(&d->done_jobs);
+    rmacoll__dcx_slot_t *s;
+
+    for (int i = 0; i < RMACOLL__DCX_SLOTS && k < 0; i++) {
+        if (d->slot[i].used && dcx_same(&d->slot[i].args, a)) {
+            k = i;
+        }
+    }
+    for (int i = 0; i < RMACOLL__DCX_SLOTS && k < 0; i++) {
+        if (!d->slot[i].used) {
+            k = i;
+        }
+    }
+    for (int i = 0; i < RMACOLL__DCX_SLOTS && k < 0; i++) {
+        if (!d->slot[i].captured && d->slot[i].seq <= done) {
+            k = i; /* its job is over: eager calls with new buffers reuse it */
+        }
+    }
+    if (k < 0) {
+        *forced = 12;
+        return -1;
+    }
+    s = &d->slot[k];
+    if (!s->used || !dcx_same(&s->args, a)) {
+        if (dcx_slot_mem(s, dcx_off_send(n) + dcx_cap_bytes(a->send_capacity, esize) +
+                                dcx_cap_bytes(a->recv_capacity, esize),
+                         ctl, emulate) != RMACOLL_SUCCESS) {
+            s->used = 0;
+            *forced = 13;
+            return -1;
+        }
+        s->used = 1;
+        s->captured = 0;
+        s->args = *a;
+        s->args.forced = 0;
+    }
+    s->captured |= captured;
+    return k;
 }
 
 /* The host form's arguments on slot s's memory. */
 static void dcx_slot_args(const rmacoll_comm_t *comm, const rmacoll__dcx_slot_t *s,
                           rmacoll__dcx_args_t *a)
 {
+    const rmacoll__dcx_args_t *u = &s->args;
     int n = comm->nranks;
-    size_t esize = rmacoll_datatype_size(s->args.dtype);
-    uint64_t sb = dcx_cap_bytes(s->args.send_capacity, esize);
+    size_t esize = rmacoll_datatype_size(u->dtype);
 
-    a->sendbuf = s->args.sendbuf != NULL ? s->mem + dcx_off_send(n) : NULL;
-    a->sendcounts = s->args.sendcounts != NULL ? (const int64_t *)(s->mem + dcx_off_sc()) : NULL;
-    a->send_capacity = s->args.send_capacity;
-    a->recvbuf = s->args.recvbuf != NULL ? s->mem + dcx_off_send(n) + ((sb + 63) & ~(uint64_t)63)
-                                    : NULL;
-    a->recvcounts = s->args.recvcounts == NULL ? NULL
-                    : s->args.mode == RMACOLL_RECV_GIVEN
+    memset(a, 0, sizeof(*a));
+    a->forced = u->forced;
+    if (s->mem == NULL) {
+        return; /* the error slot before its first use */
+    }
+    a->sendbuf = u->sendbuf != NULL ? s->mem + dcx_off_send(n) : NULL;
+    a->sendcounts = u->sendcounts != NULL ? (const int64_t *)(s->mem + dcx_off_sc()) : NULL;
+    a->send_capacity = u->send_capacity;
+    a->recvbuf = u->recvbuf != NULL
+                     ? s->mem + dcx_off_send(n) + dcx_cap_bytes(u->send_capacity, esize)
+                     : NULL;
+    a->recvcounts = u->recvcounts == NULL ? NULL
+                    : u->mode == RMACOLL_RECV_GIVEN
                         ? (int64_t *)(s->mem + dcx_off_given(n))
                         : (int64_t *)(s->mem + dcx_off_out(n));
-    a->recv_capacity = s->args.recv_capacity;
-    a->mode = s->args.mode;
-    a->dtype = s->args.dtype;
-    a->status = s->args.status != NULL ? (int32_t *)(s->mem + dcx_off_status(n)) : NULL;
+    a->recv_capacity = u->recv_capacity;
+    a->mode = u->mode;
+    a->dtype = u->dtype;
+    a->status = u->status != NULL ? (int32_t *)(s->mem + dcx_off_status(n)) : NULL;
 }
 
-/* The copies of slot s into (in) or out of (!in) its memory: self puts. */
+/* The copies of slot s into (in) or out of (!in) its memory: self puts
+ * (none for the error slot). */
 static size_t dcx_copies(const rmacoll_comm_t *comm, const rmacoll__dcx_slot_t *s, int in,
                          rmacoll_put_t *p)
 {
+    const rmacoll__dcx_args_t *u = &s->args;
     rmacoll__dcx_args_t h;
     int n = comm->nranks;
-    size_t k = 0, esize = rmacoll_datatype_size(s->args.dtype);
-    uint64_t sb = dcx_cap_bytes(s->args.send_capacity, esize);
-    uint64_t rb = dcx_cap_bytes(s->args.recv_capacity, esize);
+    size_t k = 0, esize = rmacoll_datatype_size(u->dtype);
+    uint64_t sb = dcx_cap_bytes(u->send_capacity, esize) != 0
+                      ? (uint64_t)u->send_capacity * esize : 0;
+    uint64_t rb = dcx_cap_bytes(u->recv_capacity, esize) != 0
+                      ? (uint64_t)u->recv_capacity * esize : 0;
 #define DCX_PUT(SRC, DST, BYTES)                                                     \
     do {                                                                             \
         memset(&p[k], 0, sizeof(p[k]));                                              \
@@ -429,32 +490,35 @@ static size_t dcx_copies(const rmacoll_comm_t *comm, const rmacoll__dcx_slot_t *
         k++;                                                                         \
     } while (0)
 
+    if (u->forced != 0 || s->mem == NULL) {
+        return 0;
+    }
     dcx_slot_args(comm, s, &h);
     if (in) {
-        if (s->args.sendcounts != NULL) {
-            DCX_PUT(s->args.sendcounts, h.sendcounts, (uint64_t)n * 8);
+        if (u->sendcounts != NULL) {
+            DCX_PUT(u->sendcounts, h.sendcounts, (uint64_t)n * 8);
         }
-        if (s->args.recvcounts != NULL) { /* given, or the current ones (kept on an error) */
-            DCX_PUT(s->args.recvcounts, h.recvcounts, (uint64_t)n * 8);
+        if (u->recvcounts != NULL) { /* given, or the current ones (kept on an error) */
+            DCX_PUT(u->recvcounts, h.recvcounts, (uint64_t)n * 8);
         }
-        if (s->args.status != NULL) {
-            DCX_PUT(s->args.status, h.status, 4);
+        if (u->status != NULL) {
+            DCX_PUT(u->status, h.status, 4);
         }
-        if (s->args.sendbuf != NULL && sb > 0) {
-            DCX_PUT(s->args.sendbuf, h.sendbuf, sb);
+        if (u->sendbuf != NULL && sb > 0) {
+            DCX_PUT(u->sendbuf, h.sendbuf, sb);
         }
-        if (s->args.recvbuf != NULL && rb > 0) {
-            DCX_PUT(s->args.recvbuf, h.recvbuf, rb);
+        if (u->recvbuf != NULL && rb > 0) {
+            DCX_PUT(u->recvbuf, h.recvbuf, rb);
         }
     } else {
-        if (s->args.recvbuf != NULL && rb > 0) {
-            DCX_PUT(h.recvbuf, s->args.recvbuf, rb);
+        if (u->recvbuf != NULL && rb > 0) {
+            DCX_PUT(h.recvbuf, u->recvbuf, rb);
         }
-        if (s->args.recvcounts != NULL && s->args.mode == RMACOLL_RECV_PRODUCE) {
-            DCX_PUT(h.recvcounts, s->args.recvcounts, (uint64_t)n * 8);
+        if (u->recvcounts != NULL && u->mode == RMACOLL_RECV_PRODUCE) {
+            DCX_PUT(h.recvcounts, u->recvcounts, (uint64_t)n * 8);
         }
-        if (s->args.status != NULL) {
-            DCX_PUT(h.status, s->args.status, 4);
+        if (u->status != NULL) {
+            DCX_PUT(h.status, u->status, 4);
         }
     }
 #undef DCX_PUT
@@ -462,7 +526,8 @@ static size_t dcx_copies(const rmacoll_comm_t *comm, const rmacoll__dcx_slot_t *
 }
 
 /* The worker's report of the first failure no check returned. */
-static void dcx_report(rmacoll_comm_t *comm, uint64_t seq, rmacoll_status_t st)
+static void dcx_report(rmacoll_comm_t *comm, uint64_t seq, rmacoll_status_t st,
+                       const char *msg)
 {
     rmacoll__dcx_t *d = &comm->dcx;
 
@@ -470,9 +535,40 @@ static void dcx_report(rmacoll_comm_t *comm, uint64_t seq, rmacoll_status_t st)
     if (d->rep_code == RMACOLL_SUCCESS) {
         d->rep_code = st;
         d->rep_seq = seq;
-        snprintf(d->rep_msg, sizeof(d->rep_msg), "%s", comm->last_error);
+        snprintf(d->rep_msg, sizeof(d->rep_msg), "%s", msg);
     }
     pthread_mutex_unlock(&d->rep_lock);
+}
+
+/* One job of the worker: slot k's call, the communicator held; its
+ * messages go to the worker's own buffer, not the user's last_error. */
+static rmacoll_status_t dcx_job(rmacoll_comm_t *comm, int k, uint64_t v)
+{
+    rmacoll__dcx_t *d = &comm->dcx;
+    char *user_buf = comm->fail.buf;
+    size_t user_len = comm->fail.len;
+    rmacoll__dcx_args_t a;
+    rmacoll_status_t st;
+
+    d->in_worker = 1;
+    d->wmsg[0] = '\0';
+    comm->fail.buf = d->wmsg;
+    comm->fail.len = sizeof(d->wmsg);
+    if (k >= 0 && k <= RMACOLL__DCX_SLOTS && (d->slot[k].used || k == RMACOLL__DCX_SLOTS)) {
+        dcx_slot_args(comm, &d->slot[k], &a);
+        st = rmacoll__dcx_host(comm, &a);
+        if (a.status != NULL) {
+            *a.status = (int32_t)st;
+        }
+    } else {
+        st = rmacoll__fail(&comm->fail, RMACOLL_ERR_INTERNAL, "rank %d: device-count call: "
+                           "the stream raised slot %llu, which does not exist", comm->rank,
+                           (unsigned long long)v);
+    }
+    comm->fail.buf = user_buf;
+    comm->fail.len = user_len;
+    d->in_worker = 0;
+    return st;
 }
 
 static void *dcx_main(void *arg)
@@ -484,8 +580,7 @@ static void *dcx_main(void *arg)
     unsigned idle = 0;
 
     while (!atomic_load(&d->stop)) {
-        uint64_t v = __atomic_load_n(go, __ATOMIC_ACQUIRE);
-        rmacoll__dcx_args_t a;
+        uint64_t v = __atomic_load_n(go, __ATOMIC_ACQUIRE), seq;
         rmacoll_status_t st;
         int k;
 
@@ -503,28 +598,26 @@ static void *dcx_main(void *arg)
         idle = 0;
         __atomic_store_n(go, 0, __ATOMIC_RELEASE);
         k = (int)(v - 1);
+        seq = atomic_load(&d->done_jobs) + 1;
         st = dcx_enter_wait(comm);
         if (st == RMACOLL_SUCCESS) {
-            d->in_worker = 1;
-            d->jobs++;
-            comm->last_error[0] = '\0';
-            if (k >= 0 && k < RMACOLL__DCX_SLOTS && d->slot[k].used) {
-                dcx_slot_args(comm, &d->slot[k], &a);
-                st = rmacoll__dcx_host(comm, &a);
-                if (a.status != NULL) {
-                    *a.status = (int32_t)st;
-                }
-            } else {
-                st = rmacoll__fail(&comm->fail, RMACOLL_ERR_INTERNAL, "rank %d: device-count "
-                                   "call: the stream raised slot %llu, which does not exist",
-                                   comm->rank, (unsigned long long)v);
-            }
+            st = dcx_job(comm, k, v);
             if (st != RMACOLL_SUCCESS) {
-                dcx_report(comm, d->jobs, st);
+                dcx_report(comm, seq, st, d->wmsg);
             }
-            d->in_worker = 0;
             rmacoll__leave(comm);
+        } else {
+            /* aborted or destroyed: the stream still gets an answer */
+            char msg[128];
+
+            snprintf(msg, sizeof(msg), "rank %d: the communicator was aborted or destroyed "
+                     "before the worker ran the call", comm->rank);
+            if (k >= 0 && k < RMACOLL__DCX_SLOTS && d->slot[k].mem != NULL) {
+                *(int32_t *)(d->slot[k].mem + dcx_off_status(comm->nranks)) = (int32_t)st;
+            }
+            dcx_report(comm, seq, st, msg);
         }
+        atomic_store(&d->done_jobs, seq);
         /* release the stream, also on a failure: its status says it */
         __atomic_store_n(done, 1, __ATOMIC_RELEASE);
     }
@@ -543,10 +636,13 @@ rmacoll_status_t rmacoll__dcx_check(rmacoll_comm_t *comm, int *had)
     pthread_mutex_lock(&d->rep_lock);
     st = d->rep_code;
     if (st != RMACOLL_SUCCESS) {
+        /* the user's thread owns last_error (the worker writes d->wmsg) */
         snprintf(comm->last_error, sizeof(comm->last_error),
                  "rank %d: device-count call %llu failed: %.400s", comm->rank,
                  (unsigned long long)d->rep_seq, d->rep_msg);
         d->rep_code = RMACOLL_SUCCESS;
+    } else {
+        comm->last_error[0] = '\0';
     }
     pthread_mutex_unlock(&d->rep_lock);
     return st;
@@ -558,11 +654,14 @@ void rmacoll__dcx_fini(rmacoll_comm_t *comm)
     rmacoll__tinst_t *ctl = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
 
     if (d->started) {
+        /* a job in progress ends within timeout_ms; a stream still waiting
+         * for the worker after this breaks the rule that streams are idle
+         * at destroy (rmacoll.h) */
         atomic_store(&d->stop, 1);
         pthread_join(d->thread, NULL);
         d->started = 0;
     }
-    for (int k = 0; k < RMACOLL__DCX_SLOTS; k++) {
+    for (int k = 0; k <= RMACOLL__DCX_SLOTS; k++) {
         rmacoll__dcx_slot_t *s = &d->slot[k];
 
         if (s->pin != NULL && ctl != NULL) {
@@ -577,60 +676,25 @@ void rmacoll__dcx_fini(rmacoll_comm_t *comm)
     }
 }
 
-/* The user thread's part (comm entered): enqueue, or emulate the stream. */
-static rmacoll_status_t dcx_enqueue(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a,
-                                    void *stream, int emulate, int *slot)
+/* The stream's steps for slot k, enqueued (or run here, emulated: then
+ * only up to DCX_GO; dcx_emulate_finish does the rest). */
+static rmacoll_status_t dcx_post(rmacoll_comm_t *comm, rmacoll__tinst_t *ctl, int k,
+                                 void *stream, int emulate)
 {
-    rmacoll__dcx_t *d = &comm->dcx;
-    rmacoll__tinst_t *ctl = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
-    int me = comm->rank, k;
     rmacoll_put_t puts[8];
-    size_t np;
+    int me = comm->rank;
+    size_t np = dcx_copies(comm, &comm->dcx.slot[k], 1, puts);
     uint32_t w;
     uint64_t one = 1;
-    rmacoll_status_t st = RMACOLL_SUCCESS;
+    rmacoll_status_t st;
 
-    if (!emulate && (ctl == NULL || ctl->ops->stream.post_puts_stream == NULL)) {
-        return rmacoll__fail(&comm->fail, RMACOLL_ERR_UNSUPPORTED, "rank %d: "
-                             "rmacoll_alltoallv_device_counts across nodes: no copy-engine "
-                             "transport with stream operations on this communicator (a "
-                             "build and machine with CUDA are needed)", me);
-    }
-    if (!d->lock_init) {
-        pthread_mutex_init(&d->rep_lock, NULL);
-        d->lock_init = 1;
-    }
-    k = dcx_slot(comm, a, stream, ctl, emulate, &st);
-    if (k < 0) {
-        return rmacoll__fail(&comm->fail, st, "rank %d: rmacoll_alltoallv_device_counts "
-                             "across nodes: %s", me,
-                             st == RMACOLL_ERR_UNSUPPORTED
-                                 ? "more than 16 distinct argument sets on this "
-                                   "communicator (each keeps pinned host memory for graph "
-                                   "replays)"
-                                 : "cannot allocate or pin the host memory of its counts "
-                                   "and staging");
-    }
-    if (!d->started) {
-        if (pthread_create(&d->thread, NULL, dcx_main, comm) != 0) {
-            return rmacoll__fail(&comm->fail, RMACOLL_ERR_NO_MEMORY, "rank %d: cannot start "
-                                 "the device-count worker thread", me);
-        }
-        d->started = 1;
-    }
-    *slot = k;
-    atomic_store(&d->reserved, 1);
-    atomic_fetch_add(&comm->stats.device_counts_calls, 1);
-    np = dcx_copies(comm, &d->slot[k], 1, puts);
     if (emulate) {
-        /* the stream's steps on this thread (tests on machines without a
-         * GPU: the arrays and buffers are host memory) */
         for (size_t i = 0; i < np; i++) {
             memcpy((void *)(uintptr_t)puts[i].dst_addr, puts[i].src, puts[i].bytes);
         }
         __atomic_store_n(dcx_word(comm, RMACOLL__STAGE_DCX_GO), (uint64_t)k + 1,
                          __ATOMIC_RELEASE);
-        return RMACOLL_SUCCESS; /* the caller leaves, then waits (below) */
+        return RMACOLL_SUCCESS;
     }
     st = np ? ctl->ops->stream.post_puts_stream(ctl->tp, puts, np, stream) : RMACOLL_SUCCESS;
     if (st == RMACOLL_SUCCESS) {
@@ -642,7 +706,7 @@ static rmacoll_status_t dcx_enqueue(rmacoll_comm_t *comm, const rmacoll__dcx_arg
         w = rmacoll__ctrl_sig_stage(&comm->lay, RMACOLL__STAGE_DCX_DONE);
         st = ctl->ops->stream.wait_stream(ctl->tp, &w, &one, 1, stream);
     }
-    np = dcx_copies(comm, &d->slot[k], 0, puts);
+    np = dcx_copies(comm, &comm->dcx.slot[k], 0, puts);
     if (st == RMACOLL_SUCCESS && np) {
         st = ctl->ops->stream.post_puts_stream(ctl->tp, puts, np, stream);
     }
@@ -651,6 +715,61 @@ static rmacoll_status_t dcx_enqueue(rmacoll_comm_t *comm, const rmacoll__dcx_arg
             ctl->tp, me, rmacoll__ctrl_sig_stage(&comm->lay, RMACOLL__STAGE_DCX_DONE), 0,
             stream);
     }
+    return st;
+}
+
+/* The user thread's part (comm entered): the slot, then its steps. *slot:
+ * the slot enqueued (the error slot when the call itself failed, whose
+ * number *forced then has). */
+static rmacoll_status_t dcx_enqueue(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a,
+                                    void *stream, int emulate, int *slot, int *forced)
+{
+    rmacoll__dcx_t *d = &comm->dcx;
+    rmacoll__tinst_t *ctl = rmacoll__inst_ctl(comm, RMACOLL__PATH_CE, RMACOLL_MEM_CUDA);
+    int me = comm->rank, k, captured = 0;
+    rmacoll_status_t st;
+
+    if (!emulate && (ctl == NULL || ctl->ops->stream.post_puts_stream == NULL)) {
+        return rmacoll__fail(&comm->fail, RMACOLL_ERR_UNSUPPORTED, "rank %d: "
+                             "rmacoll_alltoallv_device_counts across nodes: no copy-engine "
+                             "transport with stream operations on this communicator (a "
+                             "build and machine with CUDA are needed)", me);
+    }
+    if (d->stream != NULL && d->stream != stream) {
+        return rmacoll__fail(&comm->fail, RMACOLL_ERR_UNSUPPORTED, "rank %d: "
+                             "rmacoll_alltoallv_device_counts across nodes: stream %p is not "
+                             "the stream of this communicator's earlier device-count calls "
+                             "(%p): one stream per communicator (its calls run in one order "
+                             "on every rank); nothing enqueued, and the peers' calls that "
+                             "pair with this one will time out", me, stream, d->stream);
+    }
+    if (!d->lock_init) {
+        pthread_mutex_init(&d->rep_lock, NULL);
+        d->lock_init = 1;
+    }
+    if (!d->started) {
+        if (pthread_create(&d->thread, NULL, dcx_main, comm) != 0) {
+            return rmacoll__fail(&comm->fail, RMACOLL_ERR_NO_MEMORY, "rank %d: cannot start "
+                                 "the device-count worker thread; nothing enqueued", me);
+        }
+        d->started = 1;
+    }
+    if (!emulate) {
+        /* n == 0: only whether the stream is being captured into a graph */
+        captured = ctl->ops->stream.post_puts_stream(ctl->tp, NULL, 0, stream) ==
+                   RMACOLL_ERR_UNSUPPORTED;
+    }
+    k = dcx_slot(comm, a, captured, ctl, emulate, forced);
+    if (k < 0) {
+        k = RMACOLL__DCX_SLOTS; /* the error slot carries *forced to the peers */
+        d->slot[k].args.forced = *forced;
+    }
+    d->stream = stream;
+    d->slot[k].seq = ++d->enq;
+    *slot = k;
+    atomic_store(&d->reserved, 1);
+    atomic_fetch_add(&comm->stats.device_counts_calls, 1);
+    st = dcx_post(comm, ctl, k, stream, emulate);
     if (st != RMACOLL_SUCCESS) {
         return rmacoll__fail(&comm->fail, st, "rank %d: enqueueing the device-count call "
                              "across nodes on the stream failed: %s (the stream may now "
@@ -661,14 +780,21 @@ static rmacoll_status_t dcx_enqueue(rmacoll_comm_t *comm, const rmacoll__dcx_arg
 }
 
 /* Emulation, after the caller left the communicator: the rest of slot
- * k's stream steps once the worker raised DCX_DONE. */
-static void dcx_emulate_finish(rmacoll_comm_t *comm, int k)
+ * k's stream steps once the worker raised DCX_DONE (bounded by timeout_ms
+ * and the worker's end). */
+static rmacoll_status_t dcx_emulate_finish(rmacoll_comm_t *comm, int k)
 {
     volatile uint64_t *done = dcx_word(comm, RMACOLL__STAGE_DCX_DONE);
+    uint64_t t0 = rmacoll__now_ms();
     rmacoll_put_t puts[8];
     size_t np;
 
     while (__atomic_load_n(done, __ATOMIC_ACQUIRE) < 1) {
+        if (atomic_load(&comm->dcx.stop) ||
+            (comm->cfg.timeout_ms < UINT64_MAX / 2 &&
+             rmacoll__now_ms() - t0 > comm->cfg.timeout_ms + 1000)) {
+            return RMACOLL_ERR_TIMEOUT;
+        }
         sched_yield();
     }
     np = dcx_copies(comm, &comm->dcx.slot[k], 0, puts);
@@ -676,16 +802,17 @@ static void dcx_emulate_finish(rmacoll_comm_t *comm, int k)
         memcpy((void *)(uintptr_t)puts[i].dst_addr, puts[i].src, puts[i].bytes);
     }
     __atomic_store_n(done, 0, __ATOMIC_RELEASE);
+    return RMACOLL_SUCCESS;
 }
 
 /* rmacoll_alltoallv_device_counts with a stream on a communicator of
- * several nodes. Returns this rank's own argument error, if any (the
- * call is enqueued anyway, so that the peers' *status get it too). */
+ * several nodes. Returns this rank's own error, if any (the call is
+ * enqueued anyway where it can be, so that the peers' *status get it). */
 static rmacoll_status_t dcx_device(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a,
                                    void *stream)
 {
     int emulate = dcx_env("RMACOLL_DCX_EMULATE_STREAM");
-    int what = 0, k = -1;
+    int what = 0, forced = 0, k = -1;
     size_t esize = rmacoll_datatype_size(a->dtype);
     rmacoll_status_t arg_st, st;
 
@@ -700,19 +827,22 @@ static rmacoll_status_t dcx_device(rmacoll_comm_t *comm, const rmacoll__dcx_args
                            "rmacoll_alltoallv_device_counts: the communicator is broken by "
                            "an earlier failure; nothing enqueued", comm->rank);
     } else {
-        st = dcx_enqueue(comm, a, stream, emulate, &k);
+        st = dcx_enqueue(comm, a, stream, emulate, &k, &forced);
     }
     rmacoll__leave(comm);
     if (st != RMACOLL_SUCCESS) {
         return st;
     }
-    if (emulate) {
-        dcx_emulate_finish(comm, k);
+    if (emulate && dcx_emulate_finish(comm, k) != RMACOLL_SUCCESS) {
+        return rmacoll__fail(&comm->fail, RMACOLL_ERR_TIMEOUT, "rank %d: emulated stream: "
+                             "the device-count worker did not answer", comm->rank);
     }
-    if (arg_st != RMACOLL_SUCCESS) {
-        return rmacoll__fail(&comm->fail, arg_st, "rank %d: rmacoll_alltoallv_device_counts: "
-                             "%s (enqueued so that every rank's *status reports it)",
-                             comm->rank, rmacoll__dc_arg_text(what));
+    if (forced != 0 || arg_st != RMACOLL_SUCCESS) {
+        int w = forced != 0 ? forced : what;
+
+        return rmacoll__fail(&comm->fail, rmacoll__dc_arg_status(w), "rank %d: "
+                             "rmacoll_alltoallv_device_counts: %s (enqueued so that every "
+                             "rank's *status reports it)", comm->rank, rmacoll__dc_arg_text(w));
     }
     return RMACOLL_SUCCESS;
 }
@@ -740,7 +870,7 @@ rmacoll_status_t rmacoll_alltoallv_device_counts(const void *sendbuf,
          dcx_env("RMACOLL_DCX_EMULATE_STREAM"))) {
         /* across nodes: stream-triggered, not collective at the call */
         rmacoll__dcx_args_t a = {sendbuf, sendcounts, send_capacity, recvbuf, recvcounts,
-                                 recv_capacity, (int)mode, dtype, status};
+                                 recv_capacity, (int)mode, dtype, status, 0};
 
         return dcx_device(comm, &a, stream);
     }
@@ -751,7 +881,7 @@ rmacoll_status_t rmacoll_alltoallv_device_counts(const void *sendbuf,
     if (stream == NULL) {
         /* host memory: the host runs the call, at any node count */
         rmacoll__dcx_args_t a = {sendbuf, sendcounts, send_capacity, recvbuf, recvcounts,
-                                 recv_capacity, (int)mode, dtype, status};
+                                 recv_capacity, (int)mode, dtype, status, 0};
 
         rmacoll__trace_push("rmacoll:alltoallv_device_counts",
                             send_capacity > 0 ? (uint64_t)send_capacity *

@@ -76,7 +76,9 @@ typedef struct rmacoll__stage {
 #define RMACOLL__DCX_SLOTS 16
 typedef struct rmacoll__dcx_slot {
     int used;
-    void *stream;
+    int captured;                     /* enqueued while the stream was captured:
+                                       * kept for good (graph replays use it) */
+    uint64_t seq;                     /* number of its last enqueued job */
     rmacoll__dcx_args_t args;         /* the call's, as given (device pointers) */
     /* pinned host memory: sc[n], given[n], out[n], status (8 bytes), then
      * the send staging (send_capacity elements), the receive staging
@@ -87,13 +89,19 @@ typedef struct rmacoll__dcx_slot {
 } rmacoll__dcx_slot_t;
 
 typedef struct rmacoll__dcx {
-    rmacoll__dcx_slot_t slot[RMACOLL__DCX_SLOTS];
+    /* [RMACOLL__DCX_SLOTS]: the error slot, whose job only carries this
+     * rank's error (no slot free, no memory) to the peers' records */
+    rmacoll__dcx_slot_t slot[RMACOLL__DCX_SLOTS + 1];
+    void *stream;                     /* the one stream of these calls */
+    uint64_t enq;                     /* jobs enqueued (user thread) */
+    _Atomic uint64_t done_jobs;       /* jobs the worker completed, in stream order */
     pthread_t thread;
     int started;
     _Atomic int stop;
     _Atomic int reserved;             /* a triggered call was made: other calls refused */
     int in_worker;                    /* the worker holds the communicator */
-    uint64_t jobs;                    /* calls the worker ran */
+    char wmsg[512];                   /* the worker's last_error (comm->fail points
+                                       * here while it holds the communicator) */
     /* the first failure no rmacoll_device_counts_check returned yet */
     pthread_mutex_t rep_lock;
     int lock_init;
