@@ -360,6 +360,8 @@ static _Atomic int gt_one_launch_on, gt_one_launch_calls;
  * RMACOLL_DEVICE_SIGNALS=0 in the environment, in the host window), and
  * the calls they counted as enqueued with device words. */
 static _Atomic int gt_comms, gt_dsig_comms_as_expected;
+/* Virtual nodes the ranks of gt_run are spread over (1: one node). */
+static int gt_nodes = 1;
 static _Atomic long gt_dsig_calls;
 
 /* 1 when the stream path is expected to use device-resident words. */
@@ -425,6 +427,7 @@ static void *gt_main(void *p)
     rmacoll_comm_params_t prm;
     rmacoll_comm_t *comm = NULL;
     cudaStream_t stream = NULL;
+    char node_key[48];
     int ndev = 0, rcode = GT_OK, rank = t->rank;
 
     GT_TRY(cudaGetDeviceCount(&ndev));
@@ -444,7 +447,13 @@ static void *gt_main(void *p)
     prm.nranks = t->nranks;
     prm.unique_id = t->id;
     prm.config = t->cfg;
-    prm.node_key = "gpu-threads-node";
+    if (gt_nodes > 1) { /* virtual nodes of consecutive ranks */
+        snprintf(node_key, sizeof(node_key), "gpu-threads-node-%d",
+                 rank / ((t->nranks + gt_nodes - 1) / gt_nodes));
+        prm.node_key = node_key;
+    } else {
+        prm.node_key = "gpu-threads-node";
+    }
     prm.log_fn = gt_log;
     if (rmacoll_comm_create(&prm, &comm) != RMACOLL_SUCCESS) {
         fprintf(stderr, "rank %d: rmacoll_comm_create failed\n", rank);

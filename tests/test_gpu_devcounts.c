@@ -20,6 +20,10 @@
  *  - dispatch + combine captured into one CUDA graph (nothing moves at
  *    capture), then 100 replays with new counts and data before each
  *    (zeros, all to one, skew, overflow among them), every one checked.
+ * Across 2 virtual nodes (4 ranks, uint32, intra_node ce): the same steps,
+ * capture and replays through the experimental stream-triggered form
+ * (RMACOLL_DEVICE_COUNTS_ACROSS_NODES=1; not the host-pointer check, which
+ * that form does not make).
  * Every byte is checked: receive blocks against the senders' data, the
  * rest of each buffer and a guard past its capacity against the sentinel,
  * the counts arrays and status words with guards past them. Exits 77
@@ -362,6 +366,7 @@ static int host_counts(dct_t *d, rmacoll_comm_t *comm, int rank, cudaStream_t s)
 
 typedef struct dc_arg {
     rmacoll_datatype_t dtype;
+    int across;          /* 2 virtual nodes: the stream-triggered form */
 } dc_arg_t;
 
 /* Long because: the sequence of one communicator's life (argument error,
@@ -377,7 +382,7 @@ static int dc_body(rmacoll_comm_t *comm, int rank, int n, cudaStream_t s, void *
     int rcode = dct_alloc(&d, rank, n, a->dtype);
 
     gt_barrier(rank, "buffers allocated");
-    if (rcode == GT_OK)
+    if (rcode == GT_OK && !a->across) /* across nodes pointers are not checked */
         rcode = host_counts(&d, comm, rank, s);
     for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]) && rcode == GT_OK; i++)
         rcode = ordinary(&d, comm, rank, n, &steps[i], s);
@@ -453,20 +458,39 @@ out:
     return rcode;
 }
 
-static void run(int nranks, rmacoll_datatype_t dtype, const char *intra)
+static void run_nodes(int nranks, rmacoll_datatype_t dtype, const char *intra, int nodes)
 {
     rmacoll_config_t cfg;
-    dc_arg_t a = {dtype};
+    dc_arg_t a = {dtype, nodes > 1};
     char err[256];
     int failed;
 
     assert_int_equal(rmacoll_config_load(NULL, &cfg, err, sizeof(err)), RMACOLL_SUCCESS);
     cfg.timeout_ms = 20000;
     snprintf(cfg.intra_node, sizeof(cfg.intra_node), "%s", intra);
-    fprintf(stderr, "device counts: %d ranks, %s, intra_node %s\n", nranks,
-            rmacoll_datatype_name(dtype), intra);
+    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "%s", "tcp;ofi_rxm");
+    fprintf(stderr, "device counts: %d ranks on %d node(s), %s, intra_node %s\n", nranks,
+            nodes, rmacoll_datatype_name(dtype), intra);
+    gt_nodes = nodes;
     failed = gt_run(nranks, &cfg, dc_body, &a);
+    gt_nodes = 1;
     assert_int_equal(failed, 0);
+}
+
+static void run(int nranks, rmacoll_datatype_t dtype, const char *intra)
+{
+    run_nodes(nranks, dtype, intra, 1);
+}
+
+/* Across 2 virtual nodes: the experimental stream-triggered form
+ * (RMACOLL_DEVICE_COUNTS_ACROSS_NODES=1), every step and replay of the
+ * one-node test but the host-pointer check. */
+static void test_two_nodes_triggered(void **state)
+{
+    (void)state;
+    setenv("RMACOLL_DEVICE_COUNTS_ACROSS_NODES", "1", 1);
+    run_nodes(4, RMACOLL_UINT32, "ce", 2);
+    unsetenv("RMACOLL_DEVICE_COUNTS_ACROSS_NODES");
 }
 
 static void test_two_ranks_uint32(void **state)
@@ -493,6 +517,7 @@ int main(void)
         cmocka_unit_test(test_two_ranks_uint32),
         cmocka_unit_test(test_four_ranks_int8),
         cmocka_unit_test(test_eight_ranks_bf16),
+        cmocka_unit_test(test_two_nodes_triggered),
     };
 
     if (gt_probe() < 1) {
