@@ -229,9 +229,10 @@ rmacoll_status_t rmacoll__dcx_host(rmacoll_comm_t *comm, const rmacoll__dcx_args
 
             st = (rmacoll_status_t)tail[DCX_ARG_STATUS];
             free(mine);
-            return rmacoll__fail(&comm->fail, st, "rank %d: rmacoll_alltoallv_device_counts: "
-                                 "rank %d: %s; nothing was written", me, i,
-                                 rmacoll__dc_arg_text(w));
+            /* logged at ERROR once, by the rank it names (base/fail.h) */
+            return (i == me ? rmacoll__fail : rmacoll__fail_secondary)(
+                &comm->fail, st, "rank %d: rmacoll_alltoallv_device_counts: rank %d: %s; "
+                "nothing was written", me, i, rmacoll__dc_arg_text(w));
         }
     }
     for (int i = 1; i < n; i++) {
@@ -240,7 +241,8 @@ rmacoll_status_t rmacoll__dcx_host(rmacoll_comm_t *comm, const rmacoll__dcx_args
 
         if (ei != e0) {
             free(mine);
-            return rmacoll__fail(&comm->fail, RMACOLL_ERR_DATATYPE, "rank %d: "
+            return (i == me ? rmacoll__fail : rmacoll__fail_secondary)(
+                &comm->fail, RMACOLL_ERR_DATATYPE, "rank %d: "
                                  "rmacoll_alltoallv_device_counts: element sizes differ: "
                                  "rank 0's element is %lld bytes, rank %d's %lld; nothing "
                                  "was written", me, (long long)e0, i, (long long)ei);
@@ -259,8 +261,9 @@ rmacoll_status_t rmacoll__dcx_host(rmacoll_comm_t *comm, const rmacoll__dcx_args
         rmacoll__dcx_verdict_text(&v, text, sizeof(text));
         *a->status = (int32_t)st;
         free(mine);
-        return rmacoll__fail(&comm->fail, st, "rank %d: rmacoll_alltoallv_device_counts "
-                             "failed: %s; no receive buffer was written", me, text);
+        return (v.rank == me ? rmacoll__fail : rmacoll__fail_secondary)(
+            &comm->fail, st, "rank %d: rmacoll_alltoallv_device_counts failed: %s; no "
+            "receive buffer was written", me, text);
     }
     /* 3. packed layouts: displacements are prefix sums (checked above
      * against the capacities, so they cannot overflow) */
