@@ -984,8 +984,9 @@ typedef enum rmacoll_recv_mode {
  * Rules: stream NULL on every rank or on none; ONE stream per
  * communicator for these calls (another stream: RMACOLL_ERR_UNSUPPORTED on
  * that rank, nothing enqueued; the peers' matching calls then time out);
- * at most 16 argument sets kept at once (a slot whose call is done and that
- * no graph captured is reused, so eager calls with new buffers are fine;
+ * at most 16 argument sets kept at once (a slot that no graph captured is
+ * reused once the stream is past it, i.e. once the worker has been woken
+ * by a later call, so eager calls with new buffers are fine;
  * each keeps 3 * nranks * 8 + 64 bytes plus both capacities pinned); once
  * such a call was made, every other call on the communicator returns
  * RMACOLL_ERR_UNSUPPORTED (the worker owns its order: use a communicator of

@@ -400,7 +400,7 @@ static int dcx_slot(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a, int capt
     rmacoll__dcx_t *d = &comm->dcx;
     int n = comm->nranks, k = -1;
     size_t esize = rmacoll_datatype_size(a->dtype);
-    uint64_t done = atomic_load(&d->done_jobs);
+    uint64_t gos = atomic_load(&d->gos);
     rmacoll__dcx_slot_t *s;
 
     for (int i = 0; i < RMACOLL__DCX_SLOTS && k < 0; i++) {
@@ -414,8 +414,13 @@ static int dcx_slot(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a, int capt
         }
     }
     for (int i = 0; i < RMACOLL__DCX_SLOTS && k < 0; i++) {
-        if (!d->slot[i].captured && d->slot[i].seq <= done) {
-            k = i; /* its job is over: eager calls with new buffers reuse it */
+        const rmacoll__dcx_slot_t *o = &d->slot[i];
+
+        /* no graph holds it, the worker has seen every GO of it, and a
+         * later GO since (so the stream is past its copies back): eager
+         * calls with new buffers each time reuse it */
+        if (!o->captured && atomic_load(&o->pending) == 0 && atomic_load(&o->last_go) < gos) {
+            k = i;
         }
     }
     if (k < 0) {
@@ -601,6 +606,19 @@ static void *dcx_main(void *arg)
         idle = 0;
         __atomic_store_n(go, 0, __ATOMIC_RELEASE);
         k = (int)(v - 1);
+        {
+            uint64_t g = atomic_fetch_add(&d->gos, 1) + 1;
+
+            if (k >= 0 && k <= RMACOLL__DCX_SLOTS) {
+                rmacoll__dcx_slot_t *o = &d->slot[k];
+                int p = atomic_load(&o->pending);
+
+                atomic_store(&o->last_go, g);
+                /* graph replays were never counted: stay at 0 */
+                while (p > 0 && !atomic_compare_exchange_weak(&o->pending, &p, p - 1)) {
+                }
+            }
+        }
         seq = atomic_load(&d->done_jobs) + 1;
         st = dcx_enter_wait(comm);
         if (st == RMACOLL_SUCCESS) {
@@ -768,7 +786,9 @@ static rmacoll_status_t dcx_enqueue(rmacoll_comm_t *comm, const rmacoll__dcx_arg
         d->slot[k].args.forced = *forced;
     }
     d->stream = stream;
-    d->slot[k].seq = ++d->enq;
+    if (!captured) {
+        atomic_fetch_add(&d->slot[k].pending, 1);
+    }
     *slot = k;
     atomic_store(&d->reserved, 1);
     atomic_fetch_add(&comm->stats.device_counts_calls, 1);

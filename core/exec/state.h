@@ -78,7 +78,11 @@ typedef struct rmacoll__dcx_slot {
     int used;
     int captured;                     /* enqueued while the stream was captured:
                                        * kept for good (graph replays use it) */
-    uint64_t seq;                     /* number of its last enqueued job */
+    _Atomic int pending;              /* ordinary enqueues whose DCX_GO the worker has
+                                       * not seen yet */
+    _Atomic uint64_t last_go;         /* the worker's GO count when it last saw this
+                                       * slot's GO: once it has seen a later GO, the
+                                       * stream is past this slot's copies back */
     rmacoll__dcx_args_t args;         /* the call's, as given (device pointers) */
     /* pinned host memory: sc[n], given[n], out[n], status (8 bytes), then
      * the send staging (send_capacity elements), the receive staging
@@ -93,7 +97,8 @@ typedef struct rmacoll__dcx {
      * rank's error (no slot free, no memory) to the peers' records */
     rmacoll__dcx_slot_t slot[RMACOLL__DCX_SLOTS + 1];
     void *stream;                     /* the one stream of these calls */
-    uint64_t enq;                     /* jobs enqueued (user thread) */
+    _Atomic uint64_t gos;             /* DCX_GO values the worker has seen (graph
+                                       * replays included) */
     _Atomic uint64_t done_jobs;       /* jobs the worker completed, in stream order */
     pthread_t thread;
     int started;
