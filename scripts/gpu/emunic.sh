@@ -5,7 +5,9 @@
 # every step has its own timeout; results under $OUT (default
 # /tmp/emunic-out), a summary at the end.
 #  1. builds libfabric with CUDA in the background (third_party/ or
-#     shared/third_party/ of the checkout) for step 5;
+#     shared/third_party/ of the checkout) for step 5; the device tool
+#     carries only the checkout, so copy it in first (4 MB, untracked):
+#     cp -r ../shared/third_party third_party;
 #  2. builds rmacoll with CUDA (build-emunic/, Debian packages of .devpkgs
 #     via scripts/gpu/setup.sh), -Werror, the plugin included;
 #  3. gpu tests: test_emunic_pace, test_gpu_e2e test_cross_node_emunic;
