@@ -23,7 +23,8 @@
 #     rmacoll) in three progress modes, then rmacoll over shm with
 #     ofi.hmem_device_only, with libfabric's warnings.
 # Usage: bash scripts/gpu/emunic.sh   (OUT=dir to choose where results go;
-#   EMUNIC_REPRO_MODES="busy both" leaves out the reproducer's slow mode)
+#   EMUNIC_REPRO_MODES="busy both" leaves out the reproducer's slow mode;
+#   EMUNIC_STEPS="3 5" runs only those of steps 3-5 after the build)
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-/tmp/emunic-out}
@@ -77,6 +78,8 @@ note "build ok (t+$(el)s)"
 perf=$top/build-emunic/tools/rmacoll-perf
 plan=$top/build-emunic/tools/rmacoll-plan
 
+want() { case " ${EMUNIC_STEPS:-3 4 5} " in *" $1 "*) return 0;; esac; note "step $1: not asked for (EMUNIC_STEPS)"; return 1; }
+if want 3; then
 step "3. gpu tests"
 set -x
 timeout -k 5 30 ./build-emunic/plugins/emunic/test_emunic_pace > "$OUT/test_emunic_pace.log" 2>&1
@@ -94,7 +97,9 @@ if [ $r != 0 ]; then
 fi
 grep -vE '^\[ +(RUN|OK) ' "$OUT/test_cross_node_emunic.log" | tail -12
 note "test_gpu_e2e test_cross_node_emunic: rc $r (124 = timed out at 150 s)"
+fi
 
+if want 4; then
 step "4. measurements over the emulated NIC"
 mps=no
 if [ "${EMUNIC_MPS:-1}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
@@ -163,13 +168,17 @@ done
 echo "---- table ($table): bound/time = fraction of the emulated NIC bound reached (aim >= 0.9 uniform, >= 0.8 zipf at 64 MiB), sim/time = simulator against measured (aim within 0.85..1.15)"
 column -t -s $'\t' "$table" 2>/dev/null || cat "$table"
 if [ "$mps" = yes ]; then echo quit | timeout -k 5 10 nvidia-cuda-mps-control; trap - EXIT; fi
+fi
 
 step "5. libfabric shm, device memory with FI_HMEM_DEVICE_ONLY (CUDA IPC)"
+do5=no; want 5 && do5=yes
 if [ -n "$fi_pid" ]; then
   echo "waiting for the libfabric build (pid $fi_pid)"
   wait "$fi_pid"; echo "libfabric build rc $?"; tail -3 "$OUT/libfabric-build.log"
 fi
-if [ -x "$fi_dir/bin/fi_info" ]; then
+if [ $do5 = no ]; then
+  :
+elif [ -x "$fi_dir/bin/fi_info" ]; then
   # setup.sh put Debian's libfabric (1.x, no CUDA) on LD_LIBRARY_PATH, which
   # the loader searches before a binary's RUNPATH: the CUDA-built one must
   # come first for everything below (fi_info, the reproducer, rmacoll-perf)
