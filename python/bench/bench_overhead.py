@@ -27,8 +27,15 @@ processes share it: time-sliced unless MPS runs) and the rows are:
   c             rmacoll_alltoallv from C on the same tensors' memory,
                 enqueued on torch's current stream
                 (rmacoll_bench_c_loop_stream)
+  ctypes        the library's rmacoll_alltoallv called from Python through
+                ctypes with the same prepared arrays, pointers and stream
+                (no package code: the floor of any ctypes binding)
   torch-cuda    all_to_all_single on the CUDA tensors (split sizes as
                 Python lists)
+
+and each rank prints to stderr how many torch-cuda calls reused the
+prepared argument block, and rank 0 what each step of that reuse costs
+alone on these tensors (ns per step, a loop of 20000).
 
 Each call's enqueue is timed alone; the stream is then synchronised,
 untimed, on both paths (cudaStreamSynchronize of the libcudart torch
@@ -252,6 +259,20 @@ def cuda_rows(args, comm, rank, n, cl, fn):
             if record is not None:
                 record.extend(ns[:k])
 
+        lib_a2a = comm._lib.rmacoll_alltoallv
+
+        def ctypes_path(k, record):
+            xp, yp, h = tx.data_ptr(), ty.data_ptr(), comm._h
+            for _ in range(k):
+                t0 = pc()
+                st = lib_a2a(xp, sc, sd, yp, sc, sd, dt, h, sh)
+                t1 = pc()
+                stream.synchronize()
+                if st != 0:
+                    raise RuntimeError("rmacoll_alltoallv through ctypes: status %d" % st)
+                if record is not None:
+                    record.append(t1 - t0)
+
         def torch_path(k, record):
             a2a = rmacoll.all_to_all_single
             for _ in range(k):
@@ -262,7 +283,8 @@ def cuda_rows(args, comm, rank, n, cl, fn):
                 if record is not None:
                     record.append(t1 - t0)
 
-        paths = [("c", c_path), ("torch-cuda", torch_path)]
+        paths = [("c", c_path), ("ctypes", ctypes_path), ("torch-cuda", torch_path)]
+        prepared_report(rank, size, comm, tx, ty, counts, torch_path)
         times = {name: [] for name, _ in paths}
         for _ in range(args.rounds):
             for name, run in paths:
@@ -277,6 +299,51 @@ def cuda_rows(args, comm, rank, n, cl, fn):
                          "median_us": statistics.median(times[name]) / 1000.0,
                          "p10_us": sorted(times[name])[len(times[name]) // 10] / 1000.0})
     return rows
+
+
+def prepared_report(rank, size, comm, tx, ty, counts, torch_path):
+    """stderr: how many all_to_all_single calls on these CUDA tensors the
+    prepared block (rmacoll._single._Prepared.call) took, and (rank 0)
+    what each step of that call costs alone, ns per step."""
+    import torch
+
+    from rmacoll import _single
+    orig = _single._Prepared.call
+    took = [0, 0]
+
+    def counting(self, *a):
+        r = orig(self, *a)
+        took[r is None] += 1
+        return r
+    _single._Prepared.call = counting
+    try:
+        torch_path(200, None)
+    finally:
+        _single._Prepared.call = orig
+    print("rank %d, %d B: the prepared block took %d of %d calls" % (
+        rank, size, took[0], sum(took)), file=sys.stderr)
+    if rank != 0:
+        return
+    pc = time.perf_counter_ns
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    steps = [
+        ("torch.cuda.current_device()", lambda: torch.cuda.current_device()),
+        ("torch._C._cuda_getDevice()", lambda: torch._C._cuda_getDevice()),
+        ("_cuda_getCurrentRawStream(0)", (lambda: raw(0)) if raw else (lambda: None)),
+        ("(dtype, shape, device) x 2", lambda: (ty.dtype, ty.shape, ty.device,
+                                                tx.dtype, tx.shape, tx.device)),
+        ("is_contiguous() x 2", lambda: ty.is_contiguous() and tx.is_contiguous()),
+        ("data_ptr() x 2", lambda: (ty.data_ptr(), tx.data_ptr())),
+        ("_profiling()", _single._profiling),
+        ("split lists ==", lambda: counts == list(counts)),
+        ("lambda: None", lambda: None),
+    ]
+    for name, f in steps:
+        k = 20000
+        t0 = pc()
+        for _ in range(k):
+            f()
+        print("  %-30s %7.0f ns" % (name, (pc() - t0) / k), file=sys.stderr)
 
 
 # ------------------------------------------------------------------ driver

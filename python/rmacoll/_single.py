@@ -90,16 +90,28 @@ def _fill(counts, displs, rows, row_elems):
     displs[:] = [0, *accumulate(c[:-1])]
 
 
+_raw_stream_fns = []  # (get device, raw stream of device) once torch is imported
+
+
 def _current_raw_stream(dev):
     """The handle of torch's current stream on CUDA device dev, when dev
     is the current device, else None (then the full path switches
-    devices). torch._C._cuda_getCurrentRawStream where torch has it (no
-    Stream object made), else torch.cuda.current_stream(dev).cuda_stream."""
-    import torch
-    if torch.cuda.current_device() != dev:
+    devices). Used only with CUDA tensors in hand (CUDA is initialised):
+    torch._C._cuda_getDevice and _cuda_getCurrentRawStream where torch has
+    them (no lazy-init check, no Stream object made), else
+    torch.cuda.current_device() and current_stream(dev).cuda_stream."""
+    if not _raw_stream_fns:
+        import torch
+        get_dev = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is None:
+            def raw(d):
+                return torch.cuda.current_stream(d).cuda_stream
+        _raw_stream_fns.extend((get_dev, raw))
+    get_dev, raw = _raw_stream_fns
+    if get_dev() != dev:
         return None
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(dev) if raw is not None else torch.cuda.current_stream(dev).cuda_stream
+    return raw(dev)
 
 
 class _Prepared:
