@@ -68,7 +68,7 @@ if want overhead; then
   step "Python per-call cost over C, CUDA tensors, 1 rank"
   PYTHONUNBUFFERED=1 timeout 200 python3 python/bench/bench_overhead.py --device cuda --nprocs 1 \
     --sizes 1K,64K,1M --iters 1000 --warmup 100 --rounds 5 --json "$OUT/overhead_cuda.json" 2>&1 |
-    grep -v WARN | tail -10
+    grep -v WARN | tail -40
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 if want torchgpu; then
