@@ -33,9 +33,9 @@ nvidia-smi -L
 extra=()
 if want hmem; then
   step "libfabric with CUDA into $fi"
-  [ -x "$fi/bin/fi_info" ] || timeout 240 bash third_party/build-libfabric-cuda.sh "$fi" >"$OUT/fi.log" 2>&1 ||
+  [ -x "$fi/bin/fi_info" ] || LD_LIBRARY_PATH= timeout 240 bash third_party/build-libfabric-cuda.sh "$fi" >"$OUT/fi.log" 2>&1 ||
     { tail -20 "$OUT/fi.log"; echo "libfabric build failed"; exit 1; }
-  "$fi/bin/fi_info" -p shm -c FI_HMEM -t FI_EP_RDM | head -3
+  LD_LIBRARY_PATH=$fi/lib:$LD_LIBRARY_PATH "$fi/bin/fi_info" -p shm -c FI_HMEM -t FI_EP_RDM | head -3
   mkdir -p "/tmp/sysroot$(dirname "$fi")"; ln -sfn "$fi" "/tmp/sysroot$fi"
   export PKG_CONFIG_PATH=$fi/lib/pkgconfig:$PKG_CONFIG_PATH LD_LIBRARY_PATH=$fi/lib:$LD_LIBRARY_PATH
   extra=(-DCMAKE_BUILD_RPATH="$fi/lib")
