@@ -51,6 +51,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # python/: the rmacoll package of this tree
@@ -222,8 +223,13 @@ def worker(args):
                     problem = layer.check(mode, isz_all[args.steps - 1])
                     if problem:
                         break
-            except Exception as e:  # recorded: the row says what failed
-                problem = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200])
+            except Exception as e:  # recorded: the row says what failed, and where
+                where = "; ".join("%s:%d %s" % (os.path.basename(f.filename), f.lineno, f.name)
+                                  for f in traceback.extract_tb(e.__traceback__)[-4:])
+                problem = "%s: %s [%s]" % (type(e).__name__, str(e).splitlines()[0][:200], where)
+                if dev != "cpu":
+                    # a failed capture can leave its stream current
+                    torch.cuda.set_stream(torch.cuda.default_stream())
             rows_out.append({"nranks": n, "size": size, "rows": rows, "mode": mode,
                              "us_per_step": statistics.median(times) if times else None,
                              "problem": problem})

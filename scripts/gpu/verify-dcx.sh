@@ -68,6 +68,8 @@ for across in 0 1; do
     --nprocs 2,4 --nodes $nodes --sizes 8K,64K,1M,16M --steps 30 --rounds 3 --timeout 120 \
     --json "$OUT/moe_layer_across$across.json" 2>&1 | grep -vE "WARN" | tail -60
   [ "${PIPESTATUS[0]}" = 0 ] || { rc=1; echo "bench_moe_layer (across=$across): FAILED or timed out"; }
+  # a server in this list means the ranks ran as MPS clients (else time-sliced)
+  [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && echo "MPS servers: $(echo get_server_list | timeout -k 5 10 nvidia-cuda-mps-control | tr '\n' ' ')"
 done
 [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && { echo quit | timeout -k 5 10 nvidia-cuda-mps-control; }
 unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
