@@ -11,6 +11,11 @@
  *   graph_ce      --graph-calls calls captured into one CUDA graph
  *                 (RMACOLL_CUDA_GRAPH=1) and replayed, time per call
  *   graph_one_launch  the same over the one-launch path
+ *   device_counts rmacoll_alltoallv_device_counts (issue 31): the counts in
+ *                 device memory, read by its one kernel (nvlink_kernel),
+ *                 the receive counts produced on the device
+ *   graph_device_counts  --graph-calls of those captured and replayed (no
+ *                 RMACOLL_CUDA_GRAPH needed)
  *
  * beside a floor measured in the same process: one empty kernel launch
  * plus one event record on the same stream (pipelined), and the same with
@@ -71,7 +76,9 @@ static void usage(FILE *out)
             "                       process (default all): ce (copy engine + stream\n"
             "                       memory operations), nvlink_kernel (copy kernel),\n"
             "                       one_launch (RMACOLL_NVL_ONE_LAUNCH=1), graph_ce\n"
-            "                       (RMACOLL_CUDA_GRAPH=1), graph_one_launch\n"
+            "                       (RMACOLL_CUDA_GRAPH=1), graph_one_launch,\n"
+            "                       device_counts (rmacoll_alltoallv_device_counts, counts\n"
+            "                       in device memory), graph_device_counts\n"
             "  -h, --help           this text\n"
             "Exit status: 0 ok, 1 a path failed (or wrong data), 2 bad usage or no CUDA.\n",
             MAXR);
@@ -91,7 +98,7 @@ static int parse_opts(int argc, char **argv, opts_t *o)
 
     *o = d;
     snprintf(o->paths, sizeof(o->paths), "ce,nvlink_kernel,one_launch,graph_ce,"
-             "graph_one_launch");
+             "graph_one_launch,device_counts,graph_device_counts");
     while ((c = getopt_long_only(argc, argv, "b:e:f:n:w:h", lo, NULL)) != -1) {
         switch (c) {
         case 'p': o->np = atoi(optarg); break;
@@ -125,7 +132,8 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         for (tok = strtok_r(copy, ",", &sv); tok != NULL; tok = strtok_r(NULL, ",", &sv)) {
             if (strcmp(tok, "ce") && strcmp(tok, "nvlink_kernel") &&
                 strcmp(tok, "one_launch") && strcmp(tok, "graph_ce") &&
-                strcmp(tok, "graph_one_launch")) {
+                strcmp(tok, "graph_one_launch") && strcmp(tok, "device_counts") &&
+                strcmp(tok, "graph_device_counts")) {
                 fprintf(stderr, "rmacoll-latency: --path: unknown path '%s'\n", tok);
                 return 2;
             }
@@ -163,6 +171,7 @@ typedef struct shared {
     const opts_t *o;
     const char *path;
     int graph;
+    int dcounts; /* rmacoll_alltoallv_device_counts */
     rmacoll_unique_id_t id;
     rmacoll_config_t cfg;
     pthread_barrier_t bar;
@@ -290,6 +299,8 @@ static int one_size(shared_t *sh, rmacoll_comm_t *comm, int rank, cudaStream_t s
     int64_t count = (int64_t)(size / (size_t)np / 4), cnt[MAXR], dsp[MAXR];
     size_t bytes = (size_t)count * 4 * (size_t)np;
     void *hs = NULL, *hr = NULL, *ds = NULL, *dr = NULL;
+    int64_t *dcnt = NULL, *drcnt = NULL; /* device_counts: the counts on the device */
+    int32_t *dstat = NULL, hstat = -1;
     cudaEvent_t a = NULL, b = NULL;
     rmacoll_tool_graph_t tg = {NULL, NULL};
     char gerr[160];
@@ -312,8 +323,20 @@ static int one_size(shared_t *sh, rmacoll_comm_t *comm, int rank, cudaStream_t s
     rmacoll_fill_send(hs, bytes, 4, rank, np, cnt, dsp, 1);
     cudaMemcpy(ds, hs, bytes, cudaMemcpyHostToDevice);
     cudaMemset(dr, RMACOLL_FILL_SENTINEL, bytes);
+    if (sh->dcounts) {
+        if (cudaMalloc((void **)&dcnt, sizeof(cnt)) != cudaSuccess ||
+            cudaMalloc((void **)&drcnt, sizeof(cnt)) != cudaSuccess ||
+            cudaMalloc((void **)&dstat, sizeof(*dstat)) != cudaSuccess)
+            fatal(rank, "allocating the device counts");
+        cudaMemcpy(dcnt, cnt, sizeof(cnt), cudaMemcpyHostToDevice);
+        cudaMemset(dstat, 0xff, sizeof(*dstat));
+    }
     cudaStreamSynchronize(0); /* not the device: other ranks' streams */
-#define CALL() rmacoll_alltoall(ds, dr, count, RMACOLL_INT32, comm, s)
+#define CALL()                                                                            \
+    (sh->dcounts ? rmacoll_alltoallv_device_counts(ds, dcnt, count * np, dr, drcnt,       \
+                                                   count * np, RMACOLL_RECV_PRODUCE,      \
+                                                   RMACOLL_INT32, comm, s, dstat)         \
+                 : rmacoll_alltoall(ds, dr, count, RMACOLL_INT32, comm, s))
     for (int i = 0; i < o->warmup && rc == 0; i++)
         rc = CALL() != RMACOLL_SUCCESS;
     if (rc == 0 && sh->graph) {
@@ -360,8 +383,22 @@ static int one_size(shared_t *sh, rmacoll_comm_t *comm, int rank, cudaStream_t s
     cudaMemcpy(hr, dr, bytes, cudaMemcpyDeviceToHost);
     sh->bad[rank] = rc != 0 || rmacoll_check_recv(hr, bytes, 4, rank, np, cnt, dsp, 1,
                                                   &rep) != 0;
+    if (sh->dcounts && rc == 0 && !sh->bad[rank]) {
+        int64_t got[MAXR];
+
+        cudaMemcpy(got, drcnt, sizeof(got[0]) * (size_t)np, cudaMemcpyDeviceToHost);
+        cudaMemcpy(&hstat, dstat, sizeof(hstat), cudaMemcpyDeviceToHost);
+        for (int j = 0; j < np; j++)
+            sh->bad[rank] |= got[j] != count;
+        sh->bad[rank] |= hstat != 0 || rmacoll_device_counts_check(comm) != RMACOLL_SUCCESS;
+        if (sh->bad[rank])
+            snprintf(rep.msg, sizeof(rep.msg), "device counts: status %d, receive counts "
+                     "or the device report wrong", (int)hstat);
+    }
     if (sh->bad[rank] && rc == 0)
         fprintf(stderr, "rank %d: %s\n", rank, rep.msg);
+    else if (rc != 0)
+        fprintf(stderr, "rank %d: a call failed: %s\n", rank, rmacoll_comm_last_error(comm));
 #undef CALL
     rmacoll_tool_graph_free(&tg);
     if (a != NULL)
@@ -372,6 +409,9 @@ static int one_size(shared_t *sh, rmacoll_comm_t *comm, int rank, cudaStream_t s
     cudaFreeHost(hr);
     cudaFree(ds);
     cudaFree(dr);
+    cudaFree(dcnt);
+    cudaFree(drcnt);
+    cudaFree(dstat);
     if (rc != 0)
         sh->bad[rank] = 1;
     return rc;
@@ -457,7 +497,8 @@ static int run_path(const opts_t *o, const char *path)
     else
         unsetenv("RMACOLL_NVL_ONE_LAUNCH");
     sh->graph = strncmp(path, "graph_", 6) == 0;
-    if (sh->graph)
+    sh->dcounts = strstr(path, "device_counts") != NULL;
+    if (sh->graph && !sh->dcounts)
         setenv("RMACOLL_CUDA_GRAPH", "1", 1);
     else
         unsetenv("RMACOLL_CUDA_GRAPH");
