@@ -964,7 +964,7 @@ typedef enum rmacoll_recv_mode {
  * stream; their signal words are distinct.
  *
  * Across nodes (experimental, off unless RMACOLL_DEVICE_COUNTS_ACROSS_NODES=1:
- * it has never run on a GPU): stream-triggered. The call is NOT collective
+ * it has run on a GPU in its test only): stream-triggered. The call is NOT collective
  * and only enqueues, with the copy-engine transport's stream operations:
  * copies of sendcounts, recvcounts (given, or current), *status, the whole
  * send buffer (send_capacity elements) and the whole receive buffer

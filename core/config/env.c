@@ -34,7 +34,7 @@ static const rmacoll__env_var_t env_vars[] = {
     {"RMACOLL_DEVICE_SIGNALS", "library",
      "0: device calls on one node keep their signal words in the host control window instead of device memory (default 1, docs/gpu.md)"},
     {"RMACOLL_DEVICE_COUNTS_ACROSS_NODES", "library",
-     "1: rmacoll_alltoallv_device_counts with a stream runs across nodes, stream-triggered (experimental: never run on a GPU; docs/gpu.md)"},
+     "1: rmacoll_alltoallv_device_counts with a stream runs across nodes, stream-triggered (experimental: run on a GPU in its test only; docs/gpu.md)"},
     {"RMACOLL_DCX_EMULATE_STREAM", "library",
      "1 (tests): the stream steps of device-count calls across nodes run on the calling thread with host memory (test_dcx; docs/gpu.md)"},
     {"RMACOLL_NVL_ONE_LAUNCH", "library",

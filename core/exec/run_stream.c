@@ -547,7 +547,7 @@ static rmacoll_status_t dc_prepare(rmacoll__call_t *c)
     if (comm->topo->nnodes != 1) {
         snprintf(c->msg, sizeof(c->msg), "rank %d: rmacoll_alltoallv_device_counts: "
                  "sendcounts in device memory across nodes (this communicator spans %d "
-                 "nodes) is experimental and off: it has never run on a GPU; "
+                 "nodes) is experimental and off (one GPU run, in a test); "
                  "RMACOLL_DEVICE_COUNTS_ACROSS_NODES=1 turns it on (docs/gpu.md), or pass "
                  "host counts to rmacoll_alltoallv", me, comm->topo->nnodes);
         return RMACOLL_ERR_UNSUPPORTED;
