@@ -32,8 +32,13 @@ words of the device modes must be 0. Timed: --steps steps back to back on
 the current stream, one synchronisation at the end; a row gives the
 slowest rank's microseconds per step (median over --rounds rounds).
 
-Ranks are processes on this host (one GPU: give several ranks MPS, or they
-time-slice; --nodes 2 puts them on two virtual nodes, RMACOLL_NODE_ID).
+Ranks are threads of one process with --device cuda (the default there:
+one GPU holds every rank, each on a stream of its own, no time-slicing;
+the device-count kernel refuses two processes on one GPU, and
+all_to_all_single then falls back to host split sizes), processes with
+--device cpu (--ranks-as chooses); Python's own work of the ranks runs
+one thread at a time (the GIL; the library's calls and CUDA's release
+it). --nodes 2 puts them on two virtual nodes (node keys).
 Device split sizes need the nvlink_kernel intra-node transport (set unless
 RMACOLL_TRANSPORTS_INTRA_NODE is); across nodes they take the host-split
 path unless RMACOLL_DEVICE_COUNTS_ACROSS_NODES=1 (docs/gpu.md), and the
@@ -70,6 +75,10 @@ def parse_args(argv=None):
     p.add_argument("--hidden", type=int, default=1024, help="elements per row")
     p.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
+    p.add_argument("--ranks-as", choices=("threads", "processes"), default=None,
+                   help="threads of one process (default with cuda: one GPU holds "
+                        "them all, and the device-count kernel refuses two processes "
+                        "on one GPU) or processes (default with cpu)")
     p.add_argument("--modes", default=",".join(MODES), help="comma separated: " + ", ".join(MODES))
     p.add_argument("--steps", type=int, default=50, help="timed steps per round")
     p.add_argument("--rounds", type=int, default=3)
@@ -79,6 +88,8 @@ def parse_args(argv=None):
     p.add_argument("--json", default=None, help="write the rows here")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.ranks_as is None:
+        args.ranks_as = "threads" if args.device == "cuda" else "processes"
     bad = [m for m in args.modes.split(",") if m not in MODES]
     if bad:
         p.error("--modes: unknown %s" % ", ".join(bad))
@@ -103,8 +114,9 @@ def count_matrices(torch, n, rows, steps, seed):
 class Layer:
     """One rank's buffers and the three ways to run a step."""
 
-    def __init__(self, torch, rmacoll, comm, rank, n, rows, args, dev):
+    def __init__(self, torch, rmacoll, comm, rank, n, rows, args, dev, barrier):
         self.t, self.rc, self.comm, self.rank, self.n = torch, rmacoll, comm, rank, n
+        self.barrier = barrier  # ranks as threads: threading.Barrier, else None
         self.rows = rows
         dt = getattr(torch, args.dtype)
         h = args.hidden
@@ -138,18 +150,35 @@ class Layer:
         t.add(t.mul(self.recv, 2, out=self.y), 1, out=self.y)
         a2a(self.back, self.y, isz_dev, self.osz, comm=self.comm, status=self.status[1:2])
 
+    def sync(self):
+        """This rank's stream done (never the whole device: with ranks as
+        threads the peers' calls may be in flight and wait for this rank)."""
+        if self.dev != "cpu":
+            self.t.cuda.current_stream().synchronize()
+
+    def meet(self):
+        self.sync()
+        if self.barrier is not None:
+            self.barrier.wait()
+
     def capture(self):
+        """The device step captured on this rank's stream (thread-local mode:
+        the other ranks' threads capture at the same time), after one
+        uncaptured run of it."""
         t = self.t
-        side = t.cuda.Stream()
-        side.wait_stream(t.cuda.current_stream())
-        with t.cuda.stream(side):           # warm the path outside the capture
-            self.device_step(self.isz_g)
-        t.cuda.current_stream().wait_stream(side)
-        t.cuda.synchronize()
+        self.meet()
+        self.device_step(self.isz_g)
+        self.meet()
         self.graph = t.cuda.CUDAGraph()
-        with t.cuda.graph(self.graph, stream=side):  # the warm-up's stream: no wait_stream
+        try:
+            self.graph.capture_begin(capture_error_mode="thread_local")
+        except TypeError:  # torch < 2.0: no capture_error_mode
+            self.graph.capture_begin()
+        try:
             self.device_step(self.isz_g)
-        t.cuda.synchronize()
+        finally:
+            self.graph.capture_end()
+        self.meet()
 
     def graph_step(self, isz_dev):
         self.isz_g.copy_(isz_dev)
@@ -158,8 +187,7 @@ class Layer:
     def check(self, mode, isz_dev):
         """None, or what is wrong with the step just run."""
         t = self.t
-        if self.dev != "cpu":
-            t.cuda.synchronize()
+        self.sync()
         ns = int(isz_dev.sum())
         if mode != "host":
             st = self.status.tolist()
@@ -173,23 +201,25 @@ class Layer:
         return None
 
 
-def worker(args):
+def rank_body(args, rank, n, nodes, uids, barrier):
+    """One rank's rows (a process, or a thread with barrier given)."""
     import torch
 
     import rmacoll
 
-    rank = int(os.environ["BENCH_MOE_RANK"])
-    n = int(os.environ["BENCH_MOE_NRANKS"])
     dev = "cpu"
     if args.device == "cuda":
         torch.cuda.set_device(rank % torch.cuda.device_count())
+        # a stream of its own: capture needs one, and ranks as threads must
+        # not share one (a rank's kernel waits for its peers' calls)
+        torch.cuda.set_stream(torch.cuda.Stream())
         dev = "cuda"
     modes = args.modes.split(",") if args.device == "cuda" else ["host"]
+    node_key = "bench-moe-vnode-%d" % (rank * nodes // n)
     # a communicator per mode: the stream-triggered form across nodes takes
     # a communicator for itself (one stream, no other call: docs/gpu.md)
-    uids = dict(zip(MODES, os.environ["BENCH_MOE_UIDS"].split(",")))
-    comms = {m: rmacoll.Communicator(rank, n, rmacoll.UniqueId.from_hex(uids[m]))
-             for m in modes}
+    comms = {m: rmacoll.Communicator(rank, n, rmacoll.UniqueId.from_hex(uids[m]),
+                                     node_key=node_key) for m in modes}
     esize = torch.tensor([], dtype=getattr(torch, args.dtype)).element_size()
     rows_out = []
     for size in [parse_size(s) for s in args.sizes.split(",")]:
@@ -198,7 +228,7 @@ def worker(args):
         mats = count_matrices(torch, n, rows, nstep, args.seed + size)
         isz_all = [mats[s, rank].to(dev) for s in range(nstep)]
         for mode in modes:
-            layer = Layer(torch, rmacoll, comms[mode], rank, n, rows, args, dev)
+            layer = Layer(torch, rmacoll, comms[mode], rank, n, rows, args, dev, barrier)
             step = getattr(layer, mode + "_step")
             problem, times = None, []
             try:
@@ -212,13 +242,11 @@ def worker(args):
                     if problem:
                         break
                 for _ in range(args.rounds if problem is None else 0):
-                    if dev != "cpu":
-                        torch.cuda.synchronize()
+                    layer.meet()
                     t0 = time.perf_counter_ns()
                     for s in range(args.steps):
                         step(isz_all[s])
-                    if dev != "cpu":
-                        torch.cuda.synchronize()
+                    layer.sync()
                     times.append((time.perf_counter_ns() - t0) / args.steps / 1000.0)
                     problem = layer.check(mode, isz_all[args.steps - 1])
                     if problem:
@@ -227,31 +255,58 @@ def worker(args):
                 where = "; ".join("%s:%d %s" % (os.path.basename(f.filename), f.lineno, f.name)
                                   for f in traceback.extract_tb(e.__traceback__)[-4:])
                 problem = "%s: %s [%s]" % (type(e).__name__, str(e).splitlines()[0][:200], where)
-                if dev != "cpu":
-                    # a failed capture can leave its stream current
-                    torch.cuda.set_stream(torch.cuda.default_stream())
             rows_out.append({"nranks": n, "size": size, "rows": rows, "mode": mode,
                              "us_per_step": statistics.median(times) if times else None,
                              "problem": problem})
             layer.graph = None
     for c in comms.values():
         c.close()
-    print(json.dumps({"rank": rank, "rows": rows_out}))
-    return 0 if all(r["problem"] is None for r in rows_out) else 1
+    return rows_out
+
+
+def worker(args):
+    n = int(os.environ["BENCH_MOE_NRANKS"])
+    nodes = int(os.environ["BENCH_MOE_NODES"])
+    uids = dict(zip(MODES, os.environ["BENCH_MOE_UIDS"].split(",")))
+    if args.ranks_as == "processes":
+        rank = int(os.environ["BENCH_MOE_RANK"])
+        reports = [{"rank": rank, "rows": rank_body(args, rank, n, nodes, uids, None)}]
+    else:
+        import threading
+        barrier = threading.Barrier(n, timeout=max(30, args.timeout - 30))
+        reports = [None] * n
+
+        def body(r):
+            try:
+                reports[r] = {"rank": r, "rows": rank_body(args, r, n, nodes, uids, barrier)}
+            except Exception as e:
+                barrier.abort()
+                reports[r] = {"rank": r, "rows": [], "error": "%s: %s" % (type(e).__name__, e)}
+        threads = [threading.Thread(target=body, args=(r,)) for r in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    print(json.dumps({"reports": reports}))
+    bad = any(rep.get("error") or any(r["problem"] for r in rep["rows"]) for rep in reports)
+    return 1 if bad else 0
 
 
 def run(args, n, nodes):
+    """The rank set's reports and worst exit code."""
     import rmacoll
     uids = ",".join(rmacoll.get_unique_id().hex() for _ in MODES)
-    procs = []
-    for r in range(n):
-        env = dict(os.environ, BENCH_MOE_RANK=str(r), BENCH_MOE_NRANKS=str(n), BENCH_MOE_UIDS=uids,
-                   RMACOLL_NODE_ID="vnode-%d" % (r * nodes // n))
-        env.setdefault("FI_TCP_IFACE", "lo")
-        if args.device == "cuda":
-            env.setdefault("RMACOLL_TRANSPORTS_INTRA_NODE", "nvlink_kernel")
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"]
-                                      + sys.argv[1:], env=env, stdout=subprocess.PIPE, text=True))
+    env = dict(os.environ, BENCH_MOE_NRANKS=str(n), BENCH_MOE_NODES=str(nodes),
+               BENCH_MOE_UIDS=uids)
+    env.setdefault("FI_TCP_IFACE", "lo")
+    if args.device == "cuda":
+        env.setdefault("RMACOLL_TRANSPORTS_INTRA_NODE", "nvlink_kernel")
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker"] + sys.argv[1:]
+    if args.ranks_as == "processes":
+        procs = [subprocess.Popen(cmd, env=dict(env, BENCH_MOE_RANK=str(r)),
+                                  stdout=subprocess.PIPE, text=True) for r in range(n)]
+    else:
+        procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)]
     reports, rc = [], 0
     for p in procs:
         try:
@@ -263,9 +318,12 @@ def run(args, n, nodes):
         rc = max(rc, p.returncode)
         lines = out.strip().splitlines()
         if lines:
-            reports.append(json.loads(lines[-1]))
+            reports.extend(json.loads(lines[-1])["reports"])
     if len(reports) != n:
         raise SystemExit("%d ranks on %d nodes: a rank failed (exit %d)" % (n, nodes, rc))
+    for rep in reports:
+        if rep.get("error"):
+            print("rank %d failed: %s" % (rep["rank"], rep["error"]))
     return reports, rc
 
 
@@ -278,10 +336,8 @@ def main():
         print("torch is not importable from %s; nothing to measure" % sys.executable)
         return 77  # CTest: skipped
     print("# MoE layer exchanges per step (dispatch, expert 2x+1, combine), %s, %s, hidden %d, "
-          "%d steps x %d rounds; us per step, slowest rank; ranks as processes%s" % (
-              args.device, args.dtype, args.hidden, args.steps, args.rounds,
-              "" if args.device == "cpu" else " on one GPU each in turn (MPS: %s)" % (
-                  "on" if os.environ.get("CUDA_MPS_PIPE_DIRECTORY") else "unknown")))
+          "%d steps x %d rounds; us per step, slowest rank; ranks as %s" % (
+              args.device, args.dtype, args.hidden, args.steps, args.rounds, args.ranks_as))
     print("# RMACOLL_DEVICE_COUNTS_ACROSS_NODES=%s" %
           os.environ.get("RMACOLL_DEVICE_COUNTS_ACROSS_NODES", "(unset)"))
     print("%6s %5s %9s %6s %-7s %12s  %s" % ("nranks", "nodes", "size(B)", "rows", "mode",

@@ -12,7 +12,7 @@
 #  3. test_cross_node_hmem_userreg with Debian's libfabric (it must skip);
 #  4. python/bench/bench_moe_layer.py (issue 31 item 6): the MoE layer's
 #     exchanges per step with host, device and graph split sizes, 2 and 4
-#     ranks as processes under MPS, 1 and 2 virtual nodes (2 nodes also with
+#     ranks as threads of one process, 1 and 2 virtual nodes (2 nodes also with
 #     RMACOLL_DEVICE_COUNTS_ACROSS_NODES=1), 8 KiB to 16 MiB per rank;
 #  5. when time is left, scripts/gpu/emunic.sh step 5 (libfabric shm's CUDA
 #     IPC path; builds build-emunic/).
@@ -58,21 +58,14 @@ fi
 if part 4; then
 step "4. MoE layer per step: host, device, graph split sizes"
 timeout -k 5 30 cmake --build build-v34 --target rmacoll >/dev/null 2>&1
-export CUDA_MPS_PIPE_DIRECTORY=/tmp/moe-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/moe-mps-log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-timeout -k 5 20 nvidia-cuda-mps-control -d && echo "MPS started" || unset CUDA_MPS_PIPE_DIRECTORY
 for across in 0 1; do
   nodes="1,2"; [ $across = 1 ] && nodes=2
   RMACOLL_DEVICE_COUNTS_ACROSS_NODES=$across RMACOLL_LIBRARY=$top/build-v34/librmacoll.so \
   PYTHONUNBUFFERED=1 timeout -k 5 ${MOE_S:-150} python3 python/bench/bench_moe_layer.py --device cuda \
     --nprocs 2,4 --nodes $nodes --sizes 8K,64K,1M,16M --steps 30 --rounds 3 --timeout 120 \
-    --json "$OUT/moe_layer_across$across.json" 2>&1 | grep -vE "WARN" | tail -60
+    --json "$OUT/moe_layer_across$across.json" 2>&1 | grep -vE "WARN|rmacoll ERROR" | tail -60
   [ "${PIPESTATUS[0]}" = 0 ] || { rc=1; echo "bench_moe_layer (across=$across): FAILED or timed out"; }
-  # a server in this list means the ranks ran as MPS clients (else time-sliced)
-  [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && echo "MPS servers: $(echo get_server_list | timeout -k 5 10 nvidia-cuda-mps-control | tr '\n' ' ')"
 done
-[ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && { echo quit | timeout -k 5 10 nvidia-cuda-mps-control; }
-unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 fi
 left=$(( 570 - $(el) ))
 if ! part 5; then
