@@ -358,6 +358,17 @@ static int dcx_same(const rmacoll__dcx_args_t *x, const rmacoll__dcx_args_t *y)
            x->mode == y->mode && x->dtype == y->dtype && x->status == y->status;
 }
 
+/* Whether a slot holds these arguments already. */
+static int dcx_has_slot(const rmacoll__dcx_t *d, const rmacoll__dcx_args_t *a)
+{
+    for (int i = 0; i < RMACOLL__DCX_SLOTS; i++) {
+        if (d->slot[i].used && dcx_same(&d->slot[i].args, a)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Slot k's memory grown to `bytes` (kept when large enough). */
 static rmacoll_status_t dcx_slot_mem(rmacoll__dcx_slot_t *s, uint64_t bytes,
                                      rmacoll__tinst_t *ctl, int emulate)
@@ -779,6 +790,18 @@ static rmacoll_status_t dcx_enqueue(rmacoll_comm_t *comm, const rmacoll__dcx_arg
         /* n == 0: only whether the stream is being captured into a graph */
         captured = ctl->ops->stream.post_puts_stream(ctl->tp, NULL, 0, stream) ==
                    RMACOLL_ERR_UNSUPPORTED;
+    }
+    if (captured && !dcx_has_slot(d, a)) {
+        /* a slot's host memory is pinned with cudaHostRegister, which a
+         * stream capture does not allow: fail here, nothing enqueued,
+         * rather than leave a capture that fails at its end */
+        return rmacoll__fail(&comm->fail, RMACOLL_ERR_UNSUPPORTED, "rank %d: "
+                             "rmacoll_alltoallv_device_counts across nodes under stream "
+                             "capture: no earlier call outside capture had these arguments "
+                             "(buffers, count arrays, capacities, mode, dtype, status), and "
+                             "the host memory it needs cannot be pinned during a capture; "
+                             "make the same call once outside capture first; nothing "
+                             "enqueued", me);
     }
     k = dcx_slot(comm, a, captured, ctl, emulate, forced);
     if (k < 0) {

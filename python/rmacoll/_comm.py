@@ -220,6 +220,7 @@ class Communicator:
         self._a2a_prep = None  # all_to_all_single's prepared host call (_single._Prepared)
         self._device_stream = None  # torch stream of the last device call (all_to_all_single)
         self._dc_keep = None  # device-split call's own tensors, kept until the next such call
+        self._dc_bufs = None  # device-split calls: element-count arrays per device (_single._dc_buffers)
         self._memregs = set()  # live Registrations (register), forgotten at close
 
     @classmethod

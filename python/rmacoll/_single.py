@@ -546,6 +546,23 @@ def _all_to_all_single(output, input, output_split_sizes=None, input_split_sizes
     return Work()
 
 
+def _dc_buffers(comm, torch, device, n):
+    """The communicator's element-count arrays for device split sizes on
+    `device`: (send counts, receive counts) int64 [n] and a status word
+    int32 [1], made once. Calls on one communicator are stream-ordered
+    (a call on another stream first waits for the previous one), so a
+    call rewrites them only after the previous call read them."""
+    bufs = getattr(comm, "_dc_bufs", None)
+    if bufs is None:
+        bufs = comm._dc_bufs = {}
+    kb = bufs.get(device)
+    if kb is None:
+        kb = bufs[device] = (torch.empty(n, dtype=torch.int64, device=device),
+                             torch.empty(n, dtype=torch.int64, device=device),
+                             torch.empty(1, dtype=torch.int32, device=device))
+    return kb
+
+
 def _device_splits_call(comm, h, out, inp, isz, osz, out_splits, status, tstream, sh,
                         async_op, tensors):
     """all_to_all_single with device split sizes (arguments checked):
@@ -566,19 +583,24 @@ def _device_splits_call(comm, h, out, inp, isz, osz, out_splits, status, tstream
     ctx = (torch.cuda.device(idx) if idx is not None and idx != torch.cuda.current_device()
            else _NoContext())
     with ctx:
-        # rows -> elements on the current stream (tstream): no host sync
-        sc = isz if inp.row_elems == 1 and isz.is_contiguous() else isz * inp.row_elems
+        # rows -> elements on the current stream (tstream): no host sync,
+        # into arrays the communicator keeps (the same addresses at every
+        # call: a call captured into a graph across nodes must find the
+        # pinned slot an earlier call made, docs/gpu.md)
+        kb = _dc_buffers(comm, torch, out.torch_device, n)
+        sc = (isz if inp.row_elems == 1 and isz.is_contiguous()
+              else torch.mul(isz, inp.row_elems, out=kb[0]))
         if osz is not None:
             mode = RECV_GIVEN
-            rc = osz if out.row_elems == 1 and osz.is_contiguous() else osz * out.row_elems
+            rc = (osz if out.row_elems == 1 and osz.is_contiguous()
+                  else torch.mul(osz, out.row_elems, out=kb[1]))
         else:
             mode = RECV_PRODUCE
             if out_splits is not None and out.row_elems == 1 and out_splits.is_contiguous():
                 rc = out_splits
             else:
-                rc = torch.empty(n, dtype=torch.int64, device=out.torch_device)
-        st_t = status if status is not None else torch.empty(
-            1, dtype=torch.int32, device=out.torch_device)
+                rc = kb[1]
+        st_t = status if status is not None else kb[2]
         st = fn(inp.ptr, sc.data_ptr(), inp.rows * inp.row_elems, out.ptr, rc.data_ptr(),
                 out.rows * out.row_elems, mode, int(out.dtype), h, sh, st_t.data_ptr())
         if st == UnsupportedError.status:
@@ -596,8 +618,8 @@ def _device_splits_call(comm, h, out, inp, isz, osz, out_splits, status, tstream
             else:
                 out_splits.zero_()  # rows of no elements: no sizes to tell
     # the arrays the stream reads or writes stay referenced until the next
-    # such call (enqueued after this one on the same stream); torch's
-    # allocator reuses their memory only in stream order anyway
+    # such call (enqueued after this one on the same stream: the kept ones
+    # are rewritten only in stream order)
     comm._dc_keep = (sc, rc, st_t)
     if not async_op:
         return None

@@ -58,13 +58,18 @@ fi
 if part 4; then
 step "4. MoE layer per step: host, device, graph split sizes"
 timeout -k 5 30 cmake --build build-v34 --target rmacoll >/dev/null 2>&1
-for across in 0 1; do
-  nodes="1,2"; [ $across = 1 ] && nodes=2
+# MOE_RUNS: across:nodes pairs (RMACOLL_DEVICE_COUNTS_ACROSS_NODES, --nodes)
+for run in ${MOE_RUNS:-0:1,2 1:2}; do
+  across=${run%%:*} nodes=${run#*:}
   RMACOLL_DEVICE_COUNTS_ACROSS_NODES=$across RMACOLL_LIBRARY=$top/build-v34/librmacoll.so \
   PYTHONUNBUFFERED=1 timeout -k 5 ${MOE_S:-150} python3 python/bench/bench_moe_layer.py --device cuda \
     --nprocs 2,4 --nodes $nodes --sizes 8K,64K,1M,16M --steps 30 --rounds 3 --timeout 120 \
-    --json "$OUT/moe_layer_across$across.json" 2>&1 | grep -vE "WARN|rmacoll ERROR" | tail -60
-  [ "${PIPESTATUS[0]}" = 0 ] || { rc=1; echo "bench_moe_layer (across=$across): FAILED or timed out"; }
+    --json "$OUT/moe_layer_across$across.json" > "$OUT/moe_$across.log" 2>&1
+  r=$?
+  grep -vE "WARN|rmacoll ERROR|rmacoll INFO|device_counts failed" "$OUT/moe_$across.log" | tail -40
+  echo "-- the first errors the library logged (across=$across):"
+  grep -E "rmacoll ERROR" "$OUT/moe_$across.log" | grep -v "device_counts failed" | head -8 | cut -c1-400
+  [ $r = 0 ] || { rc=1; echo "bench_moe_layer (across=$across): FAILED or timed out"; }
 done
 fi
 left=$(( 570 - $(el) ))
