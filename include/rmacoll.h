@@ -990,7 +990,11 @@ typedef enum rmacoll_recv_mode {
  * each keeps 3 * nranks * 8 + 64 bytes plus both capacities pinned); once
  * such a call was made, every other call on the communicator returns
  * RMACOLL_ERR_UNSUPPORTED (the worker owns its order: use a communicator of
- * its own); destroy the communicator only once its stream is idle. Cost:
+ * its own); under stream capture, make the same call (same arrays, buffers,
+ * capacities, mode, dtype, status) once outside capture first: a slot's
+ * host memory is pinned when the slot is made, which a capture does not
+ * allow (otherwise RMACOLL_ERR_UNSUPPORTED on that rank, nothing enqueued);
+ * destroy the communicator only once its stream is idle. Cost:
  * the host form plus two capacity-sized copies each way over PCIe (the
  * staged path; the registered (FI_HMEM) path is not built for it).
  *
