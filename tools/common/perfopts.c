@@ -224,6 +224,10 @@ static int perf_dtype(const char *s, rmacoll_datatype_t *out)
         }
     if (!strcmp(s, "char"))   /* nccl-tests' alias of int8 */
         s = "int8";
+    else if (!strcmp(s, "f8e4m3"))  /* nccl-tests' FP8 names */
+        s = "float8_e4m3";
+    else if (!strcmp(s, "f8e5m2"))
+        s = "float8_e5m2";
     return rmacoll_datatype_from_name(s, out) == RMACOLL_SUCCESS ? 0 : -1;
 }
 
@@ -344,6 +348,20 @@ static const char *perf_optname(char **argv, const char *val, char *buf,
     n = strcspn(a, "=");
     snprintf(buf, len, "%.*s", (int)(n < 60 ? n : 60), a);
     return buf;
+}
+
+/* Whether the argument that named long option `full` gave only a prefix
+ * of it ("-loc" for "local_register"); its text goes to buf. */
+static int perf_opt_abbrev(char **argv, const char *val, const char *full, char *buf,
+                           size_t len)
+{
+    const char *a = perf_optname(argv, val, buf, len);
+    size_t n;
+
+    while (*a == '-')
+        a++;
+    n = strcspn(a, "=");
+    return n != strlen(full) || strncmp(a, full, n) != 0;
 }
 
 static int perf_size(const char *v, uint64_t *out)
@@ -763,6 +781,14 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
             perf_opt_refused(c, argv, err, errlen);
             return -1;
         }
+        if (li >= 0 && perf_opt_abbrev(argv, v, perf_longopts[li].name, name, sizeof(name))) {
+            /* getopt_long_only takes any unique prefix ("-l" for
+             * --local_register); nccl-tests' flags are exact */
+            snprintf(err, errlen, "option %s is not an option of its own (it would abbreviate "
+                     "--%s: give that name in full; see --help)", name,
+                     perf_longopts[li].name);
+            return -1;
+        }
         known = perf_opt_launch(c, v, o, &bad) || perf_opt_bench(c, v, o, &bad);
         if (!known)
             known = perf_opt_nccl(c, &v, argc, argv, o, err, errlen, &bad);
@@ -774,8 +800,14 @@ int rmacoll_perf_opts_parse(int argc, char **argv, rmacoll_perf_opts_t *o,
             return -1;
         }
         if (bad) {
-            snprintf(err, errlen, "bad value for %s: %s",
-                     perf_optname(argv, v, name, sizeof(name)), v ? v : "");
+            snprintf(err, errlen, "bad value for %s: %s%s",
+                     perf_optname(argv, v, name, sizeof(name)), v ? v : "",
+                     c == 'd' ? " (accepted: int8 char uint8 int32 uint32 int64 uint64 half "
+                                "float double bfloat16 f8e4m3 f8e5m2, rmacoll's names such "
+                                "as float16 bool int16 complex64, or all)"
+                     : c == 'a' ? " (accepted: 0 rank 0's time, 1 the mean, 2 the minimum, "
+                                  "3 the maximum, as nccl-tests)"
+                                : "");
             return -1;
         }
     }
