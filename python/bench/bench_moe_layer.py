@@ -301,6 +301,10 @@ def run(args, n, nodes):
     env.setdefault("FI_TCP_IFACE", "lo")
     if args.device == "cuda":
         env.setdefault("RMACOLL_TRANSPORTS_INTRA_NODE", "nvlink_kernel")
+        # ranks as threads: each stream on a hardware queue of its own (a
+        # stream wait blocks the streams that share its queue: with the
+        # default 8, 4 ranks across 2 nodes hung on 2026-12-07)
+        env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
     cmd = [sys.executable, os.path.abspath(__file__), "--worker"] + sys.argv[1:]
     if args.ranks_as == "processes":
         procs = [subprocess.Popen(cmd, env=dict(env, BENCH_MOE_RANK=str(r)),
