@@ -24,6 +24,7 @@ all_to_all_single).
 import ctypes
 import functools
 import sys
+import warnings
 from itertools import accumulate
 
 from . import _buffers
@@ -546,6 +547,15 @@ def _all_to_all_single(output, input, output_split_sizes=None, input_split_sizes
     return Work()
 
 
+def _stream_capturing(torch):
+    """Whether torch's current CUDA stream is being captured (False where
+    torch cannot tell: no CUDA build, or a torch without the query)."""
+    try:
+        return bool(torch.cuda.is_current_stream_capturing())
+    except (AttributeError, RuntimeError):
+        return False
+
+
 def _dc_buffers(comm, torch, device, n):
     """The communicator's element-count arrays for device split sizes on
     `device`: (send counts, receive counts) int64 [n] and a status word
@@ -608,6 +618,18 @@ def _device_splits_call(comm, h, out, inp, isz, osz, out_splits, status, tstream
             # cannot read counts on the device (several nodes, or
             # transports.intra_node ce, the default), so the split sizes
             # come to the host as they did before device split sizes
+            why = comm.last_error or "the device-count call is not available"
+            if _stream_capturing(torch):
+                # the fallback copies the sizes to the host: not in a capture
+                raise UnsupportedError(
+                    "rank %d: device split sizes cannot be captured on this communicator: "
+                    "its calls fall back to host split sizes, which synchronise (%s)"
+                    % (comm.rank, why), rank=comm.rank)
+            if comm.rank == 0 and not getattr(comm, "_dc_fallback_told", False):
+                comm._dc_fallback_told = True
+                warnings.warn("rmacoll: device split sizes fall back to host split sizes "
+                              "on this communicator (a synchronisation per call): %s"
+                              % why, RuntimeWarning, stacklevel=3)
             return _host_splits_fallback(comm, tensors, out, inp, isz, osz, out_splits,
                                          status, async_op, sh)
         if st != 0:
