@@ -328,7 +328,11 @@ int rmacoll__dcx_verdict_text(const rmacoll__dcx_verdict_t *v, char *buf, size_t
  * once comm is entered: records, verdict, data (dcx.c says how); the same
  * status on every rank. */
 rmacoll_status_t rmacoll__dcx_host(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a);
-/** rmacoll_device_counts_check's part for calls across nodes: *had = 1
+
+/* A device-count call's own argument error (dcx.c): its status, and *what
+ * its number (rmacoll__dc_arg_text); a->forced, when set, wins. */
+rmacoll_status_t rmacoll__dcx_check_args(const rmacoll__dcx_args_t *a, size_t esize, int *what);
+/** rmacoll_device_counts_check's part for calls across nodes (dcx_stream.c): *had = 1
  * when comm made one; returns the first failure the worker met that no
  * check returned (recorded in last_error), and forgets it. Not entered:
  * the worker may hold the communicator. */

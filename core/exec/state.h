@@ -12,7 +12,7 @@
  *          run_staged.c: one rmacoll__runner_t each, picked through the
  *          communicator's runner table), non-blocking calls (request.c),
  *          rmacoll_mem_alloc (mem.c), device-count calls that the host
- *          runs (dcx.c); and this state.
+ *          runs (dcx.c, dcx_stream.c); and this state.
  *   calls  base, config, oob, plan, xport, ctrl (never comm/: failures go
  *          through base/fail.h, instances through xport/bind.h).
  *   files, lowest first (each calls only those before it; the layering
@@ -20,7 +20,7 @@
  *          state.h, call.h, records.h (types, inline lookups)
  *          -> wait.c -> mem.c -> put.c -> verdict.c -> meta.c
  *          -> run_host.c -> run_stream.c -> run_staged.c -> runners.c
- *          -> exec.c -> dcx.c -> request.c
+ *          -> exec.c -> dcx.c -> dcx_stream.c -> request.c
  */
 #ifndef RMACOLL_CORE_STATE_H
 #define RMACOLL_CORE_STATE_H
