@@ -169,6 +169,30 @@ static rmacoll_comm_t *make_comm(rank_arg_t *a, const char *prefix)
     return comm;
 }
 
+/* b's three buffers of CAP + GUARD elements (send, receive, the combine's
+ * receive), zeroed. 1: all allocated; 0: a->why says so (b holds what was
+ * allocated, for bufs_free). */
+static int bufs_alloc(rank_arg_t *a, bufs_t *b)
+{
+    b->sb = calloc(CAP + GUARD, sizeof(int32_t));
+    b->rb = calloc(CAP + GUARD, sizeof(int32_t));
+    b->rb2 = calloc(CAP + GUARD, sizeof(int32_t));
+    if (b->sb == NULL || b->rb == NULL || b->rb2 == NULL) {
+        snprintf(a->why, sizeof(a->why), "no memory");
+        a->result = __LINE__;
+        return 0;
+    }
+    return 1;
+}
+
+/* Frees what bufs_alloc allocated. */
+static void bufs_free(bufs_t *b)
+{
+    free(b->sb);
+    free(b->rb);
+    free(b->rb2);
+}
+
 /* Iteration it: a dispatch (receive side produced) and the combine that
  * sends every block back (given), on `stream` (NULL: the host form), every
  * element, the sentinel tails and the guards checked. 1: all good. */
@@ -266,17 +290,16 @@ static void *rank_main(void *p)
     int n = a->nranks, me = a->rank;
     bufs_t b;
     int64_t (*m)[MAXR] = b.m, *sc = b.sc, *rc = b.rc, *rc2 = b.rc2;
-    int32_t *sb = calloc(CAP + GUARD, sizeof(int32_t));
-    int32_t *rb = calloc(CAP + GUARD, sizeof(int32_t));
-    int32_t *rb2 = calloc(CAP + GUARD, sizeof(int32_t));
+    int32_t *sb, *rb;
     int32_t status;
     char who[96];
     rmacoll_status_t st;
 
-    b.sb = sb;
-    b.rb = rb;
-    b.rb2 = rb2;
-    CHECK(sb != NULL && rb != NULL && rb2 != NULL, "no memory");
+    if (!bufs_alloc(a, &b)) {
+        goto out;
+    }
+    sb = b.sb;
+    rb = b.rb;
     comm = make_comm(a, "dcx");
     if (comm == NULL) {
         goto out;
@@ -389,9 +412,7 @@ out:
         a->result = __LINE__;
         snprintf(a->why, sizeof(a->why), "destroy failed");
     }
-    free(sb);
-    free(rb);
-    free(rb2);
+    bufs_free(&b);
     return NULL;
 }
 
@@ -408,18 +429,17 @@ static void *rank_main_trig(void *p)
     int n = a->nranks, me = a->rank;
     bufs_t b;
     int64_t (*m)[MAXR] = b.m, *sc = b.sc, *rc = b.rc;
-    int32_t *sb = calloc(CAP + GUARD, sizeof(int32_t));
-    int32_t *rb = calloc(CAP + GUARD, sizeof(int32_t));
-    int32_t *rb2 = calloc(CAP + GUARD, sizeof(int32_t));
+    int32_t *sb, *rb;
     int32_t status;
     rmacoll_comm_stats_t stats;
     char who[96];
     rmacoll_status_t st;
 
-    b.sb = sb;
-    b.rb = rb;
-    b.rb2 = rb2;
-    CHECK(sb != NULL && rb != NULL && rb2 != NULL, "no memory");
+    if (!bufs_alloc(a, &b)) {
+        goto out;
+    }
+    sb = b.sb;
+    rb = b.rb;
     comm = make_comm(a, "dcxt");
     if (comm == NULL) {
         goto out;
@@ -540,9 +560,7 @@ out:
         a->result = __LINE__;
         snprintf(a->why, sizeof(a->why), "destroy failed");
     }
-    free(sb);
-    free(rb);
-    free(rb2);
+    bufs_free(&b);
     return NULL;
 }
 

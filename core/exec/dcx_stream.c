@@ -96,15 +96,15 @@ static int dcx_same(const rmacoll__dcx_args_t *x, const rmacoll__dcx_args_t *y)
            x->mode == y->mode && x->dtype == y->dtype && x->status == y->status;
 }
 
-/* Whether a slot holds these arguments already. */
-static int dcx_has_slot(const rmacoll__dcx_t *d, const rmacoll__dcx_args_t *a)
+/* The index of the slot that holds these arguments already, or -1. */
+static int dcx_find(const rmacoll__dcx_t *d, const rmacoll__dcx_args_t *a)
 {
     for (int i = 0; i < RMACOLL__DCX_SLOTS; i++) {
         if (d->slot[i].used && dcx_same(&d->slot[i].args, a)) {
-            return 1;
+            return i;
         }
     }
-    return 0;
+    return -1;
 }
 
 /* Slot k's memory grown to `bytes` (kept when large enough). */
@@ -147,16 +147,11 @@ static int dcx_slot(rmacoll_comm_t *comm, const rmacoll__dcx_args_t *a, int capt
                     rmacoll__tinst_t *ctl, int emulate, int *forced)
 {
     rmacoll__dcx_t *d = &comm->dcx;
-    int n = comm->nranks, k = -1;
+    int n = comm->nranks, k = dcx_find(d, a);
     size_t esize = rmacoll_datatype_size(a->dtype);
     uint64_t gos = atomic_load(&d->gos);
     rmacoll__dcx_slot_t *s;
 
-    for (int i = 0; i < RMACOLL__DCX_SLOTS && k < 0; i++) {
-        if (d->slot[i].used && dcx_same(&d->slot[i].args, a)) {
-            k = i;
-        }
-    }
     for (int i = 0; i < RMACOLL__DCX_SLOTS && k < 0; i++) {
         if (!d->slot[i].used) {
             k = i;
@@ -529,7 +524,7 @@ static rmacoll_status_t dcx_enqueue(rmacoll_comm_t *comm, const rmacoll__dcx_arg
         captured = ctl->ops->stream.post_puts_stream(ctl->tp, NULL, 0, stream) ==
                    RMACOLL_ERR_UNSUPPORTED;
     }
-    if (captured && !dcx_has_slot(d, a)) {
+    if (captured && dcx_find(d, a) < 0) {
         /* a slot's host memory is pinned with cudaHostRegister, which a
          * stream capture does not allow: fail here, nothing enqueued,
          * rather than leave a capture that fails at its end */
