@@ -221,6 +221,15 @@ class Communicator:
         self._device_stream = None  # torch stream of the last device call (all_to_all_single)
         self._dc_keep = None  # device-split call's own tensors, kept until the next such call
         self._dc_bufs = None  # device-split calls: element-count arrays per device (_single._dc_buffers)
+        # device-split calls (_single._device_splits_call): the library's reason
+        # when it refused them with RMACOLL_ERR_UNSUPPORTED (the same on every
+        # rank and every call of this communicator), after which they go
+        # straight to host split sizes; whether it ever took one (any other
+        # result: a later refusal is then that call's own, not remembered);
+        # whether rank 0 warned of the fallback (once per communicator)
+        self._dc_refused = None
+        self._dc_taken = False
+        self._dc_fallback_told = False
         self._memregs = set()  # live Registrations (register), forgotten at close
 
     @classmethod

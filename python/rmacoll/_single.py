@@ -416,7 +416,8 @@ def _all_to_all_single(output, input, output_split_sizes=None, input_split_sizes
     The device path needs one node and transports.intra_node
     nvlink_kernel or auto (RMACOLL_TRANSPORTS_INTRA_NODE); on any other
     communicator every rank's device-count call returns
-    RMACOLL_ERR_UNSUPPORTED with nothing enqueued and the call falls back
+    RMACOLL_ERR_UNSUPPORTED with nothing enqueued (the communicator
+    remembers it: its later calls do not ask again) and the call falls back
     to host split sizes, as CUDA split tensors always worked: the sizes
     are copied to the host (a synchronisation), the received ones
     exchanged when not given, out_splits and status written (status 0),
@@ -562,7 +563,7 @@ def _dc_buffers(comm, torch, device, n):
     int32 [1], made once. Calls on one communicator are stream-ordered
     (a call on another stream first waits for the previous one), so a
     call rewrites them only after the previous call read them."""
-    bufs = getattr(comm, "_dc_bufs", None)
+    bufs = comm._dc_bufs
     if bufs is None:
         bufs = comm._dc_bufs = {}
     kb = bufs.get(device)
@@ -593,6 +594,11 @@ def _device_splits_call(comm, h, out, inp, isz, osz, out_splits, status, tstream
     ctx = (torch.cuda.device(idx) if idx is not None and idx != torch.cuda.current_device()
            else _NoContext())
     with ctx:
+        if comm._dc_refused is not None:
+            # refused by an earlier call, on every rank: the communicator's
+            # nature (see below), so no device-count call any more
+            return _host_splits_fallback(comm, comm._dc_refused, tensors, out, inp, isz, osz,
+                                         out_splits, status, async_op, sh)
         # rows -> elements on the current stream (tstream): no host sync,
         # into arrays the communicator keeps (the same addresses at every
         # call: a call captured into a graph across nodes must find the
@@ -619,19 +625,16 @@ def _device_splits_call(comm, h, out, inp, isz, osz, out_splits, status, tstream
             # transports.intra_node ce, the default), so the split sizes
             # come to the host as they did before device split sizes
             why = comm.last_error or "the device-count call is not available"
-            if _stream_capturing(torch):
-                # the fallback copies the sizes to the host: not in a capture
-                raise UnsupportedError(
-                    "rank %d: device split sizes cannot be captured on this communicator: "
-                    "its calls fall back to host split sizes, which synchronise (%s)"
-                    % (comm.rank, why), rank=comm.rank)
-            if comm.rank == 0 and not getattr(comm, "_dc_fallback_told", False):
-                comm._dc_fallback_told = True
-                warnings.warn("rmacoll: device split sizes fall back to host split sizes "
-                              "on this communicator (a synchronisation per call): %s"
-                              % why, RuntimeWarning, stacklevel=3)
-            return _host_splits_fallback(comm, tensors, out, inp, isz, osz, out_splits,
+            if not comm._dc_taken and not _stream_capturing(torch):
+                # remembered only where the refusal cannot be this call's own:
+                # outside capture (across nodes a captured call with arguments
+                # no earlier call had is refused alone) and while the library
+                # has taken no call (across nodes a second stream, or too many
+                # argument sets in flight, refuse a later call alone)
+                comm._dc_refused = why
+            return _host_splits_fallback(comm, why, tensors, out, inp, isz, osz, out_splits,
                                          status, async_op, sh)
+        comm._dc_taken = True
         if st != 0:
             comm._raise(st)
         if mode == RECV_PRODUCE and out_splits is not None and rc is not out_splits:
@@ -673,14 +676,27 @@ class _NoContext:
         return False
 
 
-def _host_splits_fallback(comm, tensors, out, inp, isz, osz, out_splits, status, async_op,
-                          sh):
-    """Device split sizes on a communicator without device-count calls:
-    the sizes are copied to the host (this synchronises), the received
-    ones exchanged when not given, and the call is the host-split one on
-    the rows the sizes cover; out_splits and status are written as the
-    device path would (status 0; a failure raises instead)."""
+def _host_splits_fallback(comm, refusal, tensors, out, inp, isz, osz, out_splits, status,
+                          async_op, sh):
+    """Device split sizes on a communicator without device-count calls
+    (refusal: the library's reason): the sizes are copied to the host
+    (this synchronises), the received ones exchanged when not given, and
+    the call is the host-split one on the rows the sizes cover; out_splits
+    and status are written as the device path would (status 0; a failure
+    raises instead). Under graph capture UnsupportedError instead; rank 0
+    warns once per communicator."""
     import torch
+    if _stream_capturing(torch):
+        # the fallback copies the sizes to the host: not in a capture
+        raise UnsupportedError(
+            "rank %d: device split sizes cannot be captured on this communicator: "
+            "its calls fall back to host split sizes, which synchronise (%s)"
+            % (comm.rank, refusal), rank=comm.rank)
+    if comm.rank == 0 and not comm._dc_fallback_told:
+        comm._dc_fallback_told = True
+        warnings.warn("rmacoll: device split sizes fall back to host split sizes "
+                      "on this communicator (a synchronisation per call): %s"
+                      % refusal, RuntimeWarning, stacklevel=4)
     n = comm.size
     irows = [int(v) for v in isz.tolist()]
     if osz is not None:
