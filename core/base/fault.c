@@ -10,7 +10,7 @@
 
 static int fault_site = -1;      /* -1: off */
 static unsigned long fault_at;   /* the hand-over that fails, 1-based */
-static atomic_ulong fault_count[2];
+static atomic_ulong fault_count[3];
 static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
 
 static void fault_read(void)
@@ -25,6 +25,8 @@ static void fault_read(void)
         fault_site = RMACOLL__FAULT_NET;
     } else if ((size_t)(colon - v) == 4 && strncmp(v, "copy", 4) == 0) {
         fault_site = RMACOLL__FAULT_COPY;
+    } else if ((size_t)(colon - v) == 5 && strncmp(v, "stall", 5) == 0) {
+        fault_site = RMACOLL__FAULT_STALL;
     }
     fault_at = strtoul(colon + 1, NULL, 10);
     if (fault_at == 0) {

@@ -41,6 +41,101 @@ static void proxy_set_error(rmacoll__proxy_t *px, rmacoll_status_t st)
     atomic_compare_exchange_strong(&px->status, &expected, (int)st);
 }
 
+/* A call into the transport starts (xcall_in) and returns (xcall_out), under
+ * the lock: the count is odd while inside (rmacoll__proxy_stuck). */
+static void xcall_in(rmacoll__proxy_t *px, const char *what)
+{
+    atomic_store_explicit(&px->xcall_what, what, memory_order_relaxed);
+    atomic_fetch_add_explicit(&px->xcalls, 1, memory_order_release);
+}
+
+static void xcall_out(rmacoll__proxy_t *px)
+{
+    atomic_fetch_add_explicit(&px->xcalls, 1, memory_order_release);
+}
+
+uint64_t rmacoll__proxy_stuck(const rmacoll__proxy_t *px, rmacoll__proxy_look_t *look,
+                              uint64_t now_ms, const char **what)
+{
+    uint64_t x = atomic_load_explicit(&px->xcalls, memory_order_acquire);
+
+    if ((x & 1u) == 0 || x != look->xcalls) {
+        look->xcalls = x;
+        look->since = now_ms;
+        return 0;
+    }
+    if (what != NULL) {
+        *what = atomic_load_explicit(&px->xcall_what, memory_order_relaxed);
+    }
+    return now_ms - look->since;
+}
+
+/* RMACOLL_TEST_FAULT=stall:N (fault.h): the N-th hand-over of puts arms it;
+ * the proxy thread's next heartbeat post then stays inside the transport
+ * call until the communicator stops the thread (at most 10 minutes). */
+static void proxy_test_stall(rmacoll__proxy_t *px)
+{
+    uint64_t until = rmacoll__now_ms() + 600000u;
+
+    rmacoll__log(px->log, RMACOLL_LOG_WARN, RMACOLL_LOG_SUBSYS_PROXY,
+                 "rank %d: injected stall of the proxy inside the network transport "
+                 "(RMACOLL_TEST_FAULT)", px->rank);
+    while (!atomic_load_explicit(&px->stop, memory_order_acquire) &&
+           rmacoll__now_ms() < until) {
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Takes the lock within ms milliseconds: 0, or non-zero when its holder
+ * kept it longer. */
+static int proxy_lock_within(rmacoll__proxy_t *px, int ms)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return pthread_mutex_timedlock(&px->lock, &ts);
+}
+
+/* How long a registration waits for the lock: as long as the heartbeat
+ * watch waits for this rank's own stuck transport call (1.75 periods,
+ * core/exec/wait.c), else timeout_ms; at most a minute. */
+static uint64_t proxy_lock_bound_ms(const rmacoll__proxy_t *px)
+{
+    uint64_t ms = px->beat_ns != 0 ? px->beat_ns * 4u / 1000000u : px->timeout_ms;
+
+    ms = px->beat_ns != 0 ? 2 * ms - ms / 4 : ms;
+    return ms == 0 || ms > 60000u ? 60000u : ms;
+}
+
+/* What found the lock held by a transport call that did not return
+ * (rmacoll__proxy_revoke, rmacoll__proxy_deregister), done by the lock's
+ * next holder, in that order. */
+static void proxy_later_locked(rmacoll__proxy_t *px)
+{
+    rmacoll_mem_t *m = atomic_exchange(&px->revoke_later, NULL);
+
+    if (m != NULL) {
+        xcall_in(px, "mem_revoke");
+        (void)px->ops->mem.mem_revoke(px->tp, m);
+        xcall_out(px);
+    }
+    for (int k = 0; k < RMACOLL__PROXY_LATER; k++) {
+        if (atomic_load_explicit(&px->dereg_later[k], memory_order_relaxed) != NULL &&
+            (m = atomic_exchange(&px->dereg_later[k], NULL)) != NULL) {
+            xcall_in(px, "mem_deregister");
+            px->ops->mem.mem_deregister(px->tp, m);
+            xcall_out(px);
+        }
+    }
+}
+
 /*
  * Posts the jobs handed over so far, in order, then drives progress once.
  * Called with the lock held, by the proxy thread or by a calling thread
@@ -53,6 +148,8 @@ static int proxy_drive_locked(rmacoll__proxy_t *px)
     uint64_t next = atomic_load_explicit(&px->jobs_done, memory_order_relaxed);
     rmacoll_status_t st = RMACOLL_SUCCESS;
     int worked = 0;
+
+    proxy_later_locked(px);
 
     while (next < posted) {
         const rmacoll__proxy_job_t *job = &px->ring[next % RMACOLL__PROXY_RING];
@@ -74,14 +171,21 @@ static int proxy_drive_locked(rmacoll__proxy_t *px)
                 worked = 1;
                 continue;
             }
+            if (rmacoll__test_fault(RMACOLL__FAULT_STALL)) {
+                atomic_store(&px->stall_armed, 1); /* the thread's next heartbeat */
+            }
+            xcall_in(px, "post_puts");
             st = px->ops->host.post_puts(px->tp, job->puts, job->n);
+            xcall_out(px);
         }
         next++;
         atomic_store_explicit(&px->jobs_done, next, memory_order_release);
         worked = 1;
     }
     if (st == RMACOLL_SUCCESS) {
+        xcall_in(px, "progress");
         st = px->ops->base.progress(px->tp);
+        xcall_out(px);
     }
     if (st != RMACOLL_SUCCESS && atomic_load(&px->status) == RMACOLL_SUCCESS) {
         proxy_set_error(px, st);
@@ -188,7 +292,12 @@ static void proxy_beat(rmacoll__proxy_t *px)
             for (size_t k = 0; k <= px->beat_n && st == RMACOLL_SUCCESS; k++) {
                 if (k == px->beat_n || px->beat_puts[k].peer == skip) {
                     if (k > k0) {
+                        xcall_in(px, "post_puts (heartbeat)");
+                        if (atomic_load(&px->stall_armed)) {
+                            proxy_test_stall(px);
+                        }
                         st = px->ops->host.post_puts(px->tp, px->beat_puts + k0, k - k0);
+                        xcall_out(px);
                     }
                     k0 = k + 1;
                 }
@@ -272,6 +381,11 @@ void rmacoll__proxy_fini(rmacoll__proxy_t *px)
         futex_wake(&px->driving);
         pthread_join(px->thread, NULL);
         px->started = 0;
+    }
+    if (px->tp != NULL) {
+        pthread_mutex_lock(&px->lock);
+        proxy_later_locked(px); /* left by a call that returned at the stop */
+        pthread_mutex_unlock(&px->lock);
     }
     pthread_mutex_destroy(&px->lock);
 }
@@ -361,19 +475,23 @@ rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
                                  "rank %d: network transport failed: %s",
                                  px->rank, rmacoll_status_string(st));
         }
-        pthread_mutex_lock(&px->lock);
-        proxy_drive_locked(px);
-        if (atomic_load_explicit(&px->jobs_done, memory_order_acquire) >= posted) {
-            pending = px->ops->base.pending(px->tp);
-        }
-        pthread_mutex_unlock(&px->lock);
-        if (pending == 0) {
-            rmacoll__proxy_drive(px, 0);
-            return RMACOLL_SUCCESS;
-        }
-        if (pending < last_pending) {
-            last_pending = pending; /* progress: the timeout counts silence */
-            start = rmacoll__now_ms();
+        /* trylock: a holder is the proxy thread's last turn, or a call into
+         * the transport that does not return (then the watch or the
+         * timeout below ends the flush) */
+        if (pthread_mutex_trylock(&px->lock) == 0) {
+            proxy_drive_locked(px);
+            if (atomic_load_explicit(&px->jobs_done, memory_order_acquire) >= posted) {
+                pending = px->ops->base.pending(px->tp);
+            }
+            pthread_mutex_unlock(&px->lock);
+            if (pending == 0) {
+                rmacoll__proxy_drive(px, 0);
+                return RMACOLL_SUCCESS;
+            }
+            if (pending < last_pending) {
+                last_pending = pending; /* progress: the timeout counts silence */
+                start = rmacoll__now_ms();
+            }
         }
         /* a quarter more than a transport's own limit on incomplete puts
          * (timeout_ms), whose error names the silent peer */
@@ -418,8 +536,19 @@ rmacoll_status_t rmacoll__proxy_register_type(rmacoll__proxy_t *px, const void *
     if (px->tp == NULL || bytes == 0 || buf == NULL) {
         return RMACOLL_SUCCESS;
     }
-    pthread_mutex_lock(&px->lock);
+    if (proxy_lock_within(px, (int)proxy_lock_bound_ms(px)) != 0) {
+        const char *call = atomic_load(&px->xcall_what);
+
+        return rmacoll__fail(&px->fail, RMACOLL_ERR_TIMEOUT,
+                             "rank %d: cannot register %llu bytes with %s: this rank's own "
+                             "call into it (%s) has not returned for %llu ms; no peer can "
+                             "be blamed", px->rank, (unsigned long long)bytes, px->ops->name,
+                             call != NULL ? call : "?",
+                             (unsigned long long)proxy_lock_bound_ms(px));
+    }
+    xcall_in(px, "mem_register");
     st = px->ops->mem.mem_register(px->tp, (void *)buf, bytes, type, mem, rkey);
+    xcall_out(px);
     pthread_mutex_unlock(&px->lock);
     return st;
 }
@@ -427,8 +556,32 @@ rmacoll_status_t rmacoll__proxy_register_type(rmacoll__proxy_t *px, const void *
 void rmacoll__proxy_deregister(rmacoll__proxy_t *px, rmacoll_mem_t *mem)
 {
     if (mem != NULL && px->tp != NULL) {
-        pthread_mutex_lock(&px->lock);
+        if (proxy_lock_within(px, RMACOLL__PROXY_REVOKE_WAIT_MS) != 0) {
+            /* a transport call holds the lock and has not returned: the
+             * lock's next holder deregisters it (no call of this
+             * communicator waits for that) */
+            for (int k = 0; k < RMACOLL__PROXY_LATER; k++) {
+                rmacoll_mem_t *none = NULL;
+
+                if (atomic_compare_exchange_strong(&px->dereg_later[k], &none, mem)) {
+                    rmacoll__log(px->log, RMACOLL_LOG_WARN, RMACOLL_LOG_SUBSYS_PROXY,
+                                 "rank %d: a registration is released later: a call into "
+                                 "%s has not returned for %d ms", px->rank, px->ops->name,
+                                 RMACOLL__PROXY_REVOKE_WAIT_MS);
+                    return;
+                }
+            }
+            pthread_mutex_lock(&px->lock); /* every slot taken: wait */
+        }
+        {
+            rmacoll_mem_t *m = mem;
+
+            /* a deferred revocation of it has nothing left to revoke */
+            (void)atomic_compare_exchange_strong(&px->revoke_later, &m, NULL);
+        }
+        xcall_in(px, "mem_deregister");
         px->ops->mem.mem_deregister(px->tp, mem);
+        xcall_out(px);
         pthread_mutex_unlock(&px->lock);
     }
 }
@@ -441,11 +594,36 @@ rmacoll_status_t rmacoll__proxy_revoke(rmacoll__proxy_t *px, rmacoll_mem_t *mem,
     if (mem == NULL || px->tp == NULL) {
         return RMACOLL_SUCCESS;
     }
-    pthread_mutex_lock(&px->lock);
+    if (proxy_lock_within(px, RMACOLL__PROXY_REVOKE_WAIT_MS) != 0) {
+        /* a call into the transport has not returned (a provider call that
+         * spins or blocks): the next holder of the lock revokes it before
+         * it drives the network (proxy_drive_locked) */
+        rmacoll_mem_t *none = NULL;
+        const char *call = atomic_load(&px->xcall_what);
+
+        if (!atomic_compare_exchange_strong(&px->revoke_later, &none, mem) && none != mem) {
+            rmacoll__log(px->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_PROXY,
+                         "rank %d: the %s's registration cannot be revoked: %s's %s has "
+                         "not returned for %d ms, and another revocation waits for it",
+                         px->rank, what, px->ops->name, call != NULL ? call : "call",
+                         RMACOLL__PROXY_REVOKE_WAIT_MS);
+        } else {
+            rmacoll__log(px->log, RMACOLL_LOG_WARN, RMACOLL_LOG_SUBSYS_PROXY,
+                         "rank %d: the %s's registration is revoked later: %s's %s has not "
+                         "returned for %d ms; it is revoked when that call returns, before "
+                         "this rank drives the network again (a provider that lands writes "
+                         "without this rank's progress may land one meanwhile)", px->rank, what,
+                         px->ops->name, call != NULL ? call : "call",
+                         RMACOLL__PROXY_REVOKE_WAIT_MS);
+        }
+        return RMACOLL_ERR_TIMEOUT;
+    }
     if (px->started) {
         proxy_drive_locked(px); /* the abort puts go out first */
     }
+    xcall_in(px, "mem_revoke");
     st = px->ops->mem.mem_revoke(px->tp, mem);
+    xcall_out(px);
     pthread_mutex_unlock(&px->lock);
     if (st == RMACOLL_ERR_UNSUPPORTED) {
         rmacoll__log(px->log, RMACOLL_LOG_WARN, RMACOLL_LOG_SUBSYS_PROXY,

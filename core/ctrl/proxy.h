@@ -54,6 +54,12 @@
  * dead or stopped peer never do. */
 #define RMACOLL__DESTROY_FLUSH_MS 500
 
+/* How long a revocation after a failure waits for the transport's lock
+ * (held by a call into the transport) before it leaves the revocation to
+ * the lock's next holder. */
+#define RMACOLL__PROXY_REVOKE_WAIT_MS 200
+#define RMACOLL__PROXY_LATER 8 /* deregistrations left to the lock's next holder */
+
 typedef struct rmacoll__proxy_job {
     const rmacoll_put_t *puts;
     size_t n;
@@ -89,6 +95,19 @@ typedef struct rmacoll__proxy {
      * or stopped target would never complete */
     rmacoll_status_t (*watch)(void *ctx);
     void *watch_ctx;
+    /* the watch on this rank's own transport calls (rmacoll__proxy_stuck):
+     * xcalls rises by one as a call into the transport under the lock
+     * starts and again as it returns (odd: inside one), xcall_what names
+     * it; a network peer's heartbeat reaches this rank only through those
+     * calls */
+    _Atomic uint64_t xcalls;
+    const char *_Atomic xcall_what;
+    _Atomic int stall_armed;          /* RMACOLL_TEST_FAULT=stall (fault.h) */
+    /* a revocation that found the lock held past RMACOLL__PROXY_REVOKE_WAIT_MS
+     * (a transport call that does not return): done by the lock's next
+     * holder before it drives the network */
+    rmacoll_mem_t *_Atomic revoke_later;
+    rmacoll_mem_t *_Atomic dereg_later[RMACOLL__PROXY_LATER]; /* the same, deregistrations */
     _Atomic uint64_t jobs_posted;     /* written by the producer */
     _Atomic uint64_t jobs_done;       /* written by whoever drives */
     _Atomic int status;               /* first error of the transport */
@@ -122,6 +141,19 @@ void rmacoll__proxy_beat_set(rmacoll__proxy_t *px, uint64_t beat_ms,
  * provider, on a region lock the process held when it died). Any thread;
  * takes no lock (the proxy thread may be inside the transport). */
 void rmacoll__proxy_beat_skip(rmacoll__proxy_t *px, int peer);
+
+/** What a watcher of the proxy's transport calls keeps between looks. */
+typedef struct rmacoll__proxy_look {
+    uint64_t xcalls; /* the count at the last look */
+    uint64_t since;  /* when (ms) it was first seen at that odd value */
+} rmacoll__proxy_look_t;
+
+/** How long (ms) one call into the network transport has been running, as
+ * seen by looks at now_ms (one watcher per look state, any thread): 0 when
+ * none runs or the call changed since the last look. *what names the call
+ * (post_puts, progress, mem_register ...) when it is not 0. */
+uint64_t rmacoll__proxy_stuck(const rmacoll__proxy_t *px, rmacoll__proxy_look_t *look,
+                              uint64_t now_ms, const char **what);
 
 /** Hands a queue of puts to the proxy, in order; puts stay borrowed until
  * rmacoll__proxy_flush returned. */
@@ -157,10 +189,16 @@ rmacoll_status_t rmacoll__proxy_register(rmacoll__proxy_t *px, const void *buf,
 rmacoll_status_t rmacoll__proxy_register_type(rmacoll__proxy_t *px, const void *buf,
                                               uint64_t bytes, rmacoll_memtype_t type,
                                               rmacoll_mem_t **mem, rmacoll_rkey_t *rkey);
+/** mem_deregister under the lock; when a call into the transport holds it
+ * past RMACOLL__PROXY_REVOKE_WAIT_MS, the lock's next holder (at the
+ * latest rmacoll__proxy_fini) deregisters mem instead. */
 void rmacoll__proxy_deregister(rmacoll__proxy_t *px, rmacoll_mem_t *mem);
 /** After a failure that broke the communicator: posts the jobs handed over
  * so far (the abort puts), then revokes mem (mem_revoke: no remote write
- * lands in it from now on). `what` names the memory in the log. Returns
+ * lands in it from now on). `what` names the memory in the log. When a
+ * call into the transport holds the lock past RMACOLL__PROXY_REVOKE_WAIT_MS,
+ * the lock's next holder revokes mem before it drives the network, and
+ * this returns RMACOLL_ERR_TIMEOUT. Returns
  * RMACOLL_ERR_UNSUPPORTED when the transport cannot (logged at WARN);
  * no-op success for a NULL mem or without a transport. */
 rmacoll_status_t rmacoll__proxy_revoke(rmacoll__proxy_t *px, rmacoll_mem_t *mem,

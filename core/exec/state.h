@@ -187,6 +187,7 @@ struct rmacoll_comm {
     uint64_t beat_ms;               /* config heartbeat_ms; 0 = off */
     uint64_t *beat_seen, *beat_when; /* [nranks] */
     uint64_t beat_last_scan, beat_next_scan;
+    rmacoll__proxy_look_t beat_look; /* the watch on this rank's own transport calls */
     char last_error[512];
     rmacoll__fail_t fail;           /* records into last_error (base/fail.h) */
 

@@ -241,10 +241,15 @@ static uint64_t beat_of(const rmacoll_comm_t *comm, int j)
  * Scans every period / 16, so that a stop is reported within two periods
  * of it. When this rank itself did not scan for half a period (it was
  * descheduled, stopped, busy outside a wait), what it saw before proves
- * nothing: every rank's watch restarts from now. */
-static int beat_stale(rmacoll_comm_t *comm, uint64_t now, uint64_t *age)
+ * nothing: every rank's watch restarts from now. A network peer's beat
+ * arrives only through this rank's own calls into the transport: while one
+ * of them has run for half a period (a provider call that spins or blocks),
+ * the network peers' silence proves nothing either, and when it has run
+ * for the 1.75 periods, BEAT_SELF (*age: how long, *what: the call). */
+#define BEAT_SELF (-2)
+static int beat_stale(rmacoll_comm_t *comm, uint64_t now, uint64_t *age, const char **what)
 {
-    uint64_t period = comm->beat_ms;
+    uint64_t period = comm->beat_ms, stuck;
     int restart;
 
     if (period == 0 || now < comm->beat_next_scan) {
@@ -253,13 +258,15 @@ static int beat_stale(rmacoll_comm_t *comm, uint64_t now, uint64_t *age)
     restart = comm->beat_last_scan == 0 || now - comm->beat_last_scan > period / 2;
     comm->beat_last_scan = now;
     comm->beat_next_scan = now + (period / 16 ? period / 16 : 1);
+    stuck = rmacoll__proxy_stuck(&comm->proxy, &comm->beat_look, now, what);
     for (int j = 0; j < comm->nranks; j++) {
         uint64_t v;
 
         if (j == comm->rank || (v = beat_of(comm, j)) == 0) {
             continue;
         }
-        if (restart || v != comm->beat_seen[j]) {
+        if (restart || v != comm->beat_seen[j] ||
+            (stuck > period / 2 && comm->peer_ctrl[j].addr == NULL)) {
             comm->beat_seen[j] = v;
             comm->beat_when[j] = now;
         } else if (now - comm->beat_when[j] > 2 * period - period / 4) {
@@ -267,7 +274,35 @@ static int beat_stale(rmacoll_comm_t *comm, uint64_t now, uint64_t *age)
             return j;
         }
     }
+    if (stuck > 2 * period - period / 4) {
+        *age = stuck;
+        return BEAT_SELF;
+    }
     return -1;
+}
+
+/* The failure of a stale heartbeat (beat_stale's s and age), while this
+ * rank was doing `doing`. */
+static rmacoll_status_t beat_fail(rmacoll_comm_t *comm, int s, uint64_t age,
+                                  const char *call, const char *doing)
+{
+    if (s == BEAT_SELF) {
+        /* no culprit: the abort word says "unknown" */
+        return rmacoll__fail(&comm->fail, RMACOLL_ERR_TIMEOUT,
+                             "rank %d: this rank's own call into the network transport "
+                             "(%s %s) has not returned for %llu ms (heartbeat_ms %llu): the "
+                             "network peers' heartbeats and data cannot arrive meanwhile, so "
+                             "no peer can be blamed, while %s",
+                             comm->rank, comm->proxy.ops != NULL ? comm->proxy.ops->name : "",
+                             call != NULL ? call : "?", (unsigned long long)age,
+                             (unsigned long long)comm->beat_ms, doing);
+    }
+    comm->fail_culprit = s;
+    return rmacoll__fail(&comm->fail, RMACOLL_ERR_TIMEOUT,
+                         "rank %d: rank %d sent no heartbeat for %llu ms (heartbeat_ms %llu: "
+                         "stopped or dead; silent rank %d) while %s",
+                         comm->rank, s, (unsigned long long)age,
+                         (unsigned long long)comm->beat_ms, s, doing);
 }
 
 /* The proxy's flush watch (rmacoll__proxy_watch_set; comm.c sets it): the
@@ -280,6 +315,7 @@ rmacoll_status_t rmacoll__flush_watch(void *ctx)
     rmacoll_comm_t *comm = ctx;
     char sec[256];
     uint64_t age = 0;
+    const char *call = NULL;
     int s, dead = -1;
 
     if (comm->destroy_flush_until_ms != 0) {
@@ -301,14 +337,9 @@ rmacoll_status_t rmacoll__flush_watch(void *ctx)
                                        "rank %d: %s; stopped waiting for this rank's network "
                                        "puts to complete", comm->rank, sec);
     }
-    s = beat_stale(comm, rmacoll__now_ms(), &age);
-    if (s >= 0) {
-        comm->fail_culprit = s;
-        return rmacoll__fail(&comm->fail, RMACOLL_ERR_TIMEOUT,
-                             "rank %d: rank %d sent no heartbeat for %llu ms (heartbeat_ms "
-                             "%llu: stopped or dead; silent rank %d) while this rank's "
-                             "network puts were completing", comm->rank, s,
-                             (unsigned long long)age, (unsigned long long)comm->beat_ms, s);
+    s = beat_stale(comm, rmacoll__now_ms(), &age, &call);
+    if (s != -1) {
+        return beat_fail(comm, s, age, call, "this rank's network puts were completing");
     }
     if (rmacoll__death_poll(comm, &dead, sec, sizeof(sec))) {
         return rmacoll__fail_reported(comm, dead, -1, sec, "stopped waiting for this rank's "
@@ -488,16 +519,14 @@ rmacoll_status_t rmacoll__wait_word_or(rmacoll_comm_t *comm, const volatile uint
         now = rmacoll__now_ms();
         {
             uint64_t age = 0;
-            int s = beat_stale(comm, now, &age);
+            const char *call = NULL;
+            int s = beat_stale(comm, now, &age, &call);
 
-            if (s >= 0) {
-                comm->fail_culprit = s;
-                st = rmacoll__fail(&comm->fail, RMACOLL_ERR_TIMEOUT,
-                                   "rank %d: rank %d sent no heartbeat for %llu ms "
-                                   "(heartbeat_ms %llu: stopped or dead; silent rank %d) "
-                                   "while waiting for rank %d (%s)",
-                                   comm->rank, s, (unsigned long long)age,
-                                   (unsigned long long)comm->beat_ms, s, peer, what);
+            if (s != -1) {
+                char doing[160];
+
+                snprintf(doing, sizeof(doing), "waiting for rank %d (%s)", peer, what);
+                st = beat_fail(comm, s, age, call, doing);
                 break;
             }
         }

@@ -12,6 +12,13 @@ the table.
   transport  the victim's network fails (RMACOLL_TEST_FAULT=net:K, K
              random: the K-th hand-over of puts to the network)
   abort      the victim calls rmacoll_comm_abort from a second thread
+  stall      the victim's own call into its network transport does not
+             return (RMACOLL_TEST_FAULT=stall:K: after the K-th hand-over of
+             puts its proxy thread stays inside its next heartbeat post,
+             holding the transport's lock: a provider call that spins or
+             blocks); the victim itself must then blame no other rank
+             (checked with the survivors'), and no detection time is taken
+             (the stall's start is inside the library)
 
 Per run: every survivor must return an error; the rank it blames (parsed
 from its message: "silent rank R", "rank R sent no heartbeat", "rank R
@@ -44,7 +51,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "fault_worker.py")
-KINDS = ("kill", "stop", "close", "transport", "abort")
+KINDS = ("kill", "stop", "close", "transport", "abort", "stall")
 PROVIDERS = {"tcp": "tcp;ofi_rxm", "shm": "shm"}
 
 _BLAME = [re.compile(p) for p in (
@@ -130,6 +137,8 @@ def one_run(kind, node_of, provider, seed, args):
         env = dict(base, RMACOLL_TEST_RANK=str(r), RMACOLL_NODE_ID="vnode-%d" % node_of[r])
         if kind == "transport" and r == victim:
             env["RMACOLL_TEST_FAULT"] = "net:%d" % rng.randrange(5, 60)
+        if kind == "stall" and r == victim:
+            env["RMACOLL_TEST_FAULT"] = "stall:%d" % rng.randrange(5, 60)
         procs.append(subprocess.Popen([sys.executable, WORKER], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True))
@@ -155,6 +164,9 @@ def one_run(kind, node_of, provider, seed, args):
         outs[victim] = o
     except subprocess.TimeoutExpired:
         hang = True
+        stacks[victim] = where(procs[victim].pid)
+        sys.stderr.write("hang: victim rank %d (pid %d), its threads:\n%s\n"
+                         % (victim, procs[victim].pid, stacks[victim]))
     for p in procs:
         if p.poll() is None:
             p.kill()
@@ -202,6 +214,11 @@ def one_run(kind, node_of, provider, seed, args):
             rec.setdefault("wrong_data", 0)
             rec["wrong_data"] += 1 if "wrong_data" in rep else 0
         if r == victim:
+            if kind == "stall" and rep is not None and rep["error"]:
+                # a rank whose own transport call is stuck names no other rank
+                b = blamed(rep["error"]["msg"])
+                if b is not None and b != victim:
+                    rec["victim_wrong"] = rep["error"]["msg"][:300]
             continue
         s = {"rank": r, "report": rep is not None}
         if rep is not None and rep["error"]:
@@ -236,6 +253,7 @@ def summarise(recs, max_detect, allow=frozenset()):
         errored = [s for s in surv if s.get("error")]
         victims = {id(s): r["victim"] for r in judged for s in r["survivors"]}
         wrong = [s for s in errored if s["blamed"] is not None and s["blamed"] != victims[id(s)]]
+        wrong += [{"msg": "victim: " + r["victim_wrong"]} for r in judged if "victim_wrong" in r]
         untold = [s for s in errored if s["blamed"] is None]
         det = [s["detect_s"] for s in errored if s.get("detect_s") is not None]
         row = {"kind": key[0], "provider": key[1], "topology": key[2], "runs": len(g),

@@ -111,7 +111,7 @@ def main():
         blocks[lo:lo + per_pair * 4] = True
     outside_ok = True
     t_end = time.monotonic() + seconds
-    armed = rank == victim and kind not in ("transport",)
+    armed = rank == victim and kind not in ("transport", "stall")
     call = 0
     while time.monotonic() < t_end:
         call += 1
