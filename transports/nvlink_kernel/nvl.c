@@ -177,6 +177,15 @@ static void nvl_dc_init(rmacoll_transport_t *tp, const struct cudaDeviceProp *pr
         tp->dc_rep_dev = NULL;
         return;
     }
+    e = rmacoll__nvl_dc_prepare();
+    if (e != cudaSuccess) {
+        snprintf(tp->dc_why, sizeof(tp->dc_why), "cannot give the device-count kernel its "
+                 "shared memory: %s", cudaGetErrorString(e));
+        cudaFreeHost(tp->dc_rep);
+        tp->dc_rep = NULL;
+        tp->dc_rep_dev = NULL;
+        return;
+    }
     tp->dc_max_blocks = (uint32_t)(prop->multiProcessorCount / nshare);
     if (tp->dc_max_blocks == 0) {
         tp->dc_max_blocks = 1;

@@ -342,22 +342,27 @@ __device__ void dc_report(const rmacoll__nvl_dc_t &d, uint64_t seq, int32_t code
     __threadfence_system();
 }
 
+/* Row i in the block's copy of the rows (shared memory, dc_kernel). */
+__device__ __forceinline__ unsigned dc_srow(unsigned n, unsigned i)
+{
+    return i * (2u * n + 4u);
+}
+
 /* Thread t < n checks what rank t receives (column t) and sends (row t)
  * and, for this rank, where its block for t lands: *off. The thread's
  * lowest failure key goes to *key (~0: none), its need and have to
  * detail[2t], detail[2t + 1]. A key names rank t, except a negative count
  * (rank i's count for t): the thread of a key is found again from it. */
-__device__ void dc_check(const rmacoll__nvl_dc_t &d, uint64_t myreg, unsigned t,
+__device__ void dc_check(const rmacoll__nvl_dc_t &d, const int64_t *rows, unsigned t,
                          unsigned long long *key, int64_t *off, int64_t *detail)
 {
     const unsigned n = d.n;
-    const volatile int64_t *rows = (const volatile int64_t *)dc_word(myreg, 0);
-    const unsigned rt = dc_row(n, t);
+    const unsigned rt = dc_srow(n, t);
     unsigned long long k = ~0ull;
     int64_t total = 0, stot = 0, need = 0, have = 0;
 
     for (unsigned i = 0; i < n; i++) {
-        int64_t c = rows[dc_row(n, i) + t]; /* rank i sends to t */
+        int64_t c = rows[dc_srow(n, i) + t]; /* rank i sends to t */
 
         if (c < 0) {
             unsigned long long kk = dc_key(i, RMACOLL_DCOUNTS_WHY_NEGATIVE, t);
@@ -439,6 +444,7 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
     __shared__ int64_t s_off[RMACOLL_DCOUNTS_MAX_RANKS], s_cnt[RMACOLL_DCOUNTS_MAX_RANKS];
     __shared__ int64_t s_soff[RMACOLL_DCOUNTS_MAX_RANKS];
     __shared__ int64_t s_det[2 * RMACOLL_DCOUNTS_MAX_RANKS];
+    extern __shared__ int64_t s_rows[]; /* the n rows of this region, n * (2n + 4) */
     const unsigned n = d.n, me = d.me, tid = threadIdx.x;
     const unsigned rowlen = 2u * n + 4u;
     const uint64_t myreg = d.region[me];
@@ -475,33 +481,44 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
         }
         nvl_fence(d.scope);
         __syncthreads();
-        if (tid == 0) {
-            for (unsigned p = 0; p < n; p++) {
-                nvl_store_release((uint64_t)(uintptr_t)dc_word(d.region[p], 8u + me), seq,
-                                  d.scope);
-            }
+        if (tid < n) { /* thread p raises arrive[me] in rank p's region */
+            nvl_store_release((uint64_t)(uintptr_t)dc_word(d.region[tid], 8u + me), seq,
+                              d.scope);
         }
     }
-    /* every block: every rank's row is in */
-    if (tid == 0) {
+    /* every block: every rank's row is in (thread p waits for rank p's) */
+    {
         int go = 1;
 
-        for (unsigned p = 0; p < n && go; p++) {
-            go = nvl_wait_word((uint64_t)(uintptr_t)dc_word(myreg, 8u + p), seq, d.scope,
-                               d.timeout_ns, terr, RMACOLL__NVL_ERR_READY_TIMEOUT, (int)p);
+        if (tid < n) {
+            go = nvl_wait_word((uint64_t)(uintptr_t)dc_word(myreg, 8u + tid), seq, d.scope,
+                               d.timeout_ns, terr, RMACOLL__NVL_ERR_READY_TIMEOUT, (int)tid);
+            nvl_fence(d.scope);
         }
-        nvl_fence(d.scope);
-        s_go = go;
+        go = __syncthreads_and(go);
+        if (tid == 0) {
+            s_go = go;
+        }
+    }
+    __syncthreads();
+    /* the rows into shared memory at once (one round of independent loads
+     * rather than a chain of dependent ones in every check below) */
+    if (s_go) {
+        const volatile int64_t *rows = (const volatile int64_t *)dc_word(myreg, dc_row(n, 0));
+
+        for (unsigned x = tid; x < n * rowlen; x += blockDim.x) {
+            s_rows[x] = rows[x];
+        }
     }
     __syncthreads();
 
     /* the verdict, alike on every rank */
     if (s_go && tid < n) {
-        dc_check(d, myreg, tid, &s_tkey[tid], &s_off[tid], s_det);
+        dc_check(d, s_rows, tid, &s_tkey[tid], &s_off[tid], s_det);
     }
     __syncthreads();
     if (tid == 0 && s_go) {
-        const volatile int64_t *mine = (const volatile int64_t *)dc_word(myreg, dc_row(n, me));
+        const int64_t *mine = s_rows + dc_srow(n, me);
         int64_t o = 0;
 
         for (unsigned t = 0; t < n; t++) {
@@ -548,27 +565,36 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
         int64_t *rc = (int64_t *)(uintptr_t)d.recvcounts;
 
         for (unsigned i = tid; i < n; i += blockDim.x) {
-            rc[i] = *(const volatile int64_t *)dc_word(myreg, dc_row(n, i) + me);
+            rc[i] = s_rows[dc_srow(n, i) + me];
+        }
+    }
+    if (tid == 0) {
+        *(volatile unsigned *)dc_word(myreg, 1) = 0; /* the counter, for the next call */
+    }
+    nvl_fence(d.scope);
+    __syncthreads();
+    {
+        /* thread p raises done[me] in rank p's region, then waits for
+         * rank p's done[p] in this one */
+        int go = s_go;
+
+        if (go && tid < n) {
+            nvl_store_release((uint64_t)(uintptr_t)dc_word(d.region[tid], 8u + n + me), seq,
+                              d.scope);
+            go = nvl_wait_word((uint64_t)(uintptr_t)dc_word(myreg, 8u + n + tid), seq,
+                               d.scope, d.timeout_ns, terr, RMACOLL__NVL_ERR_DATA_TIMEOUT,
+                               (int)tid);
+        }
+        go = __syncthreads_and(go);
+        if (tid == 0) {
+            s_last = go; /* reused: the waits' verdict */
         }
     }
     __syncthreads();
     if (tid == 0) {
-        int go = s_go;
+        int go = s_last;
         int32_t code = 0;
 
-        *(volatile unsigned *)dc_word(myreg, 1) = 0; /* the counter, for the next call */
-        nvl_fence(d.scope);
-        if (go) {
-            for (unsigned p = 0; p < n; p++) {
-                nvl_store_release((uint64_t)(uintptr_t)dc_word(d.region[p], 8u + n + me),
-                                  seq, d.scope);
-            }
-            for (unsigned p = 0; p < n && go; p++) {
-                go = nvl_wait_word((uint64_t)(uintptr_t)dc_word(myreg, 8u + n + p), seq,
-                                   d.scope, d.timeout_ns, terr,
-                                   RMACOLL__NVL_ERR_DATA_TIMEOUT, (int)p);
-            }
-        }
         if (!go) {
             uint32_t w = *(volatile uint32_t *)terr;
 
@@ -592,13 +618,26 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
     }
 }
 
+/* Dynamic shared memory of a device-count launch for n ranks: the rows. */
+static size_t dc_smem(unsigned n)
+{
+    return (size_t)n * (2u * n + 4u) * sizeof(int64_t);
+}
+
+extern "C" cudaError_t rmacoll__nvl_dc_prepare(void)
+{
+    return cudaFuncSetAttribute((const void *)rmacoll__nvl_dc_kernel,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)dc_smem(RMACOLL_DCOUNTS_MAX_RANKS));
+}
+
 extern "C" cudaError_t rmacoll__nvl_launch_dc(const rmacoll__nvl_dc_t *d, unsigned nblocks,
                                               cudaStream_t s)
 {
     void *args[1] = {(void *)d};
 
     return cudaLaunchKernel((const void *)rmacoll__nvl_dc_kernel, dim3(nblocks),
-                            dim3(RMACOLL__NVL_THREADS), args, 0, s);
+                            dim3(RMACOLL__NVL_THREADS), args, dc_smem(d->n), s);
 }
 
 extern "C" cudaError_t rmacoll__nvl_launch_fused(const rmacoll__nvl_fused_t *f,

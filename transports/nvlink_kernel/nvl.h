@@ -125,7 +125,8 @@ cudaError_t rmacoll__nvl_launch_fused(const rmacoll__nvl_fused_t *f, cudaStream_
  * Kernel, every block: seq = word 0 + 1; block 0 pushes this rank's row
  * into every rank's region and then raises arrive[me] = seq there (release
  * after the row); every block waits for arrive[p] >= seq of every p in its
- * own region, reads the n rows, computes the verdict (the same on every
+ * own region, copies the n rows into its shared memory (one round of
+ * loads), computes the verdict (the same on every
  * rank: the same rows) and, when it is clean, copies its share of each of
  * this rank's blocks into the receivers' buffers. The last block to finish
  * (counter) writes recvcounts (dispatch), raises done[me] = seq in every
@@ -152,6 +153,10 @@ typedef struct rmacoll__nvl_dc {
     uint64_t recv_addr[RMACOLL_DCOUNTS_MAX_RANKS];
 } rmacoll__nvl_dc_t;
 
+/* Allows the device-count kernel the shared memory of the most ranks
+ * (RMACOLL_DCOUNTS_MAX_RANKS rows: 66 KiB, past the 48 KiB default) on the
+ * current device; once per process and device, before its launches. */
+cudaError_t rmacoll__nvl_dc_prepare(void);
 /* Launches the device-count kernel for *d with nblocks blocks on s. */
 cudaError_t rmacoll__nvl_launch_dc(const rmacoll__nvl_dc_t *d, unsigned nblocks,
                                    cudaStream_t s);
