@@ -10,7 +10,8 @@
 # are on record already.
 # PERCALL: also the time per call at 1 KiB per pair on those shapes (below).
 # Shapes: NODESxPPN with NODES*PPN = 16; "1x16" runs against MPI shm.
-# Builds (Release, CUDA and PMIx off) go to /tmp/sc-{old,new}; results to
+# Builds (Release, CUDA and PMIx off) go to /tmp/sc-{old,new}, made afresh
+# each run (SC_KEEP=1 reuses them); results to
 # $OUT (default /tmp/scale16-out), summary in $OUT/summary.txt.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -25,7 +26,10 @@ lib=/tmp/sysroot/usr/lib/x86_64-linux-gnu
 rm -f "$lib"/libpmix* "$lib"/libevent* "$lib"/libhwloc* "$lib"/libmunge*
 for t in $trees; do
   src=$old; [ $t = new ] && src=$new
-  [ -x /tmp/sc-$t/tools/rmacoll-mpi-perf ] && continue
+  # a build dir left by an earlier run may hold another tree's binaries (the
+  # machine's /tmp can outlive a session): rebuilt unless SC_KEEP=1
+  if [ "${SC_KEEP:-0}" = 1 ] && [ -x /tmp/sc-$t/tools/rmacoll-mpi-perf ]; then continue; fi
+  rm -rf /tmp/sc-$t
   ( timeout -k 5 200 cmake -S "$src" -B /tmp/sc-$t -DCMAKE_BUILD_TYPE=Release \
       -DRMACOLL_ENABLE_CUDA=OFF -DRMACOLL_ENABLE_NCCL=OFF -DRMACOLL_ENABLE_PMIX=OFF \
       -DRMACOLL_BUILD_TESTS=OFF -DRMACOLL_BUILD_EMUNIC=OFF >/dev/null &&
