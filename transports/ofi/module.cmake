@@ -6,7 +6,7 @@ if(RMACOLL_ENABLE_OFI)
   if(LIBFABRIC_FOUND)
     list(APPEND RMACOLL_SOURCES ${CMAKE_CURRENT_LIST_DIR}/ofi.c ${CMAKE_CURRENT_LIST_DIR}/ofi_select.c
                                 ${CMAKE_CURRENT_LIST_DIR}/ofi_init.c ${CMAKE_CURRENT_LIST_DIR}/ofi_mr.c
-                                ${CMAKE_CURRENT_LIST_DIR}/ofi_put.c)
+                                ${CMAKE_CURRENT_LIST_DIR}/ofi_put.c ${CMAKE_CURRENT_LIST_DIR}/ofi_ipc_warm.c)
     list(APPEND RMACOLL_LIBS PkgConfig::LIBFABRIC)
     list(APPEND RMACOLL_DEFINES RMACOLL_HAVE_OFI=1)
     list(APPEND RMACOLL_TRANSPORT_SYMBOLS rmacoll_transport_ofi_ops)

@@ -396,6 +396,13 @@ rmacoll_status_t rmacoll__ofi_init(const rmacoll_transport_env_t *env,
         ofi_close_all(tp);
         return st;
     }
+#ifdef RMACOLL_OFI_CUDA
+    st = rmacoll__ofi_ipc_warm(tp);
+    if (st != RMACOLL_SUCCESS) {
+        ofi_close_all(tp);
+        return st;
+    }
+#endif
     OFI_LOG(tp, RMACOLL_LOG_INFO,
             "ofi: rank %d on provider '%s' domain '%s' (mr_mode 0x%" PRIx64
             ", max piece %" PRIu64 " bytes, %zu ops, %s, %s)",

@@ -159,6 +159,11 @@ void rmacoll__ofi_sweep_stale_shm(rmacoll_transport_t *tp);
 void rmacoll__ofi_unlink_own_shm(rmacoll_transport_t *tp);
 
 /* ofi_init.c: base.init and base.finalize. */
+#ifdef RMACOLL_OFI_CUDA
+/* shm with ofi.hmem_device_only: one CUDA IPC write into every rank at init
+ * (collective; RMACOLL_ERR_TRANSPORT on every rank when any rank fails). */
+rmacoll_status_t rmacoll__ofi_ipc_warm(rmacoll_transport_t *tp);
+#endif
 rmacoll_status_t rmacoll__ofi_init(const rmacoll_transport_env_t *env,
                                    rmacoll_transport_t **tpp);
 void rmacoll__ofi_finalize(rmacoll_transport_t *tp);
