@@ -625,12 +625,19 @@ def _device_splits_call(comm, h, out, inp, isz, osz, out_splits, status, tstream
             # transports.intra_node ce, the default), so the split sizes
             # come to the host as they did before device split sizes
             why = comm.last_error or "the device-count call is not available"
-            if not comm._dc_taken and not _stream_capturing(torch):
-                # remembered only where the refusal cannot be this call's own:
-                # outside capture (across nodes a captured call with arguments
-                # no earlier call had is refused alone) and while the library
-                # has taken no call (across nodes a second stream, or too many
-                # argument sets in flight, refuse a later call alone)
+            if comm._dc_taken:
+                # a refusal of this call on this rank alone (across nodes: a
+                # second stream, too many argument sets in flight, a captured
+                # call with arguments no earlier call had): the other ranks'
+                # calls went ahead, so a host-split call here would meet no
+                # matching call on them
+                raise UnsupportedError(
+                    "rank %d: device split sizes: this call was refused on this rank (%s); "
+                    "the other ranks' calls went ahead, so it cannot fall back to host "
+                    "split sizes" % (comm.rank, why), rank=comm.rank)
+            if not _stream_capturing(torch):
+                # remembered outside capture only (across nodes a captured
+                # call with arguments no earlier call had is refused alone)
                 comm._dc_refused = why
             return _host_splits_fallback(comm, why, tensors, out, inp, isz, osz, out_splits,
                                          status, async_op, sh)
