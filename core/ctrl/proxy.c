@@ -45,13 +45,19 @@ static void proxy_set_error(rmacoll__proxy_t *px, rmacoll_status_t st)
  * the lock: the count is odd while inside (rmacoll__proxy_stuck). */
 static void xcall_in(rmacoll__proxy_t *px, const char *what)
 {
+    /* only the lock's holder writes: a store, not a read-modify-write
+     * (this runs around every progress call) */
     atomic_store_explicit(&px->xcall_what, what, memory_order_relaxed);
-    atomic_fetch_add_explicit(&px->xcalls, 1, memory_order_release);
+    atomic_store_explicit(&px->xcalls,
+                          atomic_load_explicit(&px->xcalls, memory_order_relaxed) + 1,
+                          memory_order_release);
 }
 
 static void xcall_out(rmacoll__proxy_t *px)
 {
-    atomic_fetch_add_explicit(&px->xcalls, 1, memory_order_release);
+    atomic_store_explicit(&px->xcalls,
+                          atomic_load_explicit(&px->xcalls, memory_order_relaxed) + 1,
+                          memory_order_release);
 }
 
 uint64_t rmacoll__proxy_stuck(const rmacoll__proxy_t *px, rmacoll__proxy_look_t *look,
@@ -108,9 +114,9 @@ static int proxy_lock_within(rmacoll__proxy_t *px, int ms)
  * core/exec/wait.c), else timeout_ms; at most a minute. */
 static uint64_t proxy_lock_bound_ms(const rmacoll__proxy_t *px)
 {
-    uint64_t ms = px->beat_ns != 0 ? px->beat_ns * 4u / 1000000u : px->timeout_ms;
+    uint64_t period = px->beat_ns * 4u / 1000000u; /* beat_ns is a quarter period */
+    uint64_t ms = period != 0 ? 2 * period - period / 4 : px->timeout_ms;
 
-    ms = px->beat_ns != 0 ? 2 * ms - ms / 4 : ms;
     return ms == 0 || ms > 60000u ? 60000u : ms;
 }
 
@@ -119,16 +125,23 @@ static uint64_t proxy_lock_bound_ms(const rmacoll__proxy_t *px)
  * next holder, in that order. */
 static void proxy_later_locked(rmacoll__proxy_t *px)
 {
-    rmacoll_mem_t *m = atomic_exchange(&px->revoke_later, NULL);
+    rmacoll_mem_t *m;
 
+    /* one relaxed load on the usual path (this runs before every drive) */
+    if (atomic_load_explicit(&px->later, memory_order_relaxed) == 0) {
+        return;
+    }
+    /* reading a deferrer's 1 (it stored it after its slot) makes its slot
+     * visible; one set after this exchange is the next drive's */
+    (void)atomic_exchange(&px->later, 0);
+    m = atomic_exchange(&px->revoke_later, NULL);
     if (m != NULL) {
         xcall_in(px, "mem_revoke");
         (void)px->ops->mem.mem_revoke(px->tp, m);
         xcall_out(px);
     }
     for (int k = 0; k < RMACOLL__PROXY_LATER; k++) {
-        if (atomic_load_explicit(&px->dereg_later[k], memory_order_relaxed) != NULL &&
-            (m = atomic_exchange(&px->dereg_later[k], NULL)) != NULL) {
+        if ((m = atomic_exchange(&px->dereg_later[k], NULL)) != NULL) {
             xcall_in(px, "mem_deregister");
             px->ops->mem.mem_deregister(px->tp, m);
             xcall_out(px);
@@ -532,19 +545,20 @@ rmacoll_status_t rmacoll__proxy_register_type(rmacoll__proxy_t *px, const void *
                                               rmacoll_mem_t **mem, rmacoll_rkey_t *rkey)
 {
     rmacoll_status_t st;
+    uint64_t bound;
 
     if (px->tp == NULL || bytes == 0 || buf == NULL) {
         return RMACOLL_SUCCESS;
     }
-    if (proxy_lock_within(px, (int)proxy_lock_bound_ms(px)) != 0) {
+    bound = proxy_lock_bound_ms(px);
+    if (proxy_lock_within(px, (int)bound) != 0) {
         const char *call = atomic_load(&px->xcall_what);
 
         return rmacoll__fail(&px->fail, RMACOLL_ERR_TIMEOUT,
                              "rank %d: cannot register %llu bytes with %s: this rank's own "
                              "call into it (%s) has not returned for %llu ms; no peer can "
                              "be blamed", px->rank, (unsigned long long)bytes, px->ops->name,
-                             call != NULL ? call : "?",
-                             (unsigned long long)proxy_lock_bound_ms(px));
+                             call != NULL ? call : "?", (unsigned long long)bound);
     }
     xcall_in(px, "mem_register");
     st = px->ops->mem.mem_register(px->tp, (void *)buf, bytes, type, mem, rkey);
@@ -564,6 +578,7 @@ void rmacoll__proxy_deregister(rmacoll__proxy_t *px, rmacoll_mem_t *mem)
                 rmacoll_mem_t *none = NULL;
 
                 if (atomic_compare_exchange_strong(&px->dereg_later[k], &none, mem)) {
+                    atomic_store(&px->later, 1);
                     rmacoll__log(px->log, RMACOLL_LOG_WARN, RMACOLL_LOG_SUBSYS_PROXY,
                                  "rank %d: a registration is released later: a call into "
                                  "%s has not returned for %d ms", px->rank, px->ops->name,
@@ -601,7 +616,10 @@ rmacoll_status_t rmacoll__proxy_revoke(rmacoll__proxy_t *px, rmacoll_mem_t *mem,
         rmacoll_mem_t *none = NULL;
         const char *call = atomic_load(&px->xcall_what);
 
-        if (!atomic_compare_exchange_strong(&px->revoke_later, &none, mem) && none != mem) {
+        int taken = atomic_compare_exchange_strong(&px->revoke_later, &none, mem);
+
+        atomic_store(&px->later, 1);
+        if (!taken && none != mem) {
             rmacoll__log(px->log, RMACOLL_LOG_ERROR, RMACOLL_LOG_SUBSYS_PROXY,
                          "rank %d: the %s's registration cannot be revoked: %s's %s has "
                          "not returned for %d ms, and another revocation waits for it",

@@ -108,6 +108,7 @@ typedef struct rmacoll__proxy {
      * holder before it drives the network */
     rmacoll_mem_t *_Atomic revoke_later;
     rmacoll_mem_t *_Atomic dereg_later[RMACOLL__PROXY_LATER]; /* the same, deregistrations */
+    _Atomic int later;                /* set after either is filled: the drive's one check */
     _Atomic uint64_t jobs_posted;     /* written by the producer */
     _Atomic uint64_t jobs_done;       /* written by whoever drives */
     _Atomic int status;               /* first error of the transport */
