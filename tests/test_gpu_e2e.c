@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1092,26 +1091,12 @@ static void test_from_nccl(void **state)
 }
 
 /* Device count from a forked child (CUDA must not start in the parent,
- * which forks the ranks): its exit code, 0 when CUDA fails. */
+ * which forks the ranks): 0 when CUDA fails. */
 static int gpu_probe(void)
 {
-    pid_t pid;
-    int status = 0;
+    int n = mprun_forked(rmacoll_test_gpu_count, 60);
 
-    fflush(stdout);
-    fflush(stderr);
-    pid = fork();
-    if (pid == 0) {
-        int n = 0;
-
-        alarm(60);
-        if (cudaGetDeviceCount(&n) != cudaSuccess)
-            n = 0;
-        _exit(n > 100 ? 100 : n);
-    }
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
-        return 0;
-    return WEXITSTATUS(status);
+    return n < 0 ? 0 : n;
 }
 
 int main(void)

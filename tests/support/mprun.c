@@ -116,6 +116,26 @@ void mprun_reap(pid_t *pids, int nranks, time_t deadline, int *codes)
     }
 }
 
+int (*mprun_rank_setup)(int rank, int nranks);
+
+int mprun_forked(int (*fn)(void), unsigned timeout_s)
+{
+    pid_t pid;
+    int status = 0;
+
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        alarm(timeout_s);
+        _exit(fn() & 0xff);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+        return -1;
+    }
+    return WEXITSTATUS(status);
+}
+
 const rmacoll_config_t *const *mprun_rank_config;
 const char *const *mprun_rank_env;
 int mprun_root_in_rank0;
@@ -178,6 +198,9 @@ int mprun(const mprun_opts_t *opts, mprun_fn_t fn, void *arg, int *codes)
             char key[32];
             int rc;
             alarm(opts->timeout_s);
+            if (mprun_rank_setup != NULL && mprun_rank_setup(r, opts->nranks) != 0) {
+                _exit(MPRUN_CREATE_FAILED);
+            }
             if (shid != NULL && mprun_rank0_id(shid, r, &id) != 0) {
                 _exit(MPRUN_CREATE_FAILED);
             }

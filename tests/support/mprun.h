@@ -48,6 +48,21 @@ extern int mprun_root_in_rank0;
  * (rmacoll_comm_params_t.config = NULL). */
 extern const char *const *mprun_rank_env;
 
+/* When set, rank r calls mprun_rank_setup(r, nranks) in its process
+ * right after the fork, before creating its communicator: a GPU test picks
+ * the rank's device there (the communicator's GPU transports take the
+ * device current at create). Non-zero ends the rank with
+ * MPRUN_CREATE_FAILED. */
+extern int (*mprun_rank_setup)(int rank, int nranks);
+
+/**
+ * Runs fn in a forked child (bounded by alarm(timeout_s)) and returns what
+ * it returned (0..255), or -1 when the child did not exit normally: a GPU
+ * probe, say, so that the caller, which forks ranks later, never starts
+ * CUDA itself.
+ */
+int mprun_forked(int (*fn)(void), unsigned timeout_s);
+
 /* The process hosting the bootstrap root of the current mprun (set before
  * the ranks are forked: a rank may kill it to test a lost root). */
 extern pid_t mprun_root_pid;
