@@ -12,6 +12,43 @@
 
 #include "transports/ofi/ofi_internal.h"
 
+/* Whether closing this provider's endpoint reads nothing from the network,
+ * so that a cut-off instance (mem_revoke) may close it: no incoming write
+ * lands during the close, and a write received halfway cannot crash it.
+ *  - net (libfabric 1.16, 1.17) and tcp answering for FI_EP_RDM itself
+ *    (1.18 on, the same code): xnet_rdm_close closes the listener, then
+ *    every connection's msg endpoint; xnet_ep_close takes the socket out
+ *    of the poll set, flushes the endpoint's queues (a write received
+ *    halfway becomes an FI_ECANCELED entry in the CQ, never read here)
+ *    and closes the socket. Nothing there receives or drives progress.
+ *  - not tcp;ofi_rxm (1.17): rxm_freeall_conns closes each connection's
+ *    msg endpoint and then drains rxm's msg CQ (rxm_close_conn ->
+ *    rxm_flush_msg_cq -> fi_cq_read), and reading tcp's msg CQ receives
+ *    on every connection still open: a write received halfway on one of
+ *    them keeps landing, during the close. And the msg endpoint's close
+ *    turns a write with remote CQ data received halfway into an
+ *    FI_ECANCELED entry whose op_context is NULL, which
+ *    rxm_handle_comp_error dereferences (SIGSEGV: test_safety
+ *    test_late_write_net; docs/transport-ofi.md has the backtrace).
+ *  - others (shm, sockets, verbs;ofi_rxm, efa, cxi): not read; left as
+ *    before. */
+static int ofi_close_is_quiet(const rmacoll_transport_t *tp)
+{
+    const char *prov = tp->info ? tp->info->fabric_attr->prov_name : NULL;
+
+    return prov != NULL && (strcmp(prov, "net") == 0 || strcmp(prov, "tcp") == 0);
+}
+
+static void ofi_close_fid(rmacoll_transport_t *tp, struct fid *fid, const char *what)
+{
+    int ret = fi_close(fid);
+
+    if (ret != 0) {
+        OFI_LOG(tp, RMACOLL_LOG_WARN, "ofi: rank %d: closing the %s failed: %s",
+                tp->env.rank, what, fi_strerror(ret < 0 ? -ret : ret));
+    }
+}
+
 static void ofi_close_all(rmacoll_transport_t *tp)
 {
     for (int i = 0; i < OFI_MR_CACHE_MAX; i++) {
@@ -20,41 +57,44 @@ static void ofi_close_all(rmacoll_transport_t *tp)
             tp->mrs[i].used = 0;
         }
     }
-    if (tp->cut_off && tp->ep) {
-        /* mem_revoke stopped progress with a write possibly half received:
-         * closing the endpoint then crashed inside libfabric 1.17's rxm
-         * (test_safety test_late_write_net), and driving progress to
-         * settle it would land the write. The endpoint and what it hangs
-         * on are left open, never progressed again, until the process
-         * exits: a broken communicator's price for no late write. */
+    if (tp->cut_off && tp->ep && !ofi_close_is_quiet(tp)) {
+        /* mem_revoke stopped progress with a write possibly half received,
+         * and this provider's close would receive (see ofi_close_is_quiet).
+         * The endpoint and what it hangs on are left open, never progressed
+         * again, until the process exits: a broken communicator's price for
+         * no late write. */
         OFI_LOG(tp, RMACOLL_LOG_INFO, "ofi: rank %d: the endpoint of a revoked instance "
-                "stays open (not progressed) until exit", tp->env.rank);
+                "stays open (not progressed) until exit (provider %s)", tp->env.rank,
+                tp->info->fabric_attr->prov_name);
         tp->ep = NULL;
         tp->av = NULL;
         tp->cq = NULL;
         tp->domain = NULL;
         tp->fabric = NULL;
     }
+    /* The endpoint first: its close drops its connections (net: no
+     * receive, see above); the CQ's entries, the cancelled ones of a
+     * revoked instance included, go unread with it. */
     if (tp->ep) {
-        fi_close(&tp->ep->fid);
+        ofi_close_fid(tp, &tp->ep->fid, "endpoint");
     }
     if (tp->av) {
-        fi_close(&tp->av->fid);
+        ofi_close_fid(tp, &tp->av->fid, "address vector");
     }
     if (tp->cq) {
-        fi_close(&tp->cq->fid);
+        ofi_close_fid(tp, &tp->cq->fid, "completion queue");
     }
     if (tp->domain) {
-        fi_close(&tp->domain->fid);
+        ofi_close_fid(tp, &tp->domain->fid, "domain");
     }
     if (tp->fabric) {
-        fi_close(&tp->fabric->fid);
+        ofi_close_fid(tp, &tp->fabric->fid, "fabric");
     }
     if (tp->info) {
         fi_freeinfo(tp->info);
     }
     /* The shm provider unlinks its region when the endpoint closes, but
-     * a revoked instance keeps its endpoint (above), and the process ends
+     * a revoked shm instance keeps its endpoint (above), and the process ends
      * without libfabric's cleanup when it leaves by _exit or a signal: the
      * region would stay in /dev/shm. Unlink the name here in every case
      * (the mappings stay valid; a closed endpoint already removed it). */
