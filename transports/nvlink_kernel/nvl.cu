@@ -435,11 +435,49 @@ __device__ void dc_check(const rmacoll__nvl_dc_t &d, const int64_t *rows, unsign
     detail[2 * t + 1] = have;
 }
 
+#ifdef RMACOLL_NVL_DC_TRACE
+#include <stdio.h>
+
+/* A build with -DRMACOLL_NVL_DC_TRACE (scripts/gpu/dc_ab.sh) times the
+ * kernel's phases (%globaltimer at the marks: block 0 for 0-3, the last
+ * block for 4-5) and prints each rank's mean phase times every 512 calls.
+ * Off (the marks compile to nothing) in every other build. */
+__device__ unsigned long long rmacoll__nvl_dc_t0[RMACOLL_DCOUNTS_MAX_RANKS][8];
+__device__ unsigned long long rmacoll__nvl_dc_sum[RMACOLL_DCOUNTS_MAX_RANKS][8];
+#define DC_MARK(i)                                                              \
+    do {                                                                        \
+        if (tid == 0 && ((i) >= 4 || blockIdx.x == 0)) {                        \
+            rmacoll__nvl_dc_t0[me][(i)] = nvl_now_ns();                         \
+        }                                                                       \
+    } while (0)
+#define DC_MARK_END()                                                           \
+    do {                                                                        \
+        unsigned long long *t_ = rmacoll__nvl_dc_t0[me], *s_ = rmacoll__nvl_dc_sum[me]; \
+        t_[6] = nvl_now_ns();                                                   \
+        for (int k_ = 1; k_ <= 6; k_++) {                                       \
+            s_[k_] += t_[k_] - t_[k_ - 1];                                      \
+        }                                                                       \
+        if (++s_[0] == 512) {                                                   \
+            printf("dc-trace rank %u n %u blocks %u: ns per call: row+arrive %llu, "  \
+                   "wait+rows %llu, verdict %llu, copy+counter %llu, done %llu, "  \
+                   "status %llu\n", me, n, gridDim.x, s_[1] / 512, s_[2] / 512,  \
+                   s_[3] / 512, s_[4] / 512, s_[5] / 512, s_[6] / 512);         \
+            for (int k_ = 0; k_ < 8; k_++) {                                    \
+                s_[k_] = 0;                                                     \
+            }                                                                   \
+        }                                                                       \
+    } while (0)
+#else
+#define DC_MARK(i) ((void)0)
+#define DC_MARK_END() ((void)0)
+#endif
+
 __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
     rmacoll__nvl_dc_kernel(const rmacoll__nvl_dc_t d)
 {
     __shared__ uint64_t s_seq;
-    __shared__ int s_go, s_last;
+    __shared__ unsigned long long s_part[2];
+    __shared__ int s_last;
     __shared__ unsigned long long s_key, s_tkey[RMACOLL_DCOUNTS_MAX_RANKS];
     __shared__ int64_t s_off[RMACOLL_DCOUNTS_MAX_RANKS], s_cnt[RMACOLL_DCOUNTS_MAX_RANKS];
     __shared__ int64_t s_soff[RMACOLL_DCOUNTS_MAX_RANKS];
@@ -450,26 +488,38 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
     const uint64_t myreg = d.region[me];
     uint32_t *terr = (uint32_t *)(uintptr_t)d.terr;
     uint64_t seq;
+    uint64_t w0 = 0;
+    unsigned nact;
+    int go = 1;
 
+    DC_MARK(0);
     if (tid == 0) {
-        s_seq = *(volatile uint64_t *)dc_word(myreg, 0) + 1;
-        s_key = ~0ull;
-        s_last = 0;
+        w0 = *(volatile uint64_t *)dc_word(myreg, 0); /* in flight during the row */
     }
-    if (tid < RMACOLL_DCOUNTS_MAX_RANKS) {
-        s_off[tid] = 0;
-        s_tkey[tid] = ~0ull;
-    }
-    __syncthreads();
-    seq = s_seq;
+    /* the bytes this rank sends, by warps 0 and 1 (n <= 64), each count
+     * capped (only "more than every block's share" matters below) */
+    if (tid < 64u) {
+        const int64_t *sc = (const int64_t *)(uintptr_t)d.sendcounts;
+        int64_t c = tid < n ? sc[tid] : 0;
+        unsigned long long b = c > 0 ? (unsigned long long)(c < (1ll << 40) ? c : (1ll << 40))
+                                           * d.esize
+                                     : 0ull;
 
-    /* block 0: this rank's row into every region, then arrive[me] */
+        for (int o = 16; o > 0; o >>= 1) {
+            b += __shfl_xor_sync(0xffffffffu, b, o);
+        }
+        if ((tid & 31u) == 0) {
+            s_part[tid >> 5] = b;
+        }
+    }
+    /* block 0: this rank's row into every region. The row does not depend
+     * on the sequence number, so the loads of the counts and of word 0 are
+     * in flight together; thread k loads word k once and stores it n times. */
     if (blockIdx.x == 0) {
         const int64_t *sc = (const int64_t *)(uintptr_t)d.sendcounts;
         const int64_t *rc = (const int64_t *)(uintptr_t)d.recvcounts;
 
-        for (unsigned x = tid; x < n * rowlen; x += blockDim.x) {
-            unsigned p = x / rowlen, k = x % rowlen;
+        for (unsigned k = tid; k < rowlen; k += blockDim.x) {
             int64_t v = k < n                ? sc[k]
                         : k < 2u * n         ? (d.given ? rc[k - n] : 0)
                         : k == 2u * n        ? d.recv_cap
@@ -477,47 +527,63 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
                         : k == 2u * n + 2u   ? (int64_t)d.given
                                              : 0;
 
-            *(volatile int64_t *)dc_word(d.region[p], dc_row(n, me) + k) = v;
+            for (unsigned p = 0; p < n; p++) {
+                *(volatile int64_t *)dc_word(d.region[p], dc_row(n, me) + k) = v;
+            }
         }
-        nvl_fence(d.scope);
-        __syncthreads();
-        if (tid < n) { /* thread p raises arrive[me] in rank p's region */
-            nvl_store_release((uint64_t)(uintptr_t)dc_word(d.region[tid], 8u + me), seq,
-                              d.scope);
-        }
+        nvl_fence(d.scope); /* the row, before arrive[me] below */
     }
-    /* every block: every rank's row is in (thread p waits for rank p's) */
+    if (tid == 0) {
+        s_seq = w0 + 1;
+        s_key = ~0ull;
+    }
+    if (tid < RMACOLL_DCOUNTS_MAX_RANKS) {
+        s_off[tid] = 0;
+        s_tkey[tid] = ~0ull;
+    }
+    __syncthreads();
+    seq = s_seq;
+    if (blockIdx.x == 0 && tid < n) { /* thread p raises arrive[me] in rank p's region */
+        nvl_store_release((uint64_t)(uintptr_t)dc_word(d.region[tid], 8u + me), seq, d.scope);
+    }
+    /* the blocks that copy: one per RMACOLL__NVL_BYTES_PER_BLOCK of this
+     * rank's bytes (as the host-count launches size theirs), at least one,
+     * at most the grid; the others leave now (the same number in every
+     * block: the same counts). Block 0 always stays. */
     {
-        int go = 1;
+        unsigned long long b = s_part[0] + s_part[1];
+        unsigned long long k = (b + RMACOLL__NVL_BYTES_PER_BLOCK - 1) / RMACOLL__NVL_BYTES_PER_BLOCK;
 
-        if (tid < n) {
-            go = nvl_wait_word((uint64_t)(uintptr_t)dc_word(myreg, 8u + tid), seq, d.scope,
-                               d.timeout_ns, terr, RMACOLL__NVL_ERR_READY_TIMEOUT, (int)tid);
-            nvl_fence(d.scope);
-        }
-        go = __syncthreads_and(go);
-        if (tid == 0) {
-            s_go = go;
+        nact = k < 1ull ? 1u : k < gridDim.x ? (unsigned)k : gridDim.x;
+    }
+    if (blockIdx.x >= nact) {
+        return;
+    }
+    DC_MARK(1);
+
+    /* every block: thread p waits for rank p's arrival, then copies rank
+     * p's row into shared memory (its loads ordered after the acquire) */
+    if (tid < n) {
+        go = nvl_wait_word((uint64_t)(uintptr_t)dc_word(myreg, 8u + tid), seq, d.scope,
+                           d.timeout_ns, terr, RMACOLL__NVL_ERR_READY_TIMEOUT, (int)tid);
+        if (go) {
+            const volatile int64_t *row =
+                (const volatile int64_t *)dc_word(myreg, dc_row(n, tid));
+
+            for (unsigned k = 0; k < rowlen; k++) {
+                s_rows[dc_srow(n, tid) + k] = row[k];
+            }
         }
     }
-    __syncthreads();
-    /* the rows into shared memory at once (one round of independent loads
-     * rather than a chain of dependent ones in every check below) */
-    if (s_go) {
-        const volatile int64_t *rows = (const volatile int64_t *)dc_word(myreg, dc_row(n, 0));
-
-        for (unsigned x = tid; x < n * rowlen; x += blockDim.x) {
-            s_rows[x] = rows[x];
-        }
-    }
-    __syncthreads();
+    go = __syncthreads_and(go); /* also: the rows, to every thread of the block */
+    DC_MARK(2);
 
     /* the verdict, alike on every rank */
-    if (s_go && tid < n) {
+    if (go && tid < n) {
         dc_check(d, s_rows, tid, &s_tkey[tid], &s_off[tid], s_det);
     }
     __syncthreads();
-    if (tid == 0 && s_go) {
+    if (tid == 0 && go) {
         const int64_t *mine = s_rows + dc_srow(n, me);
         int64_t o = 0;
 
@@ -531,9 +597,19 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
         }
     }
     __syncthreads();
+    /* dispatch: what this rank receives, from the rows (block 0; the
+     * stream's later work sees it once the kernel has completed) */
+    if (go && !d.given && blockIdx.x == 0) {
+        int64_t *rc = (int64_t *)(uintptr_t)d.recvcounts;
+
+        for (unsigned i = tid; i < n; i += blockDim.x) {
+            rc[i] = s_rows[dc_srow(n, i) + me];
+        }
+    }
+    DC_MARK(3);
 
     /* the copies: this block's share of every block of this rank */
-    if (s_go && s_key == ~0ull) {
+    if (go && s_key == ~0ull) {
         for (unsigned t = 0; t < n; t++) {
             if (s_cnt[t] > 0 && d.recv_addr[t] != 0) {
                 rmacoll__nvl_entry_t en;
@@ -543,56 +619,43 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
                 en.bytes = (uint64_t)s_cnt[t] * d.esize;
                 en.sig = 0;
                 en.value = 0;
-                nvl_copy(&en, blockIdx.x, gridDim.x);
+                nvl_copy(&en, blockIdx.x, nact);
             }
         }
     }
     nvl_fence(d.scope);
-    __syncthreads();
-    if (tid == 0) {
-        unsigned old = atomicAdd((unsigned *)dc_word(myreg, 1), 1u);
-
-        s_last = old + 1 == gridDim.x;
-    }
-    __syncthreads();
-    if (!s_last) {
-        return;
-    }
-
-    /* the last block: outputs, completion, status */
-    nvl_fence(d.scope); /* acquire: every block's copies */
-    if (s_go && !d.given) {
-        int64_t *rc = (int64_t *)(uintptr_t)d.recvcounts;
-
-        for (unsigned i = tid; i < n; i += blockDim.x) {
-            rc[i] = s_rows[dc_srow(n, i) + me];
-        }
-    }
-    if (tid == 0) {
-        *(volatile unsigned *)dc_word(myreg, 1) = 0; /* the counter, for the next call */
-    }
-    nvl_fence(d.scope);
-    __syncthreads();
-    {
-        /* thread p raises done[me] in rank p's region, then waits for
-         * rank p's done[p] in this one */
-        int go = s_go;
-
-        if (go && tid < n) {
-            nvl_store_release((uint64_t)(uintptr_t)dc_word(d.region[tid], 8u + n + me), seq,
-                              d.scope);
-            go = nvl_wait_word((uint64_t)(uintptr_t)dc_word(myreg, 8u + n + tid), seq,
-                               d.scope, d.timeout_ns, terr, RMACOLL__NVL_ERR_DATA_TIMEOUT,
-                               (int)tid);
-        }
-        go = __syncthreads_and(go);
+    if (nact > 1) { /* the last block of nact goes on (one block: it is the last) */
+        __syncthreads();
         if (tid == 0) {
-            s_last = go; /* reused: the waits' verdict */
+            unsigned old = atomicAdd((unsigned *)dc_word(myreg, 1), 1u);
+
+            s_last = old + 1 == nact;
+        }
+        __syncthreads();
+        if (!s_last) {
+            return;
+        }
+        /* acquire: every block's copies, before done[me]; the counter back
+         * to 0 for the next call (whose blocks start after this kernel) */
+        nvl_fence(d.scope);
+        if (tid == 0) {
+            *(volatile unsigned *)dc_word(myreg, 1) = 0;
         }
     }
-    __syncthreads();
+    DC_MARK(4);
+
+    /* the last block: completion, status */
+    /* thread p raises done[me] in rank p's region, then waits for rank p's
+     * done[p] in this one */
+    if (go && tid < n) {
+        nvl_store_release((uint64_t)(uintptr_t)dc_word(d.region[tid], 8u + n + me), seq,
+                          d.scope);
+        go = nvl_wait_word((uint64_t)(uintptr_t)dc_word(myreg, 8u + n + tid), seq, d.scope,
+                           d.timeout_ns, terr, RMACOLL__NVL_ERR_DATA_TIMEOUT, (int)tid);
+    }
+    go = __syncthreads_and(go);
+    DC_MARK(5);
     if (tid == 0) {
-        int go = s_last;
         int32_t code = 0;
 
         if (!go) {
@@ -612,9 +675,11 @@ __global__ void __launch_bounds__(RMACOLL__NVL_THREADS)
             dc_report(d, seq, code, (int)rank, (int)why, peer == 255u ? -1 : (int)peer,
                       s_det[2 * col], s_det[2 * col + 1]);
         }
+        /* read by this rank's next call and the stream's later work, both
+         * after this kernel has completed: no fence */
         *(volatile int32_t *)(uintptr_t)d.status = code;
         *(volatile uint64_t *)dc_word(myreg, 0) = seq;
-        nvl_fence(d.scope);
+        DC_MARK_END();
     }
 }
 

@@ -26,6 +26,7 @@ extern "C" {
 
 #define RMACOLL__NVL_MAX_ENTRIES 64u  /* puts per launch */
 #define RMACOLL__NVL_THREADS 512u     /* threads per block */
+#define RMACOLL__NVL_BYTES_PER_BLOCK (16u << 10) /* a put's bytes per block */
 #define RMACOLL__NVL_RING 256u        /* launches whose counters may overlap in time */
 
 typedef struct rmacoll__nvl_entry {
@@ -122,18 +123,21 @@ cudaError_t rmacoll__nvl_launch_fused(const rmacoll__nvl_fused_t *f, cudaStream_
  * i's sendcounts[n], its given recvcounts[n] (combine) or 0, its
  * recv_capacity, its send_capacity, its given flag, 0.
  *
- * Kernel, every block: seq = word 0 + 1; block 0 pushes this rank's row
- * into every rank's region and then raises arrive[me] = seq there (release
- * after the row); every block waits for arrive[p] >= seq of every p in its
- * own region, copies the n rows into its shared memory (one round of
- * loads), computes the verdict (the same on every
- * rank: the same rows) and, when it is clean, copies its share of each of
- * this rank's blocks into the receivers' buffers. The last block to finish
- * (counter) writes recvcounts (dispatch), raises done[me] = seq in every
- * region, waits for every done[p] >= seq (every peer has read its rows out
- * of this region and written into this rank's buffer: the region and the
- * buffers may be reused), then writes *status, the host-mapped report of a
- * failure, and word 0 = seq. Waits time out after timeout_ns.
+ * Kernel: seq = word 0 + 1. Block 0 pushes this rank's row into every
+ * rank's region and then raises arrive[me] = seq there (release after the
+ * row). Only the first nact blocks go on (one per
+ * RMACOLL__NVL_BYTES_PER_BLOCK of this rank's send bytes, 1 to the grid;
+ * each block sums the counts itself, the others leave at once). In each of
+ * them thread p waits for arrive[p] >= seq in this rank's region and
+ * copies row p into shared memory; each computes the verdict (the same on
+ * every rank: the same rows); block 0 writes recvcounts (dispatch); when
+ * the verdict is clean each copies its share of each of this rank's blocks
+ * into the receivers' buffers. The last of them to finish (counter; block
+ * 0 when nact is 1) raises done[me] = seq in every region, waits for every
+ * done[p] >= seq (every peer has read its rows out of this region and
+ * written into this rank's buffer: the region and the buffers may be
+ * reused), then writes *status, the host-mapped report of a failure, and
+ * word 0 = seq. Waits time out after timeout_ns.
  */
 #define RMACOLL__NVL_DC_MAX_BLOCKS 32u
 /* host-mapped report (uint64 words): [0] seq of the failing call (written

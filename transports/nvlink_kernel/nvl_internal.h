@@ -20,7 +20,7 @@
 #include "transports/nvlink_kernel/nvl.h"
 
 #define NVL_BLOB_MAGIC 0x6e766c31u /* "nvl1" */
-#define NVL_BYTES_PER_BLOCK (16u << 10)
+#define NVL_BYTES_PER_BLOCK RMACOLL__NVL_BYTES_PER_BLOCK
 #define NVL_MAX_BLOCKS_PER_ENTRY 32u
 
 #define NVL_LOG(tp_, lvl, ...) RMACOLL__TLOG((tp_)->env, lvl, __VA_ARGS__)
