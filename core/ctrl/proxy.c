@@ -109,15 +109,16 @@ static int proxy_lock_within(rmacoll__proxy_t *px, int ms)
     return pthread_mutex_timedlock(&px->lock, &ts);
 }
 
-/* How long a registration waits for the lock: as long as the heartbeat
- * watch waits for this rank's own stuck transport call (1.75 periods,
- * core/exec/wait.c), else timeout_ms; at most a minute. */
-static uint64_t proxy_lock_bound_ms(const rmacoll__proxy_t *px)
+uint64_t rmacoll__proxy_self_limit_ms(const rmacoll__proxy_t *px)
 {
     uint64_t period = px->beat_ns * 4u / 1000000u; /* beat_ns is a quarter period */
-    uint64_t ms = period != 0 ? 2 * period - period / 4 : px->timeout_ms;
+    uint64_t lo = 2 * period - period / 4, lim = 8 * period, cap = px->timeout_ms / 4 * 3;
 
-    return ms == 0 || ms > 60000u ? 60000u : ms;
+    if (period == 0) {
+        return px->timeout_ms == 0 || px->timeout_ms > 60000u ? 60000u : px->timeout_ms;
+    }
+    lim = lim < cap ? lim : cap;
+    return lim > lo ? lim : lo;
 }
 
 /* What found the lock held by a transport call that did not return
@@ -550,7 +551,7 @@ rmacoll_status_t rmacoll__proxy_register_type(rmacoll__proxy_t *px, const void *
     if (px->tp == NULL || bytes == 0 || buf == NULL) {
         return RMACOLL_SUCCESS;
     }
-    bound = proxy_lock_bound_ms(px);
+    bound = rmacoll__proxy_self_limit_ms(px);
     if (proxy_lock_within(px, (int)bound) != 0) {
         const char *call = atomic_load(&px->xcall_what);
 

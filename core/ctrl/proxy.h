@@ -156,6 +156,16 @@ typedef struct rmacoll__proxy_look {
 uint64_t rmacoll__proxy_stuck(const rmacoll__proxy_t *px, rmacoll__proxy_look_t *look,
                               uint64_t now_ms, const char **what);
 
+/** How long (ms) one call into the network transport may run before it
+ * counts as stuck (the wait fails naming no peer; a registration stops
+ * waiting for the lock): eight heartbeat periods, so that a call held up by
+ * backpressure on a loaded host is not taken for a stuck one (a heartbeat
+ * post ran 1.8 s with 16 ranks on 2 cores over tcp;ofi_rxm); at most three
+ * quarters of timeout_ms (a wait's own timeout, which names the peer
+ * waited for, must not come first); never under 1.75 periods. Without a
+ * heartbeat: timeout_ms, at most a minute. */
+uint64_t rmacoll__proxy_self_limit_ms(const rmacoll__proxy_t *px);
+
 /** Hands a queue of puts to the proxy, in order; puts stay borrowed until
  * rmacoll__proxy_flush returned. */
 rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px,

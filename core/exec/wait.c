@@ -245,9 +245,10 @@ static uint64_t beat_of(const rmacoll_comm_t *comm, int j)
  * arrives only through this rank's own calls into the transport: while one
  * of them has run for half a period (a provider call that spins or blocks),
  * the network peers' silence proves nothing either, and when it has run
- * for the 1.75 periods, BEAT_SELF (*age: how long, *what: the call),
- * unless it is a registration (mem_*). */
+ * past rmacoll__proxy_self_limit_ms, BEAT_SELF (*age: how long, *what: the call), unless
+ * it is a registration (mem_*). */
 #define BEAT_SELF (-2)
+
 static int beat_stale(rmacoll_comm_t *comm, uint64_t now, uint64_t *age, const char **what)
 {
     uint64_t period = comm->beat_ms, stuck;
@@ -278,7 +279,7 @@ static int beat_stale(rmacoll_comm_t *comm, uint64_t now, uint64_t *age, const c
     /* a registration may take seconds (pinning a large buffer): no
      * evidence about the peers while it runs, but no failure either (the
      * wait's own timeout_ms bounds it) */
-    if (stuck > 2 * period - period / 4 &&
+    if (stuck > rmacoll__proxy_self_limit_ms(&comm->proxy) &&
         !(*what != NULL && strncmp(*what, "mem_", 4) == 0)) {
         *age = stuck;
         return BEAT_SELF;
