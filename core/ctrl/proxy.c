@@ -191,6 +191,13 @@ static int proxy_drive_locked(rmacoll__proxy_t *px)
             xcall_in(px, "post_puts");
             st = px->ops->host.post_puts(px->tp, job->puts, job->n);
             xcall_out(px);
+        } else if (job->always) {
+            /* this rank failed: the abort word still goes out where the
+             * transport can carry it (an injected or one-connection failure;
+             * a transport failed as a whole refuses it at once) */
+            xcall_in(px, "post_puts (abort word)");
+            (void)px->ops->host.post_puts(px->tp, job->puts, job->n);
+            xcall_out(px);
         }
         next++;
         atomic_store_explicit(&px->jobs_done, next, memory_order_release);
@@ -422,8 +429,23 @@ rmacoll_status_t rmacoll__proxy_error(rmacoll__proxy_t *px, int *peer)
     return (rmacoll_status_t)st;
 }
 
+static rmacoll_status_t proxy_submit_job(rmacoll__proxy_t *px, const rmacoll_put_t *puts,
+                                         size_t n, int always);
+
 rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t *puts,
                                        size_t n)
+{
+    return proxy_submit_job(px, puts, n, 0);
+}
+
+rmacoll_status_t rmacoll__proxy_submit_always(rmacoll__proxy_t *px,
+                                              const rmacoll_put_t *puts, size_t n)
+{
+    return proxy_submit_job(px, puts, n, 1);
+}
+
+static rmacoll_status_t proxy_submit_job(rmacoll__proxy_t *px, const rmacoll_put_t *puts,
+                                         size_t n, int always)
 {
     uint64_t posted = atomic_load_explicit(&px->jobs_posted, memory_order_relaxed);
     uint64_t start = rmacoll__now_ms();
@@ -452,6 +474,7 @@ rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t
     }
     px->ring[posted % RMACOLL__PROXY_RING].puts = puts;
     px->ring[posted % RMACOLL__PROXY_RING].n = n;
+    px->ring[posted % RMACOLL__PROXY_RING].always = always;
     atomic_store_explicit(&px->jobs_posted, posted + 1, memory_order_release);
     return RMACOLL_SUCCESS;
 }

@@ -63,6 +63,7 @@
 typedef struct rmacoll__proxy_job {
     const rmacoll_put_t *puts;
     size_t n;
+    int always; /* posted after this rank's own failure too (the abort word) */
 } rmacoll__proxy_job_t;
 
 typedef struct rmacoll__proxy {
@@ -170,6 +171,13 @@ uint64_t rmacoll__proxy_self_limit_ms(const rmacoll__proxy_t *px);
  * rmacoll__proxy_flush returned. */
 rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px,
                                        const rmacoll_put_t *puts, size_t n);
+/** As rmacoll__proxy_submit, for the abort word's puts: posted even once
+ * the transport failed on this rank (its first error stops every other
+ * job), best effort: a failed post changes nothing. Without it a rank
+ * whose own hand-over failed told no network peer, which then learnt only
+ * from its heartbeat's stop or at a timeout. */
+rmacoll_status_t rmacoll__proxy_submit_always(rmacoll__proxy_t *px,
+                                              const rmacoll_put_t *puts, size_t n);
 /** Drives the network once from a waiting thread, unless another thread
  * is driving it right now (trylock). */
 void rmacoll__proxy_poll(rmacoll__proxy_t *px);

@@ -146,8 +146,9 @@ void rmacoll__abort_broadcast(rmacoll_comm_t *comm, rmacoll_status_t st)
             put->dst_addr = put->dst_rkey->addr + RMACOLL__CTRL_ABORT_OFF;
             put->sig_index = RMACOLL_NO_SIGNAL;
         }
-        /* best effort: a failed network is the likely cause */
-        if (n > 0 && rmacoll__proxy_submit(&comm->proxy, comm->abort_puts, n) ==
+        /* best effort: a failed network is the likely cause; posted even
+         * after this rank's own transport error (the peers' one fast sign) */
+        if (n > 0 && rmacoll__proxy_submit_always(&comm->proxy, comm->abort_puts, n) ==
             RMACOLL_SUCCESS) {
             rmacoll__proxy_poll(&comm->proxy);
         }
