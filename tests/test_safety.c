@@ -1125,6 +1125,91 @@ static void test_stalled_transport_call(void **state)
     run_stall(two_nodes, 4, 2);
 }
 
+/* A rank whose own network transport fails (RMACOLL_TEST_FAULT=net:3,
+ * core/base/fault.h: its third hand-over of puts fails as a transport error
+ * of this rank) must say so to its peers: its call fails with
+ * RMACOLL_ERR_TRANSPORT, and its abort word goes out to the network peers
+ * (best effort, over the transport that just failed one hand-over), which
+ * fail at once with a secondary error naming it as the first failure. The
+ * heartbeat is off here, and the silence timeout 5 s: without the word,
+ * the peers would learn only at a timeout (4 nodes of one rank: no node
+ * peer sees the word in shared memory). Seen in a fault campaign over net:
+ * the peers' heartbeat watch, the only sign left, missed the stop and the
+ * survivors failed at the 10 s timeout. On provider prov. */
+typedef struct tfail_arg {
+    int victim;
+    uint64_t limit_ms;
+} tfail_arg_t;
+
+static int tfail_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
+{
+    const tfail_arg_t *a = p;
+    int64_t count = 1000, cnt[64], dsp[64];
+    size_t bytes = (size_t)count * 4 * (size_t)nranks;
+    unsigned char *send = calloc(1, bytes), *rbuf = malloc(bytes);
+    char first[64];
+    const char *msg;
+    uint64_t dt = 0;
+    rmacoll_status_t st = RMACOLL_SUCCESS;
+    int rc = 0;
+
+    if (send == NULL || rbuf == NULL) {
+        return 3;
+    }
+    for (int r = 0; r < nranks; r++) {
+        cnt[r] = count;
+        dsp[r] = (int64_t)r * count;
+    }
+    for (int call = 0; st == RMACOLL_SUCCESS && call < 20; call++) {
+        st = timed_call(comm, rank, "", send, rbuf, cnt, dsp, &dt);
+    }
+    msg = rmacoll_comm_last_error(comm);
+    snprintf(first, sizeof(first), "rank %d failed first (RMACOLL_ERR_TRANSPORT)", a->victim);
+    if (st == RMACOLL_SUCCESS) {
+        rc = 2;
+    } else if (rank == a->victim) {
+        rc = st == RMACOLL_ERR_TRANSPORT ? 0 : 7;
+    } else if (st != RMACOLL_ERR_PEER || strstr(msg, first) == NULL) {
+        rc = 6; /* not told by the victim's word */
+    }
+    rc = rc == 0 && dt > a->limit_ms ? 5 : rc;
+    free(send);
+    free(rbuf);
+    return rc;
+}
+
+static void run_tfail(const int *node_of, int nranks, int victim, const char *prov)
+{
+    tfail_arg_t a = {victim, 2000};
+    rmacoll_config_t cfg = base_config(5000);
+    const char *env[8] = {NULL};
+    int codes[8] = {0};
+    mprun_opts_t o = {nranks, node_of, &cfg, 120, -1};
+
+    snprintf(cfg.ofi_provider, sizeof(cfg.ofi_provider), "%s", prov);
+    assert_int_equal(rmacoll_config_set(&cfg, "heartbeat_ms", "0"), RMACOLL_SUCCESS);
+    env[victim] = "RMACOLL_TEST_FAULT=net:3";
+    mprun_rank_env = env;
+    (void)mprun(&o, tfail_body, &a, codes);
+    mprun_rank_env = NULL;
+    for (int r = 0; r < nranks; r++) {
+        print_message("%s: network failure of rank %d: rank %d exit %d\n", prov, victim, r,
+                      codes[r]);
+    }
+    for (int r = 0; r < nranks; r++) {
+        assert_int_equal(codes[r], 0);
+    }
+}
+
+static void test_transport_failure_told(void **state)
+{
+    static const int four_nodes[4] = {0, 1, 2, 3};
+
+    (void)state;
+    run_tfail(four_nodes, 4, 3, "net");
+    run_tfail(four_nodes, 4, 1, "tcp;ofi_rxm");
+}
+
 /* A rank's process dies (SIGKILL) after one exact call: every survivor's
  * second call must fail with RMACOLL_ERR_PEER naming it, well before
  * timeout_ms of silence (20 s here): the bootstrap root sees the dead
@@ -2137,6 +2222,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stopped_rank_heartbeat),
         cmocka_unit_test(test_busy_rank_not_stopped),
         cmocka_unit_test(test_stalled_transport_call),
+        cmocka_unit_test(test_transport_failure_told),
         cmocka_unit_test(test_killed_rank_named_fast),
         cmocka_unit_test(test_root_rank_killed),
         cmocka_unit_test(test_abort),
