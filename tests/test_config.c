@@ -112,7 +112,7 @@ static void test_defaults(void **state)
         uint64_t eager = 0;
         assert_int_equal(rmacoll__config_get_size(&cfg, "eager_max_bytes", &eager),
                          RMACOLL_SUCCESS);
-        assert_int_equal(eager, 1048576);
+        assert_int_equal(eager, 131072);
         assert_int_equal(rmacoll__config_get_size(&cfg, "node_eager_max_bytes", &eager),
                          RMACOLL_SUCCESS);
         assert_int_equal(eager, 1048576);

@@ -89,7 +89,7 @@ static const char *const level_names[] = {"error", "warn", "info", "debug", "tra
     X(MAX_TASK_BYTES, "max_task_bytes", "size", "1GiB",                                      \
       "transfers above this are split in chunks; only the last chunk signals (>= 1)",        \
       .kind = CFG_KIND_SIZE, .offset = CFG_OFF(max_task_bytes), .min = 1, .max = UINT64_MAX) \
-    X(EAGER_MAX_BYTES, "eager_max_bytes", "size", "1MiB",                                     \
+    X(EAGER_MAX_BYTES, "eager_max_bytes", "size", "128KiB",                                   \
       "host calls across nodes (within the one-round limits): a sender's blocks for each "   \
       "other node, if at most this many bytes in all, travel inside its metadata record to " \
       "the relay (relay off: each receiver's block in its own record; no data round for "   \

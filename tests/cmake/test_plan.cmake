@@ -17,12 +17,13 @@ if(TARGET rmacoll-plan)
   # direct streams on five nodes (issue 30): the reference executor runs
   # three calls exact, and the CE bytes are the node-local and self copies
   # alone (91046784 B; 153320400 B with RMACOLL_RELAY_DIRECT_MIN_BYTES=0,
-  # where the relays forward the same streams)
+  # where the relays forward the same streams); eager_max_bytes as it was
+  # when these figures were taken (1 MiB, the default until 2026-12-07)
   add_test(NAME plan_tool_check_direct_5_nodes
     COMMAND rmacoll-plan --topology 5x3 --count 70000 --dist zipf:1.2 --seed 7
             --check --calls 3)
   set_tests_properties(plan_tool_check_direct_5_nodes PROPERTIES TIMEOUT 60
-    ENVIRONMENT "RMACOLL_RELAY_DIRECT_MIN_BYTES=1M"
+    ENVIRONMENT "RMACOLL_RELAY_DIRECT_MIN_BYTES=1M;RMACOLL_EAGER_MAX_BYTES=1M"
     PASS_REGULAR_EXPRESSION "direct streams planned.*check: ok \\(virtual, 3 calls, 675 puts, 210 signals, proxy 98209872 B, ce 91046784 B\\)")
   add_test(NAME plan_tool_mismatch
     COMMAND rmacoll-plan --case ${RMACOLL_CASES_DIR}/mismatch_2x2.txt)
@@ -65,7 +66,7 @@ if(TARGET rmacoll-plan)
   add_test(NAME plan_tool_eager_default
     COMMAND rmacoll-plan --topology 2x2 --count 16 --rank 0)
   set_tests_properties(plan_tool_eager_default PROPERTIES TIMEOUT 60
-    PASS_REGULAR_EXPRESSION "eager_max_bytes 1048576 \\(eager path planned for host calls\\), node_eager_max_bytes 1048576 \\(node eager path planned for host calls\\), relay.direct_min_bytes 1048576 \\(direct streams planned for host calls, where every rank of a node shares one network interface\\)\n.*cePut +eager +-> 0 +NODE_EAGER\\+0 -> RECV\\+64 64 B origin 1\n +cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+128 64 B origin 2"
+    PASS_REGULAR_EXPRESSION "eager_max_bytes 131072 \\(eager path planned for host calls\\), node_eager_max_bytes 1048576 \\(node eager path planned for host calls\\), relay.direct_min_bytes 1048576 \\(direct streams planned for host calls, where every rank of a node shares one network interface\\)\n.*cePut +eager +-> 0 +NODE_EAGER\\+0 -> RECV\\+64 64 B origin 1\n +cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+128 64 B origin 2"
     FAIL_REGULAR_EXPRESSION "to_relay")
   # uneven nodes: the one rank of node 1 relays for all 40 ranks of node 0,
   # so the eager threshold drops to 16 MiB / (4 x 40) (multiple of 64),
@@ -102,7 +103,7 @@ if(TARGET rmacoll-plan)
   add_test(NAME plan_tool_eager_relay_off_plan
     COMMAND rmacoll-plan --topology 2x2 --count 16 --rank 0 --relay off)
   set_tests_properties(plan_tool_eager_relay_off_plan PROPERTIES TIMEOUT 60
-    PASS_REGULAR_EXPRESSION "relay off [^\n]*eager_max_bytes 1048576 \\(eager path planned for host calls\\)[^\n]*\n.*cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+128 64 B origin 2\n +cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+192 64 B origin 3"
+    PASS_REGULAR_EXPRESSION "relay off [^\n]*eager_max_bytes 131072 \\(eager path planned for host calls\\)[^\n]*\n.*cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+128 64 B origin 2\n +cePut +eager +-> 0 +EAGER\\+0 -> RECV\\+192 64 B origin 3"
     FAIL_REGULAR_EXPRESSION "proxyPut")
   # direct streams (relay.direct_min_bytes): a stream to the other node of
   # at least that many bytes goes straight to its receivers, the one to the
