@@ -26,7 +26,8 @@ wait
 gcc -O1 -g -shared -fPIC -o /tmp/stackdump.so scripts/gpu/stackdump.c -ldl || exit 1
 # MODES: "donly1 donly0 staged" by default: the registered path with
 # ofi.hmem_device_only on (CUDA IPC) and off (shm's host bounce), and the
-# staged path; SIZES of -b/-e (default 16M 64M)
+# staged path; SIZES of -b/-e (default 16M 64M), DIST (default uniform),
+# ITERS (default 5)
 run_mode() { # $1 mode, $2 log
   local donly=0 path=hmem
   case $1 in donly1) donly=1;; staged) path=staged;; esac
@@ -35,7 +36,7 @@ run_mode() { # $1 mode, $2 log
   RMACOLL_TRANSPORTS_INTER_NODE=ofi RMACOLL_OFI_PROVIDER=shm RMACOLL_OFI_HMEM_DEVICE_ONLY=$donly \
   RMACOLL_TRANSPORTS_DEVICE_INTER_NODE=$path \
     timeout -k 5 90 ./build-ab-new/tools/rmacoll-perf --buffers cuda -np 4 --ppn 2 \
-      -b ${SIZES_B:-16M} -e ${SIZES_E:-64M} -f 4 -n ${ITERS:-5} -w 2 > "$2" 2>&1
+      -b ${SIZES_B:-16M} -e ${SIZES_E:-64M} -f 4 -n ${ITERS:-5} -w 2 --dist ${DIST:-uniform} > "$2" 2>&1
 }
 for mode in ${MODES:-donly1 donly0 staged}; do
   log=/tmp/shm_ipc_$mode.log
@@ -51,7 +52,7 @@ for mode in ${MODES:-donly1 donly0 staged}; do
   done
   wait $ppid; r=$?
   {
-    echo "=== $mode: rmacoll-perf rc $r"
+    echo "=== $mode (${DIST:-uniform}): rmacoll-perf rc $r"
     grep -vE "^stack " "$log" | grep -iE "error|stalled|timed out|own call|not returned|warm-up|staged|^ +[0-9]+ |^==" |
       sed -E 's/^[^ ]+:[0-9]+:[0-9]+ //' | awk '!seen[$0]++' | head -30 | cut -c1-300
     # the stacks, static frames named
