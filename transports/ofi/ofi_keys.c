@@ -17,8 +17,8 @@ const rmacoll_transport_key_t rmacoll_transport_ofi_keys[OFI_NKEYS] = {
     {"iface", RMACOLL_CONFIG_STRING, "",
      "network interface for the provider, e.g. lo (\"\" = provider default)", 0, 0},
     {"hmem_device_only", RMACOLL_CONFIG_BOOL, "false",
-     "register device memory with FI_HMEM_DEVICE_ONLY (shm then moves it over CUDA IPC; "
-     "stalled on the GPU machine, see docs/transport-ofi.md)", 0, 0},
+     "register device memory with FI_HMEM_DEVICE_ONLY (shm then moves it over CUDA IPC, "
+     "after a warm-up copy at init; see docs/transport-ofi.md)", 0, 0},
     {"delivery_complete", RMACOLL_CONFIG_BOOL, "false",
      "every write waits for the target's acknowledgement (FI_DELIVERY_COMPLETE) and a "
      "signal for the writes before it, even on providers that order writes (FI_ORDER_WAW)",
