@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -33,6 +32,7 @@
 
 #include "core/oob/bootstrap.h"
 #include "core/base/log.h"
+#include "mprun.h"
 
 #define MAX_CHILDREN 16
 #define CHILD_ALARM_S 30
@@ -149,18 +149,7 @@ static void assert_exit(int status, int code, int idx)
 
 static int count_threads(void)
 {
-    DIR *d = opendir("/proc/self/task");
-    struct dirent *e;
-    int n = 0;
-
-    if (d == NULL) {
-        return -1;
-    }
-    while ((e = readdir(d)) != NULL) {
-        n += e->d_name[0] != '.';
-    }
-    closedir(d);
-    return n;
+    return mprun_count_entries("/proc/self/task");
 }
 
 /* Waits (bounded) until the process has `want` threads. */

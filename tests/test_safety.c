@@ -578,6 +578,23 @@ static void test_embedder_config(void **state)
 
 /* Uniform AlltoAllV of int32 (count elements to every rank, in arg), every
  * byte and guard checked. */
+/* The buffers of a uniform int32 call, count elements per pair: *send
+ * zeroed, *rbuf as malloc leaves it, cnt and dsp its layout; 3 (a body's
+ * out-of-memory exit) when an allocation failed, else 0. */
+static int uniform_bufs(int nranks, int64_t count, unsigned char **send, unsigned char **rbuf,
+                        int64_t *cnt, int64_t *dsp)
+{
+    size_t bytes = (size_t)count * 4 * (size_t)nranks;
+
+    *send = calloc(1, bytes);
+    *rbuf = malloc(bytes);
+    for (int r = 0; r < nranks; r++) {
+        cnt[r] = count;
+        dsp[r] = (int64_t)r * count;
+    }
+    return *send == NULL || *rbuf == NULL ? 3 : 0;
+}
+
 static int uniform_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
 {
     int64_t count = *(const int64_t *)p;
@@ -859,16 +876,12 @@ static int stop_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     uint64_t dt;
     rmacoll_status_t st;
     int rc = uniform_body(comm, rank, nranks, &count);
-    size_t bytes = (size_t)count * 4 * (size_t)nranks;
-    unsigned char *send = calloc(1, bytes), *rbuf = malloc(bytes);
+    unsigned char *send = NULL, *rbuf = NULL;
     int64_t cnt[64], dsp[64];
 
-    if (rc != 0 || send == NULL || rbuf == NULL) {
-        return rc ? rc : 3;
-    }
-    for (int r = 0; r < nranks; r++) {
-        cnt[r] = count;
-        dsp[r] = (int64_t)r * count;
+    rc = rc != 0 ? rc : uniform_bufs(nranks, count, &send, &rbuf, cnt, dsp);
+    if (rc != 0) {
+        return rc;
     }
     atomic_store(&a->sh->pid[rank], (int)getpid());
     atomic_fetch_add(&a->sh->ready, 1);
@@ -1014,10 +1027,13 @@ static void test_stopped_rank_heartbeat(void **state)
  * call that spins or blocks). Its network peers' heartbeats reach it only
  * through such calls, so their silence proves nothing there: it must not
  * blame any of them, and says its own call has not returned (TIMEOUT,
- * within the heartbeat bound), or a node peer's abort word naming it; the
- * others name it (its heartbeat stopped) or no one. Every call returns: a
- * failed call's revocation of its receive buffer does not wait for the
- * stuck call (it is left to the lock's next holder). */
+ * after rmacoll__proxy_self_limit_ms: 4 s at heartbeat_ms 500), or a node
+ * peer's abort word naming it; the others name it (its heartbeat stopped)
+ * or no one. Every call returns, within 12 s (a survivor whose own puts to
+ * the stalled rank are held up by backpressure waits out the same limit
+ * first; on a loaded host that took 6.0-6.4 s), well before the 20 s
+ * silence timeout: a failed call's revocation of its receive buffer does
+ * not wait for the stuck call (it is left to the lock's next holder). */
 typedef struct stall_arg {
     int victim;
     uint64_t limit_ms;
@@ -1053,20 +1069,15 @@ static int stall_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
 {
     const stall_arg_t *a = p;
     int64_t count = 1000, cnt[64], dsp[64];
-    size_t bytes = (size_t)count * 4 * (size_t)nranks;
-    unsigned char *send = calloc(1, bytes), *rbuf = malloc(bytes);
+    unsigned char *send = NULL, *rbuf = NULL;
     char want[32];
     const char *msg;
     uint64_t dt;
     rmacoll_status_t st = RMACOLL_SUCCESS;
-    int rc = 0;
+    int rc = uniform_bufs(nranks, count, &send, &rbuf, cnt, dsp);
 
-    if (send == NULL || rbuf == NULL) {
-        return 3;
-    }
-    for (int r = 0; r < nranks; r++) {
-        cnt[r] = count;
-        dsp[r] = (int64_t)r * count;
+    if (rc != 0) {
+        return rc;
     }
     /* the victim's stall arms at its first hand-over of puts and starts at
      * its proxy's next heartbeat post (within heartbeat_ms / 4): calls go
@@ -1097,7 +1108,7 @@ static int stall_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
 
 static void run_stall(const int *node_of, int nranks, int victim)
 {
-    stall_arg_t a = {victim, 6000};
+    stall_arg_t a = {victim, 12000};
     rmacoll_config_t cfg = base_config(20000);
     const char *env[8] = {NULL};
     int codes[8] = {0};
@@ -1145,20 +1156,15 @@ static int tfail_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
 {
     const tfail_arg_t *a = p;
     int64_t count = 1000, cnt[64], dsp[64];
-    size_t bytes = (size_t)count * 4 * (size_t)nranks;
-    unsigned char *send = calloc(1, bytes), *rbuf = malloc(bytes);
+    unsigned char *send = NULL, *rbuf = NULL;
     char first[64];
     const char *msg;
     uint64_t dt = 0;
     rmacoll_status_t st = RMACOLL_SUCCESS;
-    int rc = 0;
+    int rc = uniform_bufs(nranks, count, &send, &rbuf, cnt, dsp);
 
-    if (send == NULL || rbuf == NULL) {
-        return 3;
-    }
-    for (int r = 0; r < nranks; r++) {
-        cnt[r] = count;
-        dsp[r] = (int64_t)r * count;
+    if (rc != 0) {
+        return rc;
     }
     for (int call = 0; st == RMACOLL_SUCCESS && call < 20; call++) {
         st = timed_call(comm, rank, "", send, rbuf, cnt, dsp, &dt);
@@ -1226,15 +1232,11 @@ static int kill_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
     uint64_t dt;
     rmacoll_status_t st;
     int rc = uniform_body(comm, rank, nranks, &count);
-    size_t bytes = (size_t)count * 4 * (size_t)nranks;
-    unsigned char *send = calloc(1, bytes), *rbuf = malloc(bytes);
+    unsigned char *send = NULL, *rbuf = NULL;
 
-    if (rc != 0 || send == NULL || rbuf == NULL) {
-        return rc ? rc : 3;
-    }
-    for (int r = 0; r < nranks; r++) {
-        cnt[r] = count;
-        dsp[r] = (int64_t)r * count;
+    rc = rc != 0 ? rc : uniform_bufs(nranks, count, &send, &rbuf, cnt, dsp);
+    if (rc != 0) {
+        return rc;
     }
     atomic_fetch_add(&a->sh->ready, 1);
     if (rank == a->stop_rank) {
@@ -1818,18 +1820,9 @@ static int late_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
  * lists it); -1 when unreadable. */
 static int count_fds(void)
 {
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    int n = 0;
+    int n = mprun_count_entries("/proc/self/fd");
 
-    if (d == NULL) {
-        return -1;
-    }
-    while ((e = readdir(d)) != NULL) {
-        n += e->d_name[0] != '.';
-    }
-    closedir(d);
-    return n - 1;
+    return n < 0 ? -1 : n - 1;
 }
 
 /* A rank's open descriptors just before rmacoll_comm_create (run_own). */

@@ -1,6 +1,7 @@
 /* mprun.c - fork-per-rank harness for integration tests (see mprun.h). */
 #include "mprun.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,22 @@ void mprun_reap(pid_t *pids, int nranks, time_t deadline, int *codes)
         }
         usleep(2000);
     }
+}
+
+int mprun_count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+
+    if (d == NULL) {
+        return -1;
+    }
+    while ((e = readdir(d)) != NULL) {
+        n += e->d_name[0] != '.';
+    }
+    closedir(d);
+    return n;
 }
 
 int (*mprun_rank_setup)(int rank, int nranks);

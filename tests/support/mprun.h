@@ -63,6 +63,11 @@ extern int (*mprun_rank_setup)(int rank, int nranks);
  */
 int mprun_forked(int (*fn)(void), unsigned timeout_s);
 
+/* Entries of a directory other than . and .. (/proc/self/task: this
+ * process's threads; /proc/self/fd: its descriptors, the one that lists
+ * them included), or -1 when it cannot be read. */
+int mprun_count_entries(const char *dir);
+
 /* The process hosting the bootstrap root of the current mprun (set before
  * the ranks are forked: a rank may kill it to test a lost root). */
 extern pid_t mprun_root_pid;
