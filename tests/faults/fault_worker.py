@@ -148,6 +148,13 @@ def main():
     for t in threading.enumerate():
         if t is not threading.current_thread() and isinstance(t, threading.Timer):
             t.join(5)
+    # the bootstrap root thread (in the rank that made the unique id) is
+    # detached and leaves once every rank has said goodbye, so a stopped
+    # rank resumed late keeps it a moment past this rank's destroy: what is
+    # still there after 5 s is left behind (its socket goes with it)
+    settle = time.monotonic() + 5
+    while threads() > th0 and time.monotonic() < settle:
+        time.sleep(0.05)
     out["fds_left"] = fds() - fd0
     out["threads_left"] = threads() - th0
     sys.stdout.write(json.dumps(out) + "\n")
