@@ -1034,10 +1034,12 @@ static void test_stopped_rank_heartbeat(void **state)
  * first; on a loaded host that took 6.0-6.4 s), well before the 20 s
  * silence timeout: a failed call's revocation of its receive buffer does
  * not wait for the stuck call (it is left to the lock's next holder). */
-typedef struct stall_arg {
+/* The faulty rank of a run and the bound on every rank's failing call
+ * (the stall and transport-failure bodies). */
+typedef struct victim_arg {
     int victim;
     uint64_t limit_ms;
-} stall_arg_t;
+} victim_arg_t;
 
 /* 1 if msg names a rank other than `ok` as the failed one. */
 static int names_other(const char *msg, int ok)
@@ -1067,7 +1069,7 @@ static int names_other(const char *msg, int ok)
 
 static int stall_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
 {
-    const stall_arg_t *a = p;
+    const victim_arg_t *a = p;
     int64_t count = 1000, cnt[64], dsp[64];
     unsigned char *send = NULL, *rbuf = NULL;
     char want[32];
@@ -1108,7 +1110,7 @@ static int stall_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
 
 static void run_stall(const int *node_of, int nranks, int victim)
 {
-    stall_arg_t a = {victim, 12000};
+    victim_arg_t a = {victim, 12000};
     rmacoll_config_t cfg = base_config(20000);
     const char *env[8] = {NULL};
     int codes[8] = {0};
@@ -1147,14 +1149,10 @@ static void test_stalled_transport_call(void **state)
  * peer sees the word in shared memory). Seen in a fault campaign over net:
  * the peers' heartbeat watch, the only sign left, missed the stop and the
  * survivors failed at the 10 s timeout. On provider prov. */
-typedef struct tfail_arg {
-    int victim;
-    uint64_t limit_ms;
-} tfail_arg_t;
 
 static int tfail_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
 {
-    const tfail_arg_t *a = p;
+    const victim_arg_t *a = p;
     int64_t count = 1000, cnt[64], dsp[64];
     unsigned char *send = NULL, *rbuf = NULL;
     char first[64];
@@ -1186,7 +1184,7 @@ static int tfail_body(rmacoll_comm_t *comm, int rank, int nranks, void *p)
 
 static void run_tfail(const int *node_of, int nranks, int victim, const char *prov)
 {
-    tfail_arg_t a = {victim, 2000};
+    victim_arg_t a = {victim, 2000};
     rmacoll_config_t cfg = base_config(5000);
     const char *env[8] = {NULL};
     int codes[8] = {0};

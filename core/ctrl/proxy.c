@@ -430,21 +430,6 @@ rmacoll_status_t rmacoll__proxy_error(rmacoll__proxy_t *px, int *peer)
 }
 
 static rmacoll_status_t proxy_submit_job(rmacoll__proxy_t *px, const rmacoll_put_t *puts,
-                                         size_t n, int always);
-
-rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t *puts,
-                                       size_t n)
-{
-    return proxy_submit_job(px, puts, n, 0);
-}
-
-rmacoll_status_t rmacoll__proxy_submit_always(rmacoll__proxy_t *px,
-                                              const rmacoll_put_t *puts, size_t n)
-{
-    return proxy_submit_job(px, puts, n, 1);
-}
-
-static rmacoll_status_t proxy_submit_job(rmacoll__proxy_t *px, const rmacoll_put_t *puts,
                                          size_t n, int always)
 {
     uint64_t posted = atomic_load_explicit(&px->jobs_posted, memory_order_relaxed);
@@ -477,6 +462,18 @@ static rmacoll_status_t proxy_submit_job(rmacoll__proxy_t *px, const rmacoll_put
     px->ring[posted % RMACOLL__PROXY_RING].always = always;
     atomic_store_explicit(&px->jobs_posted, posted + 1, memory_order_release);
     return RMACOLL_SUCCESS;
+}
+
+rmacoll_status_t rmacoll__proxy_submit(rmacoll__proxy_t *px, const rmacoll_put_t *puts,
+                                       size_t n)
+{
+    return proxy_submit_job(px, puts, n, 0);
+}
+
+rmacoll_status_t rmacoll__proxy_submit_always(rmacoll__proxy_t *px,
+                                              const rmacoll_put_t *puts, size_t n)
+{
+    return proxy_submit_job(px, puts, n, 1);
 }
 
 rmacoll_status_t rmacoll__proxy_flush(rmacoll__proxy_t *px)
